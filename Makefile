@@ -1,0 +1,88 @@
+# Mallard — the front door. A newcomer needs two commands: `make demo` and `make test`.
+# Each part keeps its own build and tests in its folder; this file only wires them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+BUILD ?= build
+VENV ?= .venv
+PY := $(VENV)/bin/python
+GEN := $(shell command -v ninja >/dev/null 2>&1 && echo -G Ninja)
+ARGS ?=
+
+.PHONY: help setup deps python allocator workloads test test-allocator test-allocator-arm64 \
+        test-runner test-api test-dashboards test-k8s lint demo bench bench-allocator \
+        bench-runner bench-api up down images-offline e2e clean
+
+help: ## list the targets
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s$$'\t'
+
+setup: deps python ## install everything the demo and the tests need
+
+deps: ## system packages (compilers, hyperfine, valgrind, peers, qemu, prometheus) via apt
+	@scripts/install-deps.sh
+
+python: $(VENV)/.synced ## the Python workspace (.venv) via uv
+$(VENV)/.synced: pyproject.toml api/pyproject.toml runner/pyproject.toml
+	@scripts/install-python.sh
+	@touch $@
+
+allocator: ## build libmallard.so into build/allocator
+	@cmake -S allocator -B $(BUILD)/allocator $(GEN) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD)/allocator
+
+workloads: ## build the benchmark workloads into build/workloads
+	@cmake -S runner/workloads -B $(BUILD)/workloads $(GEN) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD)/workloads
+
+test: setup ## every test of every part; prints each runner's summary line
+	@scripts/test-all.sh
+
+test-allocator: allocator ## allocator conformance, stress, TSan, real programs (ctest)
+	@ctest --test-dir $(BUILD)/allocator --output-on-failure
+
+test-allocator-arm64: ## allocator cross-built for arm64 and run under qemu-aarch64
+	@allocator/scripts/test-arm64.sh
+
+test-runner: python allocator workloads ## workloads, executor, CLI, agent (pytest)
+	@$(VENV)/bin/pytest runner/tests
+
+test-api: python ## API and database against a real PostgreSQL (pytest)
+	@$(VENV)/bin/pytest api/tests
+
+test-dashboards: python ## dashboard SQL, PromQL, promtool, amtool (pytest)
+	@$(VENV)/bin/pytest dashboards/tests
+
+test-k8s: python ## kustomize render, schema validation, checkov (pytest)
+	@$(VENV)/bin/pytest k8s/tests
+
+lint: python ## ruff and mypy
+	@$(VENV)/bin/ruff check api runner dashboards k8s scripts
+	@$(VENV)/bin/mypy api/mallard_api runner/mallard_runner
+
+demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running)
+	@$(PY) scripts/demo.py $(ARGS)
+
+bench: bench-allocator bench-runner bench-api ## every benchmark
+
+bench-allocator: python allocator workloads ## allocator vs peers on larson and rpc (table in allocator/README.md)
+	@$(PY) allocator/bench/bench.py $(ARGS)
+
+bench-runner: python allocator workloads ## measurement noise: CV and A/A check (runner/README.md)
+	@$(PY) runner/bench/noise.py $(ARGS)
+
+bench-api: python ## ingest throughput and series-query latency (api/README.md)
+	@$(PY) api/bench/bench_api.py $(ARGS)
+
+up: ## docker compose stack (prints the URLs)
+	@scripts/compose.sh up
+
+down: ## stop the compose stack
+	@scripts/compose.sh down
+
+images-offline: ## build postgres/prometheus/alertmanager stand-ins from debian:bookworm-slim
+	@scripts/images-offline.sh
+
+e2e: ## container end-to-end test (needs a Docker engine)
+	@scripts/e2e.sh
+
+clean: ## remove builds and local state
+	rm -rf $(BUILD) .mallard

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs every part's tests, even after one fails, so every runner's summary line
+# is printed; exits non-zero if any part failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+parts=(allocator allocator-arm64 runner api dashboards k8s)
+passed=0; failed=0; failed_parts=()
+for part in "${parts[@]}"; do
+  echo "================ make test-$part ================"
+  if make --no-print-directory "test-$part"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1)); failed_parts+=("$part")
+  fi
+done
+echo "================ summary ================"
+[ $failed -eq 0 ] || echo "failed parts: ${failed_parts[*]}"
+echo "parts: $passed passed, $failed failed"
+[ $failed -eq 0 ]
