@@ -1,0 +1,165 @@
+/* larson: the Larson & Krishnan server workload ("Memory allocation for
+ * long-running server applications", ISMM 1998), as in Hoard's larson.cpp.
+ * Each of `threads` slices holds `blocks` live blocks of sizes in [min, max).
+ * A step frees a random slot of the slice and allocates a new block of a
+ * random size there. After `rounds` steps a thread hands its slice to a
+ * freshly created thread and exits, so later generations free blocks that
+ * dead threads allocated. Generations continue until `ops` steps are done
+ * across all slices. The slices are filled by the main thread, untimed. */
+#include "common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct slot {
+    unsigned char *p;
+    uint32_t size;
+    uint64_t tag;
+} slot;
+
+typedef struct slice {
+    slot *slots;
+    size_t nblocks;
+    wl_rng rng;
+    uint64_t remaining;  /* steps this slice still has to do */
+    uint64_t digest;
+    uint64_t generations;
+} slice;
+
+static uint64_t g_min, g_max, g_rounds;
+/* Finished generations post their pthread_t here; main joins them, so a
+ * successor never waits for its predecessor to be scheduled and exit. */
+static wl_queue g_reap;
+_Static_assert(sizeof(pthread_t) <= sizeof(void *), "pthread_t must fit in a pointer");
+
+static void post_for_reaping(void)
+{
+    pthread_t self = pthread_self();
+    void *box = NULL;
+    memcpy(&box, &self, sizeof self);
+    wl_queue_push(&g_reap, box);
+}
+
+static void new_block(slice *s, slot *sl)
+{
+    uint32_t size = (uint32_t)wl_rng_range(&s->rng, g_min, g_max);
+    unsigned char *p = malloc(size);
+    if (!p)
+        wl_fail("malloc(%u) returned NULL", size);
+    sl->p = p;
+    sl->size = size;
+    sl->tag = wl_rng_next(&s->rng);
+    wl_tag_block(p, size, sl->tag);
+    s->digest = wl_digest_add(s->digest, size);
+}
+
+static void free_block(slot *sl)
+{
+    if (!wl_check_block(sl->p, sl->size, sl->tag))
+        wl_fail("block %p (size %u) was corrupted while live", (void *)sl->p, sl->size);
+    free(sl->p);
+}
+
+static void *generation(void *arg)
+{
+    slice *s = arg;
+    uint64_t steps = s->remaining < g_rounds ? s->remaining : g_rounds;
+    for (uint64_t i = 0; i < steps; i++) {
+        size_t victim = (size_t)wl_rng_below(&s->rng, s->nblocks);
+        free_block(&s->slots[victim]);
+        new_block(s, &s->slots[victim]);
+        s->digest = wl_digest_add(s->digest, victim);
+    }
+    s->remaining -= steps;
+    s->generations++;
+    if (s->remaining) {
+        pthread_t next;
+        wl_thread_create(&next, generation, s);
+    }
+    post_for_reaping();
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    wl_param params[] = {
+        {"threads", 2, 1, "concurrent threads (one slice each)"},
+        {"min", 8, 1, "smallest block size in bytes"},
+        {"max", 1000, 2, "block sizes are below this"},
+        {"blocks", 5000, 1, "live blocks per slice"},
+        {"rounds", 10000, 1, "steps a thread does before handing its slice to a new thread"},
+        {"ops", 5000000, 1, "total steps (free + malloc) across all threads"},
+        {"seed", 42, 0, "PRNG seed"},
+    };
+    size_t np = WL_NPARAMS(params);
+    wl_parse_args(argc, argv, "larson", "Larson & Krishnan server workload with thread churn.",
+                  params, np);
+    long threads = (long)wl_param_get(params, np, "threads");
+    g_min = (uint64_t)wl_param_get(params, np, "min");
+    g_max = (uint64_t)wl_param_get(params, np, "max");
+    size_t blocks = (size_t)wl_param_get(params, np, "blocks");
+    g_rounds = (uint64_t)wl_param_get(params, np, "rounds");
+    uint64_t ops = (uint64_t)wl_param_get(params, np, "ops");
+    uint64_t seed = (uint64_t)wl_param_get(params, np, "seed");
+    if (g_max <= g_min || g_max > UINT32_MAX)
+        wl_fail("need min < max <= 2^32-1 (min %llu, max %llu)", (unsigned long long)g_min,
+                (unsigned long long)g_max);
+
+    slice *slices = wl_xmalloc(sizeof(slice) * (size_t)threads);
+    for (long t = 0; t < threads; t++) {
+        slice *s = &slices[t];
+        s->slots = wl_xmalloc(sizeof(slot) * blocks);
+        s->nblocks = blocks;
+        wl_rng_init(&s->rng, seed, (uint64_t)t);
+        s->remaining = ops / (uint64_t)threads + ((uint64_t)t < ops % (uint64_t)threads);
+        s->digest = WL_DIGEST_INIT;
+        s->generations = 0;
+        for (size_t i = 0; i < blocks; i++)
+            new_block(s, &s->slots[i]);
+    }
+
+    uint64_t expected = 0; /* threads that will run, all generations */
+    for (long t = 0; t < threads; t++)
+        expected += (slices[t].remaining + g_rounds - 1) / g_rounds;
+    wl_queue_init(&g_reap, (size_t)threads + 1);
+
+    double start = wl_now();
+    for (long t = 0; t < threads; t++) {
+        if (slices[t].remaining == 0)
+            continue;
+        pthread_t th;
+        wl_thread_create(&th, generation, &slices[t]);
+    }
+    for (uint64_t i = 0; i < expected; i++) {
+        void *box = wl_queue_pop(&g_reap);
+        pthread_t th;
+        memcpy(&th, &box, sizeof th);
+        wl_thread_join(th);
+    }
+    double seconds = wl_now() - start;
+    wl_queue_destroy(&g_reap);
+
+    uint64_t digest = WL_DIGEST_INIT, generations = 0;
+    for (long t = 0; t < threads; t++) {
+        slice *s = &slices[t];
+        digest = wl_digest_add(digest, s->digest);
+        generations += s->generations;
+        for (size_t i = 0; i < s->nblocks; i++)
+            free_block(&s->slots[i]);
+        free(s->slots);
+    }
+    free(slices);
+
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)digest);
+    char gens[24];
+    snprintf(gens, sizeof gens, "%llu", (unsigned long long)generations);
+    /* Strings, not numbers: numeric extras become measures (contracts §1). */
+    wl_extra extras[] = {
+        {"thread_generations", 0, 0, gens},
+        {"digest", 0, 0, hex},
+    };
+    wl_report("larson", params, np, ops, seconds, extras, WL_NPARAMS(extras));
+    return 0;
+}
