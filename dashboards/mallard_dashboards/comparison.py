@@ -1,0 +1,229 @@
+"""Comparison (`mallard-comparison`): one A/B comparison in detail.
+
+Pick a comparison (v_comparisons); its cells with difference, interval, p-value and
+verdict (v_comparison_cells); a bar chart of the differences with their intervals; and
+the allocator counters of base and head side by side (v_measurements).
+"""
+
+from __future__ import annotations
+
+from .grafana import (
+    VERDICT_COLOURS,
+    Dashboard,
+    Json,
+    field_config,
+    override,
+    sql,
+    sql_variable,
+)
+
+COMPARISONS = """
+    SELECT comparison_id AS __value,
+           '#' || comparison_id || ' ' || base_label || ' vs ' || head_label
+             || ' [' || arch || ', ' || state || ']' AS __text
+    FROM v_comparisons
+    WHERE project = ${project:sqlstring}
+    ORDER BY created_at DESC
+    LIMIT 200
+"""
+
+SUMMARY = """
+    SELECT state, hypothesis, cells, improved, regressed, same, unknown
+    FROM v_comparisons
+    WHERE comparison_id = ${comparison:raw}
+"""
+
+CELLS = """
+    SELECT workload, threads, measure, base_median, head_median, diff_pct, ci_low_pct,
+           ci_high_pct, p_value, p_adjusted, verdict,
+           n_base || ' / ' || n_head AS trials,
+           robust_base || ' / ' || robust_head AS robust,
+           line
+    FROM v_comparison_cells
+    WHERE comparison_id = ${comparison:raw} AND measure IN (${measure:sqlstring})
+    ORDER BY workload, threads, measure
+"""
+
+DIFF_BARS = """
+    SELECT workload || ' t=' || threads || ' ' || measure AS cell,
+           ci_low_pct AS "interval low", diff_pct AS "difference", ci_high_pct AS "interval high"
+    FROM v_comparison_cells
+    WHERE comparison_id = ${comparison:raw} AND measure IN (${measure:sqlstring})
+    ORDER BY workload, threads, measure
+"""
+
+# The trials of a comparison are the ones its job(s) stored: v_measurements.job_id joined
+# to the comparison's jobs. The views expose no comparison<->job link, so the jobs are
+# found as the comparison jobs for the same project and arch that ran after the
+# comparison was created and whose trials carry its base/head labels.
+COMPARISON_TRIALS = """
+    WITH c AS (
+      SELECT * FROM v_comparisons WHERE comparison_id = ${comparison:raw}
+    ), m AS (
+      SELECT m.* FROM v_measurements m
+      JOIN c ON m.project = c.project AND m.arch = c.arch
+      JOIN v_jobs j ON j.job_id = m.job_id AND j.kind = 'comparison'
+           AND j.created_at >= c.created_at
+      WHERE m.allocator_label IN (c.base_label, c.head_label)
+        AND m.ok AND NOT m.warmup
+        AND m.measure IN ('transfer_insert_hit_ratio', 'transfer_remove_hit_ratio')
+    )"""
+
+COUNTERS = f"""{COMPARISON_TRIALS}
+    SELECT workload || ' t=' || threads AS cell,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY value)
+             FILTER (WHERE label = 'base' AND measure = 'transfer_insert_hit_ratio')
+             AS "base insert hit",
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY value)
+             FILTER (WHERE label = 'head' AND measure = 'transfer_insert_hit_ratio')
+             AS "head insert hit",
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY value)
+             FILTER (WHERE label = 'base' AND measure = 'transfer_remove_hit_ratio')
+             AS "base remove hit",
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY value)
+             FILTER (WHERE label = 'head' AND measure = 'transfer_remove_hit_ratio')
+             AS "head remove hit"
+    FROM m
+    GROUP BY workload, threads
+    ORDER BY workload, threads
+"""
+
+COUNTER_TRIALS = f"""{COMPARISON_TRIALS}
+    SELECT label, allocator_label, workload, threads, measure, count(*) AS trials,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY value) AS median,
+           min(value) AS min, max(value) AS max
+    FROM m
+    GROUP BY label, allocator_label, workload, threads, measure
+    ORDER BY workload, threads, measure, label
+"""
+
+
+def build() -> Json:
+    d = Dashboard(
+        "mallard-comparison",
+        "Mallard · Comparison",
+        "One A/B comparison: per cell the difference with its interval, p-value and "
+        "verdict, and the allocator counters that explain it.",
+        ["mallard", "comparison"],
+    )
+    d.variables = [
+        sql_variable("project", "Project", "SELECT DISTINCT project FROM v_comparisons ORDER BY 1"),
+        sql_variable("comparison", "Comparison", COMPARISONS, sort=0),
+        sql_variable(
+            "measure",
+            "Measure",
+            "SELECT DISTINCT measure FROM v_comparison_cells "
+            "WHERE comparison_id = ${comparison:raw} ORDER BY 1",
+            multi=True,
+            include_all=True,
+        ),
+    ]
+    d.time_from = "now-90d"
+    d.add(
+        "stat",
+        "Verdicts",
+        [sql(SUMMARY)],
+        w=24,
+        h=4,
+        options={
+            "reduceOptions": {"values": True, "calcs": [], "fields": "/.*/"},
+            "textMode": "value_and_name",
+            "colorMode": "value",
+            "graphMode": "none",
+        },
+        field=field_config(
+            overrides=[
+                override("byName", "improved", {"color": {"mode": "fixed", "fixedColor": "green"}}),
+                override("byName", "regressed", {"color": {"mode": "fixed", "fixedColor": "red"}}),
+                override("byName", "unknown", {"color": {"mode": "fixed", "fixedColor": "orange"}}),
+            ]
+        ),
+    )
+    d.add(
+        "table",
+        "Cells",
+        [sql(CELLS)],
+        w=24,
+        h=10,
+        description="Difference = head/base - 1 of the medians, with its bootstrap interval; "
+        "p: Mann-Whitney U (adjusted for the number of cells); trials and robust trials as "
+        "base / head. `line` is the report line.",
+        field=field_config(
+            overrides=[
+                override(
+                    "byRegexp",
+                    "/diff_pct|ci_low_pct|ci_high_pct/",
+                    {"unit": "percent", "decimals": 1},
+                ),
+                override("byRegexp", "/p_value|p_adjusted/", {"decimals": 3}),
+                override(
+                    "byName",
+                    "verdict",
+                    {
+                        "mappings": VERDICT_COLOURS,
+                        "custom.cellOptions": {"type": "color-text"},
+                    },
+                ),
+            ]
+        ),
+    )
+    d.add(
+        "barchart",
+        "Differences with intervals",
+        [sql(DIFF_BARS)],
+        w=24,
+        h=9,
+        description="Per cell: the difference (head vs base, %) between the low and high "
+        "ends of its confidence interval. A cell whose interval spans 0 is not a change.",
+        field=field_config(
+            unit="percent",
+            overrides=[
+                override(
+                    "byRegexp",
+                    "/interval.*/",
+                    {"color": {"mode": "fixed", "fixedColor": "semi-dark-blue"}},
+                ),
+                override(
+                    "byName", "difference", {"color": {"mode": "fixed", "fixedColor": "orange"}}
+                ),
+            ],
+        ),
+        options={
+            "xField": "cell",
+            "orientation": "horizontal",
+            "groupWidth": 0.8,
+            "barWidth": 0.9,
+            "showValue": "auto",
+            "legend": {"displayMode": "list", "placement": "bottom"},
+        },
+    )
+    d.add(
+        "barchart",
+        "Transfer cache hit ratios, base vs head",
+        [sql(COUNTERS)],
+        w=12,
+        h=9,
+        description="Allocator counters from the comparison's trials (median per cell): "
+        "a faster-looking change that sends more work to the slow path shows here.",
+        field=field_config(unit="percentunit", custom={"fillOpacity": 80}),
+        options={
+            "xField": "cell",
+            "orientation": "auto",
+            "showValue": "auto",
+            "legend": {"displayMode": "list", "placement": "bottom"},
+        },
+    )
+    d.add(
+        "table",
+        "Counter trials",
+        [sql(COUNTER_TRIALS)],
+        w=12,
+        h=9,
+        description="The trials behind the counter chart.",
+        field=field_config(
+            overrides=[
+                override("byRegexp", "/median|min|max/", {"unit": "percentunit", "decimals": 1}),
+            ]
+        ),
+    )
+    return d.to_json()
