@@ -1,0 +1,305 @@
+"""Text reports: one DESIGN.md line per cell, and a whole comparison report.
+
+The line::
+
+    larson threads=2 ops_per_sec: -17.3% ±1.3% (p=0.000, 8 trials, 7 robust) REGRESSED
+
+* the change is ``(median(head) / median(base) - 1) * 100`` with one decimal and a sign;
+* ``±`` is the half-width of the bootstrap interval, ``(hi - lo) / 2`` (the interval of a
+  ratio is not symmetric; the exact bounds are in the JSON and ``v_comparison_cells``);
+* ``p`` is the Benjamini-Hochberg *adjusted* p-value;
+* ``trials``/``robust`` are **per side, the smaller side**: base and head run interleaved
+  with the same number of trials, and the weaker side is what limits the verdict;
+* the verdict is upper-case.
+
+Params shown after the workload: ``threads`` always, plus every other param whose value
+differs between cells of the same workload in the report (so lines never collide).
+
+A hypothesis (``"+15%"``, ``"expected +15%"``, ``"+15-25%"``, ``"expected -3% wall_seconds"``)
+is a change of one measure (``ops_per_sec`` unless named), in percent, as a value or a range.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mallard_api.stats import CellStats
+
+THROUGHPUT = "ops_per_sec"
+
+
+def is_counter(measure: str) -> bool:
+    """Allocator counters (contracts section 2), shown beside throughput."""
+    return measure.endswith("_ratio")
+
+
+@dataclass
+class ReportCell:
+    workload: str
+    params: Mapping[str, Any]
+    measure: str
+    stats: CellStats
+
+
+@dataclass
+class Hypothesis:
+    low_pct: float
+    high_pct: float
+    measure: str = THROUGHPUT
+    text: str = ""
+
+    def describe(self) -> str:
+        if self.low_pct == self.high_pct:
+            return f"expected {self.low_pct:+g}% {self.measure}"
+        return f"expected {self.low_pct:+g}..{self.high_pct:+g}% {self.measure}"
+
+
+_HYP = re.compile(
+    r"^\s*(?:expected\s*:?\s*)?"
+    r"(?P<a>[+-]?\d+(?:\.\d+)?)\s*"
+    r"(?:\s*(?:-|\.\.|to)\s*(?P<b>[+-]?\d+(?:\.\d+)?)\s*)?%"
+    r"(?:\s+(?P<measure>[a-z_][a-z0-9_]*))?\s*$",
+    re.IGNORECASE,
+)
+
+
+def parse_hypothesis(text: str | None) -> Hypothesis | None:
+    """Parse a hypothesis; ``None``/empty gives ``None``; malformed raises ``ValueError``.
+
+    In a range the sign of the first number carries to the second (``+15-25%`` is
+    +15..+25, ``-3-5%`` is -3..-5); a signed second number keeps its own sign.
+    """
+    if text is None or not text.strip():
+        return None
+    m = _HYP.match(text)
+    if not m:
+        raise ValueError(
+            "hypothesis must look like '+15%', 'expected +15%', '+15-25%' or "
+            "'expected -3% wall_seconds'"
+        )
+    a = float(m.group("a"))
+    b_text = m.group("b")
+    if b_text is None:
+        b = a
+    else:
+        b = float(b_text)
+        if b_text[0] not in "+-" and m.group("a")[0] == "-":
+            b = -b
+    measure = (m.group("measure") or THROUGHPUT).lower()
+    return Hypothesis(min(a, b), max(a, b), measure, text.strip())
+
+
+def hypothesis_outcome(h: Hypothesis, s: CellStats) -> str:
+    """``held`` when the interval reaches the expected value/range; ``undecided`` while the
+    verdict is unknown; otherwise ``not held`` with how it missed."""
+    if s.diff_pct is None or s.ci_low_pct is None or s.ci_high_pct is None:
+        return "undecided"
+    if s.ci_low_pct <= h.high_pct and s.ci_high_pct >= h.low_pct:
+        return "held"
+    if s.verdict == "unknown":
+        return "undecided"
+    expected_sign = 1 if (h.low_pct + h.high_pct) >= 0 else -1
+    if (s.diff_pct > 0) != (expected_sign > 0) or s.verdict == "same":
+        return "not held (wrong direction)" if s.verdict != "same" else "not held (no change)"
+    if abs(s.diff_pct) < min(abs(h.low_pct), abs(h.high_pct)):
+        return "not held (smaller than expected)"
+    return "not held (larger than expected)"
+
+
+def _fmt_value(v: Any) -> str:
+    return str(v)
+
+
+def params_text(params: Mapping[str, Any], keys: Iterable[str] = ()) -> str:
+    shown = []
+    if "threads" in params:
+        shown.append(f"threads={_fmt_value(params['threads'])}")
+    for k in sorted(set(keys) - {"threads"}):
+        if k in params:
+            shown.append(f"{k}={_fmt_value(params[k])}")
+    return " ".join(shown)
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None or not math.isfinite(v) else f"{v:+.1f}%"
+
+
+def format_line(workload: str, params: str, measure: str, s: CellStats) -> str:
+    """The DESIGN.md line for one cell (see module doc)."""
+    name = f"{workload} {params}".strip()
+    hw = s.half_width_pct
+    change = _pct(s.diff_pct)
+    if hw is not None and math.isfinite(hw) and s.diff_pct is not None:
+        change += f" ±{hw:.1f}%"
+    p = "n/a" if s.p_adjusted is None else f"{s.p_adjusted:.3f}"
+    trials = min(s.n_base, s.n_head)
+    robust = min(s.robust_base, s.robust_head)
+    return (
+        f"{name} {measure}: {change} (p={p}, {trials} trials, {robust} robust) "
+        f"{s.verdict.upper()}"
+    )
+
+
+def varying_keys(cells: Sequence[ReportCell]) -> dict[str, set[str]]:
+    """Per workload, the param keys whose values differ between its cells."""
+    values: dict[str, dict[str, set[str]]] = {}
+    for c in cells:
+        per = values.setdefault(c.workload, {})
+        for k, v in c.params.items():
+            per.setdefault(k, set()).add(repr(v))
+    out: dict[str, set[str]] = {}
+    for wl, per in values.items():
+        counts = [c for c in cells if c.workload == wl]
+        out[wl] = {
+            k for k, vs in per.items()
+            if len(vs) > 1 or any(k not in c.params for c in counts)
+        }
+    return out
+
+
+def cell_lines(cells: Sequence[ReportCell]) -> list[str]:
+    vary = varying_keys(cells)
+    return [
+        format_line(c.workload, params_text(c.params, vary.get(c.workload, ())), c.measure, c.stats)
+        for c in cells
+    ]
+
+
+@dataclass
+class ReportHeader:
+    comparison_id: int | None
+    project: str
+    arch: str | None
+    base_label: str
+    head_label: str
+    state: str
+    testbed: str | None = None
+    follow_ups: int = 0
+    hypothesis: Hypothesis | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _params_key(params: Mapping[str, Any]) -> str:
+    return repr(sorted(params.items()))
+
+
+def _measure_order(measure: str) -> tuple[int, str]:
+    if measure == THROUGHPUT:
+        return (0, measure)
+    return (2, measure)
+
+
+def format_report(
+    header: ReportHeader,
+    cells: Sequence[ReportCell],
+    peers: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
+) -> str:
+    """A whole comparison report.
+
+    ``peers`` maps ``(workload, params_key(params))`` to ``{allocator: median ops_per_sec}``
+    for the peer trials of the comparison (``glibc``, ``jemalloc``, ...). They are printed as
+    reference lines ``jemalloc: 1.32x glibc`` (against glibc, or against base when glibc was
+    not run), with base and head placed on the same scale.
+    """
+    peers = peers or {}
+    counts = {v: 0 for v in ("improved", "regressed", "same", "unknown")}
+    for c in cells:
+        counts[c.stats.verdict] = counts.get(c.stats.verdict, 0) + 1
+    title = "Comparison"
+    if header.comparison_id is not None:
+        title = f"Comparison #{header.comparison_id}"
+    out = [
+        f"{title} ({header.project}{', ' + header.arch if header.arch else ''}): "
+        f"base {header.base_label} vs head {header.head_label}",
+    ]
+    if header.testbed:
+        out.append(f"testbed: {header.testbed}")
+    out.append(
+        f"state: {header.state}; {len(cells)} cells: {counts['improved']} improved, "
+        f"{counts['regressed']} regressed, {counts['same']} same, {counts['unknown']} unknown; "
+        f"follow-ups: {header.follow_ups}"
+    )
+    hyp = header.hypothesis
+    if hyp is not None:
+        out.append(f"hypothesis: {hyp.describe()}")
+    out.extend(header.notes)
+
+    vary = varying_keys(cells)
+    groups: dict[str, dict[str, list[ReportCell]]] = {}
+    for c in cells:
+        groups.setdefault(c.workload, {}).setdefault(_params_key(c.params), []).append(c)
+    outcomes: list[str] = []
+    for workload in sorted(groups):
+        out.append("")
+        out.append(workload)
+        for pkey in sorted(groups[workload]):
+            group = sorted(groups[workload][pkey], key=lambda c: _measure_order(c.measure))
+            counters = [c for c in group if is_counter(c.measure)]
+            params = group[0].params
+            ptext = params_text(params, vary.get(workload, ()))
+            for c in group:
+                if is_counter(c.measure):
+                    continue
+                out.append("  " + format_line(workload, ptext, c.measure, c.stats))
+                if c.measure == THROUGHPUT and counters:
+                    out.append("    counters: " + ", ".join(_counter_text(k) for k in counters))
+                if hyp is not None and c.measure == hyp.measure:
+                    res = hypothesis_outcome(hyp, c.stats)
+                    outcomes.append(res)
+                    out.append(
+                        f"    {hyp.describe()}, actual {_pct(c.stats.diff_pct)} "
+                        f"[{_pct(c.stats.ci_low_pct)}, {_pct(c.stats.ci_high_pct)}]: {res.upper()}"
+                    )
+            if not any(not is_counter(c.measure) for c in group) and counters:
+                joined = ", ".join(_counter_text(k) for k in counters)
+                out.append(f"  {workload} {ptext} counters: {joined}")
+            ref = peers.get((workload, pkey))
+            if ref:
+                lines = peer_lines(ref, group)
+                if lines:
+                    out.append(f"    reference ({THROUGHPUT} medians):")
+                    out.extend("      " + line for line in lines)
+    if hyp is not None:
+        held = sum(1 for o in outcomes if o == "held")
+        out.append("")
+        out.append(
+            f"hypothesis ({hyp.describe()}): held in {held} of {len(outcomes)} cells"
+            + ("" if outcomes else f" (no {hyp.measure} cells)")
+        )
+    return "\n".join(out) + "\n"
+
+
+def _counter_text(c: ReportCell) -> str:
+    s = c.stats
+    if s.base_median is None or s.head_median is None:
+        return f"{c.measure} n/a"
+    return f"{c.measure} {s.base_median:.3f} -> {s.head_median:.3f} ({_pct(s.diff_pct)})"
+
+
+def peer_lines(ref: Mapping[str, float], group: Sequence[ReportCell]) -> list[str]:
+    """Reference lines ``jemalloc: 1.32x glibc`` for one workload x params."""
+    values = dict(ref)
+    thr = next((c for c in group if c.measure == THROUGHPUT), None)
+    if thr is not None:
+        if thr.stats.base_median is not None:
+            values.setdefault("base", thr.stats.base_median)
+        if thr.stats.head_median is not None:
+            values.setdefault("head", thr.stats.head_median)
+    ref_name = "glibc" if values.get("glibc") else "base"
+    denom = values.get(ref_name)
+    if not denom:
+        return []
+    return [
+        f"{name}: {val / denom:.2f}x {ref_name}"
+        for name, val in sorted(values.items())
+        if name != ref_name
+    ]
+
+
+def params_key(params: Mapping[str, Any]) -> str:
+    """The key ``format_report`` uses to match peer medians to cells."""
+    return _params_key(params)

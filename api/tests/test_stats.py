@@ -1,0 +1,116 @@
+"""The statistics policy: outliers, difference, interval, p-value, correction, verdicts."""
+
+import numpy as np
+import pytest
+from mallard_api import stats
+from mallard_api.stats import Policy, adjust_and_decide, compare_samples, decide, robust_mask
+
+POLICY = Policy(n_resamples=2000)
+
+
+def noisy(n: int, level: float, noise: float, seed: int) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return list(level * (1.0 + noise * rng.standard_normal(n)))
+
+
+def one_cell(base, head, hib=True, policy=POLICY):
+    return adjust_and_decide([compare_samples(base, head, higher_is_better=hib, policy=policy)],
+                             policy)[0]
+
+
+def test_outlier_marked_not_dropped():
+    values = [100.0, 101.0, 99.5, 100.2, 99.8, 100.4, 100.1, 99.9, 100.3, 140.0]
+    mask = robust_mask(values)
+    assert mask.tolist() == [True] * 9 + [False]
+    cell = compare_samples(values[:9], values, policy=POLICY)
+    assert (cell.n_head, cell.robust_head) == (10, 9)
+    assert (cell.n_base, cell.robust_base) == (9, 9)
+    # the outlier does not move the robust median
+    assert cell.head_median == pytest.approx(np.median(values[:9]))
+
+
+def test_mad_zero_falls_back_and_identical_all_robust():
+    assert robust_mask([5.0] * 7).all()
+    m = robust_mask([5.0] * 6 + [9.0])
+    assert m.tolist() == [True] * 6 + [False]
+
+
+def test_five_percent_regression():
+    base = noisy(12, 1e6, 0.01, 1)
+    head = noisy(12, 0.95e6, 0.01, 2)
+    c = one_cell(base, head)
+    assert c.verdict == "regressed"
+    assert c.diff_pct == pytest.approx(-5, abs=1.5)
+    assert c.ci_low_pct < c.diff_pct < c.ci_high_pct < 0
+    assert c.p_adjusted is not None and c.p_adjusted < 0.001
+
+
+def test_no_shift_is_same():
+    c = one_cell(noisy(12, 1e6, 0.01, 3), noisy(12, 1e6, 0.01, 4))
+    assert c.verdict == "same"
+    assert abs(c.diff_pct) < 1
+
+
+def test_lower_is_better_direction():
+    base = noisy(12, 2.0, 0.01, 5)
+    faster = noisy(12, 1.9, 0.01, 6)
+    assert one_cell(base, faster, hib=False).verdict == "improved"
+    assert one_cell(base, faster, hib=True).verdict == "regressed"
+    assert stats.higher_is_better("wall_seconds") is False
+    assert stats.higher_is_better("ops_per_sec") is True
+    assert stats.higher_is_better("transfer_insert_hit_ratio") is True
+
+
+def test_too_few_trials_unknown():
+    c = one_cell(noisy(4, 1e6, 0.01, 7), noisy(4, 0.8e6, 0.01, 8))
+    assert c.verdict == "unknown"
+
+
+def test_wide_interval_unknown():
+    # 10% noise, no real shift, 6 trials: cannot tell within +-1%
+    c = one_cell(noisy(6, 1e6, 0.10, 9), noisy(6, 1e6, 0.10, 10))
+    assert c.verdict == "unknown"
+
+
+def test_zero_variance_deterministic_measure():
+    same = one_cell([123456.0] * 5, [123456.0] * 5, hib=False)
+    assert same.verdict == "same"
+    assert same.diff_pct == 0 and same.ci_low_pct == 0 and same.ci_high_pct == 0
+    assert same.p_value == 1.0
+    fewer = one_cell([100000.0] * 6, [95000.0] * 6, hib=False)
+    assert fewer.verdict == "improved"
+    assert fewer.diff_pct == pytest.approx(-5.0)
+
+
+def test_correction_across_cells():
+    # 1 real effect among 20 cells; a marginal p-value loses significance after BH
+    cells = [compare_samples(noisy(12, 1.0, 0.01, 100 + i), noisy(12, 1.0, 0.01, 200 + i),
+                             policy=POLICY) for i in range(19)]
+    marginal = compare_samples(noisy(6, 1.0, 0.02, 12), noisy(6, 0.96, 0.02, 112), policy=POLICY)
+    assert marginal.p_value is not None and marginal.p_value < 0.05
+    alone = adjust_and_decide([marginal], POLICY)[0]
+    together = adjust_and_decide([*cells, marginal], POLICY)
+    assert together[-1].p_adjusted > alone.p_adjusted
+    assert together[-1].p_adjusted >= 0.05
+    assert together[-1].verdict == "unknown"
+    assert alone.verdict == "regressed"
+    # BH adjusted p-values are monotone in the raw ones and never below them
+    for c in together:
+        assert c.p_adjusted >= c.p_value
+
+
+def test_significant_but_tiny_effect_is_not_regressed():
+    c = one_cell(noisy(30, 1.0, 0.002, 13), noisy(30, 0.996, 0.002, 14))
+    assert c.p_adjusted < 0.05
+    assert c.verdict == "same"  # interval inside +-1%
+
+
+def test_bootstrap_is_deterministic():
+    a = compare_samples(noisy(8, 1.0, 0.02, 15), noisy(8, 0.9, 0.02, 16), policy=POLICY)
+    b = compare_samples(noisy(8, 1.0, 0.02, 15), noisy(8, 0.9, 0.02, 16), policy=POLICY)
+    assert (a.ci_low_pct, a.ci_high_pct) == (b.ci_low_pct, b.ci_high_pct)
+
+
+def test_decide_requires_adjusted_p():
+    c = compare_samples(noisy(8, 1.0, 0.01, 17), noisy(8, 0.9, 0.01, 18), policy=POLICY)
+    assert decide(c, POLICY) == "unknown"  # p_adjusted not set yet
