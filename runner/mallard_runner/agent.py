@@ -1,0 +1,260 @@
+"""The node agent: register, heartbeat, claim a job with a lease, run it, post the results.
+
+Loop: flush the spool -> claim (204: nothing, wait) -> run the job while a
+thread renews its lease (409: lease lost, the run is cancelled and nothing is
+posted) -> write the results to the spool -> post them (with job_id, which
+completes the job). A failure (build error, missing workload, crash of the
+runner's own code) is reported with its log through POST /jobs/{id}/fail, also
+via the spool. SIGTERM stops after the current trial: the job is reported as a
+retryable failure ("runner shutting down") and pending posts stay in the spool
+for the next start.
+"""
+
+from __future__ import annotations
+
+import platform
+import threading
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.console import Console
+
+from .build import BuildError
+from .client import ApiClient, ApiError, LeaseLost
+from .executor import Cancelled, Cell
+from .models import Job, Trial
+from .runs import RunRequest, run_suite
+from .settings import REPO_ROOT, RunnerSettings
+from .spool import Pending, Spool
+from .suites import SuiteError, load_suite
+from .testbed import collect, format_cpus
+from .variants import AllocatorSelector, normalize_variant
+
+
+class Agent:
+    def __init__(self, settings: RunnerSettings, *, api: str, token: str, name: str,
+                 cpus: list[int], console: Console | None = None):
+        self.settings = settings
+        self.api = api
+        self.token = token
+        self.name = name
+        self.cpus = cpus
+        self.console = console or Console(stderr=True)
+        self.spool = Spool(settings.spool())
+        self._stop = threading.Event()
+        self.runner_id: int | None = None
+        self.testbed = collect(cpus)
+
+    # -- plumbing -------------------------------------------------------------------
+    def log(self, msg: str) -> None:
+        stamp = datetime.now(UTC).strftime("%H:%M:%S")
+        self.console.print(f"[dim]{stamp}[/] agent {self.name}: {msg}", highlight=False)
+
+    def client(self) -> ApiClient:
+        return ApiClient(self.api, self.token, self.settings.http_timeout_seconds)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def _send(self, client: ApiClient) -> Any:
+        return lambda url, body: client.post(url, body)
+
+    def _delivered(self, item: Pending, r: httpx.Response) -> None:
+        what = item.url
+        try:
+            body = r.json()
+        except ValueError:
+            body = {}
+        if isinstance(body, dict) and "stored" in body:
+            what += f": stored {body.get('stored')}, duplicates {body.get('duplicates')}"
+        self.log(f"delivered {item.path.name} ({what}) after {item.attempts + 1} attempt(s)")
+
+    # -- registration and heartbeat ---------------------------------------------------
+    def register(self, client: ApiClient) -> int:
+        delay = 1.0
+        while not self.stopping:
+            try:
+                runner = client.register(self.name, platform.machine(), format_cpus(self.cpus),
+                                         self.testbed)
+                self.log(f"registered as runner {runner['id']} ({platform.machine()}, "
+                         f"CPUs {format_cpus(self.cpus)})")
+                return int(runner["id"])
+            except ApiError as e:
+                if e.status in (401, 403):
+                    raise
+                self.log(f"register failed ({e}); retrying in {delay:.0f}s")
+            except httpx.HTTPError as e:
+                self.log(f"API unreachable ({type(e).__name__}); retrying in {delay:.0f}s")
+            self._stop.wait(delay)
+            delay = min(delay * 2, self.settings.retry_max_seconds)
+        raise Cancelled("stopped before registering")
+
+    def _heartbeat_loop(self) -> None:
+        client = self.client()
+        try:
+            while not self._stop.wait(self.settings.heartbeat_seconds):
+                if self.runner_id is None:
+                    continue
+                try:
+                    client.heartbeat(self.runner_id)
+                except (ApiError, httpx.HTTPError) as e:
+                    self.log(f"heartbeat failed: {e}")
+        finally:
+            client.close()
+
+    # -- the loop -------------------------------------------------------------------
+    def run(self, once: bool = False, max_idle: float | None = None) -> int:
+        client = self.client()
+        try:
+            try:
+                self.runner_id = self.register(client)
+            except ApiError as e:
+                self.log(f"[red]cannot register:[/] {e}")
+                return 2
+            except Cancelled:
+                return 0
+            threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
+            idle_since = time.monotonic()
+            delay = self.settings.poll_seconds
+            while not self.stopping:
+                self.spool.flush(self._send(client), self._delivered)
+                try:
+                    job = client.claim(self.runner_id, self.settings.lease_seconds)
+                    delay = self.settings.poll_seconds
+                except (ApiError, httpx.HTTPError) as e:
+                    self.log(f"claim failed ({e}); retrying in {delay:.0f}s")
+                    self._stop.wait(delay)
+                    delay = min(delay * 2, self.settings.retry_max_seconds)
+                    continue
+                if job is None:
+                    if once and max_idle is not None and time.monotonic() - idle_since > max_idle:
+                        self.log(f"no job in {max_idle:g}s; exiting")
+                        return 3
+                    self._stop.wait(self.settings.poll_seconds)
+                    continue
+                self.handle(job, client)
+                idle_since = time.monotonic()
+                if once:
+                    break
+            return self.finish(client)
+        finally:
+            client.close()
+
+    def finish(self, client: ApiClient) -> int:
+        """Deliver what is pending (with backoff) before exiting; keep the rest spooled."""
+        budget = 5.0 if self.stopping else self.settings.flush_timeout_seconds
+        left = self.spool.drain(
+            self._send(client), self._stop, budget, self.settings.retry_max_seconds,
+            self._delivered,
+            lambda n, d: self.log(f"{n} post(s) pending; retrying in {d:.1f}s"))
+        if left:
+            self.log(f"[yellow]{left} post(s) left in the spool {self.spool.dir}[/]")
+            return 1
+        return 0
+
+    # -- one job ----------------------------------------------------------------------
+    def request_for(self, job: Job) -> RunRequest:
+        spec = job.spec
+        suite = load_suite(spec.suite, self.settings.suites_dir)
+        selectors = [AllocatorSelector(name=a.name, commit=a.commit,
+                                       variant=normalize_variant(a.variant), label=a.label)
+                     for a in spec.allocators]
+        if not selectors:
+            raise SuiteError("the job names no allocators")
+        source = spec.repo_url or (str(REPO_ROOT) if (REPO_ROOT / ".git").exists() else None)
+        raw = self.settings.raw() / f"job-{job.id}-attempt-{job.attempt or 1}"
+        return RunRequest(suite=suite, selectors=selectors, cpus=self.cpus, raw_dir=Path(raw),
+                          source=source, ref=None, allocator_dir=spec.allocator_dir,
+                          trials=spec.trials, warmup=spec.warmup, workloads=spec.workloads,
+                          threads=spec.threads, project=spec.project, branch=spec.branch,
+                          job_id=job.id, runner_id=self.runner_id)
+
+    def handle(self, job: Job, client: ApiClient) -> None:
+        assert self.runner_id is not None
+        self.log(f"claimed job {job.id} ({job.kind}, attempt {job.attempt}): suite "
+                 f"{job.spec.suite}, allocators "
+                 f"{', '.join(a.label + '=' + a.name for a in job.spec.allocators)}")
+        cancel = threading.Event()
+        lease_lost = threading.Event()
+        done = threading.Event()
+
+        def renew() -> None:
+            c = self.client()
+            period = max(1.0, self.settings.lease_seconds / 3)
+            try:
+                while not done.wait(period):
+                    try:
+                        c.renew(job.id, self.runner_id or 0, self.settings.lease_seconds)
+                    except LeaseLost:
+                        self.log(f"[red]lease on job {job.id} lost[/]: cancelling the run")
+                        lease_lost.set()
+                        cancel.set()
+                        return
+                    except (ApiError, httpx.HTTPError) as e:
+                        self.log(f"lease renewal failed ({e}); will retry")
+            finally:
+                c.close()
+
+        def watch_stop() -> None:
+            while not done.wait(0.2):
+                if self.stopping:
+                    cancel.set()
+                    return
+
+        threading.Thread(target=renew, name=f"lease-{job.id}", daemon=True).start()
+        threading.Thread(target=watch_stop, name=f"stop-{job.id}", daemon=True).start()
+        count = [0]
+
+        def on_trial(t: Trial, cell: Cell) -> None:
+            count[0] += 1
+            if not t.ok:
+                self.log(f"trial failed: {cell.key} seq {t.seq}: signal {t.signal} exit "
+                         f"{t.exit_code}")
+
+        try:
+            req = self.request_for(job)
+            results = run_suite(self.settings, req, on_trial=on_trial, cancel=cancel)
+        except Cancelled:
+            done.set()
+            if lease_lost.is_set():
+                self.log(f"job {job.id} abandoned (lease lost); results not posted")
+            else:
+                self.report_failure(job, client, "runner shutting down (SIGTERM) before the "
+                                    f"job finished; {count[0]} trials were run", retryable=True)
+            return
+        except BuildError as e:
+            done.set()
+            self.report_failure(job, client, f"build failed: {e.args[0]}\n{e.log}",
+                                retryable=False)
+            return
+        except (SuiteError, FileNotFoundError, ValueError) as e:
+            done.set()
+            self.report_failure(job, client, f"cannot run the job: {e}", retryable=False)
+            return
+        except Exception:  # noqa: BLE001 - anything else is reported, never a crashed agent
+            done.set()
+            self.report_failure(job, client, "runner error:\n" + traceback.format_exc(),
+                                retryable=True)
+            return
+        done.set()
+        if lease_lost.is_set():
+            self.log(f"job {job.id} finished after its lease was lost; results not posted")
+            return
+        n_ok = sum(1 for t in results.trials if t.ok)
+        path = self.spool.put("/results", results.model_dump(mode="json"), f"results-{job.id}")
+        self.log(f"job {job.id}: {len(results.trials)} trials ({n_ok} ok) spooled as {path.name}")
+        self.spool.flush(self._send(client), self._delivered)
+
+    def report_failure(self, job: Job, client: ApiClient, log: str, retryable: bool) -> None:
+        self.log(f"[red]job {job.id} failed[/]: {log.splitlines()[0] if log else ''}")
+        self.spool.put(f"/jobs/{job.id}/fail", {"runner_id": self.runner_id, "log": log[-60000:],
+                                                "retryable": retryable}, f"fail-{job.id}")
+        self.spool.flush(self._send(client), self._delivered)

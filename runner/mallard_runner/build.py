@@ -1,0 +1,251 @@
+"""Builds libmallard.so at a commit: a clean tree per sha, a cached build per sha.
+
+Source (git URL or local path) -> a bare mirror under <cache>/repos -> the ref
+resolved to its full sha -> `git archive` of that sha into <cache>/trees/<sha>
+(a clean tree: no stray files, no local changes) -> cmake + ninja into
+<cache>/builds/<sha>-<dir> -> libmallard.so with its sha256, the compiler and
+the flags it was built with. A failed build raises BuildError carrying the log.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .peers import sha256_file
+
+TARGET = "mallard"
+LIBRARY = "libmallard.so"
+
+
+class BuildError(RuntimeError):
+    """A checkout or build that failed; `log` holds what the tools printed."""
+
+    def __init__(self, message: str, log: str):
+        super().__init__(message)
+        self.log = log
+
+    def __str__(self) -> str:
+        return f"{self.args[0]}\n--- log ---\n{self.log[-8000:]}"
+
+
+@dataclass(frozen=True)
+class BuiltAllocator:
+    commit: str
+    library: str
+    library_sha256: str
+    compiler: str
+    build_flags: str
+    build_dir: str
+    cached: bool = False
+
+    @property
+    def library_path(self) -> Path:
+        return Path(self.library)
+
+
+def _run(cmd: list[str], log: list[str], cwd: Path | None = None,
+         timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    log.append("$ " + " ".join(cmd))
+    try:
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                             env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
+    except subprocess.TimeoutExpired as e:
+        log.append(f"timed out after {timeout}s")
+        raise BuildError(f"{cmd[0]} timed out", "\n".join(log)) from e
+    except OSError as e:
+        log.append(str(e))
+        raise BuildError(f"cannot run {cmd[0]}: {e}", "\n".join(log)) from e
+    if out.stdout.strip():
+        log.append(out.stdout.rstrip())
+    if out.stderr.strip():
+        log.append(out.stderr.rstrip())
+    return out
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _source_key(source: str) -> str:
+    p = Path(source)
+    canonical = str(p.resolve()) if p.exists() else source
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class Builder:
+    def __init__(self, cache_dir: Path, build_type: str = "Release"):
+        self.cache = Path(cache_dir)
+        self.build_type = build_type
+
+    # -- checkout -----------------------------------------------------------------
+    def mirror(self, source: str, log: list[str]) -> Path:
+        """A bare mirror of the source, fetched fresh (branches and tags)."""
+        src = str(Path(source).resolve()) if Path(source).exists() else source
+        bare = self.cache / "repos" / f"{_source_key(source)}.git"
+        with _locked(bare.with_suffix(".lock")):
+            if not (bare / "HEAD").exists():
+                bare.parent.mkdir(parents=True, exist_ok=True)
+                out = _run(["git", "init", "--quiet", "--bare", str(bare)], log)
+                if out.returncode != 0:
+                    raise BuildError(f"cannot create a mirror of {source}", "\n".join(log))
+            out = _run(["git", "-C", str(bare), "fetch", "--quiet", "--force", "--prune", src,
+                        "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], log)
+            if out.returncode != 0:
+                raise BuildError(f"cannot fetch {source}", "\n".join(log))
+        return bare
+
+    def resolve(self, source: str, ref: str, log: list[str] | None = None) -> tuple[Path, str]:
+        """(mirror, full sha) of `ref` in `source`."""
+        log = [] if log is None else log
+        bare = self.mirror(source, log)
+        out = _run(["git", "-C", str(bare), "rev-parse", "--verify", "--quiet",
+                    f"{ref}^{{commit}}"], log)
+        if out.returncode != 0:
+            # a sha not reachable from a branch or tag: ask for it by name
+            src = str(Path(source).resolve()) if Path(source).exists() else source
+            _run(["git", "-C", str(bare), "fetch", "--quiet", src, ref], log)
+            out = _run(["git", "-C", str(bare), "rev-parse", "--verify", "--quiet",
+                        f"{ref}^{{commit}}"], log)
+            if out.returncode != 0:
+                raise BuildError(f"cannot resolve {ref!r} in {source}", "\n".join(log))
+        return bare, out.stdout.strip()
+
+    def checkout(self, bare: Path, sha: str, log: list[str]) -> Path:
+        """A clean tree of `sha` (git archive, extracted once, atomically)."""
+        tree = self.cache / "trees" / sha
+        if tree.is_dir():
+            return tree
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        log.append(f"$ git -C {bare} archive {sha} | tar -x -C {tree}")
+        out = subprocess.run(["git", "-C", str(bare), "archive", "--format=tar", sha],
+                             capture_output=True)
+        if out.returncode != 0:
+            log.append(out.stderr.decode(errors="replace"))
+            raise BuildError(f"cannot check out {sha}", "\n".join(log))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=tree.parent))
+        with tarfile.open(fileobj=io.BytesIO(out.stdout)) as tar:
+            tar.extractall(tmp, filter="data")
+        try:
+            tmp.rename(tree)
+        except OSError:  # another process won the race
+            shutil.rmtree(tmp, ignore_errors=True)
+        return tree
+
+    # -- build --------------------------------------------------------------------
+    def build(self, source: str, ref: str, allocator_dir: str = "allocator") -> BuiltAllocator:
+        log: list[str] = []
+        bare, sha = self.resolve(source, ref, log)
+        key = f"{sha}-{re.sub(r'[^A-Za-z0-9_.-]', '_', allocator_dir)}-{self.build_type}"
+        build = self.cache / "builds" / key
+        info_file = build / "mallard-build.json"
+        with _locked(self.cache / "builds" / f"{key}.lock"):
+            if info_file.exists():
+                info = json.loads(info_file.read_text())
+                if Path(info["library"]).exists() and \
+                        sha256_file(Path(info["library"])) == info["library_sha256"]:
+                    return BuiltAllocator(**{**info, "cached": True})
+            tree = self.checkout(bare, sha, log)
+            src = tree / allocator_dir
+            if not (src / "CMakeLists.txt").exists():
+                raise BuildError(f"{allocator_dir}/CMakeLists.txt not found at {sha[:12]}",
+                                 "\n".join(log))
+            gen = ["-G", "Ninja"] if shutil.which("ninja") else []
+            out = _run(["cmake", "-S", str(src), "-B", str(build), *gen,
+                        f"-DCMAKE_BUILD_TYPE={self.build_type}", "-DBUILD_TESTING=OFF",
+                        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"], log)
+            if out.returncode != 0:
+                raise BuildError(f"cmake configure failed at {sha[:12]}", "\n".join(log))
+            out = _run(["cmake", "--build", str(build), "--target", TARGET], log)
+            if out.returncode != 0:
+                raise BuildError(f"build of {TARGET} failed at {sha[:12]}", "\n".join(log))
+            libs = sorted(build.rglob(LIBRARY))
+            if not libs:
+                raise BuildError(f"the build made no {LIBRARY} at {sha[:12]}", "\n".join(log))
+            lib = libs[0].resolve()
+            built = BuiltAllocator(commit=sha, library=str(lib), library_sha256=sha256_file(lib),
+                                   compiler=cmake_compiler(build), build_flags=cmake_flags(
+                                       build, self.build_type), build_dir=str(build))
+            tmp = info_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(asdict(built), indent=2))
+            os.replace(tmp, info_file)
+            return built
+
+
+def _cache_entries(build: Path) -> dict[str, str]:
+    entries: dict[str, str] = {}
+    try:
+        text = (build / "CMakeCache.txt").read_text()
+    except OSError:
+        return entries
+    for line in text.splitlines():
+        m = re.match(r"^([A-Za-z0-9_]+):[A-Z]+=(.*)$", line)
+        if m:
+            entries[m.group(1)] = m.group(2)
+    return entries
+
+
+def cmake_compiler(build: Path) -> str:
+    """`gcc 12.2.0` from CMake's own compiler detection."""
+    for f in sorted(build.glob("CMakeFiles/*/CMakeCCompiler.cmake")):
+        text = f.read_text()
+        cid = re.search(r'set\(CMAKE_C_COMPILER_ID "([^"]*)"\)', text)
+        ver = re.search(r'set\(CMAKE_C_COMPILER_VERSION "([^"]*)"\)', text)
+        if cid and ver:
+            name = {"GNU": "gcc", "Clang": "clang", "AppleClang": "clang"}.get(
+                cid.group(1), cid.group(1).lower())
+            return f"{name} {ver.group(1)}"
+    from .testbed import compiler_version
+
+    return compiler_version(_cache_entries(build).get("CMAKE_C_COMPILER"))
+
+
+def cmake_flags(build: Path, build_type: str) -> str:
+    """The flags the C sources were compiled with (compile_commands.json), else CMake's."""
+    try:
+        commands = json.loads((build / "compile_commands.json").read_text())
+    except (OSError, ValueError):
+        commands = []
+    for entry in commands:
+        if not str(entry.get("file", "")).endswith(".c"):
+            continue
+        tokens = shlex.split(entry.get("command", ""))[1:]
+        flags: list[str] = []
+        skip = False
+        for tok in tokens:
+            if skip:
+                skip = False
+                continue
+            if tok in ("-o", "-c", "-MF", "-MT", "-MQ", "-I", "-isystem"):
+                skip = True
+                continue
+            if tok in ("-MD", "-MMD") or tok.startswith(("-I", "-isystem")):
+                continue
+            if tok == entry.get("file") or tok.endswith(".c"):
+                continue
+            flags.append(tok)
+        if flags:
+            return " ".join(flags)
+    e = _cache_entries(build)
+    parts = [e.get("CMAKE_C_FLAGS", ""), e.get(f"CMAKE_C_FLAGS_{build_type.upper()}", "")]
+    return " ".join(p.strip() for p in parts if p.strip())

@@ -1,0 +1,204 @@
+"""`mallard-runner`: local benchmark runs (`bench`) and the node agent (`agent`).
+
+Modelled on hyperfine: one result type (ResultsIn), exporters per format, raw
+samples (every trial, every hyperfine JSON) kept.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from . import export
+from .build import BuildError
+from .executor import Cancelled, Cell
+from .models import Trial
+from .peers import find_peers
+from .runs import RunRequest, execute, prepare
+from .settings import REPO_ROOT, RunnerSettings
+from .suites import SuiteError, load_suite
+from .testbed import check_cpus, collect, parse_cpus
+from .variants import VariantError, parse_selectors
+
+app = typer.Typer(help="Mallard runner: build allocators, run pinned workloads, talk to the API.",
+                  no_args_is_help=True, add_completion=False)
+console = Console(stderr=True)
+
+
+def _ints(text: str | None) -> list[int] | None:
+    return [int(x) for x in text.split(",") if x.strip()] if text else None
+
+
+def _names(text: str | None) -> list[str] | None:
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+def progress_bar() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TimeRemainingColumn(), console=console)
+
+
+def default_source() -> str | None:
+    return str(REPO_ROOT) if (REPO_ROOT / ".git").exists() else None
+
+
+@app.command()
+def bench(
+    suite: Annotated[str, typer.Option(help="suite name (runner/suites/NAME.yaml) or a path")]
+    = "quick",
+    allocator_source: Annotated[str | None, typer.Option(
+        help="git URL or local path of the mallard repository (default: this checkout)")] = None,
+    commit: Annotated[str, typer.Option(help="commit or ref of mallard to build")] = "HEAD",
+    allocator_dir: Annotated[str, typer.Option(help="the allocator's folder in that repo")]
+    = "allocator",
+    allocators: Annotated[str | None, typer.Option(
+        help="comma list of name[@commit][:variant], e.g. "
+             "mallard:transfer=mutex,mallard:transfer=ring,glibc,jemalloc (default: the suite's)")]
+    = None,
+    baseline: Annotated[str | None, typer.Option(help="allocator the ratios are against")] = None,
+    cpus: Annotated[str | None, typer.Option(help="CPUs to pin the workloads to, e.g. 1 or 2,3")]
+    = None,
+    trials: Annotated[int | None, typer.Option(min=1, help="trials per cell")] = None,
+    warmup: Annotated[int | None, typer.Option(min=0, help="warm-up trials per cell")] = None,
+    workloads: Annotated[str | None, typer.Option(help="comma list of workloads")] = None,
+    threads: Annotated[str | None, typer.Option(help="comma list of thread counts")] = None,
+    seed: Annotated[int | None, typer.Option(help="seed of the interleaving order")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write ResultsIn JSON here")]
+    = None,
+    markdown: Annotated[Path | None, typer.Option(help="write a markdown table here")] = None,
+    csv_out: Annotated[Path | None, typer.Option("--csv", help="write one CSV row per trial")]
+    = None,
+    raw_dir: Annotated[Path | None, typer.Option(help="keep raw trial files here")] = None,
+) -> None:
+    """Run a suite locally, pinned and interleaved; print a table per workload."""
+    settings = RunnerSettings()
+    try:
+        s = load_suite(suite, settings.suites_dir)
+        selectors = parse_selectors(allocators) if allocators else parse_selectors(
+            ",".join(s.allocators))
+        cpu_list = parse_cpus(cpus or settings.cpus)
+        check_cpus(cpu_list)
+    except (SuiteError, VariantError, ValueError) as e:
+        console.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2) from e
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    raw = raw_dir or settings.raw() / f"bench-{stamp}"
+    source = allocator_source or default_source()
+    req = RunRequest(suite=s, selectors=selectors, cpus=cpu_list, raw_dir=raw, source=source,
+                     ref=commit, allocator_dir=allocator_dir, trials=trials, warmup=warmup,
+                     workloads=_names(workloads), threads=_ints(threads), seed=seed)
+    cancel = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: cancel.set())
+    with progress_bar() as progress:
+        task = progress.add_task("building and finding allocators", total=None)
+
+        def on_trial(t: Trial, cell: Cell) -> None:
+            mark = "" if t.ok else " [red]FAILED[/]"
+            progress.update(task, advance=1, description=f"{cell.target.display} "
+                                                         f"{cell.case}{mark}")
+
+        try:
+            prep = prepare(settings, req, on_trial=on_trial, cancel=cancel)
+        except BuildError as e:
+            progress.stop()
+            console.print(f"[red]build failed:[/] {e}")
+            raise typer.Exit(1) from e
+        except (SuiteError, FileNotFoundError, ValueError, RuntimeError) as e:
+            progress.stop()
+            console.print(f"[red]error:[/] {e}")
+            raise typer.Exit(2) from e
+        for note in prep.notes:
+            progress.console.print(f"[yellow]{note}[/]")
+        progress.update(task, total=prep.total, description=f"{len(prep.cells)} cells")
+        try:
+            results = execute(prep)
+        except Cancelled as e:
+            progress.stop()
+            console.print("[yellow]cancelled[/]")
+            raise typer.Exit(130) from e
+    out = Console()
+    base = baseline if baseline is not None else s.baseline
+    export.print_tables(results, out, base)
+    if json_out:
+        export.write_atomic(json_out, export.to_json(results))
+    if markdown:
+        export.write_atomic(markdown, export.to_markdown(results, base))
+    if csv_out:
+        export.write_atomic(csv_out, export.to_csv(results))
+    console.print(f"raw trials kept in {raw}")
+    n_fail = sum(1 for t in results.trials if not t.ok)
+    if n_fail:
+        console.print(f"[yellow]{n_fail} of {len(results.trials)} trials failed[/]")
+
+
+@app.command()
+def peers() -> None:
+    """List the peer allocators found on this node."""
+    found, missing = find_peers()
+    for name, p in found.items():
+        typer.echo(f"{name:9} {p.library or '(no preload)'}  sha256={p.sha256}")
+    for name, why in missing.items():
+        typer.echo(f"{name:9} MISSING: {why}")
+
+
+@app.command()
+def testbed(cpus: Annotated[str, typer.Option(help="pinned CPU set")] = "0") -> None:
+    """Print this node's testbed fingerprint fields as JSON."""
+    typer.echo(collect(parse_cpus(cpus)).model_dump_json(indent=2))
+
+
+@app.command()
+def agent(
+    api: Annotated[str | None, typer.Option(help="API base URL, e.g. http://127.0.0.1:8000")]
+    = None,
+    token: Annotated[str | None, typer.Option(help="runner token (mallard-api token create)")]
+    = None,
+    cpus: Annotated[str | None, typer.Option(help="CPUs this node pins workloads to")] = None,
+    name: Annotated[str | None, typer.Option(help="runner name (default: host name)")] = None,
+    spool: Annotated[Path | None, typer.Option(help="spool directory for pending posts")] = None,
+    once: Annotated[bool, typer.Option(help="exit after one job")] = False,
+    max_idle: Annotated[float | None, typer.Option(
+        help="with --once: give up after this many seconds without a job")] = None,
+) -> None:
+    """Register, heartbeat, claim jobs with a lease, run them, post results (spooled)."""
+    from .agent import Agent
+
+    settings = RunnerSettings()
+    api = api or settings.api
+    token = token or settings.token or os.environ.get("MALLARD_RUNNER_TOKEN")
+    if not api or not token:
+        console.print("[red]error:[/] --api and --token (or MALLARD_RUNNER_API / _TOKEN) needed")
+        raise typer.Exit(2)
+    if spool is not None:
+        settings.spool_dir = spool
+    try:
+        cpu_list = parse_cpus(cpus or settings.cpus)
+        check_cpus(cpu_list)
+    except ValueError as e:
+        console.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2) from e
+    node = name or settings.name or os.uname().nodename
+    a = Agent(settings, api=api, token=token, name=node, cpus=cpu_list, console=console)
+    signal.signal(signal.SIGTERM, lambda *_: a.stop())
+    signal.signal(signal.SIGINT, lambda *_: a.stop())
+    code = a.run(once=once, max_idle=max_idle)
+    raise typer.Exit(code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

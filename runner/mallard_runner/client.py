@@ -1,0 +1,61 @@
+"""The runner's REST client (contracts §5): httpx, bearer token, JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from .models import Job, Testbed
+
+
+class ApiError(RuntimeError):
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class LeaseLost(ApiError):
+    pass
+
+
+class ApiClient:
+    def __init__(self, base_url: str, token: str, timeout: float = 30.0):
+        self.http = httpx.Client(base_url=base_url.rstrip("/") + "/api/v1", timeout=timeout,
+                                 headers={"Authorization": f"Bearer {token}"})
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _check(self, r: httpx.Response, what: str) -> httpx.Response:
+        if r.status_code >= 400:
+            raise ApiError(f"{what}: HTTP {r.status_code}: {r.text[:500]}", r.status_code)
+        return r
+
+    def register(self, name: str, arch: str, cpus: str, testbed: Testbed) -> dict[str, Any]:
+        r = self.http.post("/runners/register", json={
+            "name": name, "arch": arch, "cpus": cpus, "testbed": testbed.model_dump()})
+        return dict(self._check(r, "register").json())
+
+    def heartbeat(self, runner_id: int, testbed: Testbed | None = None) -> None:
+        r = self.http.post(f"/runners/{runner_id}/heartbeat",
+                           json={"testbed": testbed.model_dump() if testbed else None})
+        self._check(r, "heartbeat")
+
+    def claim(self, runner_id: int, lease_seconds: int) -> Job | None:
+        r = self.http.post("/jobs/claim", json={"runner_id": runner_id,
+                                                "lease_seconds": lease_seconds})
+        if r.status_code == 204:
+            return None
+        return Job.model_validate(self._check(r, "claim").json())
+
+    def renew(self, job_id: int, runner_id: int, lease_seconds: int) -> None:
+        r = self.http.post(f"/jobs/{job_id}/lease", json={"runner_id": runner_id,
+                                                         "lease_seconds": lease_seconds})
+        if r.status_code == 409:
+            raise LeaseLost(f"lease on job {job_id} lost", 409)
+        self._check(r, "lease")
+
+    def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        """A raw POST (used by the spool: results and failure reports)."""
+        return self.http.post(path, json=body)

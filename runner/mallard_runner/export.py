@@ -1,0 +1,117 @@
+"""Exporters of the one result type (ResultsIn): JSON, markdown, CSV, and a Rich table."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .models import ResultsIn
+from .summary import CellSummary, allocator_display, summarize
+
+
+def _fmt(v: float | None, digits: int = 4) -> str:
+    if v is None:
+        return "-"
+    if abs(v) >= 1e6:
+        return f"{v / 1e6:.3f}M"
+    if abs(v) >= 1e3:
+        return f"{v / 1e3:.1f}k"
+    return f"{v:.{digits}g}"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def _mib(v: float | None) -> str:
+    return "-" if v is None else f"{v / 2**20:.1f} MiB"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def to_json(results: ResultsIn) -> str:
+    return results.model_dump_json(indent=2)
+
+
+def rows(results: ResultsIn, baseline: str | None) -> list[CellSummary]:
+    return summarize(results.trials, baseline)
+
+
+def to_markdown(results: ResultsIn, baseline: str | None = "glibc") -> str:
+    tb = results.testbed
+    out = [f"Testbed: {tb.arch}, {tb.cpu_model}, CPUs {tb.cpus}, kernel {tb.kernel}, "
+           f"{tb.compiler}, {tb.libc}, governor {tb.governor}, THP {tb.thp}", "",
+           f"| workload | allocator | label | ops/s median | IQR | CV | max RSS median | "
+           f"n ok / n | vs {baseline or '-'} |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    for s in rows(results, baseline):
+        out.append(f"| {s.case} | {s.allocator} | {s.label} | {_fmt(s.median('ops_per_sec'))} | "
+                   f"{_fmt(s.iqr('ops_per_sec'))} | {_pct(s.cv('ops_per_sec'))} | "
+                   f"{_mib(s.median('max_rss_bytes'))} | {s.n_ok} / {s.n} | "
+                   f"{'-' if s.ratio is None else f'{s.ratio:.3f}'} |")
+    inst = [s for s in rows(results, None) if s.median("instructions") is not None
+            and s.median("ops_per_sec") is None]
+    if inst:
+        out += ["", "| workload (callgrind) | allocator | instructions |", "|---|---|---:|"]
+        for s in inst:
+            out.append(f"| {s.case} | {s.allocator} | {s.median('instructions'):.0f} |")
+    return "\n".join(out) + "\n"
+
+
+def to_csv(results: ResultsIn) -> str:
+    """One row per trial (raw samples), one column per measure."""
+    measures = sorted({m for t in results.trials for m in t.measures})
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["uid", "label", "allocator", "commit", "variant", "workload", "params", "seq",
+                "warmup", "started_at", "ok", "exit_code", "signal", *measures])
+    for t in results.trials:
+        params = " ".join(f"{k}={v}" for k, v in t.workload.params.items())
+        w.writerow([t.uid, t.label, t.allocator.name, t.allocator.commit or "",
+                    t.allocator.variant or "", t.workload.name, params, t.seq, t.warmup,
+                    t.started_at, t.ok, "" if t.exit_code is None else t.exit_code,
+                    "" if t.signal is None else t.signal,
+                    *[t.measures.get(m, "") for m in measures]])
+    return buf.getvalue()
+
+
+def print_tables(results: ResultsIn, console: Console, baseline: str | None = "glibc") -> None:
+    by_workload: dict[str, list[CellSummary]] = {}
+    for s in rows(results, baseline):
+        by_workload.setdefault(s.workload, []).append(s)
+    for workload, cells in by_workload.items():
+        table = Table(title=f"{workload}  (ops/s; ratio = median / {baseline or '-'} median)")
+        for col, justify in (("params", "left"), ("allocator", "left"), ("median", "right"),
+                             ("IQR", "right"), ("CV", "right"), ("max RSS", "right"),
+                             ("ok / n", "right"), ("ratio", "right")):
+            table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        for s in cells:
+            params = s.case.removeprefix(workload).strip()
+            if s.median("ops_per_sec") is None and s.median("instructions") is not None:
+                table.add_row(params, s.allocator, f"{s.median('instructions'):.0f} instr",
+                              "", "", "", f"{s.n_ok} / {s.n}", "", style="dim")
+                continue
+            ratio = "-" if s.ratio is None else f"{s.ratio:.3f}"
+            style = "red" if s.n_ok < s.n else None
+            table.add_row(params, s.allocator, _fmt(s.median("ops_per_sec")),
+                          _fmt(s.iqr("ops_per_sec")), _pct(s.cv("ops_per_sec")),
+                          _mib(s.median("max_rss_bytes")), f"{s.n_ok} / {s.n}", ratio,
+                          style=style)
+        console.print(table)
+    failed = [t for t in results.trials if not t.ok]
+    for t in failed[:10]:
+        why = f"signal {t.signal}" if t.signal else f"exit {t.exit_code}"
+        console.print(f"[red]failed trial[/] {allocator_display(t)} {t.workload.name} seq "
+                      f"{t.seq}: {why}; stderr tail: {t.stderr_tail.strip()[-300:]!r}")
+    if len(failed) > 10:
+        console.print(f"[red]... and {len(failed) - 10} more failed trials[/]")

@@ -1,0 +1,112 @@
+"""The runner's data shapes: what it sends to the API (contracts §5) and reads from jobs.
+
+One result type, `ResultsIn`, is what `bench` exports and what the agent posts;
+the exporters (JSON, markdown, CSV) all read it. Field names follow
+docs/contracts.md exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Testbed(BaseModel):
+    """The node as measured; the API fingerprints exactly these fields."""
+
+    arch: str
+    cpu_model: str
+    cpus: str
+    kernel: str
+    governor: str
+    smt: bool
+    thp: str
+    compiler: str
+    libc: str
+    page_size: int
+
+
+class AllocatorInfo(BaseModel):
+    """What was measured: mallard at a commit (built here) or a peer found on the node."""
+
+    name: str
+    commit: str | None = None
+    variant: str | None = None
+    build_flags: str | None = None
+    compiler: str | None = None
+    library_sha256: str | None = None
+
+
+class WorkloadRef(BaseModel):
+    name: str
+    params: dict[str, Any]
+
+
+class Trial(BaseModel):
+    """One run of one workload, kept raw (contracts §5 `trials[]`)."""
+
+    uid: str
+    label: str
+    allocator: AllocatorInfo
+    workload: WorkloadRef
+    seq: int
+    warmup: bool
+    started_at: str
+    ok: bool
+    exit_code: int | None
+    signal: int | None
+    stderr_tail: str
+    measures: dict[str, float]
+    counters: dict[str, Any] | None
+
+
+class ResultsIn(BaseModel):
+    """The body of POST /api/v1/results, and the JSON file `bench --json` writes."""
+
+    job_id: int | None = None
+    runner_id: int | None = None
+    project: str = "mallard"
+    branch: str | None = None
+    testbed: Testbed
+    trials: list[Trial]
+    artifacts: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobAllocator(BaseModel):
+    """One entry of a job's `spec.allocators`."""
+
+    model_config = ConfigDict(extra="allow")
+
+    label: str
+    name: str
+    commit: str | None = None
+    variant: str | None = None
+
+
+class JobSpec(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    project: str = "mallard"
+    repo_url: str | None = None
+    allocator_dir: str = "allocator"
+    suite: str = "quick"
+    workloads: list[str] | None = None
+    threads: list[int] | None = None
+    trials: int | None = None
+    warmup: int | None = None
+    allocators: list[JobAllocator] = Field(default_factory=list)
+    branch: str | None = None
+
+
+class Job(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: int
+    kind: str = "commit"
+    state: str | None = None
+    attempt: int | None = None
+    max_attempts: int | None = None
+    arch: str | None = None
+    lease_expires_at: str | None = None
+    spec: JobSpec

@@ -1,0 +1,93 @@
+"""One benchmark run, end to end: suite -> targets (build, peers) -> cells -> executor -> ResultsIn.
+
+`bench`, the agent, runner/bench/noise.py and allocator/bench/bench.py all go
+through `run_suite`, so there is one timing loop and one result type.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .build import Builder
+from .executor import Cell, Executor, RunOutput
+from .models import ResultsIn, Trial
+from .settings import RunnerSettings
+from .suites import Suite, expand
+from .targets import Resolved, make_cells, resolve_targets
+from .testbed import collect
+from .variants import AllocatorSelector
+
+
+@dataclass
+class RunRequest:
+    suite: Suite
+    selectors: list[AllocatorSelector]
+    cpus: list[int]
+    raw_dir: Path
+    source: str | None = None
+    ref: str | None = None
+    allocator_dir: str = "allocator"
+    trials: int | None = None
+    warmup: int | None = None
+    workloads: list[str] | None = None
+    threads: list[int] | None = None
+    seed: int | None = None
+    project: str = "mallard"
+    branch: str | None = None
+    job_id: int | None = None
+    runner_id: int | None = None
+
+
+@dataclass
+class Prepared:
+    request: RunRequest
+    resolved: Resolved
+    cells: list[Cell]
+    executor: Executor
+    trials: int
+    warmup: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.executor.trial_count(self.cells, self.trials, self.warmup)
+
+
+def prepare(settings: RunnerSettings, req: RunRequest,
+            on_trial: Callable[[Trial, Cell], None] | None = None,
+            cancel: threading.Event | None = None) -> Prepared:
+    """Build and find everything; raises BuildError, SuiteError, FileNotFoundError."""
+    cases = expand(req.suite, req.workloads, req.threads)
+    resolved = resolve_targets(req.selectors, Builder(settings.cache()), req.source, req.ref,
+                               req.allocator_dir)
+    notes = [f"peer {name} skipped: {why}" for name, why in resolved.missing.items()]
+    cells = make_cells(resolved.targets, cases, settings.workloads_dir)
+    executor = Executor(settings, req.cpus, req.raw_dir, on_trial=on_trial, cancel=cancel)
+    trials = req.trials if req.trials is not None else req.suite.trials
+    warmup = req.warmup if req.warmup is not None else req.suite.warmup
+    return Prepared(req, resolved, cells, executor, trials, warmup, notes)
+
+
+def execute(prep: Prepared) -> ResultsIn:
+    req = prep.request
+    seed = req.seed if req.seed is not None else req.suite.seed
+    out: RunOutput = prep.executor.run(prep.cells, prep.trials, prep.warmup, seed)
+    compilers = {b.compiler for b in prep.resolved.builds.values()}
+    testbed = collect(req.cpus, compilers.pop() if len(compilers) == 1 else None)
+    return ResultsIn(
+        job_id=req.job_id, runner_id=req.runner_id, project=req.project, branch=req.branch,
+        testbed=testbed, trials=out.trials,
+        artifacts={"hyperfine": out.hyperfine, "suite": req.suite.name,
+                   "order": [[r, k] for r, k in out.order], "notes": prep.notes,
+                   "missing_peers": prep.resolved.missing, "raw_dir": str(req.raw_dir),
+                   "seed": seed, "trials": prep.trials, "warmup": prep.warmup,
+                   "perf_instructions": prep.executor.use_perf})
+
+
+def run_suite(settings: RunnerSettings, req: RunRequest,
+              on_trial: Callable[[Trial, Cell], None] | None = None,
+              cancel: threading.Event | None = None) -> ResultsIn:
+    return execute(prepare(settings, req, on_trial, cancel))

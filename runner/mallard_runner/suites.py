@@ -1,0 +1,111 @@
+"""Suites are data: YAML files in runner/suites/ naming workloads, params, threads,
+allocators, trials and warm-up. A param given as a list expands into one case per
+value (a cross product); `threads` is a param like the others.
+
+    name: quick
+    trials: 3
+    warmup: 1
+    threads: [1, 2]
+    allocators: [mallard:transfer=mutex, mallard:transfer=ring, glibc, jemalloc]
+    baseline: glibc
+    workloads:
+      larson: {params: {min: 8, max: 1000, ops: 200000, seed: 42}}
+      fastpath: {params: {ops: 1000000}, threads: [1], instructions: {ops: 20000}}
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Scalar = int | float | str | bool
+
+
+class SuiteError(ValueError):
+    pass
+
+
+class Instructions(BaseModel):
+    """Count instructions with callgrind, once per cell, at this (small) ops count."""
+
+    model_config = ConfigDict(extra="forbid")
+    ops: int = Field(gt=0)
+
+
+class SuiteWorkload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    params: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+    threads: list[int] | None = None
+    instructions: Instructions | None = None
+
+
+class Suite(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    trials: int = Field(default=5, ge=1)
+    warmup: int = Field(default=1, ge=0)
+    seed: int = 42
+    threads: list[int] = Field(default_factory=lambda: [1])
+    allocators: list[str] = Field(default_factory=lambda: ["mallard", "glibc"])
+    baseline: str | None = "glibc"
+    workloads: dict[str, SuiteWorkload]
+
+    @field_validator("workloads")
+    @classmethod
+    def _not_empty(cls, v: dict[str, SuiteWorkload]) -> dict[str, SuiteWorkload]:
+        if not v:
+            raise ValueError("a suite needs at least one workload")
+        return v
+
+
+class Case(BaseModel):
+    """One workload with concrete params (threads included)."""
+
+    workload: str
+    params: dict[str, Scalar]
+    instructions: Instructions | None = None
+
+
+def load_suite(name_or_path: str, suites_dir: Path) -> Suite:
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = suites_dir / f"{name_or_path}.yaml"
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in suites_dir.glob("*.yaml")))
+        raise SuiteError(f"suite {name_or_path!r} not found (known: {known or 'none'})")
+    try:
+        data: Any = yaml.safe_load(path.read_text())
+        return Suite.model_validate(data)
+    except (yaml.YAMLError, ValueError) as e:
+        raise SuiteError(f"bad suite {path}: {e}") from e
+
+
+def expand(suite: Suite, workloads: list[str] | None = None,
+           threads: list[int] | None = None) -> list[Case]:
+    """The suite's cases, filtered by workload names and thread counts."""
+    if workloads:
+        unknown = [w for w in workloads if w not in suite.workloads]
+        if unknown:
+            raise SuiteError(f"workloads {unknown} are not in suite {suite.name!r} "
+                             f"({', '.join(suite.workloads)})")
+    cases: list[Case] = []
+    for name, wl in suite.workloads.items():
+        if workloads and name not in workloads:
+            continue
+        thread_list = wl.threads or suite.threads
+        if threads:
+            thread_list = [t for t in thread_list if t in threads] if wl.threads else threads
+        keys = list(wl.params)
+        values = [v if isinstance(v, list) else [v] for v in wl.params.values()]
+        for t in thread_list:
+            for combo in itertools.product(*values):
+                params: dict[str, Scalar] = {"threads": t, **dict(zip(keys, combo, strict=True))}
+                cases.append(Case(workload=name, params=params, instructions=wl.instructions))
+    return cases
