@@ -1,0 +1,190 @@
+"""Analysis tables: comparisons, their jobs and cells; change points and alerts;
+webhook endpoints and the webhook outbox.
+
+The schema is created only by `db/versions/0002_analysis.py`; these classes mirror it.
+Analysis tables may point at core tables, never the reverse (contracts §8).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    Text,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from mallard_api.models.base import Base
+
+TS = DateTime(timezone=True)
+
+
+class Comparison(Base):
+    __tablename__ = "comparisons"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project_id: Mapped[int | None] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    project: Mapped[str] = mapped_column(Text)
+    arch: Mapped[str] = mapped_column(Text)
+    base: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    head: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    base_label: Mapped[str] = mapped_column(Text)
+    head_label: Mapped[str] = mapped_column(Text)
+    workloads: Mapped[list[str] | None] = mapped_column(JSONB)
+    threads: Mapped[list[int] | None] = mapped_column(JSONB)
+    suite: Mapped[str] = mapped_column(Text, server_default="quick")
+    trials: Mapped[int] = mapped_column(Integer)
+    warmup: Mapped[int] = mapped_column(Integer, server_default="1")
+    peers: Mapped[list[str]] = mapped_column(JSONB, server_default="[]")
+    hypothesis: Mapped[str | None] = mapped_column(Text)
+    hypothesis_low_pct: Mapped[float | None] = mapped_column(Float)
+    hypothesis_high_pct: Mapped[float | None] = mapped_column(Float)
+    hypothesis_measure: Mapped[str | None] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(Text, server_default="queued")
+    follow_ups: Mapped[int] = mapped_column(Integer, server_default="0")
+    max_follow_ups: Mapped[int] = mapped_column(Integer, server_default="2")
+    peer_medians: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default="[]")
+    testbed_fingerprint: Mapped[str | None] = mapped_column(Text)
+    cpu_model: Mapped[str | None] = mapped_column(Text)
+    note: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
+    finished_at: Mapped[datetime | None] = mapped_column(TS)
+
+
+class ComparisonJob(Base):
+    __tablename__ = "comparison_jobs"
+    comparison_id: Mapped[int] = mapped_column(
+        ForeignKey("comparisons.id", ondelete="CASCADE"), primary_key=True
+    )
+    job_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    round: Mapped[int] = mapped_column(Integer, server_default="0")
+    trials: Mapped[int] = mapped_column(Integer)
+
+
+class ComparisonCell(Base):
+    __tablename__ = "comparison_cells"
+    __table_args__ = (UniqueConstraint("comparison_id", "workload", "params", "measure"),)
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    comparison_id: Mapped[int] = mapped_column(ForeignKey("comparisons.id", ondelete="CASCADE"))
+    workload: Mapped[str] = mapped_column(Text)
+    params: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    threads: Mapped[int | None] = mapped_column(Integer)
+    measure: Mapped[str] = mapped_column(Text)
+    higher_is_better: Mapped[bool] = mapped_column(Boolean)
+    base_median: Mapped[float | None] = mapped_column(Float)
+    head_median: Mapped[float | None] = mapped_column(Float)
+    ratio: Mapped[float | None] = mapped_column(Float)
+    diff_pct: Mapped[float | None] = mapped_column(Float)
+    ci_low_pct: Mapped[float | None] = mapped_column(Float)
+    ci_high_pct: Mapped[float | None] = mapped_column(Float)
+    p_value: Mapped[float | None] = mapped_column(Float)
+    p_adjusted: Mapped[float | None] = mapped_column(Float)
+    n_base: Mapped[int] = mapped_column(Integer)
+    n_head: Mapped[int] = mapped_column(Integer)
+    robust_base: Mapped[int] = mapped_column(Integer)
+    robust_head: Mapped[int] = mapped_column(Integer)
+    verdict: Mapped[str] = mapped_column(Text)
+    line: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
+
+
+class Alert(Base):
+    __tablename__ = "alerts"
+    __table_args__ = (UniqueConstraint("series_key", "first_bad_commit"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    series_key: Mapped[str] = mapped_column(Text)
+    project_id: Mapped[int | None] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    project: Mapped[str] = mapped_column(Text)
+    branch: Mapped[str] = mapped_column(Text)
+    workload: Mapped[str] = mapped_column(Text)
+    params: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    threads: Mapped[int | None] = mapped_column(Integer)
+    arch: Mapped[str] = mapped_column(Text)
+    testbed_fingerprint: Mapped[str] = mapped_column(Text)
+    allocator: Mapped[str] = mapped_column(Text)
+    variant: Mapped[str] = mapped_column(Text)
+    measure: Mapped[str] = mapped_column(Text)
+    first_bad_commit: Mapped[str] = mapped_column(Text)
+    last_good_commit: Mapped[str | None] = mapped_column(Text)
+    change_pct: Mapped[float] = mapped_column(Float)
+    ci_low_pct: Mapped[float | None] = mapped_column(Float)
+    ci_high_pct: Mapped[float | None] = mapped_column(Float)
+    p_value: Mapped[float | None] = mapped_column(Float)
+    before_median: Mapped[float | None] = mapped_column(Float)
+    after_median: Mapped[float | None] = mapped_column(Float)
+    state: Mapped[str] = mapped_column(Text, server_default="open")
+    label: Mapped[str | None] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text)
+    opened_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
+    acknowledged_at: Mapped[datetime | None] = mapped_column(TS)
+    resolved_at: Mapped[datetime | None] = mapped_column(TS)
+
+
+class ChangePoint(Base):
+    __tablename__ = "change_points"
+    __table_args__ = (UniqueConstraint("series_key", "commit_sha"),)
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    series_key: Mapped[str] = mapped_column(Text)
+    project: Mapped[str] = mapped_column(Text)
+    branch: Mapped[str] = mapped_column(Text)
+    workload: Mapped[str] = mapped_column(Text)
+    params: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    arch: Mapped[str] = mapped_column(Text)
+    testbed_fingerprint: Mapped[str] = mapped_column(Text)
+    allocator: Mapped[str] = mapped_column(Text)
+    variant: Mapped[str] = mapped_column(Text)
+    measure: Mapped[str] = mapped_column(Text)
+    commit_sha: Mapped[str] = mapped_column(Text)
+    prev_commit_sha: Mapped[str | None] = mapped_column(Text)
+    change_pct: Mapped[float] = mapped_column(Float)
+    ci_low_pct: Mapped[float | None] = mapped_column(Float)
+    ci_high_pct: Mapped[float | None] = mapped_column(Float)
+    p_value: Mapped[float | None] = mapped_column(Float)
+    direction: Mapped[str] = mapped_column(Text)
+    alert_id: Mapped[int | None] = mapped_column(ForeignKey("alerts.id", ondelete="SET NULL"))
+    detected_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
+
+
+class WebhookEndpoint(Base):
+    __tablename__ = "webhook_endpoints"
+    __table_args__ = (UniqueConstraint("kind", "url"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(Text, server_default="generic")
+    url: Mapped[str] = mapped_column(Text)
+    enabled: Mapped[bool] = mapped_column(Boolean, server_default="true")
+    created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
+
+
+class OutboxMessage(Base):
+    __tablename__ = "webhook_outbox"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    event: Mapped[str] = mapped_column(Text)
+    alert_id: Mapped[int | None] = mapped_column(ForeignKey("alerts.id", ondelete="SET NULL"))
+    kind: Mapped[str] = mapped_column(Text)
+    url: Mapped[str] = mapped_column(Text)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    state: Mapped[str] = mapped_column(Text, server_default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, server_default="0")
+    next_attempt_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
+    delivered_at: Mapped[datetime | None] = mapped_column(TS)
+
+
+__all__ = [
+    "Alert", "ChangePoint", "Comparison", "ComparisonCell", "ComparisonJob", "OutboxMessage",
+    "WebhookEndpoint",
+]
