@@ -34,6 +34,7 @@ typedef struct client {
     uint64_t requests;     /* how many to send */
     uint64_t digest;       /* sum of per-message hashes: independent of timing */
     uint64_t bytes;
+    unsigned char *seen;   /* bitmap of answered sequence numbers */
 } client;
 
 /* Size of request (kind 0) or response (kind 1) `seq` of client `c`. */
@@ -131,6 +132,11 @@ static void serve(msg *req)
 static void consume(client *cl, msg *resp, uint64_t sent)
 {
     check_msg(resp, 1, cl->index, sent);
+    unsigned char bit = (unsigned char)(1u << (resp->seq & 7));
+    if (cl->seen[resp->seq >> 3] & bit)
+        wl_fail("response %p answers request %u of client %ld a second time", (void *)resp,
+                resp->seq, cl->index);
+    cl->seen[resp->seq >> 3] |= bit;
     size_t size = msg_size(resp->client, resp->seq, 1);
     cl->digest += wl_digest_add(WL_DIGEST_INIT, (uint64_t)resp->seq << 32 | size | 1ULL << 31);
     cl->bytes += size;
@@ -221,6 +227,8 @@ int main(int argc, char **argv)
         clients[c].requests = requests / (uint64_t)g_clients + ((uint64_t)c < requests % (uint64_t)g_clients);
         clients[c].digest = WL_DIGEST_INIT;
         clients[c].bytes = 0;
+        clients[c].seen = wl_xmalloc(clients[c].requests / 8 + 1);
+        memset(clients[c].seen, 0, clients[c].requests / 8 + 1);
     }
 
     double start = wl_now();
@@ -248,6 +256,7 @@ int main(int argc, char **argv)
     for (long c = 0; c < g_clients; c++) {
         digest = wl_digest_add(digest, clients[c].digest);
         bytes += clients[c].bytes;
+        free(clients[c].seen);
     }
     for (long s = 0; s < g_servers; s++)
         wl_queue_destroy(&g_req[s]);
