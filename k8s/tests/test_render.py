@@ -1,0 +1,129 @@
+"""Every overlay renders with `kubectl kustomize`, into objects we can deploy."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import K8S_DIR, OUR_NAMESPACES, OVERLAYS, REPO_ROOT, copy_k8s, find, kustomize, one
+
+CLUSTER_SCOPED = {"Namespace"}
+
+
+def test_overlays_exist() -> None:
+    assert {"dev", "production"} <= set(OVERLAYS)
+
+
+def test_kubectl_carries_kustomize() -> None:
+    from conftest import kubectl
+
+    out = subprocess.run(
+        [kubectl(), "version", "--client"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "Kustomize Version: v5" in out
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_overlay_renders_to_named_namespaced_objects(rendered, overlay: str) -> None:
+    docs = rendered[overlay]
+    assert len(docs) > 10
+    seen = set()
+    for doc in docs:
+        meta = doc["metadata"]
+        key = (doc["apiVersion"], doc["kind"], meta.get("namespace"), meta["name"])
+        assert key not in seen, f"duplicate object {key}"
+        seen.add(key)
+        if doc["kind"] in CLUSTER_SCOPED:
+            assert "namespace" not in meta
+        else:
+            assert meta.get("namespace") in OUR_NAMESPACES, key
+        assert meta.get("labels", {}).get("app.kubernetes.io/part-of") == "mallard", key
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_migration_job_is_named_after_the_release(rendered, overlay: str) -> None:
+    docs = rendered[overlay]
+    api = one(docs, "Deployment", "mallard-api")
+    tag = api["spec"]["template"]["spec"]["containers"][0]["image"].rsplit(":", 1)[1]
+    (job,) = find(docs, "Job")
+    assert job["metadata"]["name"] == f"mallard-migrate-{tag}"
+    assert job["spec"]["ttlSecondsAfterFinished"] > 0
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["migrate"]
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == f"mallard/api:{tag}"
+
+
+def test_images_are_overridable_and_the_job_follows_the_tag(tmp_path: Path) -> None:
+    k8s = copy_k8s(tmp_path)
+    kfile = k8s / "overlays" / "dev" / "kustomization.yaml"
+    kust = yaml.safe_load(kfile.read_text())
+    kust["images"] = [
+        {"name": "mallard/api", "newName": "registry.example/mallard/api", "newTag": "0.2.0"},
+        {"name": "mallard/runner", "newName": "registry.example/mallard/runner", "newTag": "0.2.0"},
+    ]
+    kfile.write_text(yaml.safe_dump(kust))
+    docs = kustomize(k8s / "overlays" / "dev")
+    images = {
+        c["image"]
+        for d in docs
+        if d["kind"] in {"Deployment", "DaemonSet", "Job"}
+        for c in d["spec"]["template"]["spec"]["containers"]
+    }
+    assert images == {"registry.example/mallard/api:0.2.0", "registry.example/mallard/runner:0.2.0"}
+    (job,) = find(docs, "Job")
+    assert job["metadata"]["name"] == "mallard-migrate-0.2.0"
+
+
+def test_api_does_not_migrate_on_start(rendered) -> None:
+    for docs in rendered.values():
+        (config,) = [
+            d for d in find(docs, "ConfigMap") if d["metadata"]["name"].startswith("mallard-config")
+        ]
+        assert config["data"]["MALLARD_MIGRATE_ON_START"] == "false"
+
+
+def test_no_real_secret_is_committed() -> None:
+    tracked = subprocess.run(
+        ["git", "ls-files", "k8s"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    secret_files = [p for p in tracked if "/secrets/" in p]
+    assert secret_files, "the example secrets should be tracked"
+    assert all(p.endswith(".example") for p in secret_files), secret_files
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", "k8s/overlays/production/secrets/database-url"],
+        cwd=REPO_ROOT,
+    )
+    assert ignored.returncode == 0, "a real secrets/database-url must be git-ignored"
+
+
+def test_example_secrets_say_they_are_examples() -> None:
+    for example in K8S_DIR.glob("overlays/*/secrets/*.example"):
+        text = example.read_text()
+        assert "EXAMPLE" in text or "CHANGE-ME" in text, example
+
+
+def test_production_needs_its_real_database_secret(tmp_path: Path) -> None:
+    k8s = copy_k8s(tmp_path)
+    (k8s / "overlays" / "production" / "secrets" / "database-url").unlink()
+    with pytest.raises(AssertionError, match="database-url"):
+        kustomize(k8s / "overlays" / "production")
+
+
+def test_production_database_url_comes_from_its_secret(rendered) -> None:
+    docs = rendered["production"]
+    (secret,) = find(docs, "Secret")
+    api = one(docs, "Deployment", "mallard-api")
+    env = {e["name"]: e for e in api["spec"]["template"]["spec"]["containers"][0]["env"]}
+    ref = env["DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": secret["metadata"]["name"], "key": "url"}
+
+
+def test_cnpg_overlay_uses_the_operator_secret(rendered) -> None:
+    docs = rendered["production-cnpg"]
+    (cluster,) = find(docs, "Cluster")
+    app_secret = f"{cluster['metadata']['name']}-app"
+    for obj in [one(docs, "Deployment", "mallard-api"), *find(docs, "Job")]:
+        env = {e["name"]: e for e in obj["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": app_secret, "key": "uri"}
+    assert not find(docs, "Secret"), "no database Secret of our own with CNPG"
