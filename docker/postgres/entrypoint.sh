@@ -6,6 +6,7 @@ if [ "${1:-postgres}" != postgres ]; then exec "$@"; fi
 : "${PGDATA:=/var/lib/postgresql/data}"
 POSTGRES_USER="${POSTGRES_USER:-postgres}"
 POSTGRES_DB="${POSTGRES_DB:-$POSTGRES_USER}"
+export PGDATA POSTGRES_USER POSTGRES_DB
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
   if [ -z "${POSTGRES_PASSWORD:-}" ]; then
     echo "postgres: POSTGRES_PASSWORD is required to initialise the database" >&2
@@ -27,7 +28,7 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   for f in /docker-entrypoint-initdb.d/*; do
     case "$f" in
       *.sql) echo "postgres: running $f"; psql -v ON_ERROR_STOP=1 -U "$POSTGRES_USER" -d "$POSTGRES_DB" -q -f "$f" ;;
-      *.sh) echo "postgres: running $f"; . "$f" ;;
+      *.sh) echo "postgres: running $f"; if [ -x "$f" ]; then "$f"; else . "$f"; fi ;;
       *) ;;
     esac
   done
