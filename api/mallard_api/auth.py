@@ -1,0 +1,91 @@
+"""Bearer tokens: random, shown once, stored as sha256; roles runner, user, admin.
+
+A runner token names one runner and may act only for it (register, heartbeat, claim,
+lease, fail, post results); user tokens read everything and create projects, jobs and
+comparisons; admin tokens may do anything. Webhooks are authenticated by their
+signature instead (routes/webhooks.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from sqlalchemy.orm import Session
+
+from mallard_api.deps import get_session
+from mallard_api.sql import tokens as token_sql
+
+ROLES = ("runner", "user", "admin")
+
+
+def new_token() -> str:
+    return "mlrd_" + secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Principal:
+    role: str
+    runner_name: str | None = None
+    token_id: int | None = None
+
+
+def field_error(status: int, loc: list[str | int], msg: str, kind: str = "value_error"
+                ) -> HTTPException:
+    """An HTTP error whose detail names the field at fault, shaped like FastAPI's 422."""
+    return HTTPException(status, detail=[{"loc": loc, "msg": msg, "type": kind}])
+
+
+def _unauthorized(msg: str) -> HTTPException:
+    exc = field_error(401, ["header", "authorization"], msg, "unauthorized")
+    exc.headers = {"WWW-Authenticate": "Bearer"}
+    return exc
+
+
+def principal(request: Request, session: Annotated[Session, Depends(get_session)]) -> Principal:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise _unauthorized("missing bearer token (Authorization: Bearer <token>)")
+    token = token.strip()
+    boot = request.app.state.settings.bootstrap_admin_token
+    if boot and hmac.compare_digest(token.encode(), boot.encode()):
+        return Principal(role="admin")
+    row = token_sql.lookup(session, hash_token(token))
+    if row is None:
+        raise _unauthorized("unknown or revoked token")
+    return Principal(role=row.role, runner_name=row.runner_name, token_id=row.id)
+
+
+def require(*roles: str):  # type: ignore[no-untyped-def]
+    def dependency(p: Annotated[Principal, Depends(principal)]) -> Principal:
+        if p.role not in roles:
+            raise field_error(403, ["header", "authorization"],
+                              f"a {p.role} token cannot do this (needs {' or '.join(roles)})",
+                              "forbidden")
+        return p
+
+    return dependency
+
+
+AnyRole = Annotated[Principal, Depends(require("runner", "user", "admin"))]
+UserOrAdmin = Annotated[Principal, Depends(require("user", "admin"))]
+RunnerOrAdmin = Annotated[Principal, Depends(require("runner", "admin"))]
+Admin = Annotated[Principal, Depends(require("admin"))]
+
+
+def check_runner(p: Principal, runner_name: str, loc: list[str | int]) -> None:
+    """403 unless the principal may act for the runner named `runner_name`."""
+    if p.role == "admin":
+        return
+    if p.role != "runner" or p.runner_name != runner_name:
+        raise field_error(403, loc, f"this token cannot act for runner '{runner_name}'",
+                          "forbidden")

@@ -1,0 +1,133 @@
+"""The admin CLI: `mallard-api serve | migrate | db-url | token create|list|revoke`."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import Annotated
+
+import typer
+
+from mallard_api import db
+from mallard_api.config import Settings
+
+app = typer.Typer(help="Mallard API: serve, migrate, tokens.", no_args_is_help=True)
+token_app = typer.Typer(help="API tokens (stored hashed; printed once).", no_args_is_help=True)
+app.add_typer(token_app, name="token")
+
+
+@app.command()
+def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
+          log_level: str = "info") -> None:
+    """Run the API with uvicorn (starting the embedded PostgreSQL when no DATABASE_URL)."""
+    import uvicorn
+
+    from mallard_api.main import create_app
+
+    settings = Settings()
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        application = create_app(settings)
+        if workers > 1:
+            typer.echo("workers > 1 needs DATABASE_URL and `uvicorn --factory "
+                       "mallard_api.main:app_factory --workers N`", err=True)
+        uvicorn.run(application, host=host, port=port, log_level=log_level)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        db.stop_embedded()
+
+
+@app.command()
+def migrate(revision: str = "head") -> None:
+    """Upgrade the database schema (Alembic) to REVISION."""
+    settings = Settings()
+    try:
+        db.migrate(db.database_url(settings), settings.migrations_dir, revision)
+        typer.echo(f"migrated to {revision}")
+    finally:
+        db.stop_embedded()
+
+
+@app.command("db-url")
+def db_url() -> None:
+    """Print the database URL (of the running embedded server when no DATABASE_URL)."""
+    settings = Settings()
+    try:
+        url = db.database_url(settings, start=False)
+    except RuntimeError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(url.replace("postgresql+psycopg://", "postgresql://"))
+
+
+def _session():  # type: ignore[no-untyped-def]
+    settings = Settings()
+    url = db.database_url(settings)
+    engine = db.make_engine(url, 1)
+    return engine, db.make_sessionmaker(engine)()
+
+
+@token_app.command("create")
+def token_create(
+    role: Annotated[str, typer.Option(help="runner, user or admin")],
+    runner: Annotated[str | None, typer.Option(help="the runner's name (role runner)")] = None,
+    description: Annotated[str | None, typer.Option()] = None,
+) -> None:
+    """Create a token and print it (once; only its sha256 is stored)."""
+    from mallard_api.auth import ROLES, hash_token, new_token
+    from mallard_api.sql import tokens
+
+    if role not in ROLES:
+        typer.echo(f"--role must be one of {', '.join(ROLES)}", err=True)
+        raise typer.Exit(2)
+    if role == "runner" and not runner:
+        typer.echo("--runner NAME is required with --role runner", err=True)
+        raise typer.Exit(2)
+    token = new_token()
+    engine, session = _session()
+    try:
+        tokens.create(session, token_sha256=hash_token(token), role=role,
+                      runner_name=runner if role == "runner" else None,
+                      description=description)
+        session.commit()
+    finally:
+        session.close()
+        engine.dispose()
+        db.stop_embedded()
+    sys.stdout.write(token + "\n")
+
+
+@token_app.command("list")
+def token_list() -> None:
+    """List tokens (id, role, runner, created, revoked); never the tokens themselves."""
+    from mallard_api.sql import tokens
+
+    engine, session = _session()
+    try:
+        for t in tokens.list_all(session):
+            typer.echo(f"{t.id}\t{t.role}\t{t.runner_name or '-'}\t{t.created_at:%Y-%m-%d}\t"
+                       f"{'revoked' if t.revoked_at else 'active'}\t{t.description or ''}")
+    finally:
+        session.close()
+        engine.dispose()
+        db.stop_embedded()
+
+
+@token_app.command("revoke")
+def token_revoke(token_id: int) -> None:
+    """Revoke a token by id."""
+    from mallard_api.sql import tokens
+
+    engine, session = _session()
+    try:
+        ok = tokens.revoke(session, token_id)
+        session.commit()
+    finally:
+        session.close()
+        engine.dispose()
+        db.stop_embedded()
+    if not ok:
+        typer.echo(f"no active token {token_id}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"revoked {token_id}")

@@ -1,0 +1,83 @@
+"""The database: URL resolution (embedded server or DATABASE_URL), engine, sessions,
+and Alembic migrations run programmatically."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from mallard_api.config import Settings
+from mallard_api.embedded import EmbeddedPostgres
+
+_lock = threading.Lock()
+_embedded: EmbeddedPostgres | None = None
+
+
+def normalise_url(url: str) -> str:
+    """Accept postgres://, postgresql:// and postgresql+psycopg:// URLs; use psycopg 3."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def embedded_server(settings: Settings) -> EmbeddedPostgres:
+    global _embedded
+    with _lock:
+        if _embedded is None or _embedded.pgdata != Path(settings.data_dir).resolve():
+            _embedded = EmbeddedPostgres(settings.data_dir, port=settings.embedded_port)
+        return _embedded
+
+
+def database_url(settings: Settings, *, start: bool = True) -> str:
+    """DATABASE_URL when set; otherwise the embedded server's (started when needed)."""
+    if settings.database_url:
+        return normalise_url(settings.database_url)
+    server = embedded_server(settings)
+    return server.start() if start else server.url()
+
+
+def stop_embedded() -> None:
+    """Stop the embedded server if this process started it."""
+    with _lock:
+        if _embedded is not None:
+            _embedded.stop()
+
+
+def make_engine(url: str, pool_size: int = 10) -> Engine:
+    return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def alembic_config(url: str, migrations_dir: Path):  # type: ignore[no-untyped-def]
+    from alembic.config import Config
+
+    cfg = Config(str(Path(migrations_dir) / "alembic.ini"))
+    cfg.set_main_option("script_location", str(Path(migrations_dir)))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    cfg.attributes["configure_logger"] = False
+    return cfg
+
+
+def migrate(url: str, migrations_dir: Path, revision: str = "head") -> None:
+    from alembic import command
+
+    command.upgrade(alembic_config(url, migrations_dir), revision)
+
+
+def downgrade(url: str, migrations_dir: Path, revision: str) -> None:
+    from alembic import command
+
+    command.downgrade(alembic_config(url, migrations_dir), revision)
+
+
+def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
+    with factory() as session:
+        yield session

@@ -1,0 +1,84 @@
+"""Prometheus metrics (contracts §6).
+
+Request counters and latency are recorded by a middleware, labelled by the route
+template (`/api/v1/jobs/{job_id}/lease`, never the raw path). Queue, runner and alert
+gauges are computed at scrape time by a collector that queries the database, so every
+API replica reports the same truth. `mallard_trials_ingested_total` counts the trials
+this process stored.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy import Engine, text
+from starlette.requests import Request
+from starlette.responses import Response
+
+REGISTRY = CollectorRegistry()
+HTTP_REQUESTS = Counter("mallard_http_requests_total", "HTTP requests by route template",
+                        ["method", "route", "status"], registry=REGISTRY)
+HTTP_LATENCY = Histogram("mallard_http_request_duration_seconds",
+                         "HTTP request latency by route template", ["method", "route"],
+                         registry=REGISTRY,
+                         buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+TRIALS_INGESTED = Counter("mallard_trials_ingested_total", "Trials stored by results ingest",
+                          registry=REGISTRY)
+
+
+async def metrics_middleware(request: Request,
+                             call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    start = time.perf_counter()
+    status = 500
+    try:
+        response = await call_next(request)
+        status = response.status_code
+        return response
+    finally:
+        route = request.scope.get("route")
+        template = getattr(route, "path", None) or "unmatched"
+        HTTP_REQUESTS.labels(request.method, template, str(status)).inc()
+        HTTP_LATENCY.labels(request.method, template).observe(time.perf_counter() - start)
+
+
+class DatabaseCollector(Collector):
+    """Gauges read from the database at scrape time."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def collect(self) -> Iterator[Any]:
+        jobs = GaugeMetricFamily("mallard_jobs", "Jobs by state and arch", labels=["state", "arch"])
+        oldest = GaugeMetricFamily("mallard_queue_oldest_job_age_seconds",
+                                   "Age of the oldest queued job", labels=["arch"])
+        seen = GaugeMetricFamily("mallard_runner_last_seen_timestamp_seconds",
+                                 "When each runner was last heard from (unix time)",
+                                 labels=["runner", "arch"])
+        alerts = GaugeMetricFamily("mallard_alerts_open", "Open regression alerts",
+                                   labels=["project", "workload", "arch", "measure"])
+        try:
+            with self.engine.connect() as conn:
+                for state, arch, n in conn.execute(text(
+                        "SELECT state, arch, count(*) FROM jobs GROUP BY state, arch")):
+                    jobs.add_metric([state, arch], float(n))
+                for arch, age in conn.execute(text(
+                        "SELECT arch, EXTRACT(EPOCH FROM now() - min(created_at)) FROM jobs "
+                        "WHERE state = 'queued' GROUP BY arch")):
+                    oldest.add_metric([arch], float(age))
+                for name, arch, ts in conn.execute(text(
+                        "SELECT name, arch, EXTRACT(EPOCH FROM last_seen_at) FROM runners")):
+                    seen.add_metric([name, arch], float(ts))
+                if conn.execute(text("SELECT to_regclass('v_alerts')")).scalar() is not None:
+                    for project, workload, arch, measure, n in conn.execute(text(
+                            "SELECT project, workload, arch, measure, count(*) FROM v_alerts "
+                            "WHERE state = 'open' GROUP BY 1, 2, 3, 4")):
+                        alerts.add_metric([str(project), str(workload), str(arch),
+                                           str(measure)], float(n))
+        except Exception:  # noqa: BLE001 - a scrape must not fail because the DB is down
+            pass
+        yield from (jobs, oldest, seen, alerts)

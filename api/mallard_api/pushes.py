@@ -1,0 +1,74 @@
+"""A push, whatever forge it came from: record its commits on the branch and queue one
+`commit` job per runner architecture known (default x86_64 when no runner registered)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from mallard_api.config import Settings
+from mallard_api.models.core import Project
+from mallard_api.schemas import PushOut
+from mallard_api.sql import jobs as job_sql
+from mallard_api.sql import projects as project_sql
+from mallard_api.sql import runners as runner_sql
+from mallard_api.sql.projects import CommitInfo
+
+ZERO = "0" * 40
+
+
+def commit_spec(settings: Settings, project: Project, branch: str, sha: str) -> dict[str, Any]:
+    """The job spec of contracts §5 for benchmarking one commit (head plus peers)."""
+    return {
+        "project": project.name, "repo_url": project.repo_url,
+        "allocator_dir": project.allocator_dir, "suite": settings.suite,
+        "workloads": None, "threads": None, "trials": settings.trials,
+        "warmup": settings.warmup, "branch": branch, "commit": sha,
+        "allocators": [{"label": "head", "name": "mallard", "commit": sha, "variant": None}]
+        + [{"label": "peer", "name": peer} for peer in settings.peer_list],
+    }
+
+
+def is_tracked(project: Project, branch: str) -> bool:
+    return branch == project.default_branch or branch in (project.tracked_branches or [])
+
+
+def handle_push(session: Session, settings: Settings, project: Project, *, ref: str,
+                after: str, commits: list[CommitInfo]) -> PushOut:
+    if not ref.startswith("refs/heads/"):
+        return PushOut(project=project.name, branch=None, commits=0, jobs=[],
+                       ignored=f"{ref} is not a branch")
+    branch = ref[len("refs/heads/"):]
+    if not after or set(after) == {"0"}:
+        return PushOut(project=project.name, branch=branch, commits=0, jobs=[],
+                       ignored="branch deleted")
+    after = after.lower()
+    _, new = project_sql.record_push(session, project, branch, after, commits)
+    jobs: list[int] = []
+    if is_tracked(project, branch):
+        for arch in runner_sql.arches(session) or [settings.default_arch]:
+            if job_sql.active_commit_job(session, project_id=project.id, sha=after,
+                                         arch=arch) is not None:
+                continue
+            job = job_sql.enqueue(session, kind="commit", arch=arch,
+                                  spec=commit_spec(settings, project, branch, after),
+                                  project_id=project.id, max_attempts=settings.job_max_attempts)
+            jobs.append(job.id)
+    session.commit()
+    return PushOut(project=project.name, branch=branch, commits=new, jobs=jobs,
+                   ignored=None if jobs or is_tracked(project, branch)
+                   else f"branch {branch} is not tracked")
+
+
+def chain(before: str | None, raw: list[tuple[str, str | None, str | None, Any]]
+          ) -> list[CommitInfo]:
+    """Forge payloads list commits oldest first without parents: each one's parent is the
+    one before it (the first one's is `before`)."""
+    out: list[CommitInfo] = []
+    parent = None if not before or set(before) == {"0"} else before.lower()
+    for sha, message, author, when in raw:
+        out.append(CommitInfo(sha=sha.lower(), parent=parent, message=message, author=author,
+                              time=when))
+        parent = sha.lower()
+    return out

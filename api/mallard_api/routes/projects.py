@@ -1,0 +1,98 @@
+"""Projects (a repository holding an allocator), their branches and commits."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query
+from sqlalchemy.orm import Session
+
+from mallard_api.auth import AnyRole, UserOrAdmin, field_error
+from mallard_api.deps import get_session
+from mallard_api.models.core import Project
+from mallard_api.schemas import BranchOut, CommitOut, ErrorOut, Membership, ProjectIn, ProjectOut
+from mallard_api.sql import projects as sql
+
+router = APIRouter(prefix="/projects", tags=["projects"],
+                   responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
+DB = Annotated[Session, Depends(get_session)]
+ProjectName = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00/]+$")]
+
+
+def project_out(p: Project) -> ProjectOut:
+    return ProjectOut(id=p.id, name=p.name, repo_url=p.repo_url, allocator_dir=p.allocator_dir,
+                      default_branch=p.default_branch, tracked_branches=list(p.tracked_branches),
+                      has_webhook_secret=bool(p.webhook_secret), created_at=p.created_at)
+
+
+def load(session: Session, name: str) -> Project:
+    project = sql.get(session, name)
+    if project is None:
+        raise field_error(404, ["path", "name"], f"no project named '{name}'", "not_found")
+    return project
+
+
+@router.get("", response_model=list[ProjectOut])
+def list_projects(session: DB, _: AnyRole) -> list[ProjectOut]:
+    return [project_out(p) for p in sql.list_all(session)]
+
+
+@router.put("/{name}", response_model=ProjectOut)
+def put_project(name: ProjectName, body: ProjectIn, session: DB, _: UserOrAdmin) -> ProjectOut:
+    """Create or update a project (idempotent)."""
+    project = sql.upsert(session, name=name, repo_url=body.repo_url,
+                         allocator_dir=body.allocator_dir, default_branch=body.default_branch,
+                         tracked_branches=body.tracked_branches,
+                         webhook_secret=body.webhook_secret)
+    session.commit()
+    return project_out(project)
+
+
+@router.get("/{name}", response_model=ProjectOut, responses={404: {"model": ErrorOut}})
+def get_project(name: ProjectName, session: DB, _: AnyRole) -> ProjectOut:
+    return project_out(load(session, name))
+
+
+@router.get("/{name}/branches", response_model=list[BranchOut],
+            responses={404: {"model": ErrorOut}})
+def list_branches(name: ProjectName, session: DB, _: AnyRole) -> list[BranchOut]:
+    project = load(session, name)
+    return [BranchOut(id=b.id, project=project.name, name=b.name, head_sha=b.head_sha,
+                      updated_at=b.updated_at) for b in sql.branches(session, project)]
+
+
+@router.get("/{name}/branches/{branch}/commits", response_model=list[CommitOut],
+            responses={404: {"model": ErrorOut}})
+def branch_commits(
+    name: ProjectName, branch: Annotated[str, Path(min_length=1, max_length=200,
+                                                   pattern=r"^[^\x00]+$")],
+    session: DB, _: AnyRole,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+) -> list[CommitOut]:
+    """Commits on a branch, newest (highest position) first."""
+    project = load(session, name)
+    b = sql.get_branch(session, project, branch)
+    if b is None:
+        raise field_error(404, ["path", "branch"], f"no branch '{branch}' in '{name}'",
+                          "not_found")
+    return [CommitOut(sha=c.sha, parent_sha=c.parent_sha, message=c.message, author=c.author,
+                      committed_at=c.committed_at,
+                      branches=[Membership(branch=b.name, position=pos)])
+            for c, pos in sql.commits_on_branch(session, b, limit, offset)]
+
+
+@router.get("/{name}/commits/{sha}", response_model=CommitOut,
+            responses={404: {"model": ErrorOut}})
+def get_commit(name: ProjectName,
+               sha: Annotated[str, Path(pattern=r"^[0-9a-fA-F]{4,64}$")],
+               session: DB, _: AnyRole) -> CommitOut:
+    project = load(session, name)
+    c = sql.get_commit(session, project, sha.lower())
+    if c is None:
+        raise field_error(404, ["path", "sha"], f"no single commit '{sha}' in '{name}'",
+                          "not_found")
+    return CommitOut(sha=c.sha, parent_sha=c.parent_sha, message=c.message, author=c.author,
+                     committed_at=c.committed_at,
+                     branches=[Membership(branch=b, position=p)
+                               for b, p in sql.memberships(session, c)])

@@ -1,0 +1,52 @@
+"""Runners: register (idempotent by name), heartbeat, list."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path
+from sqlalchemy.orm import Session
+
+from mallard_api.auth import AnyRole, RunnerOrAdmin, check_runner, field_error
+from mallard_api.deps import get_session
+from mallard_api.models.core import Runner
+from mallard_api.schemas import INT32_MAX, ErrorOut, Heartbeat, RunnerOut, RunnerRegister
+from mallard_api.sql import runners as sql
+
+router = APIRouter(prefix="/runners", tags=["runners"],
+                   responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
+DB = Annotated[Session, Depends(get_session)]
+
+
+def runner_out(r: Runner, fingerprint: str | None) -> RunnerOut:
+    return RunnerOut(id=r.id, name=r.name, arch=r.arch, cpus=r.cpus, testbed=r.testbed,
+                     testbed_fingerprint=fingerprint, registered_at=r.registered_at,
+                     last_seen_at=r.last_seen_at)
+
+
+@router.post("/register", response_model=RunnerOut)
+def register(body: RunnerRegister, session: DB, p: RunnerOrAdmin) -> RunnerOut:
+    check_runner(p, body.name, ["body", "name"])
+    runner = sql.register(session, name=body.name, arch=body.arch, cpus=body.cpus,
+                          testbed=body.testbed)
+    session.commit()
+    return runner_out(runner, sql.testbed_fingerprint(session, runner))
+
+
+@router.post("/{runner_id}/heartbeat", response_model=RunnerOut,
+             responses={404: {"model": ErrorOut}})
+def heartbeat(runner_id: Annotated[int, Path(ge=1, le=INT32_MAX)], body: Heartbeat,
+              session: DB, p: RunnerOrAdmin) -> RunnerOut:
+    runner = sql.get(session, runner_id)
+    if runner is None:
+        raise field_error(404, ["path", "runner_id"], f"no runner with id {runner_id}",
+                          "not_found")
+    check_runner(p, runner.name, ["path", "runner_id"])
+    sql.heartbeat(session, runner, body.testbed)
+    session.commit()
+    return runner_out(runner, sql.testbed_fingerprint(session, runner))
+
+
+@router.get("", response_model=list[RunnerOut])
+def list_runners(session: DB, _: AnyRole) -> list[RunnerOut]:
+    return [runner_out(r, fp) for r, fp in sql.list_all(session)]

@@ -1,0 +1,72 @@
+"""Series: the history of one measure along a branch."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+from sqlalchemy.orm import Session
+
+from mallard_api.auth import AnyRole, field_error
+from mallard_api.deps import get_session
+from mallard_api.schemas import INT32_MAX, ErrorOut, SeriesOut, SeriesPoint, _check_json
+from mallard_api.sql import projects as project_sql
+from mallard_api.sql import series as sql
+from mallard_api.sql.results import canonical_params
+
+router = APIRouter(prefix="/series", tags=["series"],
+                   responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
+DB = Annotated[Session, Depends(get_session)]
+Word = r"^[A-Za-z0-9_.+=,:/@-]+$"
+
+
+@router.get("", response_model=SeriesOut,
+            responses={404: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+def get_series(
+    session: DB, _: AnyRole,
+    project: Annotated[str, Query(min_length=1, max_length=200, pattern=r"^[^\x00]+$")],
+    workload: Annotated[str, Query(min_length=1, max_length=100, pattern=Word)],
+    measure: Annotated[str, Query(min_length=1, max_length=100,
+                                  pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")] = "ops_per_sec",
+    branch: Annotated[str | None, Query(min_length=1, max_length=200,
+                                        pattern=r"^[^\x00]+$")] = None,
+    allocator: Annotated[str, Query(min_length=1, max_length=100, pattern=Word)] = "mallard",
+    variant: Annotated[str | None, Query(max_length=500, pattern=r"^[^\x00]*$",
+                                         description="'default' or empty: no variant")] = None,
+    params: Annotated[str | None, Query(max_length=10000,
+                                        description="the workload params as a JSON object "
+                                                    "(exact match)")] = None,
+    threads: Annotated[int | None, Query(ge=0, le=INT32_MAX)] = None,
+    arch: Annotated[str | None, Query(max_length=40, pattern=r"^[A-Za-z0-9_.-]+$")] = None,
+    testbed: Annotated[str | None, Query(max_length=64, pattern=r"^[0-9a-f]+$",
+                                         description="testbed fingerprint")] = None,
+) -> SeriesOut:
+    proj = project_sql.get(session, project)
+    if proj is None:
+        raise field_error(404, ["query", "project"], f"no project named '{project}'",
+                          "not_found")
+    branch_name = branch or proj.default_branch
+    b = project_sql.get_branch(session, proj, branch_name)
+    if b is None:
+        raise field_error(404, ["query", "branch"], f"no branch '{branch_name}' in '{project}'",
+                          "not_found")
+    params_sha = None
+    if params is not None:
+        try:
+            parsed = json.loads(params)
+            if not isinstance(parsed, dict):
+                raise ValueError("not an object")
+            _check_json(parsed)
+        except ValueError as exc:
+            raise field_error(422, ["query", "params"],
+                              f"must be a JSON object of workload params ({exc})") from exc
+        params_sha = canonical_params(parsed)[1]
+    v = "" if variant in (None, "", "default") else variant
+    points = sql.series(session, branch_id=b.id, workload=workload, params_sha=params_sha,
+                        threads=threads, allocator=allocator, variant=v or "", measure=measure,
+                        arch=arch, testbed=testbed)
+    unit, higher = sql.measure_info(session, measure)
+    return SeriesOut(project=proj.name, branch=b.name, workload=workload, measure=measure,
+                     unit=unit, higher_is_better=higher, allocator=allocator,
+                     variant=v or "default", points=[SeriesPoint(**pt) for pt in points])

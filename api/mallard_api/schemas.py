@@ -1,0 +1,328 @@
+"""Request and response bodies (pydantic v2) of the core REST API.
+
+Every input type is bounded so that what passes validation can be stored: no NUL
+characters or lone surrogates in text (PostgreSQL rejects them), finite floats only,
+integers within their column's range. A violation is a 422 that names the field.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+def _check_text(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError("must be valid UTF-8 (no lone surrogates)") from exc
+    return value
+
+
+def _check_json(value: Any, depth: int = 0) -> Any:
+    if depth > 32:
+        raise ValueError("nested too deeply (more than 32 levels)")
+    if isinstance(value, str):
+        return _check_text(value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        if abs(value) > 10**300:
+            raise ValueError("number too large")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("numbers must be finite (no NaN or Infinity)")
+        return value
+    if isinstance(value, list):
+        return [_check_json(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {_check_text(str(k)): _check_json(v, depth + 1) for k, v in value.items()}
+    raise ValueError(f"unsupported JSON value of type {type(value).__name__}")
+
+
+Text = Annotated[str, StringConstraints(max_length=1_000_000), AfterValidator(_check_text)]
+
+
+Str200 = Annotated[str, StringConstraints(max_length=200), AfterValidator(_check_text)]
+Str500 = Annotated[str, StringConstraints(max_length=500), AfterValidator(_check_text)]
+
+
+Name = Annotated[
+    str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True),
+    AfterValidator(_check_text),
+]
+Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
+MeasureName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.]{0,99}$")]
+JsonObject = Annotated[dict[str, Any], AfterValidator(_check_json)]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+Int32 = Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]
+RunnerId = Annotated[int, Field(ge=1, le=INT32_MAX)]
+JobId = Annotated[int, Field(ge=1, le=INT64_MAX)]
+LeaseSeconds = Annotated[int, Field(ge=1, le=7 * 86400)]
+
+
+class ErrorItem(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorOut(BaseModel):
+    detail: list[ErrorItem] | str
+
+
+class Health(BaseModel):
+    status: str
+    database: str
+
+
+# --- projects, branches, commits -------------------------------------------------------
+class ProjectIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    repo_url: Annotated[str, StringConstraints(min_length=1, max_length=2000),
+                        AfterValidator(_check_text)]
+    allocator_dir: Name = "allocator"
+    default_branch: Name = "main"
+    tracked_branches: Annotated[list[Name], Field(max_length=100)] = []
+    webhook_secret: Annotated[str, StringConstraints(min_length=8, max_length=200),
+                              AfterValidator(_check_text)] | None = None
+
+
+class ProjectOut(BaseModel):
+    id: int
+    name: str
+    repo_url: str
+    allocator_dir: str
+    default_branch: str
+    tracked_branches: list[str]
+    has_webhook_secret: bool
+    created_at: datetime
+
+
+class BranchOut(BaseModel):
+    id: int
+    project: str
+    name: str
+    head_sha: str | None
+    updated_at: datetime
+
+
+class Membership(BaseModel):
+    branch: str
+    position: int
+
+
+class CommitOut(BaseModel):
+    sha: str
+    parent_sha: str | None
+    message: str | None
+    author: str | None
+    committed_at: datetime | None
+    branches: list[Membership]
+
+
+# --- runners ------------------------------------------------------------------------------
+class RunnerRegister(BaseModel):
+    name: Name
+    arch: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
+    cpus: Str200 | None = None
+    testbed: JsonObject | None = None
+
+
+class Heartbeat(BaseModel):
+    testbed: JsonObject | None = None
+
+
+class RunnerOut(BaseModel):
+    id: int
+    name: str
+    arch: str
+    cpus: str | None
+    testbed: dict[str, Any] | None
+    testbed_fingerprint: str | None
+    registered_at: datetime
+    last_seen_at: datetime
+
+
+# --- jobs ---------------------------------------------------------------------------------
+JobState = Literal["queued", "running", "done", "failed", "cancelled"]
+JobKind = Literal["commit", "comparison"]
+
+
+class JobIn(BaseModel):
+    kind: JobKind
+    arch: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
+    spec: JsonObject
+    project: Name | None = None
+    max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
+
+
+class ClaimIn(BaseModel):
+    runner_id: RunnerId
+    lease_seconds: LeaseSeconds = 900
+
+
+class LeaseIn(BaseModel):
+    runner_id: RunnerId
+    lease_seconds: LeaseSeconds = 900
+
+
+class FailIn(BaseModel):
+    runner_id: RunnerId
+    log: Text = ""
+    retryable: bool = True
+
+
+class JobOut(BaseModel):
+    id: int
+    kind: str
+    state: str
+    attempt: int
+    max_attempts: int
+    arch: str
+    lease_expires_at: datetime | None
+    spec: dict[str, Any]
+    project_id: int | None
+    runner_id: int | None
+    created_at: datetime
+    claimed_at: datetime | None
+    finished_at: datetime | None
+
+
+class AttemptOut(BaseModel):
+    attempt: int
+    runner_id: int | None
+    started_at: datetime
+    ended_at: datetime | None
+    outcome: str | None
+    log: str | None
+
+
+class JobDetail(JobOut):
+    attempts: list[AttemptOut]
+
+
+# --- results ------------------------------------------------------------------------------
+class TestbedIn(BaseModel):
+    arch: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
+    cpu_model: Text | None = None
+    cpus: Text | None = None
+    kernel: Text | None = None
+    governor: Text | None = None
+    smt: bool | None = None
+    thp: Text | None = None
+    compiler: Text | None = None
+    libc: Text | None = None
+    page_size: Annotated[int, Field(ge=0, le=2**40)] | None = None
+
+
+class AllocatorIn(BaseModel):
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]{1,100}$")]
+    commit: Str200 | None = None
+    variant: Str500 | None = None
+    build_flags: Text | None = None
+    compiler: Text | None = None
+    library_sha256: Annotated[str, StringConstraints(max_length=128),
+                              AfterValidator(_check_text)] | None = None
+
+
+class WorkloadIn(BaseModel):
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]
+    params: JsonObject = {}
+
+
+class TrialIn(BaseModel):
+    uid: Annotated[str, StringConstraints(min_length=1, max_length=200),
+                   AfterValidator(_check_text)]
+    label: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")] = "head"
+    allocator: AllocatorIn
+    workload: WorkloadIn
+    seq: Int32 = 0
+    warmup: bool = False
+    started_at: datetime | None = None
+    ok: bool = True
+    exit_code: Int32 | None = None
+    signal: Int32 | None = None
+    stderr_tail: Text | None = None
+    measures: dict[MeasureName, FiniteFloat] = {}
+    counters: JsonObject | None = None
+
+
+class ResultsIn(BaseModel):
+    job_id: JobId | None = None
+    runner_id: RunnerId | None = None
+    project: Name | None = None
+    branch: Name | None = None
+    testbed: TestbedIn
+    trials: Annotated[list[TrialIn], Field(max_length=20000)]
+    artifacts: JsonObject | None = None
+
+
+class ResultsOut(BaseModel):
+    stored: int
+    duplicates: int
+    job_id: int | None
+
+
+# --- series -------------------------------------------------------------------------------
+class SeriesPoint(BaseModel):
+    commit_sha: str
+    commit_short: str
+    position: int
+    commit_time: datetime | None
+    params: dict[str, Any]
+    threads: int | None
+    arch: str
+    testbed_fingerprint: str
+    median: float
+    p25: float
+    p75: float
+    n: int
+    values: list[float]
+
+
+class SeriesOut(BaseModel):
+    project: str
+    branch: str
+    workload: str
+    measure: str
+    unit: str
+    higher_is_better: bool | None
+    allocator: str
+    variant: str
+    points: list[SeriesPoint]
+
+
+# --- webhooks -----------------------------------------------------------------------------
+class PushCommit(BaseModel):
+    sha: Sha
+    parent: Sha | None = None
+    message: Text | None = None
+    author: Str500 | None = None
+    time: datetime | None = None
+
+
+class PlainPush(BaseModel):
+    project: Name
+    ref: Annotated[str, StringConstraints(min_length=1, max_length=500),
+                   AfterValidator(_check_text)]
+    before: Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")] | None = None
+    after: Sha
+    commits: Annotated[list[PushCommit], Field(max_length=10000)] = []
+
+
+class PushOut(BaseModel):
+    project: str | None
+    branch: str | None
+    commits: int
+    jobs: list[int]
+    ignored: str | None = None

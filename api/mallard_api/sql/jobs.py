@@ -1,0 +1,147 @@
+"""The job queue: enqueue, claim (FOR UPDATE SKIP LOCKED), leases, failures, attempts.
+
+States: queued -> running -> done | failed (| cancelled). Every claim opens a row in
+job_attempts that ends as done, failed (with the runner's log) or expired (the lease
+ran out: the runner died). A job whose attempts reach max_attempts ends `failed`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
+
+from mallard_api.models.core import Job, JobAttempt
+
+_CLOSE_ATTEMPT = text(
+    "UPDATE job_attempts SET ended_at = now(), outcome = :outcome, log = :log "
+    "WHERE job_id = :job_id AND attempt = :attempt AND ended_at IS NULL")
+
+
+def enqueue(session: Session, *, kind: str, arch: str, spec: dict[str, Any],
+            project_id: int | None = None, max_attempts: int = 3) -> Job:
+    """Queue a job (contracts §8). The caller commits."""
+    job = Job(kind=kind, arch=arch, spec=spec, project_id=project_id,
+              max_attempts=max_attempts, state="queued", attempt=0)
+    session.add(job)
+    session.flush()
+    session.refresh(job)
+    return job
+
+
+def get(session: Session, job_id: int) -> Job | None:
+    return session.get(Job, job_id)
+
+
+def list_jobs(session: Session, *, state: str | None, arch: str | None, kind: str | None,
+              limit: int, offset: int) -> list[Job]:
+    q = select(Job)
+    if state:
+        q = q.where(Job.state == state)
+    if arch:
+        q = q.where(Job.arch == arch)
+    if kind:
+        q = q.where(Job.kind == kind)
+    return list(session.scalars(q.order_by(Job.id.desc()).limit(limit).offset(offset)))
+
+
+def attempts(session: Session, job_id: int) -> list[JobAttempt]:
+    return list(session.scalars(
+        select(JobAttempt).where(JobAttempt.job_id == job_id).order_by(JobAttempt.attempt)))
+
+
+def requeue_expired(session: Session, arch: str | None = None) -> list[int]:
+    """Re-queue running jobs whose lease expired (or fail them at the attempt cap).
+
+    Rows another transaction holds are skipped, so concurrent sweeps never block.
+    """
+    rows = session.execute(text(
+        "SELECT id, attempt, max_attempts FROM jobs WHERE state = 'running' "
+        "AND lease_expires_at < now() AND (CAST(:arch AS text) IS NULL OR arch = :arch) "
+        "ORDER BY id FOR UPDATE SKIP LOCKED"), {"arch": arch}).all()
+    for job_id, attempt, max_attempts in rows:
+        session.execute(_CLOSE_ATTEMPT, {"outcome": "expired", "job_id": job_id,
+                                         "attempt": attempt,
+                                         "log": "lease expired: the runner stopped renewing"})
+        final = attempt >= max_attempts
+        session.execute(text(
+            "UPDATE jobs SET state = :state, runner_id = NULL, lease_expires_at = NULL, "
+            "finished_at = CASE WHEN :final THEN now() END WHERE id = :id"),
+            {"state": "failed" if final else "queued", "final": final, "id": job_id})
+    return [int(r[0]) for r in rows]
+
+
+def claim(session: Session, *, runner_id: int, arch: str, lease_seconds: int) -> Job | None:
+    """Give the oldest queued job of `arch` to the runner, with a lease; None if none."""
+    requeue_expired(session, arch)
+    job_id = session.execute(text(
+        "UPDATE jobs SET state = 'running', runner_id = :runner, attempt = attempt + 1, "
+        "claimed_at = now(), lease_expires_at = now() + make_interval(secs => :secs) "
+        "WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND arch = :arch "
+        "            ORDER BY created_at, id FOR UPDATE SKIP LOCKED LIMIT 1) "
+        "RETURNING id, attempt"),
+        {"runner": runner_id, "arch": arch, "secs": lease_seconds}).first()
+    if job_id is None:
+        return None
+    session.execute(text(
+        "INSERT INTO job_attempts (job_id, attempt, runner_id) VALUES (:j, :a, :r)"),
+        {"j": job_id[0], "a": job_id[1], "r": runner_id})
+    job = session.get(Job, int(job_id[0]), populate_existing=True)
+    return job
+
+
+def renew(session: Session, *, job_id: int, runner_id: int, lease_seconds: int) -> Job | None:
+    """Extend the lease; None when it was lost (expired, re-queued, or someone else's)."""
+    row = session.execute(text(
+        "UPDATE jobs SET lease_expires_at = now() + make_interval(secs => :secs) "
+        "WHERE id = :id AND state = 'running' AND runner_id = :runner "
+        "AND lease_expires_at >= now() RETURNING id"),
+        {"id": job_id, "runner": runner_id, "secs": lease_seconds}).first()
+    if row is None:
+        return None
+    return session.get(Job, job_id, populate_existing=True)
+
+
+def fail(session: Session, *, job_id: int, runner_id: int, log: str, retryable: bool
+         ) -> Job | None:
+    """Record a failed attempt with its log; re-queue while attempts remain, else `failed`.
+
+    None when the job is not running for this runner (its lease was lost).
+    """
+    job = session.scalar(select(Job).where(Job.id == job_id).with_for_update()
+                         .execution_options(populate_existing=True))
+    if job is None or job.state != "running" or job.runner_id != runner_id:
+        return None
+    session.execute(_CLOSE_ATTEMPT, {"outcome": "failed", "job_id": job_id,
+                                     "attempt": job.attempt, "log": log})
+    final = (not retryable) or job.attempt >= job.max_attempts
+    session.execute(text(
+        "UPDATE jobs SET state = :state, runner_id = CASE WHEN :final THEN runner_id END, "
+        "lease_expires_at = NULL, finished_at = CASE WHEN :final THEN now() END "
+        "WHERE id = :id"), {"state": "failed" if final else "queued", "final": final,
+                            "id": job_id})
+    return session.get(Job, job_id, populate_existing=True)
+
+
+def complete(session: Session, *, job_id: int, runner_id: int | None) -> None:
+    """Mark the job done (results arrived), closing its open attempt."""
+    job = session.scalar(select(Job).where(Job.id == job_id).with_for_update()
+                         .execution_options(populate_existing=True))
+    if job is None or job.state in ("done", "cancelled"):
+        return
+    if job.attempt > 0:
+        session.execute(_CLOSE_ATTEMPT, {"outcome": "done", "job_id": job_id,
+                                         "attempt": job.attempt, "log": None})
+    session.execute(text(
+        "UPDATE jobs SET state = 'done', finished_at = now(), lease_expires_at = NULL, "
+        "runner_id = COALESCE(CAST(:runner AS integer), runner_id) WHERE id = :id"),
+        {"id": job_id, "runner": runner_id})
+
+
+def active_commit_job(session: Session, *, project_id: int, sha: str, arch: str) -> int | None:
+    """A queued/running/done commit job for this commit and arch (webhook re-deliveries)."""
+    return session.scalar(text(
+        "SELECT id FROM jobs WHERE kind = 'commit' AND project_id = :p AND arch = :a "
+        "AND spec ->> 'commit' = :sha AND state IN ('queued', 'running', 'done') LIMIT 1"),
+        {"p": project_id, "a": arch, "sha": sha})

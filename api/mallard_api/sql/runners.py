@@ -1,0 +1,89 @@
+"""Runners and testbeds (a testbed is deduplicated by its fingerprint)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from mallard_api.models.core import Runner, Testbed
+
+# contracts §5: the fingerprint covers exactly these fields.
+FINGERPRINT_FIELDS = ("arch", "cpu_model", "cpus", "kernel", "governor", "smt", "thp",
+                      "compiler", "libc", "page_size")
+
+
+def fingerprint(testbed: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    fields = {k: testbed.get(k) for k in FINGERPRINT_FIELDS}
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest(), fields
+
+
+def ensure_testbed(session: Session, testbed: dict[str, Any]) -> int:
+    fp, fields = fingerprint(testbed)
+    session.execute(
+        insert(Testbed).values(fingerprint=fp, arch=str(fields.get("arch") or ""),
+                               cpu_model=fields.get("cpu_model"), fields=fields)
+        .on_conflict_do_nothing(index_elements=[Testbed.fingerprint]))
+    return int(session.scalar(select(Testbed.id).where(Testbed.fingerprint == fp)) or 0)
+
+
+def get(session: Session, runner_id: int) -> Runner | None:
+    return session.get(Runner, runner_id)
+
+
+def get_by_name(session: Session, name: str) -> Runner | None:
+    return session.scalar(select(Runner).where(Runner.name == name))
+
+
+def register(session: Session, *, name: str, arch: str, cpus: str | None,
+             testbed: dict[str, Any] | None) -> Runner:
+    testbed_id = None
+    if testbed is not None:
+        testbed_id = ensure_testbed(session, {"arch": arch, "cpus": cpus, **testbed})
+    stmt = insert(Runner).values(name=name, arch=arch, cpus=cpus, testbed=testbed,
+                                 testbed_id=testbed_id)
+    update: dict[str, Any] = dict(arch=arch, cpus=cpus, last_seen_at=func.now())
+    if testbed is not None:
+        update.update(testbed=testbed, testbed_id=testbed_id)
+    session.execute(stmt.on_conflict_do_update(index_elements=[Runner.name], set_=update))
+    runner = get_by_name(session, name)
+    assert runner is not None
+    session.refresh(runner)
+    return runner
+
+
+def heartbeat(session: Session, runner: Runner, testbed: dict[str, Any] | None) -> Runner:
+    if testbed is not None:
+        runner.testbed = testbed
+        runner.testbed_id = ensure_testbed(
+            session, {"arch": runner.arch, "cpus": runner.cpus, **testbed})
+    runner.last_seen_at = session.scalar(select(func.now()))  # type: ignore[assignment]
+    session.flush()
+    return runner
+
+
+def touch(session: Session, runner_id: int) -> None:
+    session.execute(Runner.__table__.update().where(Runner.id == runner_id)
+                    .values(last_seen_at=func.now()))
+
+
+def list_all(session: Session) -> list[tuple[Runner, str | None]]:
+    rows = session.execute(
+        select(Runner, Testbed.fingerprint).outerjoin(Testbed, Testbed.id == Runner.testbed_id)
+        .order_by(Runner.name))
+    return [(r, fp) for r, fp in rows]
+
+
+def testbed_fingerprint(session: Session, runner: Runner) -> str | None:
+    if runner.testbed_id is None:
+        return None
+    return session.scalar(select(Testbed.fingerprint).where(Testbed.id == runner.testbed_id))
+
+
+def arches(session: Session) -> list[str]:
+    return [str(a) for a in session.scalars(select(Runner.arch).distinct().order_by(Runner.arch))]

@@ -1,0 +1,192 @@
+"""Shared fixtures for the API tests: one real PostgreSQL per test session.
+
+Fixture names are stable (the analysis tests use them too):
+
+- `pg_server`    (session) the embedded PostgreSQL server (`mallard_api.embedded`), started
+                 in a tmp dir on a free 127.0.0.1 port, stopped at the end of the session.
+- `database_url` (session) URL of the test database `mallard_test`, migrated to head with
+                 Alembic (postgresql+psycopg://...).
+- `settings`     (session) `Settings` for that database (migrations off, webhook secrets set:
+                 GITHUB_SECRET, GITLAB_TOKEN, GITEA_SECRET below).
+- `app`          (session) the FastAPI app from `create_app(settings)`.
+- `client`       (session) a `fastapi.testclient.TestClient` on `app`.
+- `engine`       (session) a SQLAlchemy engine on the test database.
+- `db_session`   (function) a SQLAlchemy `Session`; rolled back and closed after the test.
+- `make_token`   (session) `make_token(role, runner=None) -> str`: a new bearer token.
+- `admin_token`, `user_token` (session) tokens of those roles.
+- `bearer`       (session) `bearer(token) -> {"Authorization": "Bearer ..."}`.
+- `admin_headers`, `user_headers` (session) headers with those tokens.
+- `unique`       (function) a short unique string, for names that must not collide.
+- `make_runner`  (function) `make_runner(arch=None, name=None) -> (runner_json, headers)`:
+                 registers a runner (its own unique arch by default, so its queue is
+                 private to the test) with a runner token of its own.
+- `make_project` (function) `make_project(name=None, **fields) -> project_json`.
+
+Tests share one database: use `unique` names and arches instead of cleaning tables.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from mallard_api import db
+from mallard_api.auth import hash_token, new_token
+from mallard_api.config import Settings
+from mallard_api.embedded import EmbeddedPostgres
+from mallard_api.main import create_app
+from mallard_api.sql import tokens
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+REPO = Path(__file__).resolve().parents[2]
+MIGRATIONS = REPO / "db"
+GITHUB_SECRET = "github-test-secret"
+GITLAB_TOKEN = "gitlab-test-token"
+GITEA_SECRET = "gitea-test-secret"
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[EmbeddedPostgres]:
+    # Not pytest's tmp_path: other sessions of the same user prune those concurrently.
+    base = Path(tempfile.mkdtemp(prefix="mallard-api-test-"))
+    server = EmbeddedPostgres(base / "data", fast=True)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def create_database(server: EmbeddedPostgres, name: str) -> str:
+    admin = server.url().replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return server.url(name)
+
+
+@pytest.fixture(scope="session")
+def database_url(pg_server: EmbeddedPostgres) -> str:
+    url = create_database(pg_server, "mallard_test")
+    db.migrate(url, MIGRATIONS)
+    return url
+
+
+@pytest.fixture(scope="session")
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, migrate_on_start=False,
+                    migrations_dir=MIGRATIONS, github_webhook_secret=GITHUB_SECRET,
+                    gitlab_webhook_token=GITLAB_TOKEN, gitea_webhook_secret=GITEA_SECRET,
+                    bootstrap_admin_token=None, db_pool_size=10)
+
+
+@pytest.fixture(scope="session")
+def app(settings: Settings) -> FastAPI:
+    return create_app(settings)
+
+
+@pytest.fixture(scope="session")
+def client(app: FastAPI) -> Iterator[TestClient]:
+    with TestClient(app) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def engine(database_url: str) -> Iterator[Engine]:
+    eng = db.make_engine(database_url, 5)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture
+def db_session(engine: Engine) -> Iterator[Session]:
+    session = db.make_sessionmaker(engine)()
+    try:
+        yield session
+    finally:
+        session.rollback()
+        session.close()
+
+
+@pytest.fixture(scope="session")
+def make_token(engine: Engine) -> Callable[..., str]:
+    def make(role: str, runner: str | None = None) -> str:
+        token = new_token()
+        with db.make_sessionmaker(engine)() as session:
+            tokens.create(session, token_sha256=hash_token(token), role=role,
+                          runner_name=runner)
+            session.commit()
+        return token
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def bearer() -> Callable[[str], dict[str, str]]:
+    return lambda token: {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="session")
+def admin_token(make_token: Callable[..., str]) -> str:
+    return make_token("admin")
+
+
+@pytest.fixture(scope="session")
+def user_token(make_token: Callable[..., str]) -> str:
+    return make_token("user")
+
+
+@pytest.fixture(scope="session")
+def admin_headers(admin_token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {admin_token}"}
+
+
+@pytest.fixture(scope="session")
+def user_headers(user_token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {user_token}"}
+
+
+@pytest.fixture
+def unique() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def make_runner(client: TestClient, make_token: Callable[..., str]
+                ) -> Callable[..., tuple[dict[str, Any], dict[str, str]]]:
+    def make(arch: str | None = None, name: str | None = None
+             ) -> tuple[dict[str, Any], dict[str, str]]:
+        name = name or f"runner-{uuid.uuid4().hex[:8]}"
+        arch = arch or f"arch-{uuid.uuid4().hex[:8]}"
+        headers = {"Authorization": f"Bearer {make_token('runner', name)}"}
+        r = client.post("/api/v1/runners/register", headers=headers,
+                        json={"name": name, "arch": arch, "cpus": "1",
+                              "testbed": {"arch": arch, "cpu_model": "Test CPU"}})
+        assert r.status_code == 200, r.text
+        return r.json(), headers
+
+    return make
+
+
+@pytest.fixture
+def make_project(client: TestClient, user_headers: dict[str, str]
+                 ) -> Callable[..., dict[str, Any]]:
+    def make(name: str | None = None, **fields: Any) -> dict[str, Any]:
+        name = name or f"proj-{uuid.uuid4().hex[:8]}"
+        body = {"repo_url": f"/srv/git/{name}.git", "allocator_dir": "allocator",
+                "default_branch": "main", **fields}
+        r = client.put(f"/api/v1/projects/{name}", headers=user_headers, json=body)
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+    return make

@@ -1,0 +1,172 @@
+"""The job queue: claim exactly once under concurrency, leases, attempts, logs."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+from mallard_api import db
+from mallard_api.sql import jobs as job_sql
+from sqlalchemy import text
+
+
+def enqueue(client, headers, arch, n=1, max_attempts=3):
+    ids = []
+    for i in range(n):
+        r = client.post("/api/v1/jobs", headers=headers, json={
+            "kind": "commit", "arch": arch, "spec": {"n": i}, "max_attempts": max_attempts})
+        assert r.status_code == 201, r.text
+        ids.append(r.json()["id"])
+    return ids
+
+
+def test_claim_gives_oldest_job_with_a_lease(client, user_headers, make_runner):
+    runner, headers = make_runner()
+    ids = enqueue(client, user_headers, runner["arch"], 2)
+    r = client.post("/api/v1/jobs/claim", headers=headers,
+                    json={"runner_id": runner["id"], "lease_seconds": 60})
+    assert r.status_code == 200, r.text
+    job = r.json()
+    assert job["id"] == ids[0]
+    assert job["state"] == "running" and job["attempt"] == 1
+    assert job["runner_id"] == runner["id"] and job["lease_expires_at"]
+
+
+def test_claim_answers_204_when_nothing_is_queued(client, make_runner):
+    runner, headers = make_runner()
+    r = client.post("/api/v1/jobs/claim", headers=headers, json={"runner_id": runner["id"]})
+    assert r.status_code == 204
+    assert r.content == b""
+
+
+def test_claim_only_takes_jobs_of_the_runners_arch(client, user_headers, make_runner):
+    runner, headers = make_runner()
+    other, _ = make_runner()
+    enqueue(client, user_headers, other["arch"], 1)
+    r = client.post("/api/v1/jobs/claim", headers=headers, json={"runner_id": runner["id"]})
+    assert r.status_code == 204
+
+
+def test_eight_concurrent_claimers_receive_each_job_exactly_once(
+        client, user_headers, make_runner, engine, unique):
+    arch = f"conc-{unique}"
+    runners = [make_runner(arch=arch)[0] for _ in range(8)]
+    n_jobs = 40
+    ids = enqueue(client, user_headers, arch, n_jobs)
+    factory = db.make_sessionmaker(engine)
+    claimed: list[tuple[int, int]] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def worker(runner_id: int) -> None:
+        try:
+            barrier.wait()
+            while True:
+                with factory() as session:  # its own connection
+                    job = job_sql.claim(session, runner_id=runner_id, arch=arch,
+                                        lease_seconds=300)
+                    session.commit()
+                if job is None:
+                    return
+                with lock:
+                    claimed.append((job.id, runner_id))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(r["id"],)) for r in runners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    counts = Counter(job_id for job_id, _ in claimed)
+    assert sorted(counts) == sorted(ids)
+    assert set(counts.values()) == {1}
+
+
+def test_expired_lease_is_requeued_on_claim(client, user_headers, make_runner, engine):
+    runner, headers = make_runner()
+    other, other_headers = make_runner(arch=runner["arch"])
+    [job_id] = enqueue(client, user_headers, runner["arch"])
+    r = client.post("/api/v1/jobs/claim", headers=headers,
+                    json={"runner_id": runner["id"], "lease_seconds": 60})
+    assert r.json()["id"] == job_id
+    with engine.begin() as conn:  # the runner died: its lease ran out
+        conn.execute(text("UPDATE jobs SET lease_expires_at = now() - interval '1 second' "
+                          "WHERE id = :id"), {"id": job_id})
+    r = client.post("/api/v1/jobs/claim", headers=other_headers,
+                    json={"runner_id": other["id"], "lease_seconds": 60})
+    assert r.status_code == 200
+    assert r.json()["id"] == job_id and r.json()["attempt"] == 2
+    assert r.json()["runner_id"] == other["id"]
+    # the first runner lost its lease
+    r = client.post(f"/api/v1/jobs/{job_id}/lease", headers=headers,
+                    json={"runner_id": runner["id"], "lease_seconds": 60})
+    assert r.status_code == 409
+    assert r.json()["detail"][0]["loc"] == ["path", "job_id"]
+    detail = client.get(f"/api/v1/jobs/{job_id}", headers=user_headers).json()
+    assert [a["outcome"] for a in detail["attempts"]] == ["expired", None]
+
+
+def test_lease_renewal_extends_the_lease(client, user_headers, make_runner):
+    runner, headers = make_runner()
+    [job_id] = enqueue(client, user_headers, runner["arch"])
+    first = client.post("/api/v1/jobs/claim", headers=headers,
+                        json={"runner_id": runner["id"], "lease_seconds": 10}).json()
+    r = client.post(f"/api/v1/jobs/{job_id}/lease", headers=headers,
+                    json={"runner_id": runner["id"], "lease_seconds": 600})
+    assert r.status_code == 200
+    assert r.json()["lease_expires_at"] > first["lease_expires_at"]
+
+
+def test_attempts_cap_then_failed_with_logs(client, user_headers, make_runner):
+    runner, headers = make_runner()
+    [job_id] = enqueue(client, user_headers, runner["arch"], max_attempts=2)
+    for attempt in (1, 2):
+        r = client.post("/api/v1/jobs/claim", headers=headers, json={"runner_id": runner["id"]})
+        assert r.json()["id"] == job_id and r.json()["attempt"] == attempt
+        r = client.post(f"/api/v1/jobs/{job_id}/fail", headers=headers, json={
+            "runner_id": runner["id"], "log": f"build failed #{attempt}", "retryable": True})
+        assert r.status_code == 200
+        assert r.json()["state"] == ("queued" if attempt == 1 else "failed")
+    r = client.post("/api/v1/jobs/claim", headers=headers, json={"runner_id": runner["id"]})
+    assert r.status_code == 204
+    detail = client.get(f"/api/v1/jobs/{job_id}", headers=user_headers).json()
+    assert detail["state"] == "failed" and detail["finished_at"]
+    assert [(a["outcome"], a["log"]) for a in detail["attempts"]] == [
+        ("failed", "build failed #1"), ("failed", "build failed #2")]
+
+
+def test_non_retryable_failure_fails_at_once(client, user_headers, make_runner):
+    runner, headers = make_runner()
+    [job_id] = enqueue(client, user_headers, runner["arch"], max_attempts=3)
+    client.post("/api/v1/jobs/claim", headers=headers, json={"runner_id": runner["id"]})
+    r = client.post(f"/api/v1/jobs/{job_id}/fail", headers=headers, json={
+        "runner_id": runner["id"], "log": "bad spec", "retryable": False})
+    assert r.json()["state"] == "failed" and r.json()["attempt"] == 1
+
+
+def test_fail_of_a_job_not_held_is_409(client, user_headers, make_runner):
+    runner, headers = make_runner()
+    [job_id] = enqueue(client, user_headers, runner["arch"])
+    r = client.post(f"/api/v1/jobs/{job_id}/fail", headers=headers,
+                    json={"runner_id": runner["id"], "log": "x"})
+    assert r.status_code == 409
+
+
+def test_list_and_get_jobs(client, user_headers, make_runner):
+    runner, _ = make_runner()
+    ids = enqueue(client, user_headers, runner["arch"], 2)
+    r = client.get("/api/v1/jobs", headers=user_headers,
+                   params={"arch": runner["arch"], "state": "queued"})
+    assert sorted(j["id"] for j in r.json()) == sorted(ids)
+    assert client.get("/api/v1/jobs/999999999", headers=user_headers).status_code == 404
+
+
+def test_bad_lease_seconds_names_the_field(client, make_runner):
+    runner, headers = make_runner()
+    r = client.post("/api/v1/jobs/claim", headers=headers,
+                    json={"runner_id": runner["id"], "lease_seconds": 0})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "lease_seconds"]
