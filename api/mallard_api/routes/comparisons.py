@@ -1,0 +1,227 @@
+"""Comparisons: POST one (queues a `comparison` job), list, read (JSON), report (text)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query
+from fastapi.responses import PlainTextResponse
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
+from sqlalchemy.orm import Session
+
+from mallard_api import analysis
+from mallard_api.auth import AnyRole, UserOrAdmin, field_error
+from mallard_api.config import Settings
+from mallard_api.deps import get_session, get_settings
+from mallard_api.models.analysis import Comparison
+from mallard_api.report import parse_hypothesis
+from mallard_api.schemas import INT32_MAX, ErrorOut, _check_text
+from mallard_api.sql import comparisons as sql
+from mallard_api.sql import jobs as job_sql
+from mallard_api.sql import projects as project_sql
+
+router = APIRouter(prefix="/comparisons", tags=["comparisons"],
+                   responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
+DB = Annotated[Session, Depends(get_session)]
+ComparisonPath = Annotated[int, Path(ge=1, le=INT32_MAX)]
+
+Ref = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True,
+                                       pattern=r"^[^\s\x00]+$"), AfterValidator(_check_text)]
+Variant = Annotated[str, StringConstraints(max_length=500), AfterValidator(_check_text)]
+Word = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]
+Arch = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
+
+
+class Side(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    commit: Ref
+    variant: Variant | None = None
+
+
+class ComparisonIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    project: Annotated[str, StringConstraints(min_length=1, max_length=200),
+                       AfterValidator(_check_text)]
+    base: Side
+    head: Side
+    workloads: Annotated[list[Word], Field(min_length=1, max_length=100)] | None = None
+    threads: Annotated[list[Annotated[int, Field(ge=1, le=4096)]],
+                       Field(min_length=1, max_length=64)] | None = None
+    trials: Annotated[int, Field(ge=2, le=1000)] | None = None
+    warmup: Annotated[int, Field(ge=0, le=100)] | None = None
+    arch: Arch | None = None
+    hypothesis: Annotated[str, StringConstraints(max_length=200)] | None = None
+    peers: Annotated[list[Word], Field(max_length=20)] | None = None
+    suite: Word | None = None
+    max_follow_ups: Annotated[int, Field(ge=0, le=5)] | None = None
+
+    @field_validator("hypothesis")
+    @classmethod
+    def _hypothesis(cls, v: str | None) -> str | None:
+        parse_hypothesis(v)  # ValueError -> 422 naming body.hypothesis
+        return v.strip() if v else None
+
+
+class JobRef(BaseModel):
+    job_id: int
+    round: int
+    trials: int
+    state: str
+
+
+class CellOut(BaseModel):
+    workload: str
+    params: dict[str, Any]
+    threads: int | None
+    measure: str
+    higher_is_better: bool
+    base_median: float | None
+    head_median: float | None
+    ratio: float | None
+    diff_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    p_value: float | None
+    p_adjusted: float | None
+    n_base: int
+    n_head: int
+    robust_base: int
+    robust_head: int
+    verdict: str
+    line: str
+
+
+class PeerOut(BaseModel):
+    workload: str
+    params: dict[str, Any]
+    allocator: str
+    median: float
+
+
+class ComparisonOut(BaseModel):
+    id: int
+    project: str
+    arch: str
+    state: str
+    base: dict[str, Any]
+    head: dict[str, Any]
+    base_label: str
+    head_label: str
+    workloads: list[str] | None
+    threads: list[int] | None
+    suite: str
+    trials: int
+    warmup: int
+    peers: list[str]
+    hypothesis: str | None
+    follow_ups: int
+    max_follow_ups: int
+    testbed_fingerprint: str | None
+    cpu_model: str | None
+    note: str | None
+    counts: dict[str, int]
+    jobs: list[JobRef]
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+
+class ComparisonDetail(ComparisonOut):
+    cells: list[CellOut]
+    peer_medians: list[PeerOut]
+    report: str
+
+
+def comparison_out(session: Session, c: Comparison) -> dict[str, Any]:
+    return dict(
+        id=c.id, project=c.project, arch=c.arch, state=c.state, base=c.base, head=c.head,
+        base_label=c.base_label, head_label=c.head_label, workloads=c.workloads,
+        threads=c.threads, suite=c.suite, trials=c.trials, warmup=c.warmup, peers=c.peers,
+        hypothesis=c.hypothesis, follow_ups=c.follow_ups, max_follow_ups=c.max_follow_ups,
+        testbed_fingerprint=c.testbed_fingerprint, cpu_model=c.cpu_model, note=c.note,
+        counts=sql.counts(session, c.id),
+        jobs=[JobRef(**vars(j)) for j in sql.jobs(session, c.id)],
+        created_at=c.created_at, updated_at=c.updated_at, finished_at=c.finished_at)
+
+
+@router.post("", response_model=ComparisonOut, status_code=201,
+             responses={422: {"model": ErrorOut}})
+def create_comparison(body: ComparisonIn, session: DB, _: UserOrAdmin,
+                      settings: Annotated[Settings, Depends(get_settings)]) -> ComparisonOut:
+    project = project_sql.get(session, body.project)
+    if project is None:
+        raise field_error(422, ["body", "project"], f"no project named '{body.project}'")
+    hyp = parse_hypothesis(body.hypothesis)
+    trials = body.trials or max(settings.trials, 2)
+    arch = body.arch or settings.default_arch
+    base = body.base.model_dump()
+    head = body.head.model_dump()
+    comp = sql.create(
+        session, project_id=project.id, project=project.name, arch=arch, base=base, head=head,
+        base_label=analysis.allocator_label(base), head_label=analysis.allocator_label(head),
+        workloads=body.workloads, threads=body.threads, suite=body.suite or settings.suite,
+        trials=trials, warmup=settings.warmup if body.warmup is None else body.warmup,
+        peers=body.peers or [], hypothesis=body.hypothesis,
+        hypothesis_low_pct=hyp.low_pct if hyp else None,
+        hypothesis_high_pct=hyp.high_pct if hyp else None,
+        hypothesis_measure=hyp.measure if hyp else None, state="queued",
+        max_follow_ups=(getattr(settings, "comparison_max_follow_ups", 2)
+                        if body.max_follow_ups is None else body.max_follow_ups))
+    spec = analysis.comparison_spec(
+        comp, project_repo=project.repo_url, allocator_dir=project.allocator_dir,
+        workloads=body.workloads, threads=body.threads, trials=trials, peers=comp.peers)
+    job = job_sql.enqueue(session, kind="comparison", arch=arch, spec=spec,
+                          project_id=project.id, max_attempts=settings.job_max_attempts)
+    sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=0, trials=trials)
+    session.commit()
+    return ComparisonOut(**comparison_out(session, comp))
+
+
+@router.get("", response_model=list[ComparisonOut], responses={422: {"model": ErrorOut}})
+def list_comparisons(
+    session: DB, _: AnyRole,
+    project: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$")] = None,
+    state: Annotated[str | None, Query(pattern=r"^(queued|running|done|failed)$")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=INT32_MAX)] = 0,
+) -> list[ComparisonOut]:
+    rows = sql.list_all(session, project=project, state=state, limit=limit, offset=offset)
+    return [ComparisonOut(**comparison_out(session, c)) for c in rows]
+
+
+def _load(session: Session, comparison_id: int) -> Comparison:
+    comp = sql.get(session, comparison_id)
+    if comp is None:
+        raise field_error(404, ["path", "comparison_id"], f"no comparison {comparison_id}",
+                          "not_found")
+    before = comp.state
+    analysis.refresh_state(session, comp)
+    if comp.state != before:
+        session.commit()
+    return comp
+
+
+@router.get("/{comparison_id}", response_model=ComparisonDetail,
+            responses={404: {"model": ErrorOut}})
+def get_comparison(comparison_id: ComparisonPath, session: DB, _: AnyRole) -> ComparisonDetail:
+    comp = _load(session, comparison_id)
+    cells = [CellOut.model_validate(c, from_attributes=True) for c in sql.cells(session, comp.id)]
+    return ComparisonDetail(
+        **comparison_out(session, comp), cells=cells,
+        peer_medians=[PeerOut(**p) for p in comp.peer_medians or []],
+        report=analysis.render_report(session, comp))
+
+
+@router.get("/{comparison_id}/report", response_class=PlainTextResponse,
+            responses={200: {"content": {"text/plain": {}}}, 404: {"model": ErrorOut}})
+def get_report(comparison_id: ComparisonPath, session: DB, _: AnyRole) -> PlainTextResponse:
+    comp = _load(session, comparison_id)
+    return PlainTextResponse(analysis.render_report(session, comp))

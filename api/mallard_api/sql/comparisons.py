@@ -1,0 +1,131 @@
+"""Comparisons: create, link jobs, read their trials, store their cells."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, func, select, text
+from sqlalchemy.orm import Session
+
+from mallard_api.models.analysis import Comparison, ComparisonCell, ComparisonJob
+
+
+def create(session: Session, **fields: Any) -> Comparison:
+    c = Comparison(**fields)
+    session.add(c)
+    session.flush()
+    session.refresh(c)
+    return c
+
+
+def get(session: Session, comparison_id: int) -> Comparison | None:
+    return session.get(Comparison, comparison_id)
+
+
+def list_all(session: Session, *, project: str | None, state: str | None, limit: int,
+             offset: int) -> list[Comparison]:
+    q = select(Comparison)
+    if project:
+        q = q.where(Comparison.project == project)
+    if state:
+        q = q.where(Comparison.state == state)
+    return list(session.scalars(q.order_by(Comparison.id.desc()).limit(limit).offset(offset)))
+
+
+def link_job(session: Session, *, comparison_id: int, job_id: int, round: int,
+             trials: int) -> None:
+    session.add(ComparisonJob(comparison_id=comparison_id, job_id=job_id, round=round,
+                              trials=trials))
+    session.flush()
+
+
+def for_job(session: Session, job_id: int, *, lock: bool = False) -> Comparison | None:
+    """The comparison that owns the job (locked FOR UPDATE when asked)."""
+    cid = session.scalar(select(ComparisonJob.comparison_id).where(ComparisonJob.job_id == job_id))
+    if cid is None:
+        return None
+    q = select(Comparison).where(Comparison.id == cid)
+    if lock:
+        q = q.with_for_update()
+    return session.scalar(q)
+
+
+@dataclass
+class JobState:
+    job_id: int
+    round: int
+    trials: int
+    state: str
+
+
+def jobs(session: Session, comparison_id: int) -> list[JobState]:
+    rows = session.execute(text(
+        "SELECT cj.job_id, cj.round, cj.trials, j.state FROM comparison_jobs cj "
+        "JOIN jobs j ON j.id = cj.job_id WHERE cj.comparison_id = :id ORDER BY cj.round, j.id"),
+        {"id": comparison_id})
+    return [JobState(int(r[0]), int(r[1]), int(r[2]), str(r[3])) for r in rows]
+
+
+@dataclass
+class TrialRow:
+    label: str
+    allocator: str
+    variant: str
+    workload: str
+    params: dict[str, Any]
+    threads: int | None
+    testbed_fingerprint: str
+    cpu_model: str | None
+    measures: dict[str, float]
+
+
+TRIALS_SQL = text("""
+SELECT t.label, a.name AS allocator, a.variant, w.name AS workload, w.params, w.threads,
+       tb.fingerprint, tb.cpu_model, t.measures
+FROM comparison_jobs cj
+JOIN trials t ON t.job_id = cj.job_id
+JOIN allocators a ON a.id = t.allocator_id
+JOIN workloads w ON w.id = t.workload_id
+JOIN testbeds tb ON tb.id = t.testbed_id
+WHERE cj.comparison_id = :id AND t.ok AND NOT t.warmup
+ORDER BY t.id
+""")
+
+
+def trials(session: Session, comparison_id: int) -> list[TrialRow]:
+    """Every valid, non-warm-up trial of every job of the comparison."""
+    return [
+        TrialRow(r.label, r.allocator, r.variant, r.workload, dict(r.params), r.threads,
+                 r.fingerprint, r.cpu_model, dict(r.measures or {}))
+        for r in session.execute(TRIALS_SQL, {"id": comparison_id})
+    ]
+
+
+def measure_directions(session: Session) -> dict[str, bool]:
+    rows = session.execute(text(
+        "SELECT name, higher_is_better FROM measures WHERE higher_is_better IS NOT NULL"))
+    return {str(r[0]): bool(r[1]) for r in rows}
+
+
+def replace_cells(session: Session, comparison_id: int, cells: list[dict[str, Any]]) -> None:
+    session.execute(delete(ComparisonCell).where(ComparisonCell.comparison_id == comparison_id))
+    for c in cells:
+        session.add(ComparisonCell(comparison_id=comparison_id, **c))
+    session.flush()
+
+
+def cells(session: Session, comparison_id: int) -> list[ComparisonCell]:
+    return list(session.scalars(
+        select(ComparisonCell).where(ComparisonCell.comparison_id == comparison_id)
+        .order_by(ComparisonCell.workload, ComparisonCell.threads, ComparisonCell.id)))
+
+
+def counts(session: Session, comparison_id: int) -> dict[str, int]:
+    rows = session.execute(
+        select(ComparisonCell.verdict, func.count()).where(
+            ComparisonCell.comparison_id == comparison_id).group_by(ComparisonCell.verdict))
+    out = {"improved": 0, "regressed": 0, "same": 0, "unknown": 0}
+    for verdict, n in rows:
+        out[str(verdict)] = int(n)
+    return out
