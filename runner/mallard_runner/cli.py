@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -131,7 +132,7 @@ def bench(
             progress.stop()
             console.print("[yellow]cancelled[/]")
             raise typer.Exit(130) from e
-    out = Console()
+    out = Console(width=None if sys.stdout.isatty() else 160)
     base = baseline if baseline is not None else s.baseline
     export.print_tables(results, out, base)
     if json_out:

@@ -94,7 +94,8 @@ def print_tables(results: ResultsIn, console: Console, baseline: str | None = "g
         for col, justify in (("params", "left"), ("allocator", "left"), ("median", "right"),
                              ("IQR", "right"), ("CV", "right"), ("max RSS", "right"),
                              ("ok / n", "right"), ("ratio", "right")):
-            table.add_column(col, justify=justify)  # type: ignore[arg-type]
+            table.add_column(col, justify=justify,  # type: ignore[arg-type]
+                             overflow="fold", no_wrap=col != "params")
         for s in cells:
             params = s.case.removeprefix(workload).strip()
             if s.median("ops_per_sec") is None and s.median("instructions") is not None:

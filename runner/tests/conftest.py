@@ -1,0 +1,93 @@
+"""Fixtures for the runner's tests: real programs built from runner/tests/c/.
+
+- `tiny_dir`: a workloads directory holding `tiny` (a small fixed-work C
+  program that follows the workload contract and prints its allowed CPUs);
+- `crash_lib`: a preload library that raises SIGSEGV on the Nth malloc;
+- `toy_repo`: a throwaway git repo whose allocator/ builds a toy
+  libmallard.so (counts calls, writes MALLARD_STATS_FILE) on branch `main`,
+  and does not compile on branch `broken`;
+- `make_settings`: RunnerSettings pointing at those, with state in tmp_path.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mallard_runner.settings import RunnerSettings
+
+C_DIR = Path(__file__).resolve().parent / "c"
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+
+
+def _cc(*args: str) -> None:
+    subprocess.run(["cc", *args], check=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("workloads")
+    _cc("-O2", "-pthread", "-o", str(d / "tiny"), str(C_DIR / "tiny_workload.c"))
+    return d
+
+
+@pytest.fixture(scope="session")
+def crash_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("crash")
+    _cc("-O2", "-shared", "-fPIC", "-o", str(d / "crash_lib.so"), str(C_DIR / "crash_lib.c"))
+    return d / "crash_lib.so"
+
+
+def git(repo: Path, *args: str) -> str:
+    out = subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                         text=True, env={**os.environ, **GIT_ENV})
+    return out.stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def toy_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    repo = tmp_path_factory.mktemp("toyrepo")
+    git(repo, "init", "-q", "-b", "main")
+    shutil.copytree(C_DIR / "toy_allocator", repo / "allocator")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "toy allocator")
+    git(repo, "checkout", "-q", "-b", "broken")
+    (repo / "allocator" / "toy.c").write_text("this is not C;\n")
+    git(repo, "commit", "-qam", "break the build")
+    git(repo, "checkout", "-q", "main")
+    return repo
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path, tiny_dir: Path) -> Callable[..., RunnerSettings]:
+    def make(**kw: Any) -> RunnerSettings:
+        suites = tmp_path / "suites"
+        suites.mkdir(exist_ok=True)
+        base: dict[str, Any] = {"workloads_dir": tiny_dir, "suites_dir": suites,
+                                "state_dir": tmp_path / "state", "cpus": str(first_cpu())}
+        base.update(kw)
+        return RunnerSettings(**base)
+
+    return make
+
+
+def write_suite(settings: RunnerSettings, name: str, data: dict[str, Any]) -> Path:
+    path = settings.suites_dir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"name": name, **data}))
+    return path
+
+
+def first_cpu() -> int:
+    return sorted(os.sched_getaffinity(0))[0]
+
+
+def last_cpu() -> int:
+    return sorted(os.sched_getaffinity(0))[-1]

@@ -1,0 +1,92 @@
+"""`mallard-runner bench`: a real run, written as ResultsIn JSON, markdown and CSV."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from typer.testing import CliRunner
+
+from mallard_runner.cli import app
+from mallard_runner.models import ResultsIn
+
+from .conftest import first_cpu, git, write_suite
+
+runner = CliRunner()
+
+
+def env_for(settings) -> dict[str, str]:
+    return {"MALLARD_RUNNER_WORKLOADS_DIR": str(settings.workloads_dir),
+            "MALLARD_RUNNER_SUITES_DIR": str(settings.suites_dir),
+            "MALLARD_RUNNER_STATE_DIR": str(settings.state_dir),
+            "COLUMNS": "200"}
+
+
+def test_bench_writes_results_in_the_api_schema(make_settings, tmp_path):
+    settings = make_settings()
+    write_suite(settings, "t", {"trials": 3, "warmup": 1, "threads": [1, 2],
+                                "allocators": ["glibc", "jemalloc"],
+                                "workloads": {"tiny": {"params": {"ops": 20000}}}})
+    out = tmp_path / "out"
+    r = runner.invoke(app, ["bench", "--suite", "t", "--cpus", str(first_cpu()), "--json",
+                            str(out / "r.json"), "--markdown", str(out / "r.md"), "--csv",
+                            str(out / "r.csv")], env=env_for(settings))
+    assert r.exit_code == 0, r.output
+    res = ResultsIn.model_validate_json((out / "r.json").read_text())
+    found = {t.allocator.name for t in res.trials}
+    n_alloc = len(found)
+    assert "glibc" in found
+    assert len(res.trials) == n_alloc * 2 * (3 + 1)
+    assert len({t.uid for t in res.trials}) == len(res.trials)
+    assert res.testbed.cpus == str(first_cpu())
+    assert all(len(v["runs"]) == 4 for v in res.artifacts["hyperfine"].values())
+    assert len(res.artifacts["hyperfine"]) == n_alloc * 2
+    raw = json.loads((out / "r.json").read_text())
+    assert set(raw) == {"job_id", "runner_id", "project", "branch", "testbed", "trials",
+                        "artifacts"}
+    md = (out / "r.md").read_text()
+    assert "| tiny threads=1 ops=20000 | glibc | peer |" in md and "vs glibc" in md
+    rows = list(csv.DictReader((out / "r.csv").open()))
+    assert len(rows) == len(res.trials) and float(rows[0]["ops_per_sec"]) > 0
+    assert "tiny  (ops/s; ratio = median / glibc median)" in r.stdout
+
+
+def test_bench_builds_mallard_at_a_commit_with_variants(make_settings, toy_repo, tmp_path):
+    settings = make_settings()
+    write_suite(settings, "t", {"trials": 2, "warmup": 0, "threads": [1],
+                                "workloads": {"tiny": {"params": {"ops": 20000}}}})
+    r = runner.invoke(app, ["bench", "--suite", "t", "--allocator-source", str(toy_repo),
+                            "--commit", "main", "--allocators",
+                            "mallard:transfer=mutex,mallard:transfer=ring,glibc",
+                            "--baseline", "mallard:transfer=mutex",
+                            "--json", str(tmp_path / "r.json")], env=env_for(settings))
+    assert r.exit_code == 0, r.output
+    res = ResultsIn.model_validate_json((tmp_path / "r.json").read_text())
+    sha = git(toy_repo, "rev-parse", "main")
+    mallard = [t for t in res.trials if t.allocator.name == "mallard"]
+    assert len(mallard) == 4
+    assert {t.allocator.variant for t in mallard} == {"transfer=mutex", "transfer=ring"}
+    for t in mallard:
+        assert t.allocator.commit == sha and t.label == "head"
+        assert t.allocator.library_sha256 and t.allocator.build_flags
+        assert t.counters is not None and t.counters["transfer"] == t.allocator.variant[9:]
+    assert all(t.counters is None for t in res.trials if t.allocator.name == "glibc")
+    assert "1.000" in r.stdout  # the baseline's own ratio
+
+
+def test_bench_reports_a_build_failure_with_its_log(make_settings, toy_repo):
+    settings = make_settings()
+    write_suite(settings, "t", {"workloads": {"tiny": {}}})
+    r = runner.invoke(app, ["bench", "--suite", "t", "--allocator-source", str(toy_repo),
+                            "--commit", "broken", "--allocators", "mallard,glibc"],
+                      env=env_for(settings))
+    assert r.exit_code == 1
+    assert "build failed" in r.output and "toy.c" in r.output and "error" in r.output
+
+
+def test_bench_says_which_workload_program_is_missing(make_settings):
+    settings = make_settings()
+    write_suite(settings, "t", {"workloads": {"nothere": {}}})
+    r = runner.invoke(app, ["bench", "--suite", "t", "--allocators", "glibc"],
+                      env=env_for(settings))
+    assert r.exit_code == 2 and "nothere" in r.output and "make workloads" in r.output

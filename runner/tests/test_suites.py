@@ -1,0 +1,66 @@
+"""Suites are data: the shipped ones load, expand and filter; bad ones are clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from mallard_runner.settings import RUNNER_DIR
+from mallard_runner.suites import SuiteError, expand, load_suite
+from mallard_runner.variants import PEER_NAMES, parse_selectors
+
+SUITES = RUNNER_DIR / "suites"
+WORKLOADS_SRC = RUNNER_DIR / "workloads"
+
+
+@pytest.mark.parametrize("name", ["quick", "full", "bench-allocator"])
+def test_shipped_suites_load_and_name_real_workloads(name):
+    suite = load_suite(name, SUITES)
+    assert suite.name == name
+    sels = parse_selectors(",".join(suite.allocators))
+    assert {s.name for s in sels} >= {"mallard", "glibc"}
+    cases = expand(suite)
+    assert cases and all("threads" in c.params for c in cases)
+    for c in cases:  # every workload is a program of runner/workloads
+        assert (WORKLOADS_SRC / f"{c.workload.replace('-', '_')}.c").exists(), c.workload
+
+
+def test_quick_suite_shape():
+    quick = load_suite("quick", SUITES)
+    assert 3 <= quick.trials <= 5 and quick.warmup == 1
+    assert {t for c in expand(quick) for t in [c.params["threads"]]} == {1, 2}
+    assert set(PEER_NAMES) <= set(quick.allocators)
+    assert {"mallard:transfer=mutex", "mallard:transfer=ring"} <= set(quick.allocators)
+    assert quick.workloads["fastpath"].instructions is not None
+
+
+def test_bench_allocator_suite_shape():
+    s = load_suite("bench-allocator", SUITES)
+    assert set(s.workloads) == {"larson", "rpc"} and s.threads == [1, 2] and s.trials >= 5
+
+
+def test_filters_and_lists_expand(tmp_path):
+    (tmp_path / "s.yaml").write_text(
+        "name: s\nthreads: [1, 2]\nworkloads:\n  a: {params: {size: [8, 64], seed: 1}}\n"
+        "  b: {params: {n: 3}, threads: [1]}\n")
+    s = load_suite("s", tmp_path)
+    cases = expand(s)
+    assert [(c.workload, c.params) for c in cases] == [
+        ("a", {"threads": 1, "size": 8, "seed": 1}), ("a", {"threads": 1, "size": 64, "seed": 1}),
+        ("a", {"threads": 2, "size": 8, "seed": 1}), ("a", {"threads": 2, "size": 64, "seed": 1}),
+        ("b", {"threads": 1, "n": 3})]
+    assert {c.workload for c in expand(s, workloads=["b"])} == {"b"}
+    assert {c.params["threads"] for c in expand(s, threads=[2]) if c.workload == "a"} == {2}
+    assert [c for c in expand(s, threads=[2]) if c.workload == "b"] == []
+    with pytest.raises(SuiteError, match="not in suite"):
+        expand(s, workloads=["zzz"])
+
+
+def test_bad_suites_are_clear_errors(tmp_path):
+    with pytest.raises(SuiteError, match="not found"):
+        load_suite("missing", tmp_path)
+    (tmp_path / "bad.yaml").write_text("name: bad\ntrials: 0\nworkloads: {a: {}}\n")
+    with pytest.raises(SuiteError, match="trials"):
+        load_suite("bad", tmp_path)
+    (tmp_path / "typo.yaml").write_text("name: typo\nworklods: {a: {}}\n")
+    with pytest.raises(SuiteError):
+        load_suite("typo", tmp_path)
