@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from mallard_runner.settings import RunnerSettings
 
 C_DIR = Path(__file__).resolve().parent / "c"

@@ -6,7 +6,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from mallard_runner.build import Builder, BuildError
 from mallard_runner.peers import sha256_file
 from mallard_runner.settings import REPO_ROOT

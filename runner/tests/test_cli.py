@@ -5,10 +5,9 @@ from __future__ import annotations
 import csv
 import json
 
-from typer.testing import CliRunner
-
 from mallard_runner.cli import app
 from mallard_runner.models import ResultsIn
+from typer.testing import CliRunner
 
 from .conftest import first_cpu, git, write_suite
 

@@ -8,7 +8,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from mallard_runner.build import Builder
 from mallard_runner.executor import (
     Cell,

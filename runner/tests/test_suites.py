@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from mallard_runner.settings import RUNNER_DIR
 from mallard_runner.suites import SuiteError, expand, load_suite
 from mallard_runner.variants import PEER_NAMES, parse_selectors

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from mallard_runner.variants import (
     VariantError,
     parse_selector,
