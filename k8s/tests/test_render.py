@@ -125,5 +125,8 @@ def test_cnpg_overlay_uses_the_operator_secret(rendered) -> None:
     app_secret = f"{cluster['metadata']['name']}-app"
     for obj in [one(docs, "Deployment", "mallard-api"), *find(docs, "Job")]:
         env = {e["name"]: e for e in obj["spec"]["template"]["spec"]["containers"][0]["env"]}
-        assert env["DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": app_secret, "key": "uri"}
+        assert env["DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
+            "name": app_secret,
+            "key": "uri",
+        }
     assert not find(docs, "Secret"), "no database Secret of our own with CNPG"

@@ -72,28 +72,42 @@ def exclusive_cpu_problems(spec: dict[str, Any]) -> list[str]:
 
 
 def runner_daemonsets(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [d for d in find(docs, "DaemonSet") if d["metadata"]["name"].startswith("mallard-runner")]
+    return [
+        d for d in find(docs, "DaemonSet") if d["metadata"]["name"].startswith("mallard-runner")
+    ]
 
 
 def test_qos_rules_tell_guaranteed_from_burstable() -> None:
     def pod(requests: dict, limits: dict) -> dict:
-        return {"containers": [{"name": "c", "resources": {"requests": requests, "limits": limits}}]}
+        return {
+            "containers": [{"name": "c", "resources": {"requests": requests, "limits": limits}}]
+        }
 
-    assert qos_class(pod({"cpu": "2", "memory": "4Gi"}, {"cpu": "2", "memory": "4Gi"})) == "Guaranteed"
+    assert (
+        qos_class(pod({"cpu": "2", "memory": "4Gi"}, {"cpu": "2", "memory": "4Gi"})) == "Guaranteed"
+    )
     assert qos_class(pod({"cpu": "2000m", "memory": "4096Mi"}, {"cpu": "2", "memory": "4Gi"})) == (
         "Guaranteed"
     )
-    assert qos_class(pod({"cpu": "1", "memory": "4Gi"}, {"cpu": "2", "memory": "4Gi"})) == "Burstable"
+    assert (
+        qos_class(pod({"cpu": "1", "memory": "4Gi"}, {"cpu": "2", "memory": "4Gi"})) == "Burstable"
+    )
     assert qos_class(pod({"cpu": "2"}, {"cpu": "2"})) == "Burstable"  # no memory limit
     assert qos_class({"containers": [{"name": "c"}]}) == "BestEffort"
-    assert exclusive_cpu_problems(pod({"cpu": "1500m", "memory": "1Gi"}, {"cpu": "1500m", "memory": "1Gi"}))
-    assert not exclusive_cpu_problems(pod({"cpu": "3", "memory": "1Gi"}, {"cpu": "3", "memory": "1Gi"}))
+    assert exclusive_cpu_problems(
+        pod({"cpu": "1500m", "memory": "1Gi"}, {"cpu": "1500m", "memory": "1Gi"})
+    )
+    assert not exclusive_cpu_problems(
+        pod({"cpu": "3", "memory": "1Gi"}, {"cpu": "3", "memory": "1Gi"})
+    )
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_one_runner_daemonset_per_architecture(rendered, overlay: str) -> None:
     daemonsets = runner_daemonsets(rendered[overlay])
-    arches = {d["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/arch"] for d in daemonsets}
+    arches = {
+        d["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/arch"] for d in daemonsets
+    }
     assert arches == ARCH_OF_OVERLAY[overlay]
     assert len(daemonsets) == len(arches)
     selectors = [tuple(sorted(d["spec"]["selector"]["matchLabels"].items())) for d in daemonsets]
@@ -168,7 +182,9 @@ def run_entrypoint(
     **env: str,
 ) -> subprocess.CompletedProcess[str]:  # fmt: skip
     status = tmp_path / "status"
-    status.write_text(f"Name:\tsh\nCpus_allowed:\tff\nCpus_allowed_list:\t{cpus_allowed}\nMems:\t1\n")
+    status.write_text(
+        f"Name:\tsh\nCpus_allowed:\tff\nCpus_allowed_list:\t{cpus_allowed}\nMems:\t1\n"
+    )
     token_file = tmp_path / "token"
     if token is not None:
         token_file.write_text(token + "\n")
@@ -227,7 +243,9 @@ def test_entrypoint_needs_the_node_token(entrypoint: Path, tmp_path: Path) -> No
 def test_dev_allows_unpinned_and_production_does_not(rendered) -> None:
     def runner_config(docs):
         (cm,) = [
-            d for d in find(docs, "ConfigMap") if d["metadata"]["name"].startswith("mallard-runner-config")
+            d
+            for d in find(docs, "ConfigMap")
+            if d["metadata"]["name"].startswith("mallard-runner-config")
         ]
         return cm["data"]
 

@@ -34,7 +34,9 @@ def test_builtin_objects_validate_strictly(rendered, overlay: str) -> None:
             # strict: unknown fields are errors too (a typo is not silently dropped)
             kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
         except kubernetes_validate.ValidationError as exc:
-            errors.append(f"{doc['kind']}/{doc['metadata']['name']}: {exc.message} at {list(exc.path)}")
+            errors.append(
+                f"{doc['kind']}/{doc['metadata']['name']}: {exc.message} at {list(exc.path)}"
+            )
     assert not errors, "\n".join(errors)
 
 

@@ -142,9 +142,7 @@ def render(rules_file: Path, dashboards_dir: Path) -> dict[str, bytes]:
 def existing(out: Path) -> dict[str, bytes]:
     if not out.is_dir():
         return {}
-    return {
-        str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()
-    }
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
 
 
 def diff(out: Path, wanted: dict[str, bytes]) -> list[str]:
@@ -181,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         for problem in problems:
             print(f"gen_monitoring: {args.out}: {problem}", file=sys.stderr)
         if problems:
-            print("gen_monitoring: run .venv/bin/python k8s/tools/gen_monitoring.py", file=sys.stderr)
+            print(
+                "gen_monitoring: run .venv/bin/python k8s/tools/gen_monitoring.py", file=sys.stderr
+            )
             return 1
         print(f"gen_monitoring: {args.out} is up to date ({len(wanted)} files)")
         return 0
