@@ -1,0 +1,218 @@
+"""The agent against a real HTTP server (tests/mini_api.py, state on disk).
+
+The server dies right after handing out the job, comes back, and loses the
+answer to the first results post after storing it: every trial still arrives
+exactly once (by uid) and the job is done. A failing build is reported with
+its log. SIGTERM mid-job reports a retryable failure and exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from .conftest import first_cpu, write_suite
+
+MINI_API = Path(__file__).resolve().parent / "mini_api.py"
+AGENT = Path(sys.executable).parent / "mallard-runner"
+TOKEN = "test-token"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    def __init__(self, tmp: Path, jobs: list[dict[str, Any]]):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.state = tmp / "api-state.json"
+        self.jobs = tmp / "jobs.json"
+        self.jobs.write_text(json.dumps(jobs))
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self, *flags: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(MINI_API), "--port", str(self.port), "--state", str(self.state),
+             "--token", TOKEN, "--jobs", str(self.jobs), *flags],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline().strip() == "ready"
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+        if self.proc:
+            self.proc.wait(10)
+
+    def data(self) -> dict[str, Any]:
+        if self.proc is not None and self.proc.poll() is None:
+            return dict(httpx.get(f"{self.url}/_state", timeout=10).json())
+        return dict(json.loads(self.state.read_text()))
+
+
+def wait_for(cond, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def agent_env(make_settings, tmp_path):
+    settings = make_settings(cache_dir=tmp_path / "cache")
+    write_suite(settings, "t", {"trials": 3, "warmup": 1, "threads": [1, 2],
+                                "allocators": ["glibc"],
+                                "workloads": {"tiny": {"params": {"ops": 20000}}}})
+    env = {**os.environ, "MALLARD_RUNNER_WORKLOADS_DIR": str(settings.workloads_dir),
+           "MALLARD_RUNNER_SUITES_DIR": str(settings.suites_dir),
+           "MALLARD_RUNNER_STATE_DIR": str(settings.state_dir),
+           "MALLARD_RUNNER_CACHE_DIR": str(settings.cache()),
+           "MALLARD_RUNNER_POLL_SECONDS": "0.2", "MALLARD_RUNNER_RETRY_MAX_SECONDS": "0.5",
+           "MALLARD_RUNNER_LEASE_SECONDS": "3", "MALLARD_RUNNER_HEARTBEAT_SECONDS": "0.5",
+           "MALLARD_RUNNER_FLUSH_TIMEOUT_SECONDS": "120"}
+    return settings, env
+
+
+def start_agent(server: Server, env: dict[str, str], spool: Path, *extra: str):
+    log = open(spool.parent / "agent.log", "ab")  # noqa: SIM115
+    return subprocess.Popen([str(AGENT), "agent", "--api", server.url, "--token", TOKEN,
+                             "--cpus", str(first_cpu()), "--name", "node-1", "--spool",
+                             str(spool), *extra], env=env, stdout=log, stderr=log)
+
+
+def job_spec(repo: Path, commit: str = "main") -> dict[str, Any]:
+    return {"project": "mallard", "repo_url": str(repo), "allocator_dir": "allocator",
+            "suite": "t", "workloads": ["tiny"], "threads": [1, 2], "trials": 3, "warmup": 1,
+            "branch": "main", "allocators": [
+                {"label": "head", "name": "mallard", "commit": commit, "variant": "transfer=ring"},
+                {"label": "peer", "name": "glibc"}]}
+
+
+def agent_log(spool: Path) -> str:
+    return (spool.parent / "agent.log").read_text(errors="replace")
+
+
+def test_results_survive_an_api_restart_exactly_once(agent_env, toy_repo, tmp_path):
+    _, env = agent_env
+    server = Server(tmp_path, [job_spec(toy_repo)])
+    spool = tmp_path / "spool"
+    server.start("--exit-after-claim")  # the API dies right after handing out the job
+    agent = start_agent(server, env, spool, "--once")
+    try:
+        assert server.proc is not None
+        server.proc.wait(60)  # it exited after the claim
+        job = server.data()["jobs"][0]
+        assert job["state"] == "running" and job["attempt"] == 1
+        # the agent runs the job with the API down, spools the results, and cannot post them
+        wait_for(lambda: any(json.loads(p.read_text())["attempts"] >= 1
+                             for p in spool.glob("*.json")), 120, "a failed post in the spool")
+        (pending,) = [json.loads(p.read_text()) for p in spool.glob("*.json")]
+        assert pending["url"] == "/results" and pending["body"]["job_id"] == 1
+        uids = [t["uid"] for t in pending["body"]["trials"]]
+        assert len(uids) == 2 * 2 * 4 and len(set(uids)) == len(uids)
+        # the API comes back, stores the post, and the answer is lost on the way
+        server.start("--drop-first-results-response")
+        assert agent.wait(120) == 0, agent_log(spool)
+        data = server.data()
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+        server.stop()
+    assert sorted(data["trials"]) == sorted(uids)  # every trial, each stored once
+    assert [(p["stored"], p["duplicates"]) for p in data["posts"]] == [(16, 0), (0, 16)]
+    assert data["jobs"][0]["state"] == "done"
+    assert data["runners"][0]["name"] == "node-1"
+    assert data["runners"][0]["testbed"]["cpus"] == str(first_cpu())
+    assert data["posts"][0]["testbed"]["arch"] == os.uname().machine
+    mallard = [t for t in data["trials"].values() if t["allocator"]["name"] == "mallard"]
+    assert len(mallard) == 8 and all(len(t["allocator"]["commit"]) == 40 for t in mallard)
+    assert not list(spool.glob("*.json"))  # the spool is empty once delivered
+    assert "delivered" in agent_log(spool)
+
+
+def test_build_failure_is_reported_with_its_log(agent_env, toy_repo, tmp_path):
+    _, env = agent_env
+    server = Server(tmp_path, [job_spec(toy_repo, commit="broken")])
+    server.start()
+    spool = tmp_path / "spool"
+    agent = start_agent(server, env, spool, "--once")
+    try:
+        assert agent.wait(120) == 0, agent_log(spool)
+        data = server.data()
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+        server.stop()
+    (fail,) = data["fails"]
+    assert fail["job_id"] == 1 and fail["retryable"] is False and fail["runner_id"] == 1
+    assert "build failed" in fail["log"] and "toy.c" in fail["log"] and "error" in fail["log"]
+    assert data["jobs"][0]["state"] == "failed" and data["trials"] == {}
+
+
+def test_sigterm_mid_job_reports_a_retryable_failure(agent_env, toy_repo, tmp_path):
+    settings, env = agent_env
+    write_suite(settings, "t", {"trials": 200, "warmup": 0, "threads": [1],
+                                "allocators": ["glibc"],
+                                "workloads": {"tiny": {"params": {"ops": 20000}}}})
+    spec = {**job_spec(toy_repo), "allocators": [{"label": "peer", "name": "glibc"}],
+            "trials": 200, "threads": [1]}
+    server = Server(tmp_path, [spec])
+    server.start()
+    spool = tmp_path / "spool"
+    agent = start_agent(server, env, spool)
+    try:
+        raw = Path(env["MALLARD_RUNNER_STATE_DIR"]) / "raw" / "job-1-attempt-1"
+        wait_for(lambda: len(list(raw.rglob("trial.json"))) >= 3, 60, "trials to start")
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(60) == 0, agent_log(spool)
+        data = server.data()
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+        server.stop()
+    (fail,) = data["fails"]
+    assert fail["retryable"] is True and "shutting down" in fail["log"]
+    assert data["jobs"][0]["state"] == "queued"  # back in the queue for another attempt
+    assert data["trials"] == {}
+
+
+def test_lost_lease_cancels_the_run_and_posts_nothing(agent_env, toy_repo, tmp_path):
+    settings, env = agent_env
+    write_suite(settings, "t", {"trials": 200, "warmup": 0, "threads": [1],
+                                "allocators": ["glibc"],
+                                "workloads": {"tiny": {"params": {"ops": 20000}}}})
+    spec = {**job_spec(toy_repo), "allocators": [{"label": "peer", "name": "glibc"}],
+            "trials": 200, "threads": [1]}
+    server = Server(tmp_path, [spec])
+    server.start("--lose-lease")  # every renewal answers 409
+    spool = tmp_path / "spool"
+    agent = start_agent(server, env, spool, "--once")
+    try:
+        assert agent.wait(120) == 0, agent_log(spool)
+        data = server.data()
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+        server.stop()
+    assert data["leases"] >= 1
+    assert data["trials"] == {} and data["posts"] == [] and data["fails"] == []
+    assert "lease on job 1 lost" in agent_log(spool)
