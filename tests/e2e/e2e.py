@@ -1,0 +1,372 @@
+"""The container end-to-end test's driver (run by scripts/e2e.sh with the stack up).
+
+A self-hosted bare repository gets the allocator of this checkout and the API's
+post-receive hook; two pushes later (the second makes free() slower), the runner has
+benchmarked both, the API restarted in the middle of the second job without losing a
+result, a comparison of the two commits says REGRESSED, and the regression reached a
+real webhook receiver directly (the API's outbox) and through Prometheus and Alertmanager.
+
+Standard library only (the host's python3). Every check prints one line; the exit code
+is the number of failed checks. Settings come from the environment scripts/e2e.sh sets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+API = os.environ.get("E2E_API", "http://127.0.0.1:18000")
+WEBHOOK_LOG = os.environ.get("E2E_WEBHOOK_LOG", "http://127.0.0.1:18088")
+PROMETHEUS = os.environ.get("E2E_PROMETHEUS", "http://127.0.0.1:19090")
+GIT_DIR = Path(os.environ.get("MALLARD_GIT_DIR", "/tmp/mallard-e2e/git"))
+WORK = Path(os.environ.get("E2E_WORK", "/tmp/mallard-e2e/work"))
+RUNNER_NAME = os.environ.get("MALLARD_RUNNER_NAME", "compose-runner")
+SUITE = os.environ.get("MALLARD_SUITE", "/opt/mallard/e2e-suites/e2e.yaml")
+TRIALS = int(os.environ.get("MALLARD_TRIALS", "5"))
+WARMUP = int(os.environ.get("MALLARD_WARMUP", "1"))
+COMPARISON_TRIALS = int(os.environ.get("E2E_COMPARISON_TRIALS", "8"))
+JOB_TIMEOUT = float(os.environ.get("E2E_JOB_TIMEOUT", "600"))
+ALERT_TIMEOUT = float(os.environ.get("E2E_ALERT_TIMEOUT", "300"))
+PROJECT = "mallard"
+SUITE_WORKLOADS = ["larson", "rpc"]  # tests/e2e/suites/e2e.yaml, threads [1]
+SLOW_FREE_SPINS = int(os.environ.get("E2E_SLOW_FREE_SPINS", "300"))
+
+T0 = time.monotonic()
+results: list[tuple[str, bool, str]] = []
+
+
+def log(msg: str) -> None:
+    print(f"e2e [{time.monotonic() - T0:6.0f}s] {msg}", flush=True)
+
+
+def check(name: str, ok: bool, detail: str = "") -> bool:
+    results.append((name, ok, detail))
+    log(f"{'PASS' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}")
+    return ok
+
+
+class Failed(Exception):
+    """A step that the later steps depend on failed."""
+
+
+# -- tools ----------------------------------------------------------------------------------
+def run(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
+        check_rc: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    p = subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True,
+                       text=True, timeout=timeout)
+    if check_rc and p.returncode != 0:
+        raise Failed(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def compose(*args: str, check_rc: bool = True, timeout: float = 300) -> str:
+    return run(["docker", "compose", *args], cwd=REPO_ROOT, check_rc=check_rc,
+               timeout=timeout).stdout
+
+
+def http(method: str, url: str, body: Any = None, token: str | None = None,
+         timeout: float = 30) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    req.add_header("Accept", "application/json")
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            raw = r.read()
+            status = r.status
+    except urllib.error.HTTPError as e:
+        raw, status = e.read(), e.code
+    except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
+        return 0, str(e)
+    text = raw.decode("utf-8", "replace")
+    try:
+        return status, json.loads(text) if text else None
+    except ValueError:
+        return status, text
+
+
+def wait_for(what: str, fn: Any, timeout: float, every: float = 2.0) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(every)
+    raise Failed(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+def sql(query: str) -> str:
+    """One value from PostgreSQL (psql in the postgres container), for counting trials."""
+    user = os.environ.get("POSTGRES_USER", "mallard")
+    db = os.environ.get("POSTGRES_DB", "mallard")
+    return compose("exec", "-T", "postgres", "psql", "-U", user, "-d", db, "-tAc", query).strip()
+
+
+# -- steps ----------------------------------------------------------------------------------
+def make_token(role: str, runner: str | None = None) -> str:
+    args = ["exec", "-T", "api", "mallard-api", "token", "create", "--role", role]
+    if runner:
+        args += ["--runner", runner]
+    out = compose(*args)
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
+    if not lines:
+        raise Failed("`mallard-api token create` printed nothing")
+    return lines[-1]
+
+
+def runner_registered(token: str) -> Any:
+    status, body = http("GET", f"{API}/api/v1/runners", token=token)
+    if status != 200:
+        return None
+    return next((r for r in body if r.get("name") == RUNNER_NAME), None)
+
+
+def make_repo() -> tuple[Path, Path]:
+    """A work tree holding a copy of allocator/ and a bare repository with the hook."""
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir(parents=True)
+    bare = GIT_DIR / "mallard.git"
+    shutil.rmtree(bare, ignore_errors=True)
+    GIT_DIR.mkdir(parents=True, exist_ok=True)
+    run(["git", "init", "-q", "--bare", "-b", "main", str(bare)])
+    shutil.copytree(REPO_ROOT / "allocator", WORK / "allocator",
+                    ignore=shutil.ignore_patterns("build*", "__pycache__", ".cache"))
+    git = ["git", "-c", "user.name=e2e", "-c", "user.email=e2e@mallard.invalid"]
+    run(["git", "init", "-q", "-b", "main"], cwd=WORK)
+    run(["git", "remote", "add", "origin", str(bare)], cwd=WORK)
+    run(["git", "add", "-A"], cwd=WORK)
+    run([*git, "commit", "-q", "-m", "allocator as in this checkout"], cwd=WORK)
+    return WORK, bare
+
+
+def install_hook(bare: Path, token: str) -> None:
+    hook = REPO_ROOT / "api" / "hooks" / "post-receive"
+    if not hook.exists():
+        raise Failed(f"{hook} is missing")
+    dest = bare / "hooks" / "post-receive"
+    shutil.copy(hook, dest)
+    dest.chmod(0o755)
+    # The hook's settings (api/hooks/post-receive documents them): git config of the repo.
+    for key, value in (("mallard.api", API), ("mallard.token", token),
+                       ("mallard.project", PROJECT)):
+        run(["git", "config", key, value], cwd=bare)
+
+
+def push(work: Path) -> tuple[str, str]:
+    sha = run(["git", "rev-parse", "HEAD"], cwd=work).stdout.strip()
+    p = run(["git", "push", "-q", "origin", "main"], cwd=work)
+    return sha, (p.stdout + p.stderr).strip()
+
+
+def slow_down_free(work: Path) -> str:
+    """Inject a busy loop at the top of the allocator's free path; returns the file changed."""
+    spin = (f"{{ volatile unsigned mld_e2e_spin; for (mld_e2e_spin = 0; "
+            f"mld_e2e_spin < {SLOW_FREE_SPINS}u; mld_e2e_spin++) {{ }} }} /* e2e: slow free */")
+    patterns = [
+        re.compile(r"(static\s+inline\s+void\s+mld_free_inline\s*\(\s*void\s*\*\s*\w+\s*\)\s*\{)"),
+        re.compile(r"(void\s+free\s*\(\s*void\s*\*\s*\w+\s*\)\s*\{)"),
+    ]
+    for pattern in patterns:
+        for path in sorted((work / "allocator").rglob("*.[ch]")):
+            text = path.read_text()
+            if pattern.search(text):
+                path.write_text(pattern.sub(lambda m: m.group(1) + " " + spin, text, count=1))
+                return str(path.relative_to(work))
+    raise Failed("no free path found in allocator/ to slow down")
+
+
+def job_for(token: str, sha: str, kind: str = "commit") -> Any:
+    status, jobs = http("GET", f"{API}/api/v1/jobs", token=token)
+    if status != 200 or not isinstance(jobs, list):
+        return None
+    for j in jobs:
+        spec = j.get("spec") or {}
+        commits = {spec.get("commit")} | {a.get("commit") for a in spec.get("allocators") or []}
+        if j.get("kind") == kind and sha in commits:
+            return j
+    return None
+
+
+def job(token: str, job_id: int) -> Any:
+    status, body = http("GET", f"{API}/api/v1/jobs/{job_id}", token=token)
+    return body if status == 200 else None
+
+
+def wait_job_done(token: str, job_id: int, timeout: float = JOB_TIMEOUT) -> Any:
+    def settled() -> Any:
+        j = job(token, job_id)
+        return j if j and j["state"] in ("done", "failed", "cancelled") else None
+    j = wait_for(f"job {job_id} to finish", settled, timeout, every=3)
+    if j["state"] != "done":
+        raise Failed(f"job {job_id} ended {j['state']}: {json.dumps(j)[:3000]}")
+    return j
+
+
+def trial_count(job_id: int) -> tuple[int, int]:
+    out = sql(f"SELECT count(*) || ' ' || count(DISTINCT uid) FROM trials WHERE job_id = {job_id}")
+    n, distinct = out.split()
+    return int(n), int(distinct)
+
+
+def spooled(job_id: int) -> bool:
+    out = compose("exec", "-T", "runner", "sh", "-c",
+                  "ls \"${MALLARD_RUNNER_STATE_DIR:-/var/lib/mallard-runner}/spool\" 2>/dev/null",
+                  check_rc=False)
+    return any(name.startswith(f"results-{job_id}") for name in out.split())
+
+
+def api_healthy() -> bool:
+    status, _ = http("GET", f"{API}/api/v1/health", timeout=5)
+    return status == 200
+
+
+def received(path: str) -> list[dict[str, Any]]:
+    status, body = http("GET", f"{WEBHOOK_LOG}/received?path={path}")
+    return body if status == 200 and isinstance(body, list) else []
+
+
+# -- the scenario ----------------------------------------------------------------------------
+def scenario() -> None:
+    expected_trials = len(SUITE_WORKLOADS) * 1 * (TRIALS + WARMUP)  # head only, no peers
+
+    admin = make_token("admin")
+    check("admin token from `mallard-api token create` in the api container", bool(admin))
+    runner = wait_for("the runner to register", lambda: runner_registered(admin), 180)
+    check("runner registered through the API", True,
+          f"{runner['name']} arch={runner.get('arch')} cpus={runner.get('cpus')}")
+
+    status, proj = http("PUT", f"{API}/api/v1/projects/{PROJECT}",
+                        {"repo_url": "/srv/git/mallard.git", "allocator_dir": "allocator",
+                         "default_branch": "main"}, token=admin)
+    if not check("project created (PUT /projects/mallard)", status in (200, 201),
+                 f"HTTP {status} {proj if status not in (200, 201) else ''}"):
+        raise Failed("no project")
+    register_webhook(admin)
+
+    work, bare = make_repo()
+    install_hook(bare, admin)
+
+    # push 1: the allocator as it is
+    c1, out = push(work)
+    log(f"pushed {c1[:12]} (hook said: {out[-300:]!r})")
+    j1 = wait_for(f"a job for {c1[:12]}", lambda: job_for(admin, c1), 60)
+    check("post-receive hook queued a commit job", True, f"job {j1['id']}")
+    t = time.monotonic()
+    j1 = wait_job_done(admin, j1["id"])
+    n1, d1 = trial_count(j1["id"])
+    check("runner benchmarked commit 1", n1 == expected_trials and d1 == n1,
+          f"job {j1['id']} done in {time.monotonic() - t:.0f}s, {n1} trials stored "
+          f"(expected {expected_trials})")
+
+    # push 2: a slower free path; restart the API in the middle of its job
+    changed = slow_down_free(work)
+    run(["git", "-c", "user.name=e2e", "-c", "user.email=e2e@mallard.invalid", "commit", "-q",
+         "-am", f"e2e: slow free path ({SLOW_FREE_SPINS} spins)"], cwd=work)
+    c2, out = push(work)
+    log(f"pushed {c2[:12]}, free slowed in {changed} (hook said: {out[-300:]!r})")
+    j2 = wait_for(f"a job for {c2[:12]}", lambda: job_for(admin, c2), 60)
+    wait_for(f"job {j2['id']} to be claimed",
+             lambda: (job(admin, j2["id"]) or {}).get("state") == "running", 120, every=1)
+    log(f"job {j2['id']} is running: stopping the API")
+    t = time.monotonic()
+    compose("stop", "-t", "10", "api")
+    wait_for(f"the runner to spool job {j2['id']}'s results while the API is down",
+             lambda: spooled(j2["id"]), JOB_TIMEOUT, every=3)
+    down_for = time.monotonic() - t
+    check("runner kept its results in the spool while the API was down", True,
+          f"API down {down_for:.0f}s")
+    compose("start", "api")
+    wait_for("the API to be healthy again", api_healthy, 180)
+    j2 = wait_job_done(admin, j2["id"])
+    n2, d2 = trial_count(j2["id"])
+    check("no result lost across the API restart", n2 == expected_trials and d2 == n2
+          and j2.get("attempt") == 1,
+          f"job {j2['id']} done (attempt {j2.get('attempt')}), {n2} trials stored, "
+          f"{d2} distinct uids (expected {expected_trials})")
+    wait_for("the spool to drain", lambda: not spooled(j2["id"]), 120)
+
+    # the comparison of the two commits
+    status, comp = http("POST", f"{API}/api/v1/comparisons", {
+        "project": PROJECT, "base": {"commit": c1}, "head": {"commit": c2},
+        "workloads": SUITE_WORKLOADS, "threads": [1], "trials": COMPARISON_TRIALS,
+        "arch": runner.get("arch") or "x86_64", "peers": [], "suite": SUITE,
+        "hypothesis": "slower"}, token=admin)
+    if not check("comparison created (POST /comparisons)", status == 201,
+                 f"HTTP {status} {comp if status != 201 else 'id ' + str(comp.get('id'))}"):
+        raise Failed("no comparison")
+    cid = comp["id"]
+    t = time.monotonic()
+
+    def comparison_settled() -> Any:
+        s, c = http("GET", f"{API}/api/v1/comparisons/{cid}", token=admin)
+        return c if s == 200 and c.get("state") in ("done", "failed") else None
+    comp = wait_for(f"comparison {cid}", comparison_settled, JOB_TIMEOUT, every=3)
+    status, report = http("GET", f"{API}/api/v1/comparisons/{cid}/report", token=admin)
+    report = report if isinstance(report, str) else json.dumps(report)
+    log(f"comparison {cid} report:\n{report}")
+    regressed = [ln for ln in report.splitlines()
+                 if ln.startswith("larson") and "ops_per_sec" in ln and "REGRESSED" in ln]
+    check("comparison of commit 1 vs commit 2 says REGRESSED", bool(regressed),
+          f"in {time.monotonic() - t:.0f}s: {regressed[0] if regressed else comp.get('state')}")
+
+    # alerts: the API's own (change detection on the branch), its webhook, Alertmanager's
+    status, alerts = http("GET", f"{API}/api/v1/alerts?project={PROJECT}", token=admin)
+    mine = [a for a in (alerts if isinstance(alerts, list) else [])
+            if a.get("first_bad_commit", "").startswith(c2[:7])]
+    log(f"alerts: HTTP {status}, {len(alerts) if isinstance(alerts, list) else alerts}")
+    check("API opened a regression alert naming commit 2", bool(mine),
+          mine[0].get("text", "") if mine else "none")
+
+    hooked = wait_for("the API's webhook notification", lambda: [
+        m for m in received("/api") if c2[:7] in json.dumps(m["body"])], ALERT_TIMEOUT, every=5)
+    check("API webhook (outbox) reached the receiver", bool(hooked),
+          json.dumps(hooked[0]["body"])[:200])
+
+    def alertmanager_sent() -> list[dict[str, Any]]:
+        return [m for m in received("/alertmanager") if isinstance(m["body"], dict)
+                and any(a.get("labels", {}).get("alertname") == "MallardRegressionOpen"
+                        and a.get("status") == "firing" for a in m["body"].get("alerts", []))]
+    t = time.monotonic()
+    routed = wait_for("Alertmanager's notification", alertmanager_sent, ALERT_TIMEOUT, every=5)
+    labels = routed[0]["body"]["alerts"][0]["labels"]
+    check("Prometheus -> Alertmanager -> webhook delivered MallardRegressionOpen", True,
+          f"after {time.monotonic() - t:.0f}s more, labels {labels}")
+
+
+def register_webhook(token: str) -> None:
+    """Where the API posts its notifications: the webhook-log receiver, path /api."""
+    url = "http://webhook-log:8080/api"
+    status, body = http("POST", f"{API}/api/v1/webhooks/endpoints",
+                        {"url": url, "kind": "generic"}, token=token)
+    check("webhook endpoint registered with the API", status in (200, 201),
+          f"HTTP {status} {body if status not in (200, 201) else url}")
+
+
+def main() -> int:
+    try:
+        scenario()
+    except Failed as e:
+        check("scenario", False, str(e)[-4000:])
+    except Exception as e:  # a bug here or an answer of a shape we did not expect
+        check("scenario", False, f"{type(e).__name__}: {e}")
+    failed = sum(1 for _, ok, _ in results if not ok)
+    print(f"driver: {len(results) - failed} passed, {failed} failed", flush=True)
+    return min(failed, 100)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
