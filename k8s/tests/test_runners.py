@@ -191,7 +191,10 @@ def run_entrypoint(
     bindir = tmp_path / "bin"
     bindir.mkdir(exist_ok=True)
     fake = bindir / "mallard-runner"
-    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n')
+    fake.write_text(
+        '#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n'
+        'printf "token=%s\\n" "$MALLARD_RUNNER_TOKEN"\n'
+    )
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     full_env = {
         "PATH": f"{bindir}:{os.environ['PATH']}",
@@ -215,8 +218,10 @@ def test_entrypoint_passes_the_pinned_cpus(entrypoint: Path, tmp_path: Path, cpu
     proc = run_entrypoint(entrypoint, tmp_path, cpus, limit)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
-        "agent", "--api", "http://mallard-api.mallard.svc:8000", "--token", "tok-1", "--cpus", cpus,
+        "agent", "--api", "http://mallard-api.mallard.svc:8000", "--name", "node-a",
+        "--cpus", cpus, "token=tok-1",
     ]  # fmt: skip
+    assert "tok-1" not in proc.stderr
 
 
 def test_entrypoint_refuses_shared_cores(entrypoint: Path, tmp_path: Path) -> None:
@@ -230,7 +235,7 @@ def test_entrypoint_may_be_told_to_run_unpinned(entrypoint: Path, tmp_path: Path
     proc = run_entrypoint(entrypoint, tmp_path, "0-15", "2", MALLARD_RUNNER_ALLOW_UNPINNED="1")
     assert proc.returncode == 0, proc.stderr
     assert "WARNING" in proc.stderr
-    assert proc.stdout.splitlines()[-1] == "0-15"
+    assert proc.stdout.splitlines()[-2:] == ["0-15", "token=tok-1"]
 
 
 def test_entrypoint_needs_the_node_token(entrypoint: Path, tmp_path: Path) -> None:
@@ -238,6 +243,11 @@ def test_entrypoint_needs_the_node_token(entrypoint: Path, tmp_path: Path) -> No
     assert proc.returncode != 0 and "runner token" in proc.stderr
     proc = run_entrypoint(entrypoint, tmp_path, "2-3", "2", token="")
     assert proc.returncode != 0 and "empty" in proc.stderr
+
+
+def test_entrypoint_needs_its_name(entrypoint: Path, tmp_path: Path) -> None:
+    proc = run_entrypoint(entrypoint, tmp_path, "2-3", "2", MALLARD_RUNNER_NAME="")
+    assert proc.returncode != 0 and "MALLARD_RUNNER_NAME" in proc.stderr
 
 
 def test_dev_allows_unpinned_and_production_does_not(rendered) -> None:

@@ -5,7 +5,10 @@
 # manager and Guaranteed QoS that is the container's exclusive cpuset), checks that
 # the set has as many CPUs as the container's CPU limit, reads this node's runner
 # token from the file the node's admin installed, and execs
-#   mallard-runner agent --api URL --token T --cpus SET
+#   mallard-runner agent --api URL --name NODE --cpus SET
+# with the token in MALLARD_RUNNER_TOKEN (the agent's --token fallback): a process's
+# environment is readable only by its own user, its command line by every process in
+# the pod, including the workloads built from the commits under test.
 # POSIX sh only (dash in the image); no awk, no coreutils.
 #
 # Environment:
@@ -27,6 +30,7 @@ die() {
 }
 
 [ -n "${MALLARD_RUNNER_API:-}" ] || die "MALLARD_RUNNER_API is not set"
+[ -n "${MALLARD_RUNNER_NAME:-}" ] || die "MALLARD_RUNNER_NAME is not set"
 
 cpus=""
 while IFS= read -r line; do
@@ -65,5 +69,7 @@ token=""
 IFS= read -r token <"$token_file" || [ -n "$token" ] || die "the runner token file $token_file is empty"
 [ -n "$token" ] || die "the runner token file $token_file is empty"
 
-echo "runner-agent: runner ${MALLARD_RUNNER_NAME:-?} on CPUs $cpus, API $MALLARD_RUNNER_API" >&2
-exec mallard-runner agent --api "$MALLARD_RUNNER_API" --token "$token" --cpus "$cpus"
+MALLARD_RUNNER_TOKEN=$token
+export MALLARD_RUNNER_TOKEN
+echo "runner-agent: runner $MALLARD_RUNNER_NAME on CPUs $cpus, API $MALLARD_RUNNER_API" >&2
+exec mallard-runner agent --api "$MALLARD_RUNNER_API" --name "$MALLARD_RUNNER_NAME" --cpus "$cpus"
