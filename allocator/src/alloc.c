@@ -1,0 +1,240 @@
+/* alloc.c: the allocation API behind both builds: the malloc/free slow
+ * paths, remote and huge frees, misuse checks, calloc, realloc, the aligned
+ * family and usable size, exported as mld_*. The fast paths themselves are
+ * inlined from internal.h (here and in override.c). */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+static void* mld_huge_alloc(mld_heap_t* h, size_t size, size_t alignment) {
+  void* p;
+  if (alignment >= MLD_SEGMENT_SIZE / 2) {
+    p = _mld_segment_giant_alloc(size, alignment);
+  } else {
+    mld_page_t* page = _mld_segment_huge_alloc(size, alignment);
+    p = page != NULL ? page->start : NULL;
+  }
+  if (p == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (h != &_mld_heap_empty) {
+    mld_counter_add(&h->stats[MLD_STAT_huge_allocs], 1);
+    mld_counter_add(&h->stats[MLD_STAT_allocs], 1);
+  }
+  return p;
+}
+
+/* Pop a block of class c, refilling the bin if needed. */
+static void* mld_alloc_class(mld_heap_t* h, unsigned c) {
+  mld_bin_t* bin = &h->bins[c];
+  if (bin->free == NULL && !_mld_heap_refill(h, c)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  mld_block_t* b = bin->free;
+  bin->free = b->next;
+  bin->count--;
+  b->cookie = 0;
+  mld_counter_add(&h->stats[MLD_STAT_allocs], 1);
+  return b;
+}
+
+static mld_heap_t* mld_heap_get(void) {
+  mld_heap_t* h = _mld_heap_tls;
+  if (mld_unlikely(h == &_mld_heap_empty)) h = _mld_heap_thread_init();
+  return h;
+}
+
+void* _mld_malloc_slow(mld_heap_t* h, size_t size) {
+  if (h == &_mld_heap_empty) {
+    h = _mld_heap_thread_init();
+    if (h == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  if (size > MLD_MAX_SIZE) return mld_huge_alloc(h, size, 0);
+  return mld_alloc_class(h, mld_size_class(size));
+}
+
+void* _mld_malloc_aligned(size_t alignment, size_t size) {
+  if (alignment <= 16) return mld_malloc_inline(size);
+  mld_heap_t* h = mld_heap_get();
+  if (h == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  unsigned c = _mld_size_class_aligned(size, alignment);
+  if (c < MLD_CLASSES) return mld_alloc_class(h, c);
+  return mld_huge_alloc(h, size, alignment);
+}
+
+/* ---- free ------------------------------------------------------------------ */
+
+void _mld_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
+  b->cookie = (uintptr_t)b ^ _mld_cookie_key;
+  _mld_page_free_remote(page, b);
+  if (h != &_mld_heap_empty) {
+    mld_counter_add(&h->stats[MLD_STAT_frees], 1);
+    mld_counter_add(&h->stats[MLD_STAT_remote_frees], 1);
+  } else {
+    atomic_fetch_add_explicit(&_mld_heap_empty.stats[MLD_STAT_frees], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&_mld_heap_empty.stats[MLD_STAT_remote_frees], 1, memory_order_relaxed);
+  }
+}
+
+/* Not a small block of ours: a huge block, or misuse. */
+void _mld_free_slow(void* p, mld_page_t* page) {
+  int saved = errno;
+  if (page != NULL && page->size_class == MLD_CLASS_HUGE && p == page->start) {
+    mld_heap_t* h = _mld_heap_tls;
+    if (h != &_mld_heap_empty) {
+      mld_counter_add(&h->stats[MLD_STAT_huge_frees], 1);
+      mld_counter_add(&h->stats[MLD_STAT_frees], 1);
+    }
+    _mld_segment_huge_free(page);
+  } else if (page == NULL && _mld_segment_giant_find(p, true) != 0) {
+    /* a giant-aligned block: unmapped */
+  } else {
+    _mld_report_invalid("free", p);
+  }
+  errno = saved;
+}
+
+/* A valid block of ours: its usable size; otherwise report and return 0. */
+static size_t mld_checked_size(const void* p, const char* what) {
+  mld_page_t* page = mld_page_of(p);
+  if (page != NULL) {
+    if (page->size_class < MLD_CLASSES && mld_page_is_block(page, p)) {
+      const mld_block_t* b = (const mld_block_t*)p;
+      if (b->cookie != ((uintptr_t)b ^ _mld_cookie_key)) return page->block_size;
+      _mld_report_double_free(p, page);
+      return 0;
+    }
+    if (page->size_class == MLD_CLASS_HUGE && p == page->start) return page->block_size;
+  } else {
+    size_t giant = _mld_segment_giant_find(p, false);
+    if (giant != 0) return giant;
+  }
+  _mld_report_invalid(what, p);
+  return 0;
+}
+
+size_t _mld_usable_size(const void* p) {
+  if (p == NULL) return 0;
+  return mld_checked_size(p, "malloc_usable_size");
+}
+
+void* _mld_calloc(size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void* p = mld_malloc_inline(total);
+  if (p == NULL) return NULL;
+  if (total > MLD_MAX_SIZE) return p;   /* huge blocks are fresh mappings: already zero */
+  memset(p, 0, total);
+  return p;
+}
+
+void* _mld_realloc(void* p, size_t size) {
+  if (p == NULL) return mld_malloc_inline(size);
+  if (size == 0) {              /* as glibc: free and return NULL */
+    mld_free_inline(p);
+    return NULL;
+  }
+  size_t old = mld_checked_size(p, "realloc");
+  if (old == 0) {               /* misuse ignored: do not touch p */
+    errno = EINVAL;
+    return NULL;
+  }
+  if (size <= old && (size >= old / 2 || old <= 64)) return p;
+  void* q = mld_malloc_inline(size);
+  if (q == NULL) return NULL;
+  memcpy(q, p, old < size ? old : size);
+  mld_free_inline(p);
+  return q;
+}
+
+/* ---- exported mld_* API --------------------------------------------------- */
+
+MLD_API void* mld_malloc(size_t size) { return mld_malloc_inline(size); }
+MLD_API void mld_free(void* p) { mld_free_inline(p); }
+MLD_API void* mld_calloc(size_t count, size_t size) { return _mld_calloc(count, size); }
+MLD_API void* mld_realloc(void* p, size_t size) { return _mld_realloc(p, size); }
+MLD_API size_t mld_usable_size(const void* p) { return _mld_usable_size(p); }
+
+MLD_API void* mld_reallocarray(void* p, size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return _mld_realloc(p, total);
+}
+
+static bool mld_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+MLD_API void* mld_aligned_alloc(size_t alignment, size_t size) {
+  if (!mld_pow2(alignment)) {   /* C11: an unsupported alignment fails */
+    errno = EINVAL;
+    return NULL;
+  }
+  return _mld_malloc_aligned(alignment, size);
+}
+
+MLD_API int mld_posix_memalign(void** out, size_t alignment, size_t size) {
+  if (!mld_pow2(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
+  int saved = errno;
+  void* p = _mld_malloc_aligned(alignment, size);
+  errno = saved;   /* POSIX: the error is returned, errno is not set */
+  if (p == NULL) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+MLD_API void* mld_memalign(size_t alignment, size_t size) {
+  if (!mld_pow2(alignment)) {   /* as glibc: round up to a power of two */
+    if (alignment > ((size_t)1 << (sizeof(size_t) * 8 - 1))) {
+      errno = EINVAL;
+      return NULL;
+    }
+    size_t a = 1;
+    while (a < alignment) a <<= 1;
+    alignment = a;
+  }
+  return _mld_malloc_aligned(alignment, size);
+}
+
+MLD_API void* mld_valloc(size_t size) {
+  if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init();
+  return _mld_malloc_aligned(_mld_os_page_size, size);
+}
+
+MLD_API void* mld_pvalloc(size_t size) {
+  if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init();
+  size_t ps = _mld_os_page_size;
+  if (size > SIZE_MAX - ps) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t rounded = (size + ps - 1) & ~(ps - 1);
+  if (rounded == 0) rounded = ps;
+  return _mld_malloc_aligned(ps, rounded);
+}
+
+MLD_API void mld_thread_done(void) { _mld_heap_thread_done(); }
+
+MLD_API void mld_collect(int force) {
+  mld_heap_t* h = _mld_heap_tls;
+  if (h != &_mld_heap_empty) _mld_heap_collect(h, force != 0);
+  else if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) == 2) _mld_segment_purge(force != 0);
+}
+
+MLD_API const char* mld_transfer_mode(void) {
+  if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init();
+  return _mld_transfer_mode() == MLD_TRANSFER_RING ? "ring" : "mutex";
+}

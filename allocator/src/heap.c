@@ -1,0 +1,339 @@
+/* heap.c: the thread heap. Each thread gets a heap (reached through an
+ * initial-exec TLS pointer) holding one bin per size class: a free list of
+ * blocks popped by malloc and pushed by free without atomics or locks. The
+ * heap owns pages; a free of a block of one of its pages goes to the bin, a
+ * free of another heap's block goes to that page's thread-free list.
+ *
+ * Slow paths: an empty bin is refilled from the transfer cache, else from
+ * the heap's own pages (collecting remote frees), else from pages abandoned
+ * by dead threads (central lists), else from a fresh page. An overflowing bin
+ * releases a batch to the transfer cache, or back to the blocks' pages when
+ * the cache is full. At thread exit (pthread key destructor) the heap is
+ * abandoned: bins emptied, free pages given back, the others pushed to the
+ * central lists for live threads to reclaim. */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+MLD_HIDDEN mld_heap_t _mld_heap_empty;
+MLD_HIDDEN __thread mld_heap_t* _mld_heap_tls __attribute__((tls_model("initial-exec"))) = &_mld_heap_empty;
+MLD_HIDDEN uintptr_t _mld_cookie_key;
+
+static pthread_mutex_t mld_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
+static mld_heap_t* mld_heaps;               /* live heaps */
+static mld_heap_t* mld_heaps_free;          /* recycled heap structs */
+static uint64_t mld_dead_stats[MLD_STAT_HEAP_COUNT];
+static pthread_key_t mld_heap_key;
+static bool mld_heap_key_ok;
+
+#define MLD_COLLECT_EVERY 1024              /* slow calls between two heap collects */
+
+static void mld_heap_thread_exit(void* arg);
+
+void _mld_heap_process_init(void) {
+  _mld_cookie_key = (uintptr_t)_mld_os_random();
+  mld_heap_key_ok = pthread_key_create(&mld_heap_key, mld_heap_thread_exit) == 0;
+}
+
+/* ---- heap structs: from the OS, recycled, never freed ----------------- */
+
+static mld_heap_t* mld_heap_struct_alloc(void) {
+  pthread_mutex_lock(&mld_heaps_lock);
+  mld_heap_t* h = mld_heaps_free;
+  if (h == NULL) {
+    size_t chunk = 64 * 1024;
+    if (chunk < _mld_os_page_size) chunk = _mld_os_page_size;
+    uint8_t* mem = (uint8_t*)_mld_os_map(chunk);
+    if (mem != NULL) {
+      size_t n = chunk / sizeof(mld_heap_t);
+      for (size_t i = 0; i < n; i++) {
+        mld_heap_t* x = (mld_heap_t*)(mem + i * sizeof(mld_heap_t));
+        x->next = mld_heaps_free;
+        mld_heaps_free = x;
+      }
+      h = mld_heaps_free;
+    }
+  }
+  if (h != NULL) {
+    mld_heaps_free = h->next;
+    memset(h, 0, sizeof *h);
+    h->next = mld_heaps;
+    if (mld_heaps) mld_heaps->prev = h;
+    mld_heaps = h;
+    h->live = 1;
+  }
+  pthread_mutex_unlock(&mld_heaps_lock);
+  return h;
+}
+
+static void mld_heap_struct_free(mld_heap_t* h) {
+  pthread_mutex_lock(&mld_heaps_lock);
+  for (int s = 0; s < MLD_STAT_HEAP_COUNT; s++)
+    mld_dead_stats[s] += atomic_load_explicit(&h->stats[s], memory_order_relaxed);
+  if (h->prev) h->prev->next = h->next; else mld_heaps = h->next;
+  if (h->next) h->next->prev = h->prev;
+  h->live = 0;
+  h->next = mld_heaps_free;
+  mld_heaps_free = h;
+  pthread_mutex_unlock(&mld_heaps_lock);
+}
+
+mld_heap_t* _mld_heap_thread_init(void) {
+  if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init();
+  mld_heap_t* h = mld_heap_struct_alloc();
+  if (h == NULL) return NULL;
+  for (unsigned c = 0; c < MLD_CLASSES; c++) h->bins[c].max = _mld_classes[c].bin_max;
+  _mld_heap_tls = h;
+  if (mld_heap_key_ok) pthread_setspecific(mld_heap_key, h);
+  mld_gstat_add(MLD_GSTAT_threads_started, 1);
+  return h;
+}
+
+static void mld_heap_thread_exit(void* arg) {
+  mld_heap_t* h = (mld_heap_t*)arg;
+  if (h == NULL || h == &_mld_heap_empty) return;
+  if (_mld_heap_tls == h) _mld_heap_tls = &_mld_heap_empty;
+  _mld_heap_abandon(h);
+  mld_gstat_add(MLD_GSTAT_threads_ended, 1);
+}
+
+void _mld_heap_thread_done(void) {
+  mld_heap_t* h = _mld_heap_tls;
+  if (h == &_mld_heap_empty) return;
+  _mld_heap_tls = &_mld_heap_empty;
+  if (mld_heap_key_ok) pthread_setspecific(mld_heap_key, NULL);
+  _mld_heap_abandon(h);
+  mld_gstat_add(MLD_GSTAT_threads_ended, 1);
+}
+
+/* ---- giving blocks back --------------------------------------------------- */
+
+static void mld_heap_release_page(mld_heap_t* h, mld_page_t* page) {
+  unsigned c = page->size_class;
+  _mld_page_list_remove(page->in_full ? &h->full[c] : &h->avail[c], page);
+  page->in_full = 0;
+  mld_counter_add(&h->stats[MLD_STAT_pages_released], 1);
+  _mld_segment_page_free(page);
+}
+
+/* A block goes back to its page: ours (local list) or another's (CAS). */
+void _mld_heap_return_block(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
+  if (atomic_load_explicit(&page->owner, memory_order_relaxed) != h) {
+    _mld_page_free_remote(page, b);
+    return;
+  }
+  unsigned c = page->size_class;
+  b->next = page->free;
+  page->free = b;
+  page->used--;
+  if (page->in_full) {
+    _mld_page_list_remove(&h->full[c], page);
+    page->in_full = 0;
+    _mld_page_list_push_back(&h->avail[c], page);
+  }
+  if (page->used == 0 && h->avail[c].count > 1) mld_heap_release_page(h, page);
+}
+
+/* The bin of class c is over its limit: release one batch. */
+void _mld_heap_flush(mld_heap_t* h, unsigned c) {
+  mld_bin_t* bin = &h->bins[c];
+  unsigned n = _mld_classes[c].batch;
+  void* batch[MLD_MAX_BATCH];
+  mld_block_t* b = bin->free;
+  for (unsigned i = 0; i < n; i++) {
+    batch[i] = b;
+    b = b->next;
+  }
+  bin->free = b;
+  bin->count -= n;
+  if (_mld_transfer_insert(c, batch, n)) {
+    mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
+    return;
+  }
+  mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
+  for (unsigned i = 0; i < n; i++) _mld_heap_return_block(h, mld_page_of_known(batch[i]), (mld_block_t*)batch[i]);
+}
+
+/* ---- refilling a bin ------------------------------------------------------ */
+
+static bool mld_heap_take(mld_heap_t* h, unsigned c, mld_page_t* page) {
+  mld_bin_t* bin = &h->bins[c];
+  mld_block_t *first, *last;
+  uint32_t want = bin->max / 2;
+  if (want < _mld_classes[c].batch) want = _mld_classes[c].batch;
+  uint32_t got = _mld_page_take(page, want, &first, &last);
+  if (got == 0) return false;
+  last->next = bin->free;
+  bin->free = first;
+  bin->count += got;
+  return true;
+}
+
+static bool mld_heap_refill_pages(mld_heap_t* h, unsigned c) {
+  mld_page_list_t* avail = &h->avail[c];
+  mld_page_list_t* full = &h->full[c];
+  mld_page_t* page = avail->first;
+  while (page != NULL) {
+    mld_page_t* next = page->next;
+    _mld_page_collect(page);
+    if (mld_heap_take(h, c, page)) return true;
+    _mld_page_list_remove(avail, page);
+    page->in_full = 1;
+    _mld_page_list_push(full, page);
+    page = next;
+  }
+  /* full pages that have received remote frees since */
+  page = full->first;
+  while (page != NULL) {
+    mld_page_t* next = page->next;
+    if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) != NULL) {
+      _mld_page_collect(page);
+      _mld_page_list_remove(full, page);
+      page->in_full = 0;
+      _mld_page_list_push(avail, page);
+      if (mld_heap_take(h, c, page)) return true;
+    }
+    page = next;
+  }
+  /* pages abandoned by exited threads */
+  while ((page = _mld_central_pop(c, h)) != NULL) {
+    mld_counter_add(&h->stats[MLD_STAT_pages_reclaimed], 1);
+    _mld_page_list_push(avail, page);
+    if (mld_heap_take(h, c, page)) return true;
+  }
+  /* a fresh page */
+  page = _mld_segment_page_alloc(_mld_classes[c].kind);
+  if (page == NULL) return false;
+  mld_counter_add(&h->stats[MLD_STAT_pages_fresh], 1);
+  _mld_page_init(page, c, h);
+  _mld_page_list_push(avail, page);
+  return mld_heap_take(h, c, page);
+}
+
+bool _mld_heap_refill(mld_heap_t* h, unsigned c) {
+  if (++h->slow_calls % MLD_COLLECT_EVERY == 0) _mld_heap_collect(h, false);
+  mld_bin_t* bin = &h->bins[c];
+  unsigned n = _mld_classes[c].batch;
+  void* batch[MLD_MAX_BATCH];
+  if (_mld_transfer_remove(c, batch, n)) {
+    mld_counter_add(&h->stats[MLD_STAT_transfer_remove_hits], 1);
+    for (unsigned i = n; i-- > 0;) {
+      mld_block_t* b = (mld_block_t*)batch[i];
+      b->next = bin->free;
+      bin->free = b;
+    }
+    bin->count += n;
+    return true;
+  }
+  mld_counter_add(&h->stats[MLD_STAT_transfer_remove_misses], 1);
+  mld_counter_add(&h->stats[MLD_STAT_central_refills], 1);
+  return mld_heap_refill_pages(h, c);
+}
+
+/* ---- collect and abandon ------------------------------------------------- */
+
+/* Collect remote frees on every page; give back pages with no live block
+ * (keeping one per class unless force); purge expired free pages. */
+void _mld_heap_collect(mld_heap_t* h, bool force) {
+  mld_counter_add(&h->stats[MLD_STAT_heap_collects], 1);
+  for (unsigned c = 0; c < MLD_CLASSES; c++) {
+    for (int which = 0; which < 2; which++) {
+      mld_page_list_t* l = which ? &h->full[c] : &h->avail[c];
+      mld_page_t* page = l->first;
+      while (page != NULL) {
+        mld_page_t* next = page->next;
+        _mld_page_collect(page);
+        if (page->in_full && (page->free != NULL || page->capacity < page->reserved)) {
+          _mld_page_list_remove(l, page);
+          page->in_full = 0;
+          _mld_page_list_push_back(&h->avail[c], page);
+        }
+        if (page->used == 0 && (force || h->avail[c].count + h->full[c].count > 1)) mld_heap_release_page(h, page);
+        page = next;
+      }
+    }
+  }
+  _mld_segment_purge(force);
+}
+
+/* Empty bin c: whole batches to the transfer cache while it takes them,
+ * the rest back to their pages. */
+static void mld_heap_drain_bin(mld_heap_t* h, unsigned c) {
+  mld_bin_t* bin = &h->bins[c];
+  unsigned n = _mld_classes[c].batch;
+  while (bin->count >= n) {
+    void* batch[MLD_MAX_BATCH];
+    mld_block_t* b = bin->free;
+    for (unsigned i = 0; i < n; i++) {
+      batch[i] = b;
+      b = b->next;
+    }
+    if (!_mld_transfer_insert(c, batch, n)) break;
+    mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
+    bin->free = b;
+    bin->count -= n;
+  }
+  mld_block_t* b = bin->free;
+  while (b != NULL) {
+    mld_block_t* next = b->next;
+    _mld_heap_return_block(h, mld_page_of_known(b), b);
+    b = next;
+  }
+  bin->free = NULL;
+  bin->count = 0;
+}
+
+/* The heap's thread is gone (or asked to let go): give everything back. */
+void _mld_heap_abandon(mld_heap_t* h) {
+  for (unsigned c = 0; c < MLD_CLASSES; c++) mld_heap_drain_bin(h, c);
+  for (unsigned c = 0; c < MLD_CLASSES; c++) {
+    for (int which = 0; which < 2; which++) {
+      mld_page_list_t* l = which ? &h->full[c] : &h->avail[c];
+      mld_page_t* page = l->first;
+      while (page != NULL) {
+        mld_page_t* next = page->next;
+        _mld_page_list_remove(l, page);
+        page->in_full = 0;
+        _mld_page_collect(page);
+        if (page->used == 0) {
+          mld_counter_add(&h->stats[MLD_STAT_pages_released], 1);
+          _mld_segment_page_free(page);
+        } else {
+          mld_counter_add(&h->stats[MLD_STAT_pages_abandoned], 1);
+          _mld_central_push(page);
+        }
+        page = next;
+      }
+    }
+  }
+  mld_heap_struct_free(h);
+}
+
+/* ---- stats and fork ------------------------------------------------------- */
+
+void _mld_heap_stats_sum(uint64_t out[MLD_STAT_HEAP_COUNT]) {
+  pthread_mutex_lock(&mld_heaps_lock);
+  for (int s = 0; s < MLD_STAT_HEAP_COUNT; s++) out[s] = mld_dead_stats[s];
+  for (mld_heap_t* h = mld_heaps; h != NULL; h = h->next)
+    for (int s = 0; s < MLD_STAT_HEAP_COUNT; s++) out[s] += atomic_load_explicit(&h->stats[s], memory_order_relaxed);
+  for (int s = 0; s < MLD_STAT_HEAP_COUNT; s++)
+    out[s] += atomic_load_explicit(&_mld_heap_empty.stats[s], memory_order_relaxed);
+  pthread_mutex_unlock(&mld_heaps_lock);
+}
+
+void _mld_heap_fork_prepare(void) { pthread_mutex_lock(&mld_heaps_lock); }
+void _mld_heap_fork_parent(void) { pthread_mutex_unlock(&mld_heaps_lock); }
+
+/* In the child only the forking thread exists: the heaps of the others are
+ * abandoned so their pages can be reclaimed rather than leaked. */
+void _mld_heap_fork_child(void) {
+  pthread_mutex_init(&mld_heaps_lock, NULL);
+  mld_heap_t* self = _mld_heap_tls;
+  mld_heap_t* h = mld_heaps;
+  while (h != NULL) {
+    mld_heap_t* next = h->next;
+    if (h != self) _mld_heap_abandon(h);
+    h = next;
+  }
+}

@@ -1,0 +1,380 @@
+/* internal.h: types shared by the layers of Mallard, the cross-file
+ * functions (_mld_<file>_<verb>), and the inlined malloc/free fast paths.
+ *
+ * Layers (top to bottom):
+ *   thread heap (heap.c)     per-thread bins: one free list of blocks per size class
+ *   pages (page.c)           per-page free list (owner) + atomic thread-free list (remote frees)
+ *   transfer cache           per size class batches of blocks between heaps (transfer.c)
+ *   central lists            abandoned pages of dead threads, per size class (central.c)
+ *   segments (segment.c)     4 MiB aligned areas cut into pages; decay/purge; huge blocks
+ *   OS (os.c)                mmap/munmap/madvise, page size, clock
+ */
+#ifndef MLD_INTERNAL_H
+#define MLD_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+
+#include "mallard.h"
+
+#ifndef MLD_OVERRIDE
+#define MLD_OVERRIDE 1
+#endif
+
+#define mld_likely(x)   __builtin_expect(!!(x), 1)
+#define mld_unlikely(x) __builtin_expect(!!(x), 0)
+#define MLD_HIDDEN      __attribute__((visibility("hidden")))
+#define MLD_NOINLINE    __attribute__((noinline))
+#define MLD_CACHE_LINE  64
+
+/* ---- geometry ---------------------------------------------------------- */
+
+#define MLD_SEGMENT_SHIFT  22                                  /* 4 MiB */
+#define MLD_SEGMENT_SIZE   ((uintptr_t)1 << MLD_SEGMENT_SHIFT)
+#define MLD_SEGMENT_MASK   (MLD_SEGMENT_SIZE - 1)
+#define MLD_VA_BITS        48                                  /* segment map covers this */
+
+#define MLD_CLASSES        48          /* size classes 16 B .. 128 KiB */
+#define MLD_FAST_MAX       1024        /* sizes looked up by table */
+#define MLD_SMALL_MAX      8192        /* <= this: small pages, else medium pages */
+#define MLD_MAX_SIZE       (128 * 1024) /* > this: huge (own segment) */
+#define MLD_MAX_BATCH      32
+#define MLD_CLASS_HUGE     254
+#define MLD_CLASS_NONE     255         /* page not in use */
+
+enum { MLD_KIND_SMALL = 0, MLD_KIND_MEDIUM = 1, MLD_KIND_HUGE = 2, MLD_KINDS = 2 };
+
+/* ---- statistics (listed once: X-macro) --------------------------------- */
+
+#define MLD_HEAP_STATS(X)                                                   \
+  X(allocs) X(frees) X(remote_frees)                                        \
+  X(transfer_insert_hits) X(transfer_insert_misses)                         \
+  X(transfer_remove_hits) X(transfer_remove_misses)                         \
+  X(central_refills) X(pages_fresh) X(pages_reclaimed) X(pages_abandoned)   \
+  X(pages_released) X(huge_allocs) X(huge_frees) X(heap_collects)
+
+#define MLD_GLOBAL_STATS(X)                                                 \
+  X(bytes_mapped) X(peak_bytes_mapped) X(bytes_purged) X(segments_mapped)   \
+  X(segments_unmapped) X(threads_started) X(threads_ended)                  \
+  X(transfer_waits) X(transfer_yields)
+
+typedef enum {
+#define MLD_X(n) MLD_STAT_##n,
+  MLD_HEAP_STATS(MLD_X)
+#undef MLD_X
+  MLD_STAT_HEAP_COUNT
+} mld_heap_stat_t;
+
+typedef enum {
+#define MLD_X(n) MLD_GSTAT_##n,
+  MLD_GLOBAL_STATS(MLD_X)
+#undef MLD_X
+  MLD_GSTAT_COUNT
+} mld_global_stat_t;
+
+/* Per-thread counters: written only by their thread (relaxed load + store:
+ * a plain add, no lock prefix), read by the stats writer at exit. */
+typedef _Atomic(uint64_t) mld_counter_t;
+#define mld_counter_add(c, n) \
+  atomic_store_explicit((c), atomic_load_explicit((c), memory_order_relaxed) + (n), memory_order_relaxed)
+
+extern MLD_HIDDEN _Atomic(uint64_t) _mld_gstats[MLD_GSTAT_COUNT];
+static inline void mld_gstat_add(mld_global_stat_t s, int64_t n) {
+  atomic_fetch_add_explicit(&_mld_gstats[s], (uint64_t)n, memory_order_relaxed);
+}
+
+/* ---- blocks, pages, segments ------------------------------------------- */
+
+/* A free block: the first word links it, the second holds a cookie
+ * (address ^ secret) that marks it free, so a double free is seen at once. */
+typedef struct mld_block_s {
+  struct mld_block_s* next;
+  uintptr_t cookie;
+} mld_block_t;
+
+struct mld_heap_s;
+
+typedef struct mld_page_s {
+  /* set when the page is given a size class; read by any freeing thread */
+  uint8_t* start;              /* first block */
+  size_t block_size;
+  size_t area;                 /* reserved * block_size (huge: usable size) */
+  uint64_t magic;              /* (off * magic) >> 40 == off / block_size */
+  uint32_t reserved;           /* blocks that fit */
+  uint8_t size_class;          /* < MLD_CLASSES, MLD_CLASS_HUGE or MLD_CLASS_NONE */
+  uint8_t kind;
+  uint8_t in_full;             /* in the owner's full list */
+  uint8_t purged;              /* (free pages) memory given back to the OS */
+  _Atomic(struct mld_heap_s*) owner;     /* NULL: abandoned or free */
+  _Atomic(mld_block_t*) thread_free;     /* frees by other threads (one CAS each) */
+  /* owner only (or the central list lock holder while abandoned) */
+  mld_block_t* free;           /* local free list */
+  uint32_t used;               /* blocks not in free/thread_free */
+  uint32_t capacity;           /* blocks carved so far (lazy) */
+  struct mld_page_s* next;
+  struct mld_page_s* prev;
+  /* free pages (segment lock) */
+  uint8_t* area_start;         /* the page's memory */
+  size_t area_size;
+  uint64_t freed_at_ms;
+} mld_page_t;
+
+typedef struct mld_segment_s {
+  size_t size;                 /* bytes mapped */
+  uint8_t kind;
+  uint8_t page_shift;          /* huge: 63 so every offset maps to page 0 */
+  uint16_t page_count;
+  uint16_t usable_pages;
+  uint16_t used_pages;
+  uint16_t purged_pages;       /* free and purged (or never touched) */
+  struct mld_segment_s* next;
+  struct mld_segment_s* prev;
+  mld_page_t pages[];
+} mld_segment_t;
+
+typedef struct mld_page_list_s {
+  mld_page_t* first;
+  mld_page_t* last;
+  uint32_t count;
+} mld_page_list_t;
+
+/* ---- size classes (size_class.c) --------------------------------------- */
+
+typedef struct mld_class_info_s {
+  uint32_t size;
+  uint16_t batch;              /* objects moved to/from the transfer cache at once */
+  uint16_t bin_max;            /* thread bin limit before a batch is released */
+  uint8_t kind;
+} mld_class_info_t;
+
+extern MLD_HIDDEN mld_class_info_t _mld_classes[MLD_CLASSES];
+extern MLD_HIDDEN uint8_t _mld_class_table[MLD_FAST_MAX / 16 + 1];
+MLD_HIDDEN void _mld_size_class_init(void);
+MLD_HIDDEN unsigned _mld_size_class_aligned(size_t size, size_t alignment); /* MLD_CLASSES if none */
+
+static inline unsigned mld_size_class(size_t size) {
+  if (size <= MLD_FAST_MAX) return _mld_class_table[(size + 15) >> 4];
+  size_t s = size - 1;
+  unsigned b = 63u - (unsigned)__builtin_clzll((unsigned long long)s);  /* >= 10 */
+  return 8u + 4u * (b - 7u) + (unsigned)((s >> (b - 2)) & 3u);  /* classes 2^b * (1.25, 1.5, 1.75, 2) */
+}
+
+/* ---- the thread heap (heap.c) ------------------------------------------ */
+
+typedef struct mld_bin_s {
+  mld_block_t* free;
+  uint32_t count;
+  uint32_t max;
+} mld_bin_t;
+
+typedef struct mld_heap_s {
+  mld_bin_t bins[MLD_CLASSES];
+  mld_counter_t stats[MLD_STAT_HEAP_COUNT];
+  mld_page_list_t avail[MLD_CLASSES];  /* pages that may have free blocks */
+  mld_page_list_t full[MLD_CLASSES];   /* pages with none at last look */
+  uint64_t slow_calls;
+  struct mld_heap_s* next;             /* all heaps (heap list lock) */
+  struct mld_heap_s* prev;
+  uint8_t live;
+} mld_heap_t;
+
+extern MLD_HIDDEN mld_heap_t _mld_heap_empty;
+extern MLD_HIDDEN __thread mld_heap_t* _mld_heap_tls __attribute__((tls_model("initial-exec")));
+extern MLD_HIDDEN uintptr_t _mld_cookie_key;
+
+MLD_HIDDEN mld_heap_t* _mld_heap_thread_init(void);
+MLD_HIDDEN bool _mld_heap_refill(mld_heap_t* h, unsigned c);
+MLD_HIDDEN void _mld_heap_flush(mld_heap_t* h, unsigned c);
+MLD_HIDDEN void _mld_heap_abandon(mld_heap_t* h);
+MLD_HIDDEN void _mld_heap_thread_done(void);
+MLD_HIDDEN void _mld_heap_collect(mld_heap_t* h, bool force);
+MLD_HIDDEN void _mld_heap_process_init(void);
+MLD_HIDDEN void _mld_heap_stats_sum(uint64_t out[MLD_STAT_HEAP_COUNT]);
+MLD_HIDDEN void _mld_heap_fork_prepare(void);
+MLD_HIDDEN void _mld_heap_fork_parent(void);
+MLD_HIDDEN void _mld_heap_fork_child(void);
+MLD_HIDDEN void _mld_heap_return_block(mld_heap_t* h, mld_page_t* page, mld_block_t* b);
+
+/* ---- pages (page.c) ----------------------------------------------------- */
+
+MLD_HIDDEN void _mld_page_init(mld_page_t* page, unsigned c, mld_heap_t* owner);
+MLD_HIDDEN void _mld_page_collect(mld_page_t* page);
+MLD_HIDDEN uint32_t _mld_page_take(mld_page_t* page, uint32_t n, mld_block_t** first, mld_block_t** last);
+MLD_HIDDEN void _mld_page_free_remote(mld_page_t* page, mld_block_t* b);
+MLD_HIDDEN void _mld_page_list_push(mld_page_list_t* l, mld_page_t* p);
+MLD_HIDDEN void _mld_page_list_push_back(mld_page_list_t* l, mld_page_t* p);
+MLD_HIDDEN void _mld_page_list_remove(mld_page_list_t* l, mld_page_t* p);
+
+/* ---- transfer cache (transfer.c) --------------------------------------- */
+
+enum { MLD_TRANSFER_MUTEX = 0, MLD_TRANSFER_RING = 1 };
+MLD_HIDDEN void _mld_transfer_init(int mode);
+MLD_HIDDEN bool _mld_transfer_insert(unsigned c, void** objs, unsigned n);
+MLD_HIDDEN bool _mld_transfer_remove(unsigned c, void** objs, unsigned n);
+MLD_HIDDEN int  _mld_transfer_mode(void);
+MLD_HIDDEN void _mld_transfer_fork_prepare(void);
+MLD_HIDDEN void _mld_transfer_fork_parent(void);
+MLD_HIDDEN void _mld_transfer_fork_child(void);
+
+/* ---- central lists of abandoned pages (central.c) ---------------------- */
+
+MLD_HIDDEN void _mld_central_init(void);
+MLD_HIDDEN void _mld_central_push(mld_page_t* page);
+MLD_HIDDEN mld_page_t* _mld_central_pop(unsigned c, mld_heap_t* h);
+MLD_HIDDEN void _mld_central_fork_prepare(void);
+MLD_HIDDEN void _mld_central_fork_parent(void);
+MLD_HIDDEN void _mld_central_fork_child(void);
+
+/* ---- segments (segment.c) ----------------------------------------------- */
+
+extern MLD_HIDDEN _Atomic(uint64_t) _mld_segmap[(size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT - 6)];
+MLD_HIDDEN void _mld_segment_init(void);
+MLD_HIDDEN mld_page_t* _mld_segment_page_alloc(unsigned kind);
+MLD_HIDDEN void _mld_segment_page_free(mld_page_t* page);
+MLD_HIDDEN mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment);
+MLD_HIDDEN void _mld_segment_huge_free(mld_page_t* page);
+MLD_HIDDEN void* _mld_segment_giant_alloc(size_t size, size_t alignment);
+MLD_HIDDEN size_t _mld_segment_giant_find(const void* p, bool release);
+MLD_HIDDEN void _mld_segment_purge(bool force);
+MLD_HIDDEN void _mld_segment_fork_prepare(void);
+MLD_HIDDEN void _mld_segment_fork_parent(void);
+MLD_HIDDEN void _mld_segment_fork_child(void);
+
+/* The page holding p, or NULL when p is in no segment of ours. O(1):
+ * segments are aligned to 4 MiB and registered in a bitmap. */
+static inline mld_page_t* mld_page_of(const void* p) {
+  uintptr_t a = (uintptr_t)p;
+  if (mld_unlikely(a >> MLD_VA_BITS)) return NULL;
+  uintptr_t idx = a >> MLD_SEGMENT_SHIFT;
+  uint64_t bits = atomic_load_explicit(&_mld_segmap[idx >> 6], memory_order_relaxed);
+  if (mld_unlikely(!((bits >> (idx & 63)) & 1))) return NULL;
+  mld_segment_t* seg = (mld_segment_t*)(a & ~MLD_SEGMENT_MASK);
+  return &seg->pages[(a & MLD_SEGMENT_MASK) >> seg->page_shift];
+}
+
+static inline mld_page_t* mld_page_of_known(const void* p) {
+  uintptr_t a = (uintptr_t)p;
+  mld_segment_t* seg = (mld_segment_t*)(a & ~MLD_SEGMENT_MASK);
+  return &seg->pages[(a & MLD_SEGMENT_MASK) >> seg->page_shift];
+}
+
+/* Is p the start of a block of this (small/medium) page? */
+static inline bool mld_page_is_block(const mld_page_t* page, const void* p) {
+  size_t off = (size_t)((uintptr_t)p - (uintptr_t)page->start);
+  if (off >= page->area) return false;
+  return ((off * page->magic) >> 40) * page->block_size == off;
+}
+
+/* ---- OS (os.c) ----------------------------------------------------------- */
+
+extern MLD_HIDDEN size_t _mld_os_page_size;
+MLD_HIDDEN void _mld_os_init(void);
+MLD_HIDDEN void* _mld_os_map(size_t size);
+MLD_HIDDEN void* _mld_os_map_aligned(size_t size, size_t alignment);
+MLD_HIDDEN void _mld_os_unmap(void* p, size_t size);
+MLD_HIDDEN void _mld_os_purge(void* p, size_t size);
+MLD_HIDDEN uint64_t _mld_os_now_ms(void);
+MLD_HIDDEN void _mld_os_yield(void);
+MLD_HIDDEN uint64_t _mld_os_random(void);
+
+static inline void mld_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#else
+  __asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/* ---- options (options.c) ------------------------------------------------ */
+
+typedef enum {
+  MLD_OPT_TRANSFER,
+  MLD_OPT_STATS_FILE,
+  MLD_OPT_DECAY_MS,
+  MLD_OPT_ON_MISUSE,
+  MLD_OPT_VERBOSE,
+  MLD_OPT_COUNT
+} mld_option_t;
+
+enum { MLD_MISUSE_ABORT = 0, MLD_MISUSE_IGNORE = 1 };
+
+MLD_HIDDEN void _mld_options_init(void);
+MLD_HIDDEN long _mld_options_get(mld_option_t o);
+MLD_HIDDEN const char* _mld_options_str(mld_option_t o);
+MLD_HIDDEN void _mld_options_print(int fd);
+
+/* ---- reporting (report.c): write(2) only, never allocates ------------- */
+
+typedef struct mld_buf_s {
+  char* p;
+  size_t len, cap;
+} mld_buf_t;
+MLD_HIDDEN void _mld_report_str(mld_buf_t* b, const char* s);
+MLD_HIDDEN void _mld_report_u64(mld_buf_t* b, uint64_t v);
+MLD_HIDDEN void _mld_report_hex(mld_buf_t* b, uintptr_t v);
+MLD_HIDDEN void _mld_report_write(int fd, const char* s, size_t n);
+MLD_HIDDEN void _mld_report_message(const char* msg);
+MLD_HIDDEN void _mld_report_double_free(const void* p, const mld_page_t* page);
+MLD_HIDDEN void _mld_report_invalid(const char* what, const void* p);
+MLD_HIDDEN _Noreturn void _mld_report_fatal(const char* msg);
+
+/* ---- stats (stats.c) and init (init.c) ---------------------------------- */
+
+MLD_HIDDEN size_t _mld_stats_format(char* out, size_t cap);
+MLD_HIDDEN void _mld_init(void);
+extern MLD_HIDDEN _Atomic(int) _mld_init_state;   /* 0 none, 1 running, 2 done */
+
+/* ---- slow paths and the inlined fast paths (alloc.c) ------------------- */
+
+MLD_HIDDEN void* _mld_malloc_slow(mld_heap_t* h, size_t size);
+MLD_HIDDEN void _mld_free_slow(void* p, mld_page_t* page);
+MLD_HIDDEN void _mld_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b);
+MLD_HIDDEN void* _mld_malloc_aligned(size_t alignment, size_t size);
+MLD_HIDDEN void* _mld_calloc(size_t count, size_t size);
+MLD_HIDDEN void* _mld_realloc(void* p, size_t size);
+MLD_HIDDEN size_t _mld_usable_size(const void* p);
+
+static inline void* mld_malloc_inline(size_t size) {
+  mld_heap_t* h = _mld_heap_tls;
+  if (mld_likely(size <= MLD_FAST_MAX)) {
+    mld_bin_t* bin = &h->bins[_mld_class_table[(size + 15) >> 4]];
+    mld_block_t* b = bin->free;
+    if (mld_likely(b != NULL)) {
+      bin->free = b->next;
+      bin->count--;
+      b->cookie = 0;
+      mld_counter_add(&h->stats[MLD_STAT_allocs], 1);
+      return b;
+    }
+  }
+  return _mld_malloc_slow(h, size);
+}
+
+static inline void mld_free_inline(void* p) {
+  if (mld_unlikely(p == NULL)) return;
+  mld_page_t* page = mld_page_of(p);
+  if (mld_unlikely(page == NULL)) { _mld_free_slow(p, NULL); return; }
+  unsigned c = page->size_class;
+  if (mld_unlikely(c >= MLD_CLASSES || !mld_page_is_block(page, p))) { _mld_free_slow(p, page); return; }
+  mld_block_t* b = (mld_block_t*)p;
+  uintptr_t cookie = (uintptr_t)b ^ _mld_cookie_key;
+  if (mld_unlikely(b->cookie == cookie)) { _mld_report_double_free(p, page); return; }
+  mld_heap_t* h = _mld_heap_tls;
+  if (mld_likely(atomic_load_explicit(&page->owner, memory_order_relaxed) == h)) {
+    mld_bin_t* bin = &h->bins[c];
+    b->cookie = cookie;
+    b->next = bin->free;
+    bin->free = b;
+    mld_counter_add(&h->stats[MLD_STAT_frees], 1);
+    if (mld_unlikely(++bin->count > bin->max)) _mld_heap_flush(h, c);
+    return;
+  }
+  _mld_free_remote(h, page, b);
+}
+
+#endif /* MLD_INTERNAL_H */

@@ -1,0 +1,109 @@
+/* page.c: pages, the unit a thread heap owns. A page holds blocks of one
+ * size class. Its owner pushes and pops blocks on the local free list
+ * without atomics; any other thread frees a block with one CAS onto the
+ * page's thread-free list, which the owner (or whoever reclaims an
+ * abandoned page) collects in one atomic exchange. Blocks are carved
+ * lazily, a batch at a time, so untouched memory stays untouched. */
+#include "internal.h"
+
+void _mld_page_init(mld_page_t* page, unsigned c, mld_heap_t* owner) {
+  const mld_class_info_t* ci = &_mld_classes[c];
+  page->start = page->area_start;
+  page->block_size = ci->size;
+  page->reserved = (uint32_t)(page->area_size / ci->size);
+  page->area = (size_t)page->reserved * ci->size;
+  page->magic = ((uint64_t)1 << 40) / ci->size + 1;
+  page->free = NULL;
+  atomic_store_explicit(&page->thread_free, NULL, memory_order_relaxed);
+  page->used = 0;
+  page->capacity = 0;
+  page->in_full = 0;
+  page->next = page->prev = NULL;
+  page->size_class = (uint8_t)c;
+  atomic_store_explicit(&page->owner, owner, memory_order_relaxed);
+}
+
+/* Move the thread-free list onto the local free list. */
+void _mld_page_collect(mld_page_t* page) {
+  if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) == NULL) return;
+  mld_block_t* tf = atomic_exchange_explicit(&page->thread_free, NULL, memory_order_acquire);
+  if (tf == NULL) return;
+  uint32_t n = 1;
+  mld_block_t* tail = tf;
+  while (tail->next != NULL) {
+    tail = tail->next;
+    n++;
+  }
+  tail->next = page->free;
+  page->free = tf;
+  page->used -= n;
+}
+
+/* Take up to n blocks (free list first, then freshly carved ones) as a
+ * linked list first..last; returns how many. */
+uint32_t _mld_page_take(mld_page_t* page, uint32_t n, mld_block_t** first, mld_block_t** last) {
+  uint32_t got = 0;
+  mld_block_t* head = NULL;
+  mld_block_t* tail = NULL;
+  if (page->free != NULL) {
+    head = tail = page->free;
+    got = 1;
+    while (got < n && tail->next != NULL) {
+      tail = tail->next;
+      got++;
+    }
+    page->free = tail->next;
+    tail->next = NULL;
+  }
+  if (got < n && page->capacity < page->reserved) {
+    uint32_t k = n - got;
+    if (k > page->reserved - page->capacity) k = page->reserved - page->capacity;
+    size_t bs = page->block_size;
+    uint8_t* p = page->start + (size_t)page->capacity * bs;
+    mld_block_t* carved = (mld_block_t*)p;
+    for (uint32_t i = 0; i + 1 < k; i++) {
+      ((mld_block_t*)(p + i * bs))->next = (mld_block_t*)(p + (i + 1) * bs);
+    }
+    mld_block_t* ctail = (mld_block_t*)(p + (size_t)(k - 1) * bs);
+    ctail->next = NULL;
+    if (tail) tail->next = carved; else head = carved;
+    tail = ctail;
+    page->capacity += k;
+    got += k;
+  }
+  page->used += got;
+  *first = head;
+  *last = tail;
+  return got;
+}
+
+void _mld_page_free_remote(mld_page_t* page, mld_block_t* b) {
+  mld_block_t* old = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
+  do {
+    b->next = old;
+  } while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &old, b, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+void _mld_page_list_push(mld_page_list_t* l, mld_page_t* p) {
+  p->prev = NULL;
+  p->next = l->first;
+  if (l->first) l->first->prev = p; else l->last = p;
+  l->first = p;
+  l->count++;
+}
+
+void _mld_page_list_push_back(mld_page_list_t* l, mld_page_t* p) {
+  p->next = NULL;
+  p->prev = l->last;
+  if (l->last) l->last->next = p; else l->first = p;
+  l->last = p;
+  l->count++;
+}
+
+void _mld_page_list_remove(mld_page_list_t* l, mld_page_t* p) {
+  if (p->prev) p->prev->next = p->next; else l->first = p->next;
+  if (p->next) p->next->prev = p->prev; else l->last = p->prev;
+  p->next = p->prev = NULL;
+  l->count--;
+}

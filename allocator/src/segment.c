@@ -1,0 +1,275 @@
+/* segment.c: segments, the unit Mallard gets from the OS. A segment is
+ * 4 MiB aligned to 4 MiB and registered in a bitmap (_mld_segmap), so the
+ * page owning any pointer is found in O(1) and pointers that are not ours are
+ * recognised without touching their memory. Its first 64 KiB (or one OS page
+ * if larger) hold the header and the page table; the rest is cut into pages:
+ * 64 KiB pages for small classes, 1 MiB pages for medium ones. Huge blocks
+ * (> 128 KiB) get a segment of their own, mapped and unmapped on demand.
+ *
+ * Free pages stay committed for MALLARD_DECAY_MS, then are purged
+ * (madvise MADV_DONTNEED); a segment whose pages are all free and purged is
+ * unmapped. All of this runs under one lock: it is reached only when a heap
+ * needs a whole page or gives one back. */
+#include "internal.h"
+
+#include <string.h>
+
+MLD_HIDDEN _Atomic(uint64_t) _mld_segmap[(size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT - 6)];
+
+typedef struct mld_kind_state_s {
+  mld_page_list_t committed;   /* free pages still holding memory; most recent first */
+  mld_page_list_t purged;      /* free pages without memory */
+  unsigned page_shift;
+  size_t page_size;
+} mld_kind_state_t;
+
+static pthread_mutex_t mld_segment_lock = PTHREAD_MUTEX_INITIALIZER;
+static mld_kind_state_t mld_kinds[MLD_KINDS];
+static mld_segment_t* mld_segments;        /* every small/medium segment */
+static size_t mld_header_size;
+static uint64_t mld_last_purge_ms;
+static uint64_t mld_decay_ms;
+
+static void mld_segmap_set(uintptr_t seg, bool on) {
+  uintptr_t idx = seg >> MLD_SEGMENT_SHIFT;
+  uint64_t bit = (uint64_t)1 << (idx & 63);
+  if (on) atomic_fetch_or_explicit(&_mld_segmap[idx >> 6], bit, memory_order_relaxed);
+  else atomic_fetch_and_explicit(&_mld_segmap[idx >> 6], ~bit, memory_order_relaxed);
+}
+
+void _mld_segment_init(void) {
+  unsigned os_shift = (unsigned)__builtin_ctzll((unsigned long long)_mld_os_page_size);
+  unsigned small = os_shift > 16 ? os_shift : 16, medium = os_shift > 20 ? os_shift : 20;
+  if (medium >= MLD_SEGMENT_SHIFT) _mld_report_fatal("mallard: OS page size larger than 1 MiB is not supported\n");
+  mld_kinds[MLD_KIND_SMALL].page_shift = small;
+  mld_kinds[MLD_KIND_MEDIUM].page_shift = medium;
+  for (int k = 0; k < MLD_KINDS; k++) mld_kinds[k].page_size = (size_t)1 << mld_kinds[k].page_shift;
+  mld_header_size = (size_t)1 << small;
+  size_t need = sizeof(mld_segment_t) + (MLD_SEGMENT_SIZE >> small) * sizeof(mld_page_t);
+  if (need > mld_header_size) _mld_report_fatal("mallard: segment header does not fit\n");
+  long d = _mld_options_get(MLD_OPT_DECAY_MS);
+  mld_decay_ms = d < 0 ? 0 : (uint64_t)d;
+}
+
+/* Map a new segment of this kind and put its pages on the purged list
+ * (untouched memory is as good as purged). Lock held. */
+static bool mld_segment_new(unsigned kind) {
+  mld_kind_state_t* ks = &mld_kinds[kind];
+  mld_segment_t* seg = (mld_segment_t*)_mld_os_map_aligned(MLD_SEGMENT_SIZE, MLD_SEGMENT_SIZE);
+  if (seg == NULL) return false;
+  if (((uintptr_t)seg >> MLD_VA_BITS) != 0) {
+    _mld_os_unmap(seg, MLD_SEGMENT_SIZE);
+    return false;
+  }
+  seg->size = MLD_SEGMENT_SIZE;
+  seg->kind = (uint8_t)kind;
+  seg->page_shift = (uint8_t)ks->page_shift;
+  seg->page_count = (uint16_t)(MLD_SEGMENT_SIZE >> ks->page_shift);
+  seg->usable_pages = 0;
+  for (unsigned i = seg->page_count; i-- > 0;) {   /* pushed last first: page 1 is handed out first */
+    mld_page_t* page = &seg->pages[i];
+    page->size_class = MLD_CLASS_NONE;
+    page->kind = (uint8_t)kind;
+    uint8_t* start = (uint8_t*)seg + ((size_t)i << ks->page_shift);
+    uint8_t* end = start + ks->page_size;
+    if (start < (uint8_t*)seg + mld_header_size) start = (uint8_t*)seg + mld_header_size;
+    page->area_start = start;
+    page->area_size = end > start ? (size_t)(end - start) : 0;
+    if (page->area_size < ks->page_size / 2) continue;   /* the header page */
+    page->purged = 1;
+    seg->usable_pages++;
+    _mld_page_list_push(&ks->purged, page);
+  }
+  seg->purged_pages = seg->usable_pages;
+  seg->used_pages = 0;
+  seg->prev = NULL;
+  seg->next = mld_segments;
+  if (mld_segments) mld_segments->prev = seg;
+  mld_segments = seg;
+  mld_segmap_set((uintptr_t)seg, true);
+  mld_gstat_add(MLD_GSTAT_segments_mapped, 1);
+  return true;
+}
+
+static void mld_segment_release(mld_segment_t* seg) {
+  mld_kind_state_t* ks = &mld_kinds[seg->kind];
+  for (unsigned i = 0; i < seg->page_count; i++) {
+    mld_page_t* page = &seg->pages[i];
+    if (page->area_size >= ks->page_size / 2) _mld_page_list_remove(&ks->purged, page);
+  }
+  if (seg->prev) seg->prev->next = seg->next; else mld_segments = seg->next;
+  if (seg->next) seg->next->prev = seg->prev;
+  mld_segmap_set((uintptr_t)seg, false);
+  mld_gstat_add(MLD_GSTAT_segments_unmapped, 1);
+  _mld_os_unmap(seg, seg->size);
+}
+
+/* Purge committed free pages older than the decay (all when force), and
+ * unmap segments left with nothing but purged free pages. Lock held. */
+static void mld_purge_locked(uint64_t now, bool force) {
+  mld_last_purge_ms = now;
+  for (int k = 0; k < MLD_KINDS; k++) {
+    mld_kind_state_t* ks = &mld_kinds[k];
+    mld_page_t* page = ks->committed.last;
+    while (page != NULL && (force || now - page->freed_at_ms >= mld_decay_ms)) {
+      mld_page_t* prev = page->prev;
+      _mld_page_list_remove(&ks->committed, page);
+      _mld_os_purge(page->area_start, page->area_size);
+      page->purged = 1;
+      _mld_page_list_push_back(&ks->purged, page);
+      mld_segment_t* seg = (mld_segment_t*)((uintptr_t)page & ~MLD_SEGMENT_MASK);
+      seg->purged_pages++;
+      page = prev;
+    }
+  }
+  /* keep one empty segment per kind mapped, so a program hovering around a
+   * segment boundary does not map and unmap all the time */
+  bool kept[MLD_KINDS] = {false, false};
+  mld_segment_t* seg = mld_segments;
+  while (seg != NULL) {
+    mld_segment_t* next = seg->next;
+    if (seg->used_pages == 0 && seg->purged_pages == seg->usable_pages) {
+      if (!kept[seg->kind] && !force) kept[seg->kind] = true;
+      else mld_segment_release(seg);
+    }
+    seg = next;
+  }
+}
+
+mld_page_t* _mld_segment_page_alloc(unsigned kind) {
+  mld_kind_state_t* ks = &mld_kinds[kind];
+  pthread_mutex_lock(&mld_segment_lock);
+  mld_page_t* page = ks->committed.first;
+  if (page != NULL) {
+    _mld_page_list_remove(&ks->committed, page);
+  } else {
+    if (ks->purged.first == NULL && !mld_segment_new(kind)) {
+      pthread_mutex_unlock(&mld_segment_lock);
+      return NULL;
+    }
+    page = ks->purged.first;
+    _mld_page_list_remove(&ks->purged, page);
+    page->purged = 0;
+    ((mld_segment_t*)((uintptr_t)page & ~MLD_SEGMENT_MASK))->purged_pages--;
+  }
+  ((mld_segment_t*)((uintptr_t)page & ~MLD_SEGMENT_MASK))->used_pages++;
+  pthread_mutex_unlock(&mld_segment_lock);
+  page->next = page->prev = NULL;
+  return page;
+}
+
+void _mld_segment_page_free(mld_page_t* page) {
+  mld_kind_state_t* ks = &mld_kinds[page->kind];
+  uint64_t now = _mld_os_now_ms();
+  page->size_class = MLD_CLASS_NONE;
+  atomic_store_explicit(&page->owner, NULL, memory_order_relaxed);
+  pthread_mutex_lock(&mld_segment_lock);
+  mld_segment_t* seg = (mld_segment_t*)((uintptr_t)page & ~MLD_SEGMENT_MASK);
+  seg->used_pages--;
+  page->freed_at_ms = now;
+  _mld_page_list_push(&ks->committed, page);
+  if (mld_decay_ms == 0 || now - mld_last_purge_ms >= mld_decay_ms / 2 + 1) mld_purge_locked(now, false);
+  pthread_mutex_unlock(&mld_segment_lock);
+}
+
+void _mld_segment_purge(bool force) {
+  pthread_mutex_lock(&mld_segment_lock);
+  mld_purge_locked(_mld_os_now_ms(), force);
+  pthread_mutex_unlock(&mld_segment_lock);
+}
+
+/* A huge block: its own segment, one page; the block starts after the
+ * header, at the requested alignment. */
+mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment) {
+  size_t ps = _mld_os_page_size;
+  if (alignment < ps) alignment = ps;
+  size_t header = (sizeof(mld_segment_t) + sizeof(mld_page_t) + ps - 1) & ~(ps - 1);
+  size_t offset = (header + alignment - 1) & ~(alignment - 1);
+  if (offset >= MLD_SEGMENT_SIZE) return NULL;   /* giant alignment: see below */
+  if (size > SIZE_MAX / 2 - offset - ps) return NULL;
+  size_t total = (offset + size + ps - 1) & ~(ps - 1);
+  size_t seg_align = alignment > MLD_SEGMENT_SIZE ? alignment : MLD_SEGMENT_SIZE;
+  mld_segment_t* seg = (mld_segment_t*)_mld_os_map_aligned(total, seg_align);
+  if (seg == NULL) return NULL;
+  if (((uintptr_t)seg + total - 1) >> MLD_VA_BITS) {
+    _mld_os_unmap(seg, total);
+    return NULL;
+  }
+  seg->size = total;
+  seg->kind = MLD_KIND_HUGE;
+  seg->page_shift = 63;
+  seg->page_count = 1;
+  seg->usable_pages = seg->used_pages = 1;
+  mld_page_t* page = &seg->pages[0];
+  page->kind = MLD_KIND_HUGE;
+  page->start = (uint8_t*)seg + offset;
+  page->block_size = page->area = total - offset;
+  page->reserved = 1;
+  page->magic = 0;
+  page->size_class = MLD_CLASS_HUGE;
+  page->area_start = page->start;
+  page->area_size = page->area;
+  mld_segmap_set((uintptr_t)seg, true);
+  return page;
+}
+
+void _mld_segment_huge_free(mld_page_t* page) {
+  mld_segment_t* seg = (mld_segment_t*)((uintptr_t)page & ~MLD_SEGMENT_MASK);
+  page->size_class = MLD_CLASS_NONE;
+  mld_segmap_set((uintptr_t)seg, false);
+  _mld_os_unmap(seg, seg->size);
+}
+
+/* ---- giant alignments ------------------------------------------------------
+ * A block aligned to 4 MiB or more cannot sit behind a segment header in the
+ * same 4 MiB region, so such blocks (rare) are kept in a list whose nodes live
+ * at the start of their own mappings; free finds them on its slow path. */
+
+typedef struct mld_giant_s {
+  struct mld_giant_s* next;
+  void* block;
+  size_t usable;
+  size_t mapped;
+} mld_giant_t;
+
+static mld_giant_t* mld_giants;
+
+void* _mld_segment_giant_alloc(size_t size, size_t alignment) {
+  size_t ps = _mld_os_page_size;
+  if (size > SIZE_MAX / 4 - alignment) return NULL;
+  size_t usable = (size + ps - 1) & ~(ps - 1);
+  size_t total = alignment + usable;
+  uint8_t* base = (uint8_t*)_mld_os_map_aligned(total, alignment);
+  if (base == NULL) return NULL;
+  mld_giant_t* g = (mld_giant_t*)base;
+  g->block = base + alignment;
+  g->usable = usable;
+  g->mapped = total;
+  pthread_mutex_lock(&mld_segment_lock);
+  g->next = mld_giants;
+  mld_giants = g;
+  pthread_mutex_unlock(&mld_segment_lock);
+  return g->block;
+}
+
+/* p's usable size if p is a giant block (and unmap it when release), else 0. */
+size_t _mld_segment_giant_find(const void* p, bool release) {
+  size_t usable = 0;
+  mld_giant_t* found = NULL;
+  pthread_mutex_lock(&mld_segment_lock);
+  for (mld_giant_t** link = &mld_giants; *link != NULL; link = &(*link)->next) {
+    if ((*link)->block == p) {
+      found = *link;
+      usable = found->usable;
+      if (release) *link = found->next;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&mld_segment_lock);
+  if (found != NULL && release) _mld_os_unmap(found, found->mapped);
+  return usable;
+}
+
+void _mld_segment_fork_prepare(void) { pthread_mutex_lock(&mld_segment_lock); }
+void _mld_segment_fork_parent(void) { pthread_mutex_unlock(&mld_segment_lock); }
+void _mld_segment_fork_child(void) { pthread_mutex_init(&mld_segment_lock, NULL); }

@@ -1,0 +1,41 @@
+/* size_class.c: the size classes. 16..128 bytes in steps of 16, then four
+ * classes per power of two (2^k * 1.25, 1.5, 1.75, 2) up to 128 KiB; a table
+ * maps sizes <= 1024 to their class in one load, larger sizes use clz.
+ * Also the per-class batch size (objects moved to and from the transfer
+ * cache at once) and the thread bin limit. */
+#include "internal.h"
+
+MLD_HIDDEN mld_class_info_t _mld_classes[MLD_CLASSES];
+MLD_HIDDEN uint8_t _mld_class_table[MLD_FAST_MAX / 16 + 1];
+
+void _mld_size_class_init(void) {
+  unsigned c = 0;
+  for (uint32_t s = 16; s <= 128; s += 16) _mld_classes[c++].size = s;
+  for (unsigned k = 7; k <= 16; k++)
+    for (unsigned j = 1; j <= 4; j++) _mld_classes[c++].size = (uint32_t)((1u << k) + j * (1u << (k - 2)));
+  for (c = 0; c < MLD_CLASSES; c++) {
+    mld_class_info_t* ci = &_mld_classes[c];
+    uint32_t batch = (64u * 1024u) / ci->size;
+    if (batch > MLD_MAX_BATCH) batch = MLD_MAX_BATCH;
+    if (batch < 2) batch = 2;
+    ci->batch = (uint16_t)batch;
+    ci->bin_max = (uint16_t)(batch * 4u);
+    ci->kind = ci->size <= MLD_SMALL_MAX ? MLD_KIND_SMALL : MLD_KIND_MEDIUM;
+  }
+  c = 0;
+  for (size_t i = 0; i <= MLD_FAST_MAX / 16; i++) {
+    size_t size = i * 16;
+    while (_mld_classes[c].size < size) c++;
+    _mld_class_table[i] = (uint8_t)c;
+  }
+}
+
+/* The smallest class that holds size bytes and whose blocks are all aligned
+ * to alignment (pages start on 64 KiB boundaries, so a block size that is a
+ * multiple of the alignment keeps every block aligned). */
+unsigned _mld_size_class_aligned(size_t size, size_t alignment) {
+  if (size > MLD_MAX_SIZE || alignment > 64 * 1024) return MLD_CLASSES;
+  for (unsigned c = mld_size_class(size < 16 ? 16 : size); c < MLD_CLASSES; c++)
+    if (_mld_classes[c].size % alignment == 0) return c;
+  return MLD_CLASSES;
+}
