@@ -145,7 +145,8 @@ class Builder:
             raise BuildError(f"cannot check out {sha}", "\n".join(log))
         tmp = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=tree.parent))
         with tarfile.open(fileobj=io.BytesIO(out.stdout)) as tar:
-            tar.extractall(tmp, filter="data")
+            # filter= exists from 3.11.4; Debian bookworm's python3 (the images) is 3.11.2
+            tar.extractall(tmp, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
         try:
             tmp.rename(tree)
         except OSError:  # another process won the race
