@@ -47,9 +47,9 @@ setting ``min_effect_pct``, default 1.0) and ``alpha`` (default 0.05):
    (``lo > 0`` or ``hi < 0``) and ``|diff| >= m``. The direction of the change
    (head above or below base) becomes better/worse through the measure's
    ``higher_is_better`` (contracts section 4).
-4. ``same`` when ``p >= alpha``, the interval contains 0, ``|diff| < m`` and
-   ``min(nb, nh) >= settle_trials`` (default 10): no evidence of a difference,
-   a point estimate inside the band and enough trials to have looked.
+4. ``same`` when ``p >= alpha``, the interval contains 0, ``|diff| < m`` and at least
+   ``settle_trials`` (default 10) trials ran per side (robust or not): no evidence of a
+   difference, a point estimate inside the band and enough trials to have looked.
 5. ``unknown`` otherwise: the interval straddles the band edge, or the effect is
    significant but smaller than the band can decide, or too few trials to settle.
    A comparison asks for more trials (a follow-up) while unknowns remain, up to a cap.
@@ -220,7 +220,8 @@ def decide(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> str:
     if p < policy.alpha and (lo > 0 or hi < 0) and abs(diff) >= m:
         better = (diff > 0) == cell.higher_is_better
         return "improved" if better else "regressed"
-    if p >= policy.alpha and lo <= 0 <= hi and abs(diff) < m and n >= policy.settle_trials:
+    ran = min(cell.n_base, cell.n_head)
+    if p >= policy.alpha and lo <= 0 <= hi and abs(diff) < m and ran >= policy.settle_trials:
         return "same"
     return "unknown"
 

@@ -122,3 +122,218 @@ def test_whole_report():
     assert "      base: 1.25x glibc" in lines
     assert lines.index("rpc") > i
     assert lines[-1] == "hypothesis (expected +15% ops_per_sec): held in 0 of 2 cells"
+
+
+# -- end to end through the API, real PostgreSQL --------------------------------------------
+import uuid  # noqa: E402
+
+from mallard_api import analysis  # noqa: E402
+
+SHA_BASE = "1" * 40
+SHA_HEAD = "2" * 40
+
+
+@pytest.fixture
+def fast_analysis(monkeypatch, settings):
+    """The analysis reads the process settings; use the test's, with a lean bootstrap."""
+    s = settings.model_copy(update={"stats_bootstrap_resamples": 2000})
+    monkeypatch.setattr(analysis, "get_settings", lambda: s)
+    return s
+
+
+def trial(label, name, commit, variant, threads, measures, seq, counters=None):
+    return {
+        "uid": str(uuid.uuid4()), "label": label,
+        "allocator": {"name": name, "commit": commit, "variant": variant},
+        "workload": {"name": "larson", "params": {"threads": threads, "ops": 1000, "seed": 42}},
+        "seq": seq, "warmup": False, "ok": True, "exit_code": 0,
+        "measures": measures, "counters": counters,
+    }
+
+
+def comparison_trials(n, *, seed, shifts, noise=0.01, peers=(), warmup=True):
+    """Interleaved base/head trials per threads value; shifts: threads -> head/base ratio."""
+    rng = np.random.default_rng(seed)
+    out = []
+    seq = 0
+    for threads, shift in shifts.items():
+        if warmup:
+            for label, commit in (("base", SHA_BASE), ("head", SHA_HEAD)):
+                t = trial(label, "mallard", commit, None, threads, {"ops_per_sec": 1.0}, seq)
+                t["warmup"] = True
+                out.append(t)
+                seq += 1
+        for _ in range(n):
+            for label, commit, level, ratio in (("base", SHA_BASE, 1.0, 0.9),
+                                                 ("head", SHA_HEAD, shift, 0.6)):
+                ops = 1e6 * level * (1 + noise * rng.standard_normal())
+                out.append(trial(label, "mallard", commit,
+                                 "transfer=mutex" if label == "base" else "transfer=ring",
+                                 threads, {"ops_per_sec": ops, "max_rss_bytes": 10485760.0,
+                                           "transfer_insert_hit_ratio": ratio}, seq,
+                                 counters={"version": 1}))
+                seq += 1
+        for peer, level in peers:
+            for _ in range(3):
+                out.append(trial("peer", peer, None, None, threads,
+                                 {"ops_per_sec": 1e6 * level}, seq))
+                seq += 1
+    return out
+
+
+def post_results(client, headers, runner, project, job_id, trials):
+    body = {"job_id": job_id, "runner_id": runner["id"], "project": project,
+            "testbed": {"arch": runner["arch"], "cpu_model": "Test CPU", "cpus": "1"},
+            "trials": trials}
+    r = client.post("/api/v1/results", headers=headers, json=body)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def claim(client, headers, runner):
+    r = client.post("/api/v1/jobs/claim", headers=headers,
+                    json={"runner_id": runner["id"], "lease_seconds": 60})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_comparison_end_to_end(client, user_headers, make_project, make_runner, fast_analysis):
+    project = make_project()
+    runner, rheaders = make_runner()
+    body = {"project": project["name"],
+            "base": {"commit": SHA_BASE, "variant": "transfer=mutex"},
+            "head": {"commit": SHA_HEAD, "variant": "transfer=ring"},
+            "workloads": ["larson"], "threads": [1, 2], "trials": 12, "arch": runner["arch"],
+            "hypothesis": "expected +15%", "peers": ["glibc", "jemalloc"]}
+    r = client.post("/api/v1/comparisons", headers=user_headers, json=body)
+    assert r.status_code == 201, r.text
+    comp = r.json()
+    assert comp["state"] == "queued" and comp["base_label"] == "mallard@1111111 transfer=mutex"
+    assert len(comp["jobs"]) == 1 and comp["jobs"][0]["state"] == "queued"
+
+    job = claim(client, rheaders, runner)
+    assert job["id"] == comp["jobs"][0]["job_id"] and job["kind"] == "comparison"
+    spec = job["spec"]
+    assert [(a["label"], a["name"]) for a in spec["allocators"]] == [
+        ("base", "mallard"), ("head", "mallard"), ("peer", "glibc"), ("peer", "jemalloc")]
+    assert spec["allocators"][1] == {"label": "head", "name": "mallard", "commit": SHA_HEAD,
+                                     "variant": "transfer=ring"}
+    assert (spec["workloads"], spec["threads"], spec["trials"]) == (["larson"], [1, 2], 12)
+
+    trials = comparison_trials(12, seed=7, shifts={1: 1.0, 2: 0.95},
+                               peers=(("glibc", 0.8), ("jemalloc", 1.056)))
+    out = post_results(client, rheaders, runner, project["name"], job["id"], trials)
+    assert out["stored"] == len(trials)
+
+    r = client.get(f"/api/v1/comparisons/{comp['id']}", headers=user_headers)
+    assert r.status_code == 200, r.text
+    detail = r.json()
+    assert detail["state"] == "done", detail["report"]
+    verdicts = {(c["threads"], c["measure"]): c["verdict"] for c in detail["cells"]}
+    assert verdicts == {
+        (1, "ops_per_sec"): "same", (2, "ops_per_sec"): "regressed",
+        (1, "max_rss_bytes"): "same", (2, "max_rss_bytes"): "same",
+        (1, "transfer_insert_hit_ratio"): "regressed",
+        (2, "transfer_insert_hit_ratio"): "regressed",
+    }
+    cell = next(c for c in detail["cells"] if c["threads"] == 2 and c["measure"] == "ops_per_sec")
+    assert cell["n_base"] == cell["n_head"] == 12  # warm-ups left out
+    assert cell["ci_low_pct"] < cell["diff_pct"] < cell["ci_high_pct"] < 0
+    assert cell["p_adjusted"] >= cell["p_value"]
+    assert detail["counts"] == {"improved": 0, "regressed": 3, "same": 3, "unknown": 0}
+    assert {p["allocator"] for p in detail["peer_medians"]} == {"glibc", "jemalloc"}
+
+    r = client.get(f"/api/v1/comparisons/{comp['id']}/report", headers=user_headers)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    text = r.text
+    lines = text.splitlines()
+    assert lines[0] == (f"Comparison #{comp['id']} ({project['name']}, {runner['arch']}): "
+                        "base mallard@1111111 transfer=mutex vs head mallard@2222222 transfer=ring")
+    assert lines[1].startswith("testbed: Test CPU (")
+    assert "hypothesis: expected +15% ops_per_sec" in lines
+    reg = [ln for ln in lines if ln.startswith("  larson threads=2 ops_per_sec: ")]
+    assert len(reg) == 1 and reg[0].endswith("(p=0.000, 12 trials, 12 robust) REGRESSED")
+    assert any(ln.startswith("  larson threads=1 ops_per_sec: ") and ln.endswith(" SAME")
+               for ln in lines)
+    assert "    counters: transfer_insert_hit_ratio 0.900 -> 0.600 (-33.3%)" in lines
+    assert "      jemalloc: 1.32x glibc" in lines
+    assert lines[-1] == "hypothesis (expected +15% ops_per_sec): held in 0 of 2 cells"
+    print(text)
+
+    # the views the dashboards read
+    from sqlalchemy import text as sql_text
+    with analysis_session(client) as s:
+        row = s.execute(sql_text("SELECT cells, improved, regressed, same, unknown, state, "
+                                 "base_label FROM v_comparisons WHERE comparison_id = :i"),
+                        {"i": comp["id"]}).one()
+        assert tuple(row) == (6, 0, 3, 3, 0, "done", "mallard@1111111 transfer=mutex")
+        line = s.execute(sql_text("SELECT line FROM v_comparison_cells WHERE comparison_id = :i "
+                                  "AND threads = 2 AND measure = 'ops_per_sec'"),
+                         {"i": comp["id"]}).scalar_one()
+        assert line == reg[0].strip()
+
+    listed = client.get("/api/v1/comparisons", headers=user_headers,
+                        params={"project": project["name"]}).json()
+    assert [c["id"] for c in listed] == [comp["id"]]
+
+
+def analysis_session(client):
+    return client.app.state.sessionmaker()
+
+
+def test_unknown_asks_for_a_follow_up(client, user_headers, make_project, make_runner,
+                                      fast_analysis):
+    project = make_project()
+    runner, rheaders = make_runner()
+    r = client.post("/api/v1/comparisons", headers=user_headers, json={
+        "project": project["name"], "base": {"commit": SHA_BASE}, "head": {"commit": SHA_HEAD},
+        "workloads": ["larson"], "threads": [1, 2], "trials": 5, "arch": runner["arch"],
+        "max_follow_ups": 1})
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    job = claim(client, rheaders, runner)
+    # threads=2: a clear 20% regression (decided); threads=1: no shift, 5 trials: unknown
+    post_results(client, rheaders, runner, project["name"], job["id"],
+                 comparison_trials(5, seed=3, shifts={1: 1.0, 2: 0.8}))
+    d = client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json()
+    assert d["state"] == "running" and d["follow_ups"] == 1, d["report"]
+    v = {(c["threads"], c["measure"]): c["verdict"] for c in d["cells"]}
+    assert v[(1, "ops_per_sec")] == "unknown" and v[(2, "ops_per_sec")] == "regressed"
+    assert [(j["round"], j["trials"]) for j in d["jobs"]] == [(0, 5), (1, 5)]
+
+    follow = claim(client, rheaders, runner)
+    assert follow["id"] == d["jobs"][1]["job_id"]
+    assert (follow["spec"]["workloads"], follow["spec"]["threads"]) == (["larson"], [1])
+    assert [a["label"] for a in follow["spec"]["allocators"]] == ["base", "head"]
+    post_results(client, rheaders, runner, project["name"], follow["id"],
+                 comparison_trials(5, seed=4, shifts={1: 1.0}))
+    d = client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json()
+    assert d["state"] == "done", d["report"]
+    cell = next(c for c in d["cells"] if c["threads"] == 1 and c["measure"] == "ops_per_sec")
+    assert cell["n_base"] == 10 and cell["verdict"] == "same", cell["line"]
+    assert "follow-ups: 1" in d["report"]
+
+
+def test_comparison_validation(client, user_headers, make_project):
+    project = make_project()
+    good = {"project": project["name"], "base": {"commit": SHA_BASE},
+            "head": {"commit": SHA_HEAD}}
+    r = client.post("/api/v1/comparisons", headers=user_headers,
+                    json={**good, "hypothesis": "faster please"})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "hypothesis"]
+    r = client.post("/api/v1/comparisons", headers=user_headers,
+                    json={**good, "project": "no-such-project"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "project"]
+    r = client.post("/api/v1/comparisons", headers=user_headers, json={**good, "trials": 1})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "trials"]
+    r = client.post("/api/v1/comparisons", headers=user_headers,
+                    json={**good, "head": {"variant": "x"}})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "head", "commit"]
+    r = client.get("/api/v1/comparisons/999999", headers=user_headers)
+    assert r.status_code == 404
+    r = client.post("/api/v1/comparisons", json=good)
+    assert r.status_code == 401
+    r = client.post("/api/v1/comparisons", headers=user_headers,
+                    json={**good, "hypothesis": "+15-25%"})
+    assert r.status_code == 201 and r.json()["hypothesis"] == "+15-25%"
