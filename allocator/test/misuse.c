@@ -1,0 +1,108 @@
+/* misuse.c: Mallard stops a program that frees what it must not, and names
+ * the pointer. Each case runs in a forked child whose stderr the parent
+ * reads:
+ *   misuse abort   -> double free, free of an interior pointer, free of a
+ *                     pointer Mallard never returned (a static buffer):
+ *                     each child must die of SIGABRT with the pointer
+ *                     (hex) on stderr;
+ *   misuse ignore  -> (run with the option that ignores misuse) the same
+ *                     frees are reported or ignored, the child lives on,
+ *                     exits 0, and a double-freed block is not handed out
+ *                     twice.
+ * Run with LD_PRELOAD=libmallard.so. */
+#include "check.h"
+
+#include <ctype.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char static_buf[256] __attribute__((aligned(64)));
+
+typedef enum { DOUBLE_FREE, INTERIOR_FREE, FOREIGN_FREE } misuse_t;
+static const char* const NAMES[] = {"double free", "interior-pointer free", "foreign-pointer free"};
+
+/* The child: tell the parent which pointer, then misuse it. */
+static void do_misuse(misuse_t kind, int report_fd) {
+  void* volatile p = malloc(48);
+  void* target = p;
+  if (kind == INTERIOR_FREE) target = (char*)p + 16;
+  if (kind == FOREIGN_FREE) target = static_buf + 64;
+  char line[64];
+  int n = snprintf(line, sizeof line, "%lx\n", (unsigned long)(uintptr_t)target);
+  if (write(report_fd, line, (size_t)n) != n) _exit(90);
+  close(report_fd);
+  if (kind == DOUBLE_FREE) free(p);
+  free(target);
+  if (kind != DOUBLE_FREE) free(p);
+}
+
+static void lower(char* s) {
+  for (; *s; s++) *s = (char)tolower((unsigned char)*s);
+}
+
+static ssize_t read_all(int fd, char* buf, size_t cap) {
+  size_t len = 0;
+  ssize_t r;
+  while (len + 1 < cap && (r = read(fd, buf + len, cap - 1 - len)) > 0) len += (size_t)r;
+  buf[len] = 0;
+  return (ssize_t)len;
+}
+
+/* Runs one misuse in a child; returns its status, fills ptr and err. */
+static int run_child(misuse_t kind, int ignore_mode, char* ptr, size_t ptrcap, char* err,
+                     size_t errcap) {
+  int rep[2], errp[2];
+  REQUIRE(pipe(rep) == 0 && pipe(errp) == 0);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    alarm(20);
+    close(rep[0]);
+    close(errp[0]);
+    dup2(errp[1], 2);
+    do_misuse(kind, rep[1]);
+    if (ignore_mode) {
+      /* still a working allocator: a double-freed block is not handed out twice */
+      void* a = malloc(48);
+      void* b = malloc(48);
+      if (!a || !b || a == b) _exit(3);
+      free(a);
+      free(b);
+      _exit(0);
+    }
+    _exit(0); /* reached only if the misuse went unnoticed */
+  }
+  close(rep[1]);
+  close(errp[1]);
+  read_all(rep[0], ptr, ptrcap);
+  read_all(errp[0], err, errcap);
+  close(rep[0]);
+  close(errp[0]);
+  int status;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  char* nl = strchr(ptr, '\n');
+  if (nl) *nl = 0;
+  lower(err);
+  return status;
+}
+
+int main(int argc, char** argv) {
+  mallard_require_active("misuse");
+  int ignore_mode = argc > 1 && !strcmp(argv[1], "ignore");
+  for (misuse_t k = DOUBLE_FREE; k <= FOREIGN_FREE; k++) {
+    char ptr[64], err[8192];
+    int status = run_child(k, ignore_mode, ptr, sizeof ptr, err, sizeof err);
+    fprintf(stderr, "--- %s of %s: status 0x%x, stderr:\n%s", NAMES[k], ptr, status, err);
+    if (ignore_mode) {
+      CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+             "%s with misuse ignored: child did not exit 0 (status 0x%x)", NAMES[k], status);
+    } else {
+      CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+             "%s: child was not killed by SIGABRT (status 0x%x)", NAMES[k], status);
+      CHECKF(ptr[0] && strstr(err, ptr) != NULL, "%s: stderr does not name the pointer %s",
+             NAMES[k], ptr);
+    }
+  }
+  return check_report(ignore_mode ? "misuse ignore" : "misuse abort");
+}
