@@ -99,37 +99,46 @@ class Builder:
         self.build_type = build_type
 
     # -- checkout -----------------------------------------------------------------
-    def mirror(self, source: str, log: list[str]) -> Path:
-        """A bare mirror of the source, fetched fresh (branches and tags)."""
-        src = str(Path(source).resolve()) if Path(source).exists() else source
-        bare = self.cache / "repos" / f"{_source_key(source)}.git"
-        with _locked(bare.with_suffix(".lock")):
-            if not (bare / "HEAD").exists():
-                bare.parent.mkdir(parents=True, exist_ok=True)
-                out = _run(["git", "init", "--quiet", "--bare", str(bare)], log)
-                if out.returncode != 0:
-                    raise BuildError(f"cannot create a mirror of {source}", "\n".join(log))
-            out = _run(["git", "-C", str(bare), "fetch", "--quiet", "--force", "--prune", src,
-                        "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], log)
+    def _fetch_all(self, bare: Path, src: str, log: list[str]) -> None:
+        if not (bare / "HEAD").exists():
+            bare.parent.mkdir(parents=True, exist_ok=True)
+            out = _run(["git", "init", "--quiet", "--bare", str(bare)], log)
             if out.returncode != 0:
-                raise BuildError(f"cannot fetch {source}", "\n".join(log))
-        return bare
+                raise BuildError(f"cannot create a mirror of {src}", "\n".join(log))
+        out = _run(["git", "-C", str(bare), "fetch", "--quiet", "--force", "--prune", src,
+                    "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], log)
+        if out.returncode != 0:
+            raise BuildError(f"cannot fetch {src}", "\n".join(log))
+
+    def _verify(self, repo: Path, rev: str, log: list[str]) -> str | None:
+        out = _run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet",
+                    f"{rev}^{{commit}}"], log)
+        return out.stdout.strip() if out.returncode == 0 else None
 
     def resolve(self, source: str, ref: str, log: list[str] | None = None) -> tuple[Path, str]:
-        """(mirror, full sha) of `ref` in `source`."""
+        """(mirror, full sha) of `ref` as the source sees it (HEAD is the source's HEAD)."""
         log = [] if log is None else log
-        bare = self.mirror(source, log)
-        out = _run(["git", "-C", str(bare), "rev-parse", "--verify", "--quiet",
-                    f"{ref}^{{commit}}"], log)
-        if out.returncode != 0:
-            # a sha not reachable from a branch or tag: ask for it by name
-            src = str(Path(source).resolve()) if Path(source).exists() else source
-            _run(["git", "-C", str(bare), "fetch", "--quiet", src, ref], log)
-            out = _run(["git", "-C", str(bare), "rev-parse", "--verify", "--quiet",
-                        f"{ref}^{{commit}}"], log)
-            if out.returncode != 0:
+        local = Path(source).exists()
+        src = str(Path(source).resolve()) if local else source
+        bare = self.cache / "repos" / f"{_source_key(source)}.git"
+        with _locked(bare.with_suffix(".lock")):
+            self._fetch_all(bare, src, log)
+            sha: str | None = None
+            if local:
+                sha = self._verify(Path(src), ref, log)
+            elif re.fullmatch(r"[0-9a-fA-F]{7,40}", ref):
+                sha = self._verify(bare, ref, log)
+            if sha is None and not local:
+                out = _run(["git", "-C", str(bare), "fetch", "--quiet", src, ref], log)
+                if out.returncode == 0:
+                    sha = self._verify(bare, "FETCH_HEAD", log)
+            if sha is None:
                 raise BuildError(f"cannot resolve {ref!r} in {source}", "\n".join(log))
-        return bare, out.stdout.strip()
+            if self._verify(bare, sha, log) is None:  # e.g. a detached HEAD on no branch
+                _run(["git", "-C", str(bare), "fetch", "--quiet", src, sha], log)
+                if self._verify(bare, sha, log) is None:
+                    raise BuildError(f"cannot fetch {sha} from {source}", "\n".join(log))
+        return bare, sha
 
     def checkout(self, bare: Path, sha: str, log: list[str]) -> Path:
         """A clean tree of `sha` (git archive, extracted once, atomically)."""
@@ -146,7 +155,10 @@ class Builder:
         tmp = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=tree.parent))
         with tarfile.open(fileobj=io.BytesIO(out.stdout)) as tar:
             # filter= exists from 3.11.4; Debian bookworm's python3 (the images) is 3.11.2
-            tar.extractall(tmp, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(tmp, filter="data")
+            else:  # git archive of our own mirror: trusted input
+                tar.extractall(tmp)
         try:
             tmp.rename(tree)
         except OSError:  # another process won the race

@@ -1,0 +1,146 @@
+"""`make bench-allocator`: mallard vs the peers on larson and rpc, into allocator/README.md.
+
+Runs the runner's `bench-allocator` suite through the runner's executor (one
+timing loop, one result type: mallard_runner): mallard built from this
+checkout's HEAD with transfer=mutex and transfer=ring, glibc, jemalloc,
+mimalloc and tcmalloc; larson and rpc at 1 and 2 threads; pinned, interleaved,
+the median of >= 5 trials after a warm-up. Writes a markdown table of ops/s
+and peak RSS (medians) with ratios against glibc and against the fastest peer
+between <!-- bench-allocator:begin --> and <!-- bench-allocator:end --> under
+"## Performance" in allocator/README.md. Raw trials: .mallard/runner/raw/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from mallard_runner import export
+from mallard_runner.build import BuildError
+from mallard_runner.executor import Cell
+from mallard_runner.models import ResultsIn, Trial
+from mallard_runner.runs import RunRequest, execute, prepare
+from mallard_runner.settings import REPO_ROOT, RunnerSettings
+from mallard_runner.suites import load_suite
+from mallard_runner.summary import CellSummary, summarize
+from mallard_runner.testbed import cpu_model, parse_cpus
+from mallard_runner.variants import PEER_NAMES, parse_selectors
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+README = REPO_ROOT / "allocator" / "README.md"
+BEGIN, END = "<!-- bench-allocator:begin -->", "<!-- bench-allocator:end -->"
+console = Console(stderr=True)
+
+
+def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, float],
+          missing: dict[str, str]) -> str:
+    rows = summarize(results.trials, baseline="glibc")
+    by_case: dict[str, list[CellSummary]] = {}
+    for s in rows:
+        by_case.setdefault(s.case, []).append(s)
+    date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    tb = results.testbed
+    out = [f"Measured {date} by `make bench-allocator` on {platform.machine()}, {cpu_model()}, "
+           f"{os.cpu_count()} cores (workloads pinned to CPU {tb.cpus}), kernel {tb.kernel}, "
+           f"{tb.compiler}, {tb.libc}. Each cell: the median of {trials} interleaved trials "
+           f"after a warm-up; ops/s is the workload's own count over its own clock. Load "
+           f"average {load[0]:.1f} before and {load[1]:.1f} after: this machine was shared "
+           f"with other work, so differences of a few percent are within the noise (see "
+           f"runner/README.md for the measured noise).", "",
+           "| workload | threads | allocator | ops/s (median) | vs glibc | vs fastest peer | "
+           "peak RSS (median) | ok / n |",
+           "|---|---:|---|---:|---:|---:|---:|---:|"]
+    for cells in by_case.values():
+        peers = [c for c in cells if c.name in PEER_NAMES and c.median("ops_per_sec")]
+        fastest = max(peers, key=lambda c: c.median("ops_per_sec") or 0.0, default=None)
+        fast = fastest.median("ops_per_sec") if fastest else None
+        order = sorted(cells, key=lambda c: (c.name != "mallard", c.allocator))
+        for c in order:
+            med = c.median("ops_per_sec")
+            rss = c.median("max_rss_bytes")
+            vs_fast = f"{med / fast:.2f}x" if med and fast else "-"
+            if fastest is not None and c is fastest:
+                vs_fast += " (fastest)"
+            out.append(
+                f"| {c.workload} | {c.params.get('threads')} | {c.allocator} | "
+                f"{'-' if med is None else f'{med:,.0f}'} | "
+                f"{'-' if c.ratio is None else f'{c.ratio:.2f}x'} | {vs_fast} | "
+                f"{'-' if rss is None else f'{rss / 2**20:.1f} MiB'} | {c.n_ok} / {c.n} |")
+    params = {c.workload: " ".join(f"{k}={v}" for k, v in c.params.items() if k != "threads")
+              for c in rows}
+    out += ["", "Params: " + "; ".join(f"{w}: {p}" for w, p in sorted(params.items())) + "."]
+    for name, why in missing.items():
+        out.append(f"Peer {name} was not measured: {why}.")
+    failed = [t for t in results.trials if not t.ok]
+    if failed:
+        out.append(f"{len(failed)} trials failed (kept in the raw results).")
+    return "\n".join(out)
+
+
+def write_readme(block: str) -> None:
+    text = README.read_text() if README.exists() else "# Mallard allocator\n"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + BEGIN + "\n" + block + "\n" + END + rest.split(END, 1)[1]
+    elif "## Performance" in text:
+        head, rest = text.split("## Performance", 1)
+        first, nl, after = rest.partition("\n")
+        # append the markers at the end of the Performance section
+        nxt = after.find("\n## ")
+        section, tail = (after, "") if nxt < 0 else (after[:nxt + 1], after[nxt + 1:])
+        text = (head + "## Performance" + first + nl + section.rstrip("\n") + "\n\n" + BEGIN +
+                "\n" + block + "\n" + END + "\n" + ("\n" + tail if tail else ""))
+    else:
+        text = text.rstrip("\n") + f"\n\n## Performance\n\n{BEGIN}\n{block}\n{END}\n"
+    README.write_text(text)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cpus", default=None, help="CPUs to pin to (default: the last one)")
+    p.add_argument("--trials", type=int, default=None, help="override the suite's trials (>=5)")
+    p.add_argument("--commit", default="HEAD", help="mallard commit to build")
+    p.add_argument("--json", type=Path, default=None, help="also write the ResultsIn JSON here")
+    p.add_argument("--no-write", action="store_true", help="print only; leave README alone")
+    args = p.parse_args()
+    settings = RunnerSettings()
+    suite = load_suite("bench-allocator", settings.suites_dir)
+    cpus = parse_cpus(args.cpus or str(sorted(os.sched_getaffinity(0))[-1]))
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    req = RunRequest(suite=suite, selectors=parse_selectors(",".join(suite.allocators)),
+                     cpus=cpus, raw_dir=settings.raw() / f"bench-allocator-{stamp}",
+                     source=str(REPO_ROOT), ref=args.commit, trials=args.trials)
+    load_before = os.getloadavg()[0]
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task("building mallard, finding peers", total=None)
+
+        def tick(t: Trial, cell: Cell) -> None:
+            progress.update(task, advance=1, description=f"{cell.target.display} {cell.case}")
+
+        try:
+            prep = prepare(settings, req, on_trial=tick)
+        except BuildError as e:
+            progress.stop()
+            console.print(f"[red]mallard does not build at {args.commit}:[/] {e}")
+            return 1
+        progress.update(task, total=prep.total)
+        results = execute(prep)
+    block = table(results, prep.trials, cpus, (load_before, os.getloadavg()[0]),
+                  prep.resolved.missing)
+    print(block)
+    if args.json:
+        export.write_atomic(args.json, export.to_json(results))
+    if not args.no_write:
+        write_readme(block)
+        console.print(f"wrote {README.relative_to(REPO_ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
