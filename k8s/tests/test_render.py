@@ -130,3 +130,15 @@ def test_cnpg_overlay_uses_the_operator_secret(rendered) -> None:
             "key": "uri",
         }
     assert not find(docs, "Secret"), "no database Secret of our own with CNPG"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_deploy_selector_holds_back_only_the_api(rendered, overlay: str) -> None:
+    """README's first apply step, `-l 'app.kubernetes.io/component!=api'`, must leave out
+    the API's Deployment and Service and nothing the migration Job needs."""
+    held_back = {
+        (d["kind"], d["metadata"]["name"])
+        for d in rendered[overlay]
+        if d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "api"
+    }
+    assert held_back == {("Deployment", "mallard-api"), ("Service", "mallard-api")}

@@ -57,10 +57,11 @@ def _dump(data: Any) -> str:
 
 
 def _rel(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return path.name
+    """The source's path from its dashboards/ folder on (the same for any checkout)."""
+    parts = path.resolve().parts
+    if "dashboards" in parts:
+        return "/".join(parts[parts.index("dashboards") :])
+    return path.name
 
 
 def load_rule_groups(rules_file: Path) -> list[dict[str, Any]]:
