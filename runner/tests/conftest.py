@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
-from mallard_runner.settings import RunnerSettings
+from mallard_runner.build import Builder, BuiltAllocator
+from mallard_runner.settings import REPO_ROOT, RunnerSettings
 
 C_DIR = Path(__file__).resolve().parent / "c"
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
@@ -90,3 +91,17 @@ def first_cpu() -> int:
 
 def last_cpu() -> int:
     return sorted(os.sched_getaffinity(0))[-1]
+
+
+def allocator_at_head() -> bool:
+    out = subprocess.run(["git", "-C", str(REPO_ROOT), "cat-file", "-e",
+                          "HEAD:allocator/CMakeLists.txt"], capture_output=True)
+    return out.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def real_mallard(tmp_path_factory: pytest.TempPathFactory) -> BuiltAllocator:
+    """libmallard.so built from this checkout's HEAD (the real allocator), once."""
+    if not allocator_at_head():
+        pytest.skip("allocator/ not committed at HEAD yet")
+    return Builder(tmp_path_factory.mktemp("cache")).build(str(REPO_ROOT), "HEAD")

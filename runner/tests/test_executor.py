@@ -132,6 +132,28 @@ def test_mallard_variant_env_and_counters_file(make_settings, tiny_dir, toy_repo
     assert t.counters["pid"] > 0
 
 
+def test_real_mallard_counters_and_transfer_ratios(make_settings, tiny_dir, real_mallard,
+                                                   tmp_path):
+    cells = []
+    for variant in ("transfer=mutex", "transfer=ring"):
+        info = AllocatorInfo(name="mallard", commit=real_mallard.commit, variant=variant,
+                             library_sha256=real_mallard.library_sha256)
+        target = Target("head", info, preload=real_mallard.library_path)
+        cells.append(cell(tiny_dir, target, threads=2, ops=200000))
+    ex = Executor(make_settings(), [first_cpu()], tmp_path / "raw", use_perf=False)
+    out = ex.run(cells, trials=1, warmup=0)
+    for t in out.trials:
+        assert t.ok, t.stderr_tail
+        assert t.counters is not None and t.counters["version"] == 1
+        assert t.counters["transfer"] == t.allocator.variant.split("=")[1]
+        assert t.counters["allocs"] >= 200000
+        for kind in ("insert", "remove"):
+            hits = t.counters[f"transfer_{kind}_hits"]
+            total = hits + t.counters[f"transfer_{kind}_misses"]
+            if total:
+                assert t.measures[f"transfer_{kind}_hit_ratio"] == pytest.approx(hits / total)
+
+
 def test_callgrind_counts_instructions_at_the_small_ops_count(make_settings, tiny_dir, tmp_path):
     ex = Executor(make_settings(), [first_cpu()], tmp_path / "raw", use_perf=False)
     c = Cell(target=GLIBC, workload="tiny", params={"threads": 1, "ops": 10**6},
