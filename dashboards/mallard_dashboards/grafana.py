@@ -15,6 +15,10 @@ PROM = {"type": "prometheus", "uid": PROM_UID}
 
 Json = dict[str, Any]
 
+# An allocator as one line across commits: `allocator_label` names the commit
+# (mallard@abc1234), which would make every commit a series of its own.
+ALLOCATOR = "(allocator || CASE WHEN variant <> 'default' THEN ' ' || variant ELSE '' END)"
+
 
 def sql(query: str, ref: str = "A", fmt: str = "table") -> Json:
     """A PostgreSQL target: raw SQL, `fmt` is "table" or "time_series"."""

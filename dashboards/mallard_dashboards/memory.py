@@ -8,7 +8,7 @@ memory an allocator gives back.
 
 from __future__ import annotations
 
-from .grafana import Dashboard, Json, field_config, override, sql, sql_variable
+from .grafana import ALLOCATOR, Dashboard, Json, field_config, override, sql, sql_variable
 
 SCOPE = "FROM v_series WHERE project = ${project:sqlstring} AND branch = ${branch:sqlstring}"
 
@@ -17,21 +17,21 @@ FILTER = """
     AND arch IN (${arch:sqlstring}) AND $__timeFilter(commit_time)"""
 
 TRADE_OFF = f"""
-    SELECT allocator_label AS allocator,
+    SELECT {ALLOCATOR} AS allocator,
            max(median) FILTER (WHERE measure = 'max_rss_bytes') AS "peak RSS",
            max(median) FILTER (WHERE measure = 'ops_per_sec') AS "throughput"
     FROM v_series
     WHERE {FILTER}
       AND workload IN (${{workload:sqlstring}}) AND threads IN (${{threads:sqlstring}})
       AND measure IN ('max_rss_bytes', 'ops_per_sec')
-    GROUP BY commit_sha, allocator_label, workload, threads, arch, testbed_fingerprint
+    GROUP BY commit_sha, 1, workload, threads, arch, testbed_fingerprint
     HAVING count(*) FILTER (WHERE measure = 'max_rss_bytes') > 0
        AND count(*) FILTER (WHERE measure = 'ops_per_sec') > 0
     ORDER BY 1, 2
 """
 
 TRADE_OFF_TABLE = f"""
-    SELECT allocator_label AS allocator, workload, threads, arch,
+    SELECT {ALLOCATOR} AS allocator, workload, threads, arch,
            percentile_cont(0.5) WITHIN GROUP (ORDER BY median)
              FILTER (WHERE measure = 'ops_per_sec') AS ops_per_sec,
            percentile_cont(0.5) WITHIN GROUP (ORDER BY median)
@@ -40,12 +40,12 @@ TRADE_OFF_TABLE = f"""
     WHERE {FILTER}
       AND workload IN (${{workload:sqlstring}}) AND threads IN (${{threads:sqlstring}})
       AND measure IN ('max_rss_bytes', 'ops_per_sec')
-    GROUP BY allocator_label, workload, threads, arch
+    GROUP BY 1, workload, threads, arch
     ORDER BY workload, threads, arch, ops_per_sec DESC NULLS LAST
 """
 
 FRAGMENTATION_BARS = f"""
-    SELECT allocator_label || ' ' || arch AS allocator,
+    SELECT {ALLOCATOR} || ' ' || arch AS allocator,
            percentile_cont(0.5) WITHIN GROUP (ORDER BY median)
              FILTER (WHERE measure = 'peak_rss_bytes') AS "peak RSS",
            percentile_cont(0.5) WITHIN GROUP (ORDER BY median)
@@ -53,13 +53,13 @@ FRAGMENTATION_BARS = f"""
     FROM v_series
     WHERE {FILTER}
       AND workload = 'fragmentation' AND measure IN ('peak_rss_bytes', 'final_rss_bytes')
-    GROUP BY allocator_label, arch
+    GROUP BY 1
     ORDER BY 1
 """
 
 FRAGMENTATION_HISTORY = f"""
     SELECT commit_time AS "time",
-           allocator_label || ' ' || arch || ' ' || measure AS metric,
+           {ALLOCATOR} || ' ' || arch || ' ' || measure AS metric,
            median AS value
     FROM v_series
     WHERE {FILTER}

@@ -29,18 +29,15 @@ RUNNERS_TABLE = """
 """
 
 JOB_TIMES = """
-    SELECT date_trunc('hour', created_at) AS "time",
-           arch || ' queue' AS metric, avg(queue_seconds) AS value
+    SELECT created_at AS "time", arch || ' queue' AS metric, queue_seconds AS value
     FROM v_jobs
     WHERE arch IN (${arch:sqlstring}) AND $__timeFilter(created_at)
       AND queue_seconds IS NOT NULL
-    GROUP BY 1, 2
     UNION ALL
-    SELECT date_trunc('hour', created_at), arch || ' run', avg(run_seconds)
+    SELECT created_at, arch || ' run', run_seconds
     FROM v_jobs
     WHERE arch IN (${arch:sqlstring}) AND $__timeFilter(created_at)
       AND run_seconds IS NOT NULL
-    GROUP BY 1, 2
     ORDER BY 1, 2
 """
 
@@ -211,7 +208,7 @@ def build() -> Json:
     )
     d.add(
         "timeseries",
-        "Job queue and run time (hourly mean)",
+        "Job queue and run time",
         [sql(JOB_TIMES, fmt="time_series")],
         w=8,
         h=9,

