@@ -15,6 +15,7 @@
 #include "check.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -112,6 +113,7 @@ static void* exchanger(void* arg) {
     if (!h) continue;
     hdr* old = atomic_exchange_explicit(&slots[next_rand(&rng) % SLOTS], h, memory_order_acq_rel);
     if (old) drop(old, &rng);
+    if (i % 512 == 511) sched_yield(); /* interleave threads even on few cores */
     if (i % 8 == 0) { /* some purely local traffic too */
       hdr* a = make(pick_size(&rng), 1);
       hdr* b = make(24, 2);
