@@ -29,7 +29,7 @@ export E2E_PROMETHEUS="http://127.0.0.1:$PROMETHEUS_PORT"
 export MALLARD_GIT_DIR="$tmp/git" E2E_WORK="$tmp/work"
 export MALLARD_RUNNER_NAME=e2e-runner
 # what a push queues: the e2e suite (larson + rpc, 1 thread), no peers, few trials
-export MALLARD_SUITE=/opt/mallard/e2e-suites/e2e.yaml MALLARD_TRIALS=${E2E_TRIALS:-5}
+export MALLARD_SUITE=e2e MALLARD_TRIALS=${E2E_TRIALS:-3}
 export MALLARD_WARMUP=1 MALLARD_PEERS=""
 mkdir -p "$MALLARD_GIT_DIR"
 chmod 0755 "$tmp" "$MALLARD_GIT_DIR"

@@ -31,15 +31,19 @@ PROMETHEUS = os.environ.get("E2E_PROMETHEUS", "http://127.0.0.1:19090")
 GIT_DIR = Path(os.environ.get("MALLARD_GIT_DIR", "/tmp/mallard-e2e/git"))
 WORK = Path(os.environ.get("E2E_WORK", "/tmp/mallard-e2e/work"))
 RUNNER_NAME = os.environ.get("MALLARD_RUNNER_NAME", "compose-runner")
-SUITE = os.environ.get("MALLARD_SUITE", "/opt/mallard/e2e-suites/e2e.yaml")
-TRIALS = int(os.environ.get("MALLARD_TRIALS", "5"))
+SUITE = os.environ.get("MALLARD_SUITE", "e2e")
+TRIALS = int(os.environ.get("MALLARD_TRIALS", "3"))
 WARMUP = int(os.environ.get("MALLARD_WARMUP", "1"))
 COMPARISON_TRIALS = int(os.environ.get("E2E_COMPARISON_TRIALS", "8"))
 JOB_TIMEOUT = float(os.environ.get("E2E_JOB_TIMEOUT", "600"))
 ALERT_TIMEOUT = float(os.environ.get("E2E_ALERT_TIMEOUT", "300"))
 PROJECT = "mallard"
 SUITE_WORKLOADS = ["larson", "rpc"]  # tests/e2e/suites/e2e.yaml, threads [1]
-SLOW_FREE_SPINS = int(os.environ.get("E2E_SLOW_FREE_SPINS", "300"))
+SLOW_FREE_SPINS = int(os.environ.get("E2E_SLOW_FREE_SPINS", "1500"))
+# commits on each side of the slow one: change detection needs min_segment (3) on each
+# side and a rank test with p < 0.01, which 5 against 5 per-commit medians can pass
+SEGMENT = int(os.environ.get("E2E_SEGMENT", "5"))
+GIT = ["git", "-c", "user.name=e2e", "-c", "user.email=e2e@mallard.invalid"]
 
 T0 = time.monotonic()
 results: list[tuple[str, bool, str]] = []
@@ -145,11 +149,10 @@ def make_repo() -> tuple[Path, Path]:
     run(["git", "init", "-q", "--bare", "-b", "main", str(bare)])
     shutil.copytree(REPO_ROOT / "allocator", WORK / "allocator",
                     ignore=shutil.ignore_patterns("build*", "__pycache__", ".cache"))
-    git = ["git", "-c", "user.name=e2e", "-c", "user.email=e2e@mallard.invalid"]
     run(["git", "init", "-q", "-b", "main"], cwd=WORK)
     run(["git", "remote", "add", "origin", str(bare)], cwd=WORK)
     run(["git", "add", "-A"], cwd=WORK)
-    run([*git, "commit", "-q", "-m", "allocator as in this checkout"], cwd=WORK)
+    run([*GIT, "commit", "-q", "-m", "allocator as in this checkout"], cwd=WORK)
     return WORK, bare
 
 
@@ -240,6 +243,22 @@ def received(path: str) -> list[dict[str, Any]]:
 
 
 # -- the scenario ----------------------------------------------------------------------------
+def commit_noop(work: Path, i: int, tag: str) -> None:
+    """A commit that changes no code: one more line in a notes file of the allocator."""
+    notes = work / "allocator" / "E2E-NOTES.txt"
+    with notes.open("a") as f:
+        f.write(f"{tag} {i}\n")
+    run(["git", "add", "-A"], cwd=work)
+    run([*GIT, "commit", "-q", "-m", f"e2e: {tag} {i} (no code change)"], cwd=work)
+
+
+def push_and_queue(work: Path, admin: str, label: str) -> tuple[str, dict[str, Any]]:
+    sha, out = push(work)
+    j = wait_for(f"a job for {sha[:12]}", lambda: job_for(admin, sha), 60)
+    log(f"pushed {label} {sha[:12]} -> job {j['id']}" + (f" (hook: {out[-200:]!r})" if out else ""))
+    return sha, j
+
+
 def scenario() -> None:
     expected_trials = len(SUITE_WORKLOADS) * 1 * (TRIALS + WARMUP)  # head only, no peers
 
@@ -255,15 +274,12 @@ def scenario() -> None:
     if not check("project created (PUT /projects/mallard)", status in (200, 201),
                  f"HTTP {status} {proj if status not in (200, 201) else ''}"):
         raise Failed("no project")
-    register_webhook(admin)
 
     work, bare = make_repo()
     install_hook(bare, admin)
 
-    # push 1: the allocator as it is
-    c1, out = push(work)
-    log(f"pushed {c1[:12]} (hook said: {out[-300:]!r})")
-    j1 = wait_for(f"a job for {c1[:12]}", lambda: job_for(admin, c1), 60)
+    # push 1: the allocator as it is; the runner benchmarks it
+    c1, j1 = push_and_queue(work, admin, "commit 1")
     check("post-receive hook queued a commit job", True, f"job {j1['id']}")
     t = time.monotonic()
     j1 = wait_job_done(admin, j1["id"])
@@ -272,39 +288,56 @@ def scenario() -> None:
           f"job {j1['id']} done in {time.monotonic() - t:.0f}s, {n1} trials stored "
           f"(expected {expected_trials})")
 
-    # push 2: a slower free path; restart the API in the middle of its job
+    # an alert needs SEGMENT commits on each side of the change (change detection's
+    # min_segment and its rank test): more commits before the slow one, each pushed alone
+    jobs = [j1]
+    for i in range(2, SEGMENT + 1):
+        commit_noop(work, i, "before")
+        jobs.append(push_and_queue(work, admin, f"commit {i}")[1])
+
+    # the slow commit; restart the API in the middle of its job
     changed = slow_down_free(work)
-    run(["git", "-c", "user.name=e2e", "-c", "user.email=e2e@mallard.invalid", "commit", "-q",
-         "-am", f"e2e: slow free path ({SLOW_FREE_SPINS} spins)"], cwd=work)
-    c2, out = push(work)
-    log(f"pushed {c2[:12]}, free slowed in {changed} (hook said: {out[-300:]!r})")
-    j2 = wait_for(f"a job for {c2[:12]}", lambda: job_for(admin, c2), 60)
-    wait_for(f"job {j2['id']} to be claimed",
-             lambda: (job(admin, j2["id"]) or {}).get("state") == "running", 120, every=1)
-    log(f"job {j2['id']} is running: stopping the API")
+    run([*GIT, "commit", "-q", "-am", f"e2e: slow free path ({SLOW_FREE_SPINS} spins)"],
+        cwd=work)
+    slow, js = push_and_queue(work, admin, f"slow commit (free slowed in {changed})")
+    base = c1
+    for j in jobs[1:]:  # the base of the comparison: the last commit before the slow one
+        base = j["spec"].get("commit") or base
+    wait_for(f"job {js['id']} to be claimed",
+             lambda: (job(admin, js["id"]) or {}).get("state") == "running", JOB_TIMEOUT,
+             every=1)
+    log(f"job {js['id']} is running: stopping the API")
     t = time.monotonic()
     compose("stop", "-t", "10", "api")
-    wait_for(f"the runner to spool job {j2['id']}'s results while the API is down",
-             lambda: spooled(j2["id"]), JOB_TIMEOUT, every=3)
-    down_for = time.monotonic() - t
+    wait_for(f"the runner to spool job {js['id']}'s results while the API is down",
+             lambda: spooled(js["id"]), JOB_TIMEOUT, every=3)
     check("runner kept its results in the spool while the API was down", True,
-          f"API down {down_for:.0f}s")
+          f"API down {time.monotonic() - t:.0f}s")
     compose("start", "api")
     wait_for("the API to be healthy again", api_healthy, 180)
-    j2 = wait_job_done(admin, j2["id"])
-    n2, d2 = trial_count(j2["id"])
+    js = wait_job_done(admin, js["id"])
+    n2, d2 = trial_count(js["id"])
     check("no result lost across the API restart", n2 == expected_trials and d2 == n2
-          and j2.get("attempt") == 1,
-          f"job {j2['id']} done (attempt {j2.get('attempt')}), {n2} trials stored, "
+          and js.get("attempt") == 1,
+          f"job {js['id']} done (attempt {js.get('attempt')}), {n2} trials stored, "
           f"{d2} distinct uids (expected {expected_trials})")
-    wait_for("the spool to drain", lambda: not spooled(j2["id"]), 120)
+    wait_for("the spool to drain", lambda: not spooled(js["id"]), 120)
 
-    # the comparison of the two commits
+    for i in range(2, SEGMENT + 1):
+        commit_noop(work, i, "after")
+        jobs.append(push_and_queue(work, admin, f"slow commit + {i - 1}")[1])
+    t = time.monotonic()
+    for j in jobs:
+        wait_job_done(admin, j["id"])
+    check(f"all {2 * SEGMENT} commit jobs done", True,
+          f"the last {len(jobs) - 1} in {time.monotonic() - t:.0f}s after the restart check")
+
+    # the comparison of the last good commit and the slow one
     status, comp = http("POST", f"{API}/api/v1/comparisons", {
-        "project": PROJECT, "base": {"commit": c1}, "head": {"commit": c2},
+        "project": PROJECT, "base": {"commit": base}, "head": {"commit": slow},
         "workloads": SUITE_WORKLOADS, "threads": [1], "trials": COMPARISON_TRIALS,
         "arch": runner.get("arch") or "x86_64", "peers": [], "suite": SUITE,
-        "hypothesis": "slower"}, token=admin)
+        "hypothesis": "-10%", "warmup": 1}, token=admin)
     if not check("comparison created (POST /comparisons)", status == 201,
                  f"HTTP {status} {comp if status != 201 else 'id ' + str(comp.get('id'))}"):
         raise Failed("no comparison")
@@ -320,21 +353,24 @@ def scenario() -> None:
     log(f"comparison {cid} report:\n{report}")
     regressed = [ln for ln in report.splitlines()
                  if ln.startswith("larson") and "ops_per_sec" in ln and "REGRESSED" in ln]
-    check("comparison of commit 1 vs commit 2 says REGRESSED", bool(regressed),
+    check("comparison (last good vs slow commit) says REGRESSED", bool(regressed),
           f"in {time.monotonic() - t:.0f}s: {regressed[0] if regressed else comp.get('state')}")
 
-    # alerts: the API's own (change detection on the branch), its webhook, Alertmanager's
-    status, alerts = http("GET", f"{API}/api/v1/alerts?project={PROJECT}", token=admin)
-    mine = [a for a in (alerts if isinstance(alerts, list) else [])
-            if a.get("first_bad_commit", "").startswith(c2[:7])]
-    log(f"alerts: HTTP {status}, {len(alerts) if isinstance(alerts, list) else alerts}")
-    check("API opened a regression alert naming commit 2", bool(mine),
-          mine[0].get("text", "") if mine else "none")
+    # alerts: the API's change detection, its webhook (outbox), and Prometheus/Alertmanager
+    def alert_open() -> list[dict[str, Any]]:
+        s, alerts = http("GET", f"{API}/api/v1/alerts?project={PROJECT}", token=admin)
+        return [a for a in (alerts if s == 200 and isinstance(alerts, list) else [])
+                if str(a.get("first_bad_commit", "")).startswith(slow[:7])
+                and a.get("state") == "open"]
+    mine = wait_for("an open alert naming the slow commit", alert_open, 60, every=3)
+    check("API opened a regression alert naming the slow commit", True,
+          str(mine[0].get("text", ""))[:200])
 
     hooked = wait_for("the API's webhook notification", lambda: [
-        m for m in received("/api") if c2[:7] in json.dumps(m["body"])], ALERT_TIMEOUT, every=5)
-    check("API webhook (outbox) reached the receiver", bool(hooked),
-          json.dumps(hooked[0]["body"])[:200])
+        m for m in received("/api") if slow[:7] in json.dumps(m["body"])], ALERT_TIMEOUT, every=5)
+    check("API webhook (outbox) reached the receiver", True,
+          f"{len(hooked)} message(s), event {hooked[0]['body'].get('event')}"
+          if isinstance(hooked[0]["body"], dict) else str(hooked[0]["body"])[:200])
 
     def alertmanager_sent() -> list[dict[str, Any]]:
         return [m for m in received("/alertmanager") if isinstance(m["body"], dict)
@@ -345,15 +381,6 @@ def scenario() -> None:
     labels = routed[0]["body"]["alerts"][0]["labels"]
     check("Prometheus -> Alertmanager -> webhook delivered MallardRegressionOpen", True,
           f"after {time.monotonic() - t:.0f}s more, labels {labels}")
-
-
-def register_webhook(token: str) -> None:
-    """Where the API posts its notifications: the webhook-log receiver, path /api."""
-    url = "http://webhook-log:8080/api"
-    status, body = http("POST", f"{API}/api/v1/webhooks/endpoints",
-                        {"url": url, "kind": "generic"}, token=token)
-    check("webhook endpoint registered with the API", status in (200, 201),
-          f"HTTP {status} {body if status not in (200, 201) else url}")
 
 
 def main() -> int:
