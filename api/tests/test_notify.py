@@ -54,6 +54,18 @@ class Receiver:
         self.thread.join(5)
 
 
+@pytest.fixture(autouse=True)
+def pause_app_worker(app):
+    """These tests drive delivery by hand: pause the app's background worker (started by
+    the app lifespan when another test opened the client) and restart it afterwards."""
+    worker = getattr(app.state, "outbox_worker", None)
+    if worker is not None:
+        worker.stop()
+    yield
+    if worker is not None:
+        notify.start_outbox_worker(app)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
