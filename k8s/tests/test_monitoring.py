@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import K8S_DIR, REPO_ROOT, find, one
+from k8s_helpers import K8S_DIR, REPO_ROOT, find, one
 
 GEN = K8S_DIR / "tools" / "gen_monitoring.py"
 RULES = REPO_ROOT / "dashboards" / "prometheus" / "rules" / "mallard.rules.yml"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import K8S_DIR, OUR_NAMESPACES, OVERLAYS, REPO_ROOT, copy_k8s, find, kustomize, one
+from k8s_helpers import K8S_DIR, OUR_NAMESPACES, OVERLAYS, REPO_ROOT, copy_k8s, find, kustomize, one
 
 CLUSTER_SCOPED = {"Namespace"}
 
@@ -17,7 +17,7 @@ def test_overlays_exist() -> None:
 
 
 def test_kubectl_carries_kustomize() -> None:
-    from conftest import kubectl
+    from k8s_helpers import kubectl
 
     out = subprocess.run(
         [kubectl(), "version", "--client"], capture_output=True, text=True, check=True

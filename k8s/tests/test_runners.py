@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import OVERLAYS, find, pod_spec
+from k8s_helpers import OVERLAYS, find, pod_spec
 
 ARCH_OF_OVERLAY = {
     "dev": {"amd64"},

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import kubernetes_validate
 import pytest
-from conftest import OVERLAYS
+from k8s_helpers import OVERLAYS
 
 K8S_VERSION = kubernetes_validate.latest_version()
 CRD_GROUPS = {"postgresql.cnpg.io", "monitoring.coreos.com"}

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import K8S_DIR, OVERLAYS, find, one, pod_spec, workloads
+from k8s_helpers import K8S_DIR, OVERLAYS, find, one, pod_spec, workloads
 
 CHECKOV_PROJECT = K8S_DIR / "tools" / "checkov"
 
