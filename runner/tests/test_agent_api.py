@@ -1,0 +1,142 @@
+"""The agent against the real API (api/, mallard_api) over a real embedded PostgreSQL.
+
+The API is stopped while the job runs and started again: the results the agent
+spooled arrive once, the job is done, and re-posting the same trials stores
+nothing new (the API keeps each uid once).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from mallard_runner.settings import REPO_ROOT
+
+from .conftest import first_cpu, write_suite
+from .test_agent import agent_log, free_port, job_spec, wait_for
+
+API_BIN = Path(sys.executable).parent / "mallard-api"
+pytestmark = pytest.mark.skipif(not API_BIN.exists(), reason="mallard-api is not installed")
+
+
+class RealApi:
+    def __init__(self, base: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "MALLARD_DATA_DIR": str(base / "pgdata")}
+        self.env.pop("DATABASE_URL", None)
+        self.log = base / "api.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [str(API_BIN), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+                env=self.env, cwd=REPO_ROOT, stdout=log, stderr=log, start_new_session=True)
+
+        def healthy() -> bool:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the API exited: {self.log.read_text()[-3000:]}")
+            try:
+                return httpx.get(f"{self.url}/api/v1/health", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(healthy, 240, "the API to be healthy")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def token(self, *args: str) -> str:
+        out = subprocess.run([str(API_BIN), "token", "create", *args], env=self.env,
+                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture
+def real_api() -> Iterator[RealApi]:
+    base = Path(tempfile.mkdtemp(prefix="mallard-runner-api-"))
+    api = RealApi(base)
+    try:
+        api.start()
+        yield api
+    finally:
+        api.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_agent_survives_a_real_api_restart(real_api, make_settings, toy_repo, tmp_path):
+    settings = make_settings(cache_dir=tmp_path / "cache")
+    write_suite(settings, "t", {"trials": 40, "warmup": 0, "threads": [1, 2],
+                                "allocators": ["glibc"],
+                                "workloads": {"tiny": {"params": {"ops": 20000}}}})
+    user = real_api.token("--role", "user")
+    runner_token = real_api.token("--role", "runner", "--runner", "node-real")
+    api = httpx.Client(base_url=real_api.url, timeout=30,
+                       headers={"Authorization": f"Bearer {user}"})
+    api.put("/api/v1/projects/mallard", json={"repo_url": str(toy_repo),
+                                              "allocator_dir": "allocator",
+                                              "default_branch": "main"}).raise_for_status()
+    spec = {**job_spec(toy_repo), "trials": 40, "warmup": 0}
+    job = api.post("/api/v1/jobs", json={"kind": "commit", "arch": platform.machine(),
+                                         "project": "mallard", "spec": spec})
+    job.raise_for_status()
+    job_id = job.json()["id"]
+    env = {**os.environ, "MALLARD_RUNNER_WORKLOADS_DIR": str(settings.workloads_dir),
+           "MALLARD_RUNNER_SUITES_DIR": str(settings.suites_dir),
+           "MALLARD_RUNNER_STATE_DIR": str(settings.state_dir),
+           "MALLARD_RUNNER_CACHE_DIR": str(settings.cache()),
+           "MALLARD_RUNNER_POLL_SECONDS": "0.2", "MALLARD_RUNNER_RETRY_MAX_SECONDS": "1",
+           "MALLARD_RUNNER_HEARTBEAT_SECONDS": "1",
+           "MALLARD_RUNNER_FLUSH_TIMEOUT_SECONDS": "300"}
+    spool = tmp_path / "spool"
+
+    agent = subprocess.Popen([str(Path(sys.executable).parent / "mallard-runner"), "agent",
+                              "--api", real_api.url, "--token", runner_token, "--cpus",
+                              str(first_cpu()), "--name", "node-real", "--spool", str(spool),
+                              "--once"], env=env,
+                             stdout=open(tmp_path / "agent.log", "ab"),  # noqa: SIM115
+                             stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: api.get(f"/api/v1/jobs/{job_id}").json()["state"] == "running", 120,
+                 "the agent to claim the job")
+        real_api.stop()  # the API goes away while the job runs
+        wait_for(lambda: any(json.loads(p.read_text())["attempts"] >= 1
+                             for p in spool.glob("*.json")), 180, "a failed post in the spool")
+        (pending,) = [json.loads(p.read_text()) for p in spool.glob("*.json")]
+        assert pending["url"] == "/results"
+        real_api.start()
+        assert agent.wait(300) == 0, agent_log(spool)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+    assert "stored 160, duplicates 0" in agent_log(spool)
+    done = api.get(f"/api/v1/jobs/{job_id}").json()
+    assert done["state"] == "done"
+    # the same trials again: the API recognises every uid
+    runner_api = httpx.Client(base_url=real_api.url, timeout=60,
+                              headers={"Authorization": f"Bearer {runner_token}"})
+    again = runner_api.post("/api/v1/results", json={**pending["body"], "job_id": None})
+    assert again.status_code == 201, again.text
+    assert again.json()["stored"] == 0 and again.json()["duplicates"] == 160
+    assert not list(spool.glob("*.json"))
