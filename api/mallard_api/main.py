@@ -23,7 +23,7 @@ from starlette.responses import Response
 from mallard_api import db
 from mallard_api.config import Settings, get_settings
 from mallard_api.deps import get_session
-from mallard_api.metrics import REGISTRY, DatabaseCollector, metrics_middleware
+from mallard_api.metrics import REGISTRY, DatabaseCollector, MetricsMiddleware
 from mallard_api.routes import jobs, projects, results, runners, series, webhooks
 from mallard_api.schemas import Health
 
@@ -54,7 +54,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from mallard_api.notify import start_outbox_worker  # alert webhook delivery
+
+        start_outbox_worker(app)  # sets app.state.outbox_worker
         yield
+        app.state.outbox_worker.stop()
         engine.dispose()
 
     app = FastAPI(title="Mallard API", version="1", lifespan=lifespan,
@@ -66,7 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessionmaker = db.make_sessionmaker(engine)
     db_registry = CollectorRegistry()
     db_registry.register(DatabaseCollector(engine))
-    app.middleware("http")(metrics_middleware)
+    app.add_middleware(MetricsMiddleware)
 
     @app.exception_handler(DataError)
     async def data_error(request: Request, exc: DataError) -> JSONResponse:

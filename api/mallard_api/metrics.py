@@ -9,16 +9,17 @@ this process stored.
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine, text
-from starlette.requests import Request
-from starlette.responses import Response
+from starlette.routing import compile_path
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 REGISTRY = CollectorRegistry()
 HTTP_REQUESTS = Counter("mallard_http_requests_total", "HTTP requests by route template",
@@ -31,19 +32,53 @@ TRIALS_INGESTED = Counter("mallard_trials_ingested_total", "Trials stored by res
                           registry=REGISTRY)
 
 
-async def metrics_middleware(request: Request,
-                             call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-    start = time.perf_counter()
-    status = 500
-    try:
-        response = await call_next(request)
-        status = response.status_code
-        return response
-    finally:
-        route = request.scope.get("route")
-        template = getattr(route, "path", None) or "unmatched"
-        HTTP_REQUESTS.labels(request.method, template, str(status)).inc()
-        HTTP_LATENCY.labels(request.method, template).observe(time.perf_counter() - start)
+class MetricsMiddleware:
+    """Pure ASGI middleware: counts requests and times them by route template.
+
+    The template is found by matching the path against the app's OpenAPI paths (plus
+    its plain routes such as /metrics), compiled once: FastAPI's nested routers do not
+    leave the full template in the ASGI scope.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._templates: list[tuple[re.Pattern[str], str]] | None = None
+
+    def template(self, scope: Scope) -> str:
+        if self._templates is None:
+            application = scope.get("app")
+            paths: list[str] = []
+            if application is not None:
+                paths = list(application.openapi().get("paths", {}))
+                paths += [r.path for r in application.routes
+                          if isinstance(getattr(r, "path", None), str)]
+            self._templates = [(compile_path(p)[0], p) for p in paths]
+        path = str(scope.get("path", ""))
+        for regex, template in self._templates:
+            if regex.match(path):
+                return template
+        return "unmatched"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            template = self.template(scope)
+            method = str(scope.get("method", ""))
+            HTTP_REQUESTS.labels(method, template, str(status)).inc()
+            HTTP_LATENCY.labels(method, template).observe(time.perf_counter() - start)
 
 
 class DatabaseCollector(Collector):

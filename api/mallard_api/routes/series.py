@@ -42,15 +42,6 @@ def get_series(
     testbed: Annotated[str | None, Query(max_length=64, pattern=r"^[0-9a-f]+$",
                                          description="testbed fingerprint")] = None,
 ) -> SeriesOut:
-    proj = project_sql.get(session, project)
-    if proj is None:
-        raise field_error(404, ["query", "project"], f"no project named '{project}'",
-                          "not_found")
-    branch_name = branch or proj.default_branch
-    b = project_sql.get_branch(session, proj, branch_name)
-    if b is None:
-        raise field_error(404, ["query", "branch"], f"no branch '{branch_name}' in '{project}'",
-                          "not_found")
     params_sha = None
     if params is not None:
         try:
@@ -62,6 +53,15 @@ def get_series(
             raise field_error(422, ["query", "params"],
                               f"must be a JSON object of workload params ({exc})") from exc
         params_sha = canonical_params(parsed)[1]
+    proj = project_sql.get(session, project)
+    if proj is None:
+        raise field_error(404, ["query", "project"], f"no project named '{project}'",
+                          "not_found")
+    branch_name = branch or proj.default_branch
+    b = project_sql.get_branch(session, proj, branch_name)
+    if b is None:
+        raise field_error(404, ["query", "branch"], f"no branch '{branch_name}' in '{project}'",
+                          "not_found")
     v = "" if variant in (None, "", "default") else variant
     points = sql.series(session, branch_id=b.id, workload=workload, params_sha=params_sha,
                         threads=threads, allocator=allocator, variant=v or "", measure=measure,

@@ -115,8 +115,8 @@ def record_push(session: Session, project: Project, branch_name: str, after: str
         res = session.execute(
             insert(BranchCommit).values(branch_id=branch.id, commit_id=commit_id,
                                         position=next_pos)
-            .on_conflict_do_nothing())
-        if res.rowcount:  # type: ignore[attr-defined]
+            .on_conflict_do_nothing().returning(BranchCommit.commit_id))
+        if res.first() is not None:
             next_pos += 1
             new += 1
     branch.head_sha = after

@@ -1,0 +1,40 @@
+"""Builders for request bodies shared by the API tests."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+TESTBED = {"arch": "x86_64", "cpu_model": "Test CPU", "cpus": "1", "kernel": "6.1.0",
+           "governor": "performance", "smt": False, "thp": "madvise",
+           "compiler": "gcc 12.2.0", "libc": "glibc 2.36", "page_size": 4096}
+
+
+def sha(n: int | str) -> str:
+    return f"{n}".rjust(40, "a")[-40:] if isinstance(n, int) else n
+
+
+def trial(commit: str | None = "a" * 40, *, value: float = 1.0e7, threads: int = 2,
+          workload: str = "larson", allocator: str = "mallard", variant: str | None = None,
+          label: str = "head", warmup: bool = False, ok: bool = True,
+          uid: str | None = None, measures: dict[str, float] | None = None) -> dict[str, Any]:
+    return {
+        "uid": uid or str(uuid.uuid4()), "label": label,
+        "allocator": {"name": allocator, "commit": commit, "variant": variant,
+                      "build_flags": "-O2 -g", "compiler": "gcc 12.2.0",
+                      "library_sha256": "0" * 64 if commit else None},
+        "workload": {"name": workload, "params": {"threads": threads, "ops": 1000, "seed": 42}},
+        "seq": 0, "warmup": warmup, "started_at": "2026-11-21T12:00:00Z", "ok": ok,
+        "exit_code": 0 if ok else 1, "signal": None, "stderr_tail": "",
+        "measures": measures if measures is not None else {"ops_per_sec": value,
+                                                           "wall_seconds": 0.4},
+        "counters": {"version": 1, "allocs": 10} if allocator == "mallard" else None,
+    }
+
+
+def results(trials: list[dict[str, Any]], *, job_id: int | None = None,
+            runner_id: int | None = None, project: str | None = None,
+            branch: str | None = None, testbed: dict[str, Any] | None = None
+            ) -> dict[str, Any]:
+    return {"job_id": job_id, "runner_id": runner_id, "project": project, "branch": branch,
+            "testbed": testbed or TESTBED, "trials": trials, "artifacts": None}

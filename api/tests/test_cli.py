@@ -1,0 +1,40 @@
+"""The admin CLI against the test database."""
+
+from __future__ import annotations
+
+from mallard_api.cli import app
+from typer.testing import CliRunner
+
+
+def test_token_create_prints_a_working_token(client, database_url, monkeypatch, unique):
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    res = CliRunner().invoke(app, ["token", "create", "--role", "runner", "--runner",
+                                   "cli-" + unique])
+    assert res.exit_code == 0, res.output
+    token = res.output.strip().splitlines()[-1]
+    r = client.post("/api/v1/runners/register", headers={"Authorization": f"Bearer {token}"},
+                    json={"name": "cli-" + unique, "arch": "x86_64"})
+    assert r.status_code == 200
+    r = client.post("/api/v1/runners/register", headers={"Authorization": f"Bearer {token}"},
+                    json={"name": "other-" + unique, "arch": "x86_64"})
+    assert r.status_code == 403
+
+
+def test_token_create_validates_role(database_url, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    assert CliRunner().invoke(app, ["token", "create", "--role", "root"]).exit_code == 2
+    assert CliRunner().invoke(app, ["token", "create", "--role", "runner"]).exit_code == 2
+
+
+def test_db_url_prints_the_configured_url(database_url, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    res = CliRunner().invoke(app, ["db-url"])
+    assert res.exit_code == 0 and res.output.strip().startswith("postgresql://")
+
+
+def test_db_url_of_the_embedded_server(pg_server, monkeypatch):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("MALLARD_DATA_DIR", str(pg_server.pgdata))
+    res = CliRunner().invoke(app, ["db-url"])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip() == pg_server.url().replace("postgresql+psycopg", "postgresql")

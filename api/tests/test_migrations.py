@@ -1,0 +1,54 @@
+"""Alembic migrations: up, down to base, and up again, on a database of their own."""
+
+from __future__ import annotations
+
+import psycopg
+from conftest import MIGRATIONS, create_database
+from mallard_api import db
+
+VIEWS = {"v_measurements", "v_series", "v_jobs", "v_runners"}
+
+
+def objects(url: str) -> tuple[set[str], set[str]]:
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        tables = {r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+        views = {r[0] for r in conn.execute(
+            "SELECT viewname FROM pg_views WHERE schemaname = 'public'")}
+    return tables, views
+
+
+def test_upgrade_downgrade_upgrade(pg_server):
+    url = create_database(pg_server, "mallard_migrations")
+    db.migrate(url, MIGRATIONS)
+    tables, views = objects(url)
+    assert {"trials", "jobs", "runners", "commits", "branch_commits"} <= tables
+    assert VIEWS <= views
+    db.downgrade(url, MIGRATIONS, "base")
+    tables, views = objects(url)
+    assert tables <= {"alembic_version"} and not views
+    db.migrate(url, MIGRATIONS)
+    tables, views = objects(url)
+    assert VIEWS <= views and "trials" in tables
+
+
+def test_view_columns_are_the_contract(database_url):
+    expected = {
+        "v_measurements": "trial_id started_at ingested_at project commit_sha commit_short "
+                          "commit_time branch allocator variant allocator_label label workload "
+                          "params threads arch testbed_fingerprint cpu_model measure unit "
+                          "higher_is_better value ok warmup job_id",
+        "v_series": "project branch commit_sha commit_short commit_time commit_position "
+                    "allocator variant allocator_label workload params threads arch "
+                    "testbed_fingerprint measure median p25 p75 n",
+        "v_jobs": "job_id kind state arch runner attempt created_at claimed_at finished_at "
+                  "queue_seconds run_seconds",
+        "v_runners": "runner_id name arch cpus last_seen_at seconds_since_seen "
+                     "testbed_fingerprint cpu_model",
+    }
+    with psycopg.connect(database_url.replace("postgresql+psycopg://", "postgresql://")) as c:
+        for view, cols in expected.items():
+            got = [r[0] for r in c.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
+                "ORDER BY ordinal_position", (view,))]
+            assert got == cols.split(), view

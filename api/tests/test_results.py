@@ -1,0 +1,104 @@
+"""Results ingest: idempotent by uid, normalised, completes the job, validates."""
+
+from __future__ import annotations
+
+from helpers import results, trial
+from sqlalchemy import text
+
+
+def test_same_trial_posted_twice_is_stored_once(client, make_runner, engine):
+    runner, headers = make_runner()
+    body = results([trial(), trial()], runner_id=runner["id"])
+    r1 = client.post("/api/v1/results", headers=headers, json=body)
+    assert r1.status_code == 201, r1.text
+    assert r1.json() == {"stored": 2, "duplicates": 0, "job_id": None}
+    r2 = client.post("/api/v1/results", headers=headers, json=body)
+    assert r2.json() == {"stored": 0, "duplicates": 2, "job_id": None}
+    uids = [t["uid"] for t in body["trials"]]
+    with engine.connect() as conn:
+        n = conn.execute(text("SELECT count(*) FROM trials WHERE uid = ANY(:u)"),
+                         {"u": uids}).scalar()
+    assert n == 2
+
+
+def test_repeated_results_share_the_normalised_rows(client, make_runner, engine):
+    runner, headers = make_runner()
+    a, b = trial(variant="transfer=ring"), trial(variant="transfer=ring")
+    client.post("/api/v1/results", headers=headers, json=results([a], runner_id=runner["id"]))
+    client.post("/api/v1/results", headers=headers, json=results([b], runner_id=runner["id"]))
+    with engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT allocator_id, workload_id, testbed_id FROM trials WHERE uid IN (:a, :b)"),
+            {"a": a["uid"], "b": b["uid"]}).all()
+    assert len(rows) == 2 and rows[0] == rows[1]
+
+
+def test_results_with_job_id_complete_the_job(client, make_runner, user_headers, make_project):
+    project = make_project()
+    runner, headers = make_runner()
+    job = client.post("/api/v1/jobs", headers=user_headers, json={
+        "kind": "commit", "arch": runner["arch"], "spec": {}}).json()
+    claimed = client.post("/api/v1/jobs/claim", headers=headers,
+                          json={"runner_id": runner["id"]}).json()
+    assert claimed["id"] == job["id"]
+    body = results([trial(), trial(allocator="jemalloc", commit=None, label="peer")],
+                   job_id=job["id"], runner_id=runner["id"], project=project["name"],
+                   branch="main")
+    r = client.post("/api/v1/results", headers=headers, json=body)
+    assert r.status_code == 201 and r.json()["job_id"] == job["id"]
+    detail = client.get(f"/api/v1/jobs/{job['id']}", headers=user_headers).json()
+    assert detail["state"] == "done"
+    assert [a["outcome"] for a in detail["attempts"]] == ["done"]
+
+
+def test_measurements_view_has_the_contract_columns(client, make_runner, make_project, engine):
+    project = make_project()
+    runner, headers = make_runner()
+    t = trial(variant="transfer=ring", value=123.0)
+    client.post("/api/v1/results", headers=headers,
+                json=results([t], runner_id=runner["id"], project=project["name"],
+                             branch="main"))
+    with engine.connect() as conn:
+        row = conn.execute(text(
+            "SELECT * FROM v_measurements WHERE trial_id = (SELECT id FROM trials WHERE uid = :u)"
+            " AND measure = 'ops_per_sec'"), {"u": t["uid"]}).mappings().one()
+    assert row["value"] == 123.0 and row["unit"] == "ops/s" and row["higher_is_better"]
+    assert row["allocator_label"] == "mallard@aaaaaaa transfer=ring"
+    assert row["variant"] == "transfer=ring" and row["threads"] == 2
+    assert row["project"] == project["name"] and row["branch"] == "main"
+    assert row["commit_sha"] == "a" * 40 and row["commit_short"] == "aaaaaaa"
+
+
+def test_unknown_job_names_the_field(client, make_runner):
+    runner, headers = make_runner()
+    r = client.post("/api/v1/results", headers=headers,
+                    json=results([trial()], job_id=987654321, runner_id=runner["id"]))
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "job_id"]
+
+
+def test_bad_measure_value_names_the_field(client, make_runner):
+    runner, headers = make_runner()
+    body = results([trial(measures={"ops_per_sec": "fast"})], runner_id=runner["id"])  # type: ignore[dict-item]
+    r = client.post("/api/v1/results", headers=headers, json=body)
+    assert r.status_code == 422
+    loc = r.json()["detail"][0]["loc"]
+    assert loc[:3] == ["body", "trials", 0] and "measures" in loc
+
+
+def test_nul_characters_are_rejected_with_the_field(client, make_runner):
+    runner, headers = make_runner()
+    t = trial()
+    t["stderr_tail"] = "bad\x00byte"
+    r = client.post("/api/v1/results", headers=headers,
+                    json=results([t], runner_id=runner["id"]))
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "trials", 0, "stderr_tail"]
+
+
+def test_unknown_project_names_the_field(client, make_runner):
+    runner, headers = make_runner()
+    r = client.post("/api/v1/results", headers=headers,
+                    json=results([trial()], runner_id=runner["id"], project="no-such-project"))
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "project"]

@@ -1,0 +1,164 @@
+"""Push webhooks: signatures checked; a push records commits and queues commit jobs."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+
+from conftest import GITEA_SECRET, GITHUB_SECRET, GITLAB_TOKEN
+from mallard_api.pushes import ZERO
+
+
+def shas(n: int, seed: str) -> list[str]:
+    return [hashlib.sha1(f"{seed}{i}".encode()).hexdigest() for i in range(n)]
+
+
+def github_payload(project: dict, commits: list[str], ref: str = "refs/heads/main") -> bytes:
+    return json.dumps({
+        "ref": ref, "before": ZERO, "after": commits[-1],
+        "repository": {"name": project["name"], "full_name": f"org/{project['name']}",
+                       "clone_url": project["repo_url"]},
+        "commits": [{"id": c, "message": f"commit {i}", "timestamp": "2026-11-21T12:00:00Z",
+                     "author": {"name": "Ada"}} for i, c in enumerate(commits)],
+    }).encode()
+
+
+def sign(secret: str, body: bytes) -> str:
+    return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def test_github_push_with_valid_signature_records_and_queues(
+        client, make_project, user_headers, unique):
+    project = make_project()
+    commits = shas(3, unique)
+    body = github_payload(project, commits)
+    r = client.post("/api/v1/webhooks/github", content=body, headers={
+        "X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + sign(GITHUB_SECRET, body),
+        "Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["branch"] == "main" and out["commits"] == 3 and out["jobs"]
+    job = client.get(f"/api/v1/jobs/{out['jobs'][0]}", headers=user_headers).json()
+    spec = job["spec"]
+    assert job["kind"] == "commit" and job["state"] == "queued"
+    assert spec["project"] == project["name"] and spec["repo_url"] == project["repo_url"]
+    assert spec["allocator_dir"] == "allocator" and spec["suite"] == "quick"
+    assert spec["branch"] == "main"
+    assert spec["allocators"][0] == {"label": "head", "name": "mallard",
+                                     "commit": commits[-1], "variant": None}
+    listed = client.get(f"/api/v1/projects/{project['name']}/branches/main/commits",
+                        headers=user_headers).json()
+    assert [c["sha"] for c in listed] == commits[::-1]
+    assert [c["branches"][0]["position"] for c in listed] == [3, 2, 1]
+    one = client.get(f"/api/v1/projects/{project['name']}/commits/{commits[1]}",
+                     headers=user_headers).json()
+    assert one["parent_sha"] == commits[0] and one["author"] == "Ada"
+    # a re-delivery records nothing new and queues no second job
+    again = client.post("/api/v1/webhooks/github", content=body, headers={
+        "X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + sign(GITHUB_SECRET, body),
+        "Content-Type": "application/json"}).json()
+    assert again["commits"] == 0 and again["jobs"] == []
+
+
+def test_push_queues_one_job_per_runner_arch(client, make_project, make_runner, unique,
+                                             user_headers):
+    make_runner(arch="aarch64")
+    make_runner(arch="x86_64")
+    make_runner(arch="x86_64")
+    known = {r["arch"] for r in client.get("/api/v1/runners", headers=user_headers).json()}
+    project = make_project()
+    body = github_payload(project, shas(1, unique))
+    out = client.post("/api/v1/webhooks/github", content=body, headers={
+        "X-Hub-Signature-256": "sha256=" + sign(GITHUB_SECRET, body)}).json()
+    arches = [client.get(f"/api/v1/jobs/{j}", headers=user_headers).json()["arch"]
+              for j in out["jobs"]]
+    assert sorted(arches) == sorted(known)  # one each, no duplicates
+    assert {"aarch64", "x86_64"} <= set(arches)
+
+
+def test_github_bad_signature_is_rejected(client, make_project, unique, engine):
+    project = make_project()
+    body = github_payload(project, shas(1, unique))
+    r = client.post("/api/v1/webhooks/github", content=body, headers={
+        "X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + sign("wrong", body)})
+    assert r.status_code == 401
+    assert r.json()["detail"][0]["loc"] == ["header", "x-hub-signature-256"]
+    r = client.post("/api/v1/webhooks/github", content=body, headers={"X-GitHub-Event": "push"})
+    assert r.status_code == 401
+
+
+def test_project_secret_takes_precedence(client, make_project, unique):
+    project = make_project(webhook_secret="project-own-secret")
+    body = github_payload(project, shas(1, unique))
+    bad = client.post("/api/v1/webhooks/github", content=body, headers={
+        "X-Hub-Signature-256": "sha256=" + sign(GITHUB_SECRET, body)})
+    assert bad.status_code == 401
+    good = client.post("/api/v1/webhooks/github", content=body, headers={
+        "X-Hub-Signature-256": "sha256=" + sign("project-own-secret", body)})
+    assert good.status_code == 200 and good.json()["jobs"]
+
+
+def test_gitlab_push_queues_jobs(client, make_project, unique):
+    project = make_project()
+    commits = shas(2, unique)
+    body = json.dumps({
+        "object_kind": "push", "ref": "refs/heads/main", "before": ZERO, "after": commits[-1],
+        "project": {"name": project["name"], "git_http_url": project["repo_url"]},
+        "commits": [{"id": c, "message": "m", "author": {"name": "Bo"}} for c in commits],
+    }).encode()
+    bad = client.post("/api/v1/webhooks/gitlab", content=body,
+                      headers={"X-Gitlab-Token": "nope", "X-Gitlab-Event": "Push Hook"})
+    assert bad.status_code == 401
+    r = client.post("/api/v1/webhooks/gitlab", content=body,
+                    headers={"X-Gitlab-Token": GITLAB_TOKEN, "X-Gitlab-Event": "Push Hook"})
+    assert r.status_code == 200, r.text
+    assert r.json()["commits"] == 2 and r.json()["jobs"]
+
+
+def test_gitea_push_queues_jobs(client, make_project, unique):
+    project = make_project()
+    body = github_payload(project, shas(2, unique))
+    bad = client.post("/api/v1/webhooks/gitea", content=body,
+                      headers={"X-Gitea-Signature": sign("wrong", body)})
+    assert bad.status_code == 401
+    r = client.post("/api/v1/webhooks/gitea", content=body, headers={
+        "X-Gitea-Signature": sign(GITEA_SECRET, body), "X-Gitea-Event": "push"})
+    assert r.status_code == 200, r.text
+    assert r.json()["commits"] == 2 and r.json()["jobs"]
+
+
+def test_plain_push_from_the_hook_script_queues_jobs(client, make_project, user_headers,
+                                                     make_token, unique):
+    project = make_project()
+    commits = shas(2, unique)
+    body = {"project": project["name"], "ref": "refs/heads/main", "before": ZERO,
+            "after": commits[-1],
+            "commits": [{"sha": c, "message": "m", "author": "Cy"} for c in commits]}
+    assert client.post("/api/v1/webhooks/push", json=body).status_code == 401
+    runner_headers = {"Authorization": f"Bearer {make_token('runner', 'r-' + unique)}"}
+    assert client.post("/api/v1/webhooks/push", json=body,
+                       headers=runner_headers).status_code == 403
+    r = client.post("/api/v1/webhooks/push", json=body, headers=user_headers)
+    assert r.status_code == 200, r.text
+    assert r.json()["commits"] == 2 and r.json()["jobs"]
+
+
+def test_untracked_branches_and_tags_queue_nothing(client, make_project, user_headers, unique):
+    project = make_project()
+    c = shas(1, unique)[0]
+    for ref in ("refs/heads/feature", "refs/tags/v1"):
+        r = client.post("/api/v1/webhooks/push", headers=user_headers, json={
+            "project": project["name"], "ref": ref, "after": c, "commits": []})
+        assert r.status_code == 200 and r.json()["jobs"] == [] and r.json()["ignored"]
+
+
+def test_bad_push_body_names_the_field(client, user_headers, make_project):
+    project = make_project()
+    r = client.post("/api/v1/webhooks/push", headers=user_headers, json={
+        "project": project["name"], "ref": "refs/heads/main", "after": "not-a-sha"})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "after"]
+    body = b'{"ref": "refs/heads/main", "after": 5}'
+    r = client.post("/api/v1/webhooks/github", content=body)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "after"]
