@@ -104,7 +104,8 @@ def follow(client: httpx.Client, cid: int, runner: subprocess.Popen[bytes]) -> d
             running = [j for j in jobs if j.get("state") == "running"]
             desc = f"comparison {cid}: {comp['state']}"
             if running:
-                desc += f" (job {running[0]['id']} running)"
+                job = running[0]
+                desc += f" (job {job['job_id']}, round {job['round']}, {job['trials']} trials, running)"
             progress.update(task, description=desc, total=max(len(jobs), 1), completed=done)
             if comp["state"] in ("done", "failed"):
                 return comp
