@@ -130,3 +130,44 @@ def test_failed_job_fails_the_comparison(client, user_headers, make_project, mak
     d = client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json()
     assert d["state"] == "failed"
     assert "no results" in d["report"]
+
+
+CONTRACT_COLUMNS = {  # docs/contracts.md §7: the dashboards' interface
+    "v_comparisons": "comparison_id, created_at, state, project, arch, base_label, head_label, "
+                     "hypothesis, cells, improved, regressed, same, unknown",
+    "v_comparison_cells": "comparison_id, workload, params, threads, measure, base_median, "
+                          "head_median, ratio, diff_pct, ci_low_pct, ci_high_pct, p_value, "
+                          "p_adjusted, n_base, n_head, robust_base, robust_head, verdict, line",
+    "v_alerts": "alert_id, opened_at, updated_at, resolved_at, state, label, project, branch, "
+                "workload, params, threads, arch, measure, allocator, first_bad_commit, "
+                "last_good_commit, change_pct, ci_low_pct, ci_high_pct, text",
+}
+
+
+@pytest.mark.parametrize("view", sorted(CONTRACT_COLUMNS))
+def test_view_columns_are_the_contract(engine, view):
+    with engine.connect() as conn:
+        cols = conn.execute(text(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = :v "
+            "ORDER BY ordinal_position"), {"v": view}).scalars().all()
+    assert ", ".join(cols) == CONTRACT_COLUMNS[view]
+
+
+def test_migration_0002_downgrades_and_upgrades(pg_server):
+    from conftest import MIGRATIONS, create_database
+    from mallard_api import db
+
+    url = create_database(pg_server, "mallard_migrate_0002")
+    db.migrate(url, MIGRATIONS)
+    db.downgrade(url, MIGRATIONS, "0001_core")
+    eng = db.make_engine(url, 1)
+    try:
+        with eng.connect() as conn:
+            assert conn.execute(text("SELECT to_regclass('v_alerts')")).scalar() is None
+            assert conn.execute(text("SELECT to_regclass('v_series')")).scalar() is not None
+        db.migrate(url, MIGRATIONS)
+        with eng.connect() as conn:
+            assert conn.execute(text("SELECT to_regclass('webhook_outbox')")).scalar() \
+                is not None
+    finally:
+        eng.dispose()
