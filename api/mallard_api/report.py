@@ -198,7 +198,10 @@ def format_report(
     cells: Sequence[ReportCell],
     peers: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
 ) -> str:
-    """A whole comparison report.
+    """A whole comparison report: a header, then per workload (a blank line between
+    workloads) one DESIGN.md line per cell at the start of its line, each throughput line
+    followed by its allocator counters and the hypothesis check (indented), and the peers
+    as reference lines; a closing line says in how many cells the hypothesis held.
 
     ``peers`` maps ``(workload, params_key(params))`` to ``{allocator: median ops_per_sec}``
     for the peer trials of the comparison (``glibc``, ``jemalloc``, ...). They are printed as
@@ -235,7 +238,6 @@ def format_report(
     outcomes: list[str] = []
     for workload in sorted(groups):
         out.append("")
-        out.append(workload)
         for pkey in sorted(groups[workload]):
             group = sorted(groups[workload][pkey], key=lambda c: _measure_order(c.measure))
             counters = [c for c in group if is_counter(c.measure)]
@@ -244,25 +246,25 @@ def format_report(
             for c in group:
                 if is_counter(c.measure):
                     continue
-                out.append("  " + format_line(workload, ptext, c.measure, c.stats))
+                out.append(format_line(workload, ptext, c.measure, c.stats))
                 if c.measure == THROUGHPUT and counters:
-                    out.append("    counters: " + ", ".join(_counter_text(k) for k in counters))
+                    out.append("  counters: " + ", ".join(_counter_text(k) for k in counters))
                 if hyp is not None and c.measure == hyp.measure:
                     res = hypothesis_outcome(hyp, c.stats)
                     outcomes.append(res)
                     out.append(
-                        f"    {hyp.describe()}, actual {_pct(c.stats.diff_pct)} "
+                        f"  {hyp.describe()}, actual {_pct(c.stats.diff_pct)} "
                         f"[{_pct(c.stats.ci_low_pct)}, {_pct(c.stats.ci_high_pct)}]: {res.upper()}"
                     )
             if not any(not is_counter(c.measure) for c in group) and counters:
                 joined = ", ".join(_counter_text(k) for k in counters)
-                out.append(f"  {workload} {ptext} counters: {joined}")
+                out.append(f"{workload} {ptext} counters: {joined}")
             ref = peers.get((workload, pkey))
             if ref:
                 lines = peer_lines(ref, group)
                 if lines:
-                    out.append(f"    reference ({THROUGHPUT} medians):")
-                    out.extend("      " + line for line in lines)
+                    out.append(f"  reference ({THROUGHPUT} medians):")
+                    out.extend("    " + line for line in lines)
     if hyp is not None:
         held = sum(1 for o in outcomes if o == "held")
         out.append("")

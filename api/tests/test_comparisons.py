@@ -111,16 +111,17 @@ def test_whole_report():
     assert "state: done; 4 cells: 1 improved, 2 regressed, 1 same, 0 unknown; follow-ups: 1" in (
         lines
     )
-    i = lines.index("larson")
-    assert lines[i + 1] == (
-        "  larson threads=2 ops_per_sec: -17.3% ±1.3% (p=0.000, 8 trials, 7 robust) REGRESSED"
-    )
-    assert lines[i + 2] == "    counters: transfer_insert_hit_ratio 0.910 -> 0.620 (-31.9%)"
-    assert lines[i + 3].endswith("actual -17.3% [-18.6%, -16.0%]: NOT HELD (WRONG DIRECTION)")
-    assert lines[i + 4].startswith("  larson threads=2 max_rss_bytes: +0.2%")
-    assert "      jemalloc: 1.32x glibc" in lines
-    assert "      base: 1.25x glibc" in lines
-    assert lines.index("rpc") > i
+    i = lines.index(
+        "larson threads=2 ops_per_sec: -17.3% ±1.3% (p=0.000, 8 trials, 7 robust) REGRESSED")
+    assert lines[i - 1] == ""
+    assert lines[i + 1] == "  counters: transfer_insert_hit_ratio 0.910 -> 0.620 (-31.9%)"
+    assert lines[i + 2].endswith("actual -17.3% [-18.6%, -16.0%]: NOT HELD (WRONG DIRECTION)")
+    assert lines[i + 3].startswith("larson threads=2 max_rss_bytes: +0.2%")
+    assert lines[i + 4] == "  reference (ops_per_sec medians):"
+    assert "    jemalloc: 1.32x glibc" in lines
+    assert "    base: 1.25x glibc" in lines
+    j = next(n for n, ln in enumerate(lines) if ln.startswith("rpc threads=1 ops_per_sec: "))
+    assert j > i and lines[j - 1] == ""
     assert lines[-1] == "hypothesis (expected +15% ops_per_sec): held in 0 of 2 cells"
 
 
@@ -251,12 +252,12 @@ def test_comparison_end_to_end(client, user_headers, make_project, make_runner, 
                         "base mallard@1111111 transfer=mutex vs head mallard@2222222 transfer=ring")
     assert lines[1].startswith("testbed: Test CPU (")
     assert "hypothesis: expected +15% ops_per_sec" in lines
-    reg = [ln for ln in lines if ln.startswith("  larson threads=2 ops_per_sec: ")]
+    reg = [ln for ln in lines if ln.startswith("larson threads=2 ops_per_sec: ")]
     assert len(reg) == 1 and reg[0].endswith("(p=0.000, 12 trials, 12 robust) REGRESSED")
-    assert any(ln.startswith("  larson threads=1 ops_per_sec: ") and ln.endswith(" SAME")
+    assert any(ln.startswith("larson threads=1 ops_per_sec: ") and ln.endswith(" SAME")
                for ln in lines)
-    assert "    counters: transfer_insert_hit_ratio 0.900 -> 0.600 (-33.3%)" in lines
-    assert "      jemalloc: 1.32x glibc" in lines
+    assert "  counters: transfer_insert_hit_ratio 0.900 -> 0.600 (-33.3%)" in lines
+    assert "    jemalloc: 1.32x glibc" in lines
     assert lines[-1] == "hypothesis (expected +15% ops_per_sec): held in 0 of 2 cells"
     print(text)
 
@@ -270,7 +271,7 @@ def test_comparison_end_to_end(client, user_headers, make_project, make_runner, 
         line = s.execute(sql_text("SELECT line FROM v_comparison_cells WHERE comparison_id = :i "
                                   "AND threads = 2 AND measure = 'ops_per_sec'"),
                          {"i": comp["id"]}).scalar_one()
-        assert line == reg[0].strip()
+        assert line == reg[0]
 
     listed = client.get("/api/v1/comparisons", headers=user_headers,
                         params={"project": project["name"]}).json()
