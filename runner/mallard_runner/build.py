@@ -73,6 +73,10 @@ def _run(cmd: list[str], log: list[str], cwd: Path | None = None,
         log.append(out.stdout.rstrip())
     if out.stderr.strip():
         log.append(out.stderr.rstrip())
+    if out.returncode != 0:
+        why = (f"killed by signal {-out.returncode}" if out.returncode < 0
+               else f"exit status {out.returncode}")
+        log.append(f"({cmd[0]}: {why})")
     return out
 
 
@@ -184,9 +188,15 @@ class Builder:
                 raise BuildError(f"{allocator_dir}/CMakeLists.txt not found at {sha[:12]}",
                                  "\n".join(log))
             gen = ["-G", "Ninja"] if shutil.which("ninja") else []
-            out = _run(["cmake", "-S", str(src), "-B", str(build), *gen,
-                        f"-DCMAKE_BUILD_TYPE={self.build_type}", "-DBUILD_TESTING=OFF",
-                        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"], log)
+            configure = ["cmake", "-S", str(src), "-B", str(build), *gen,
+                         f"-DCMAKE_BUILD_TYPE={self.build_type}", "-DBUILD_TESTING=OFF",
+                         "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"]
+            out = _run(configure, log)
+            if out.returncode != 0 and build.exists():
+                # a build dir left by an interrupted run: start it afresh, once
+                log.append(f"removing {build} and configuring again")
+                shutil.rmtree(build, ignore_errors=True)
+                out = _run(configure, log)
             if out.returncode != 0:
                 raise BuildError(f"cmake configure failed at {sha[:12]}", "\n".join(log))
             out = _run(["cmake", "--build", str(build), "--target", TARGET], log)
