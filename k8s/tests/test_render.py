@@ -112,11 +112,36 @@ def test_production_needs_its_real_database_secret(tmp_path: Path) -> None:
 
 def test_production_database_url_comes_from_its_secret(rendered) -> None:
     docs = rendered["production"]
-    (secret,) = find(docs, "Secret")
+    (secret,) = [
+        d for d in find(docs, "Secret") if d["metadata"]["name"].startswith("mallard-database-")
+    ]
     api = one(docs, "Deployment", "mallard-api")
     env = {e["name"]: e for e in api["spec"]["template"]["spec"]["containers"][0]["env"]}
     ref = env["DATABASE_URL"]["valueFrom"]["secretKeyRef"]
     assert ref == {"name": secret["metadata"]["name"], "key": "url"}
+    assert set(secret["data"]) == {"url"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_api_secret_settings_come_from_the_overlay(rendered, overlay: str) -> None:
+    docs = rendered[overlay]
+    api = one(docs, "Deployment", "mallard-api")
+    refs = [
+        e["secretRef"] for e in api["spec"]["template"]["spec"]["containers"][0]["envFrom"]
+        if "secretRef" in e
+    ]  # fmt: skip
+    (ref,) = refs
+    secret = one(docs, "Secret", ref["name"])  # the hashed name resolved
+    assert secret["metadata"]["name"].startswith("mallard-api-secrets-")
+    import base64
+
+    keys = set(secret["data"])
+    assert "MALLARD_GITHUB_WEBHOOK_SECRET" in keys
+    assert all(k.startswith("MALLARD_") for k in keys)
+    assert base64.b64decode(secret["data"]["MALLARD_GITHUB_WEBHOOK_SECRET"]).decode() in {
+        "EXAMPLE-dev-only-not-a-secret",
+        "CHANGE-ME",
+    }
 
 
 def test_cnpg_overlay_uses_the_operator_secret(rendered) -> None:
@@ -129,7 +154,8 @@ def test_cnpg_overlay_uses_the_operator_secret(rendered) -> None:
             "name": app_secret,
             "key": "uri",
         }
-    assert not find(docs, "Secret"), "no database Secret of our own with CNPG"
+    secrets = [d["metadata"]["name"] for d in find(docs, "Secret")]
+    assert all(n.startswith("mallard-api-secrets-") for n in secrets), "no database Secret"
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

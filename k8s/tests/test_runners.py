@@ -156,7 +156,10 @@ def test_runner_name_is_the_node_and_spool_survives_the_pod(rendered, overlay: s
         volumes = {v["name"]: v for v in spec["volumes"]}
         mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
         # the state dir (spool, raw outputs) is on the node; the cache may be lost
-        assert volumes[mounts["/var/lib/mallard"]]["hostPath"]["path"] == "/var/lib/mallard/runner"
+        assert (
+            volumes[mounts["/var/lib/mallard-runner"]]["hostPath"]["path"]
+            == "/var/lib/mallard/runner"
+        )
         assert "emptyDir" in volumes[mounts["/cache"]]
         assert volumes["token"]["hostPath"] == {"path": "/etc/mallard/runner-token", "type": "File"}
 

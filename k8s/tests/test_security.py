@@ -69,7 +69,7 @@ def test_api_has_probes_resources_pdb_and_spread(rendered, overlay: str) -> None
     for probe in ("readinessProbe", "livenessProbe"):
         assert container[probe]["httpGet"] == {"path": "/api/v1/health", "port": "http"}
     assert {"name": "http", "containerPort": 8000, "protocol": "TCP"} in container["ports"]
-    assert container["args"] == ["serve"]
+    assert container["args"] == ["serve", "--host", "0.0.0.0", "--port", "8000"]
     assert set(container["resources"]["requests"]) == {"cpu", "memory"}
     pdb = one(docs, "PodDisruptionBudget", "mallard-api")
     labels = api["spec"]["template"]["metadata"]["labels"]
