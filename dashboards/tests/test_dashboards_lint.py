@@ -12,8 +12,15 @@ from grafana_vars import macros_used, variables_used
 
 EXPECTED = {"mallard-trends", "mallard-comparison", "mallard-memory", "mallard-service"}
 BUILTIN_DS = {"-- Grafana --", "-- Mixed --"}
-KNOWN_MACROS = {"__timeFilter", "__timeFrom", "__timeTo", "__rate_interval", "__interval",
-                "__range", "__all"}
+KNOWN_MACROS = {
+    "__timeFilter",
+    "__timeFrom",
+    "__timeTo",
+    "__rate_interval",
+    "__interval",
+    "__range",
+    "__all",
+}
 
 
 def provisioned_datasources() -> dict[str, dict]:
@@ -32,7 +39,8 @@ def test_committed_json_is_what_the_generator_writes():
     assert sorted(p.name for p in OUT.glob("*.json")) == sorted(rendered)
     for name, text in rendered.items():
         assert (OUT / name).read_text() == text, (
-            f"{name} is stale: run `python dashboards/generate.py` and commit the JSON")
+            f"{name} is stale: run `python dashboards/generate.py` and commit the JSON"
+        )
 
 
 def test_json_files_parse_and_have_the_fixed_uids():
@@ -51,8 +59,13 @@ def test_datasource_provisioning_has_fixed_uids_and_env_credentials():
     assert pg["type"] == "grafana-postgresql-datasource"
     assert prom["type"] == "prometheus"
     env = re.compile(r"^\$\{?[A-Z][A-Z0-9_]*\}?$")
-    for value in (pg["url"], pg["user"], pg["jsonData"]["database"],
-                  pg["secureJsonData"]["password"], prom["url"]):
+    for value in (
+        pg["url"],
+        pg["user"],
+        pg["jsonData"]["database"],
+        pg["secureJsonData"]["password"],
+        prom["url"],
+    ):
         assert env.match(value), f"{value!r} should come from an environment variable"
 
 
@@ -136,8 +149,15 @@ def test_variables_are_defined_before_use(uid):
 
 def test_queries_only_read_the_contract_views():
     """Database <-> Grafana: dashboards query the v_* views, never tables."""
-    views = {"v_measurements", "v_series", "v_comparisons", "v_comparison_cells", "v_alerts",
-             "v_jobs", "v_runners"}
+    views = {
+        "v_measurements",
+        "v_series",
+        "v_comparisons",
+        "v_comparison_cells",
+        "v_alerts",
+        "v_jobs",
+        "v_runners",
+    }
     relation = re.compile(r"\b(?:FROM|JOIN)\s+([a-z_][a-z0-9_]*)", re.I)
     for board in load_dashboards().values():
         for where, target, _ in queries(board):

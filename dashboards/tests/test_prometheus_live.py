@@ -30,10 +30,13 @@ def observability(api, seeded, tmp_path_factory):
     started: list = [hook]
     try:
         config = work / "alertmanager.yml"
-        res = render_alertmanager(config, {
-            "MALLARD_ALERT_WEBHOOK_URL": hook.url("/regressions"),
-            "MALLARD_OPS_WEBHOOK_URL": hook.url("/ops"),
-        })
+        res = render_alertmanager(
+            config,
+            {
+                "MALLARD_ALERT_WEBHOOK_URL": hook.url("/regressions"),
+                "MALLARD_OPS_WEBHOOK_URL": hook.url("/ops"),
+            },
+        )
         assert res.returncode == 0, res.stderr
         # Test timing: notify within a second instead of after 30 s.
         doc = yaml.safe_load(config.read_text())
@@ -45,10 +48,12 @@ def observability(api, seeded, tmp_path_factory):
         rules = rules_with(work / "mallard.rules.yml", RULES, for_="1s", interval="1s")
         prom = Prometheus(work / "prom", api_port=api_port, am_port=am.port, rules=rules)
         started.append(prom)
-        wait_for("two scrapes of the API",
-                 lambda: prom.query('count_over_time(up{job="mallard-api"}[1m]) >= 3')
-                 ["data"]["result"], timeout=60,
-                 on_timeout=lambda: str(prom.api("targets")))
+        wait_for(
+            "two scrapes of the API",
+            lambda: prom.query('count_over_time(up{job="mallard-api"}[1m]) >= 3')["data"]["result"],
+            timeout=60,
+            on_timeout=lambda: str(prom.api("targets")),
+        )
         yield prom, am, hook
     finally:
         for thing in reversed(started):
@@ -92,13 +97,25 @@ def test_rules_load_and_evaluate_healthy(observability):
     def all_evaluated():
         groups = prom.api("rules")["data"]["groups"]
         rules = [r for g in groups for r in g["rules"]]
-        return rules if all(r.get("lastEvaluation", "").startswith("2") and
-                            not r["lastEvaluation"].startswith("0001") for r in rules) else None
+        return (
+            rules
+            if all(
+                r.get("lastEvaluation", "").startswith("2")
+                and not r["lastEvaluation"].startswith("0001")
+                for r in rules
+            )
+            else None
+        )
 
     rules = wait_for("every rule evaluated once", all_evaluated, timeout=30)
     names = {r["name"] for r in rules}
-    assert {"MallardRegressionOpen", "MallardRunnerDown", "MallardQueueStuck",
-            "MallardApiErrorRate", "job:mallard_http_requests:rate5m"} <= names
+    assert {
+        "MallardRegressionOpen",
+        "MallardRunnerDown",
+        "MallardQueueStuck",
+        "MallardApiErrorRate",
+        "job:mallard_http_requests:rate5m",
+    } <= names
     bad = [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"]
     assert not bad, bad
 
@@ -108,17 +125,24 @@ def test_regression_alert_reaches_the_webhook_and_resolves(observability, api, s
     base_url, _, _ = api
     workload, arch, measure = seeded.regressed
     headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-    open_alerts = [a for a in http_json(f"{base_url}/api/v1/alerts?state=open",
-                                        headers=headers)
-                   if a["workload"] == workload and a["arch"] == arch
-                   and a["measure"] == measure]
+    open_alerts = [
+        a
+        for a in http_json(f"{base_url}/api/v1/alerts?state=open", headers=headers)
+        if a["workload"] == workload and a["arch"] == arch and a["measure"] == measure
+    ]
     assert len(open_alerts) == 1, open_alerts
 
     def firing(path, body):
-        return path == "/regressions" and body["status"] == "firing" and any(
-            a["labels"].get("alertname") == "MallardRegressionOpen"
-            and a["labels"].get("measure") == measure and a["status"] == "firing"
-            for a in body["alerts"])
+        return (
+            path == "/regressions"
+            and body["status"] == "firing"
+            and any(
+                a["labels"].get("alertname") == "MallardRegressionOpen"
+                and a["labels"].get("measure") == measure
+                and a["status"] == "firing"
+                for a in body["alerts"]
+            )
+        )
 
     _, body = hook.wait(firing, timeout=60)
     assert body["groupLabels"] == {"workload": workload, "arch": arch}
@@ -131,17 +155,24 @@ def test_regression_alert_reaches_the_webhook_and_resolves(observability, api, s
     assert arch in alert["annotations"]["summary"]
     assert alert["annotations"]["runbook_url"].startswith("dashboards/RUNBOOK.md#")
     # Nothing about regressions went to the ops receiver.
-    assert not [b for p, b in hook.received if p == "/ops" and any(
-        a["labels"]["alertname"] == "MallardRegressionOpen" for a in b["alerts"])]
+    assert not [
+        b
+        for p, b in hook.received
+        if p == "/ops"
+        and any(a["labels"]["alertname"] == "MallardRegressionOpen" for a in b["alerts"])
+    ]
 
     # A person acknowledges it in the API: the gauge drops, the alert resolves.
-    http_json(f"{base_url}/api/v1/alerts/{open_alerts[0]['alert_id']}/acknowledge", {},
-              headers=headers)
+    http_json(
+        f"{base_url}/api/v1/alerts/{open_alerts[0]['alert_id']}/acknowledge", {}, headers=headers
+    )
 
     def resolved(path, body):
         return path == "/regressions" and any(
             a["labels"].get("alertname") == "MallardRegressionOpen"
-            and a["labels"].get("measure") == measure and a["status"] == "resolved"
-            for a in body["alerts"])
+            and a["labels"].get("measure") == measure
+            and a["status"] == "resolved"
+            for a in body["alerts"]
+        )
 
     hook.wait(resolved, timeout=60)

@@ -8,8 +8,7 @@ import yaml
 from conftest import ALERTMANAGER, DASHBOARDS_DIR, PROMETHEUS, RULES
 from promtools import dashboard_promql, render_alertmanager, run, tool
 
-ALERTS = {"MallardRegressionOpen", "MallardRunnerDown", "MallardQueueStuck",
-          "MallardApiErrorRate"}
+ALERTS = {"MallardRegressionOpen", "MallardRunnerDown", "MallardQueueStuck", "MallardApiErrorRate"}
 # Any values will do for a syntax check; the real ones are used against Prometheus.
 SAMPLE_VARS = {"arch": ["x86_64", "aarch64"]}
 
@@ -48,8 +47,10 @@ def test_every_alert_is_unit_tested_and_documented():
                     tested.add(case["alertname"])
     assert names <= tested, f"alerts never seen firing in a unit test: {names - tested}"
     runbook = (DASHBOARDS_DIR / "RUNBOOK.md").read_text()
-    anchors = {re.sub(r"[^a-z0-9-]", "", h.strip().lower().replace(" ", "-"))
-               for h in re.findall(r"^#+ (.*)$", runbook, re.M)}
+    anchors = {
+        re.sub(r"[^a-z0-9-]", "", h.strip().lower().replace(" ", "-"))
+        for h in re.findall(r"^#+ (.*)$", runbook, re.M)
+    }
     for rule in alert_rules():
         assert rule["labels"]["severity"] in ("warning", "critical")
         ann = rule["annotations"]
@@ -61,23 +62,41 @@ def test_every_alert_is_unit_tested_and_documented():
 def test_dashboard_promql_passes_promtool(tmp_path):
     exprs = dashboard_promql(SAMPLE_VARS)
     assert len(exprs) >= 8
-    rules = {"groups": [{"name": "dashboards", "rules": [
-        {"record": f"dashboard:expr_{i}:check", "expr": expr} for i, (_, expr) in
-        enumerate(exprs)]}]}
+    rules = {
+        "groups": [
+            {
+                "name": "dashboards",
+                "rules": [
+                    {"record": f"dashboard:expr_{i}:check", "expr": expr}
+                    for i, (_, expr) in enumerate(exprs)
+                ],
+            }
+        ]
+    }
     path = tmp_path / "dashboard-exprs.yml"
     path.write_text(yaml.safe_dump(rules))
     res = run(tool("promtool"), "check", "rules", path)
-    assert res.returncode == 0, res.stdout + res.stderr + "\n" + "\n".join(
-        f"expr_{i}: {w}: {e}" for i, (w, e) in enumerate(exprs))
+    assert res.returncode == 0, (
+        res.stdout
+        + res.stderr
+        + "\n"
+        + "\n".join(f"expr_{i}: {w}: {e}" for i, (w, e) in enumerate(exprs))
+    )
 
 
 def test_amtool_check_config_on_rendered_alertmanager(tmp_path):
     out = tmp_path / "alertmanager.yml"
-    res = render_alertmanager(out, {"MALLARD_ALERT_WEBHOOK_URL": "http://127.0.0.1:1/reg",
-                                    "MALLARD_OPS_WEBHOOK_URL": "http://127.0.0.1:1/ops"})
+    res = render_alertmanager(
+        out,
+        {
+            "MALLARD_ALERT_WEBHOOK_URL": "http://127.0.0.1:1/reg",
+            "MALLARD_OPS_WEBHOOK_URL": "http://127.0.0.1:1/ops",
+        },
+    )
     assert res.returncode == 0, res.stderr
-    assert "${" not in "".join(ln for ln in out.read_text().splitlines()
-                               if not ln.lstrip().startswith("#"))
+    assert "${" not in "".join(
+        ln for ln in out.read_text().splitlines() if not ln.lstrip().startswith("#")
+    )
     res = run(tool("amtool"), "check-config", out)
     assert res.returncode == 0, res.stdout + res.stderr
 
@@ -86,8 +105,12 @@ def test_amtool_check_config_on_rendered_alertmanager(tmp_path):
         assert r.returncode == 0, r.stderr
         return r.stdout.strip()
 
-    assert route("alertname=MallardRegressionOpen", "workload=larson", "arch=x86_64",
-                 "kind=regression") == "regressions"
+    assert (
+        route(
+            "alertname=MallardRegressionOpen", "workload=larson", "arch=x86_64", "kind=regression"
+        )
+        == "regressions"
+    )
     assert route("alertname=MallardRunnerDown", "kind=service", "arch=x86_64") == "ops"
     assert route("alertname=MallardApiErrorRate", "kind=service") == "ops"
 
@@ -104,7 +127,11 @@ def test_alertmanager_groups_regressions_by_workload_and_arch_and_inhibits():
     doc = yaml.safe_load((ALERTMANAGER / "alertmanager.yml").read_text())
     (reg,) = [r for r in doc["route"]["routes"] if r["receiver"] == "regressions"]
     assert set(reg["group_by"]) == {"workload", "arch"}
-    inhibit = [(i["source_matchers"], i["target_matchers"], i["equal"])
-               for i in doc["inhibit_rules"]]
-    assert (['alertname = "MallardRunnerDown"'], ['alertname = "MallardQueueStuck"'],
-            ["arch"]) in inhibit
+    inhibit = [
+        (i["source_matchers"], i["target_matchers"], i["equal"]) for i in doc["inhibit_rules"]
+    ]
+    assert (
+        ['alertname = "MallardRunnerDown"'],
+        ['alertname = "MallardQueueStuck"'],
+        ["arch"],
+    ) in inhibit

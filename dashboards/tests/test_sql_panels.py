@@ -19,9 +19,11 @@ from conftest import all_panels, load_dashboards, query_text
 from grafana_vars import interpolate
 
 BOARDS = load_dashboards()
-SQL_BOARDS = sorted(uid for uid, b in BOARDS.items()
-                    if any(query_text(t)[0] == "sql" for p in all_panels(b)
-                           for t in p.get("targets", [])))
+SQL_BOARDS = sorted(
+    uid
+    for uid, b in BOARDS.items()
+    if any(query_text(t)[0] == "sql" for p in all_panels(b) for t in p.get("targets", []))
+)
 TIME_TO = datetime.now(UTC) + timedelta(hours=1)
 TIME_FROM = TIME_TO - timedelta(days=60)
 
@@ -36,8 +38,9 @@ def run_sql(pg, text: str, values: dict[str, list[str]]) -> tuple[list[str], lis
     return columns, cur.fetchall()
 
 
-def resolve_variables(pg, board: dict[str, Any]) -> tuple[dict[str, list[str]],
-                                                           dict[str, list[str]]]:
+def resolve_variables(
+    pg, board: dict[str, Any]
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """(selected values, all values) per SQL variable, in dashboard order."""
     selected: dict[str, list[str]] = {}
     options: dict[str, list[str]] = {}
@@ -108,8 +111,12 @@ def referenced_columns(panel: dict[str, Any]) -> tuple[set[str], list[str]]:
 
 
 def sql_panels() -> list[tuple[str, str]]:
-    return [(uid, f"{p['id']}") for uid in SQL_BOARDS for p in all_panels(BOARDS[uid])
-            if any(query_text(t)[0] == "sql" for t in p.get("targets", []))]
+    return [
+        (uid, f"{p['id']}")
+        for uid in SQL_BOARDS
+        for p in all_panels(BOARDS[uid])
+        if any(query_text(t)[0] == "sql" for t in p.get("targets", []))
+    ]
 
 
 @pytest.mark.parametrize("uid", SQL_BOARDS)
@@ -120,8 +127,9 @@ def test_variable_queries_return_values(variables, uid):
             assert options[var["name"]], var["name"]
 
 
-@pytest.mark.parametrize(("uid", "panel_id"), sql_panels(),
-                         ids=[f"{u}-{p}" for u, p in sql_panels()])
+@pytest.mark.parametrize(
+    ("uid", "panel_id"), sql_panels(), ids=[f"{u}-{p}" for u, p in sql_panels()]
+)
 def test_panel_sql_returns_the_columns_it_uses(pg, variables, uid, panel_id):
     board = BOARDS[uid]
     panel = next(p for p in all_panels(board) if str(p["id"]) == panel_id)
@@ -153,15 +161,19 @@ def test_panel_sql_returns_the_columns_it_uses(pg, variables, uid, panel_id):
                 lonely = sorted(k for k, n in points.items() if n < 2)
                 assert not lonely, f"{where}: series with a single point (no line): {lonely}"
             elif panel["type"] in ("barchart", "xychart"):
-                numeric = [c for i, c in enumerate(cols)
-                           if any(isinstance(r[i], (int, float)) for r in rows)]
+                numeric = [
+                    c
+                    for i, c in enumerate(cols)
+                    if any(isinstance(r[i], (int, float)) for r in rows)
+                ]
                 assert numeric, f"{where}: nothing numeric to draw"
         missing = names - columns
         assert not missing, f"{panel['title']!r} refers to {missing}, not in {sorted(columns)}"
         for rx in regexes:
             targets = series if series else columns
             assert any(re.fullmatch(rx, s) or re.search(rx, s) for s in targets), (
-                f"{panel['title']!r}: override /{rx}/ matches none of {sorted(targets)}")
+                f"{panel['title']!r}: override /{rx}/ matches none of {sorted(targets)}"
+            )
 
 
 @pytest.mark.parametrize("uid", SQL_BOARDS)
