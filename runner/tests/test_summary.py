@@ -8,10 +8,10 @@ import io
 import pytest
 from mallard_runner import export
 from mallard_runner.models import AllocatorInfo, ResultsIn, Trial, WorkloadRef
-from mallard_runner.models import Testbed as TestbedFields
+from mallard_runner.models import Testbed as Fingerprint
 from mallard_runner.summary import quantile, summarize
 
-TB = TestbedFields(arch="x86_64", cpu_model="cpu", cpus="1", kernel="k", governor="unknown",
+TB = Fingerprint(arch="x86_64", cpu_model="cpu", cpus="1", kernel="k", governor="unknown",
              smt=False, thp="madvise", compiler="gcc 12.2.0", libc="glibc 2.36", page_size=4096)
 
 

@@ -357,3 +357,33 @@ def test_arm64_under_qemu(arm64: Path, release: Path, name: str) -> None:
     native = result(run(release / name, params))
     assert native["operations"] == data["operations"]
     assert native.get("digest") == data.get("digest")
+
+
+# ---- under Mallard -----------------------------------------------------------
+# The workloads check every block they free, so running them on Mallard is also
+# an allocator test. `make test-runner` builds build/allocator first.
+
+
+@pytest.fixture(scope="session")
+def mallard_lib() -> Path:
+    lib = Path(os.environ.get("MALLARD_LIB", REPO / "build" / "allocator" / "libmallard.so"))
+    if not lib.is_file():
+        pytest.skip(f"{lib} is not built (make allocator)")
+    return lib
+
+
+@pytest.mark.parametrize("transfer", ["mutex", "ring"])
+@pytest.mark.parametrize("name", WORKLOADS)
+def test_valid_under_mallard(
+    release: Path, mallard_lib: Path, tmp_path: Path, name: str, transfer: str
+) -> None:
+    params = {**SMALL[name], "threads": 4}
+    stats = tmp_path / "stats.json"
+    env = {"LD_PRELOAD": str(mallard_lib), "MALLARD_TRANSFER": transfer}
+    env["MALLARD_STATS_FILE"] = str(stats)
+    data = result(run(release / name, params, env=env))
+    check_contract(name, data, params)
+    counters = json.loads(stats.read_text())  # proves Mallard served the run
+    assert counters["transfer"] == transfer
+    assert counters["allocs"] >= data["operations"] or name == "cache-scratch"
+    assert counters["allocs"] > 0
