@@ -385,5 +385,4 @@ def test_valid_under_mallard(
     check_contract(name, data, params)
     counters = json.loads(stats.read_text())  # proves Mallard served the run
     assert counters["transfer"] == transfer
-    assert counters["allocs"] >= data["operations"] or name == "cache-scratch"
-    assert counters["allocs"] > 0
+    assert counters["allocs"] >= data["operations"]  # every operation allocates
