@@ -131,6 +131,13 @@ class Agent:
                     delay = self.settings.poll_seconds
                 except (ApiError, httpx.HTTPError) as e:
                     self.log(f"claim failed ({e}); retrying in {delay:.0f}s")
+                    if isinstance(e, ApiError) and e.status in (404, 422):
+                        # the API does not know this runner (a new database): register again
+                        try:
+                            self.runner_id = self.register(client)
+                            continue
+                        except (ApiError, Cancelled):
+                            pass
                     self._stop.wait(delay)
                     delay = min(delay * 2, self.settings.retry_max_seconds)
                     continue

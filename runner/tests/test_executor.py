@@ -165,6 +165,23 @@ def test_callgrind_counts_instructions_at_the_small_ops_count(make_settings, tin
     assert t.measures["instructions"] > 2000 * 10
 
 
+def test_trial_command_shape(make_settings, tiny_dir, tmp_path):
+    target = Target("head", AllocatorInfo(name="mallard", variant="transfer=ring"),
+                    preload=tmp_path / "libmallard.so")
+    c = cell(tiny_dir, target)
+    for use_perf in (False, True):
+        ex = Executor(make_settings(), [0, 1], tmp_path, use_perf=use_perf)
+        cmd = ex.trial_command(c, tmp_path / "t")
+        i = cmd.index("taskset")
+        assert cmd[i:i + 3] == ["taskset", "-c", "0,1"]
+        j = cmd.index("env")
+        assert cmd[j + 1:j + 4] == [f"LD_PRELOAD={tmp_path / 'libmallard.so'}",
+                                    "MALLARD_TRANSFER=ring",
+                                    f"MALLARD_STATS_FILE={tmp_path / 't' / 'stats-%p.json'}"]
+        assert cmd[j + 4:] == [str(tiny_dir / "tiny"), "--threads", "1", "--ops", "20000"]
+        assert ("perf" in cmd[i:j]) is use_perf  # perf counts only the workload, inside taskset
+
+
 def test_parsers():
     assert last_json_line('noise\n{"operations": 5, "seconds": 1}\n\n') == {
         "operations": 5, "seconds": 1}
