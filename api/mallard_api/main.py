@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -25,7 +25,7 @@ from mallard_api.config import Settings, get_settings
 from mallard_api.deps import get_session
 from mallard_api.metrics import REGISTRY, DatabaseCollector, MetricsMiddleware
 from mallard_api.routes import jobs, projects, results, runners, series, webhooks
-from mallard_api.schemas import Health
+from mallard_api.schemas import ErrorOut, Health
 
 API_PREFIX = "/api/v1"
 # Routers written by the analysis engineer, included when their modules exist.
@@ -80,7 +80,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             {"loc": ["body"], "msg": f"value rejected by the database: {msg}",
              "type": "data_error"}]})
 
-    api = APIRouter(prefix=API_PREFIX)
+    api = APIRouter(prefix=API_PREFIX, responses={
+        400: {"model": ErrorOut, "description": "the body is not parseable"}})
 
     @api.get("/health", response_model=Health, tags=["health"])
     def health(session: Annotated[Session, Depends(get_session)]) -> Health:
@@ -91,6 +92,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    series.router, webhooks.router, *_optional_routers()):
         api.include_router(router)
     app.include_router(api)
+
+    default_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        """Errors are always JSON, also on operations whose success is text/plain."""
+        if app.openapi_schema is None:
+            doc = default_openapi()
+            for ops in doc.get("paths", {}).values():
+                for op in ops.values():
+                    for code, response in op.get("responses", {}).items():
+                        content = response.get("content")
+                        if code[:1] in "45" and content and "application/json" not in content:
+                            response["content"] = {"application/json": next(
+                                iter(content.values()))}
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
