@@ -84,14 +84,14 @@ def ensure_commit(session: Session, project_id: int, info: CommitInfo) -> int:
     stmt = insert(Commit).values(project_id=project_id, sha=info.sha, parent_sha=info.parent,
                                  message=info.message, author=info.author,
                                  committed_at=info.time)
-    stmt = stmt.on_conflict_do_update(
+    upsert = stmt.on_conflict_do_update(
         index_elements=[Commit.project_id, Commit.sha],
         set_=dict(parent_sha=func.coalesce(stmt.excluded.parent_sha, Commit.parent_sha),
                   message=func.coalesce(stmt.excluded.message, Commit.message),
                   author=func.coalesce(stmt.excluded.author, Commit.author),
                   committed_at=func.coalesce(stmt.excluded.committed_at, Commit.committed_at)),
     ).returning(Commit.id)
-    return int(session.execute(stmt).scalar_one())
+    return int(session.execute(upsert).scalar_one())
 
 
 def record_push(session: Session, project: Project, branch_name: str, after: str,

@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -47,10 +47,10 @@ def register(session: Session, *, name: str, arch: str, cpus: str | None,
         testbed_id = ensure_testbed(session, {"arch": arch, "cpus": cpus, **testbed})
     stmt = insert(Runner).values(name=name, arch=arch, cpus=cpus, testbed=testbed,
                                  testbed_id=testbed_id)
-    update: dict[str, Any] = dict(arch=arch, cpus=cpus, last_seen_at=func.now())
+    changes: dict[str, Any] = dict(arch=arch, cpus=cpus, last_seen_at=func.now())
     if testbed is not None:
-        update.update(testbed=testbed, testbed_id=testbed_id)
-    session.execute(stmt.on_conflict_do_update(index_elements=[Runner.name], set_=update))
+        changes.update(testbed=testbed, testbed_id=testbed_id)
+    session.execute(stmt.on_conflict_do_update(index_elements=[Runner.name], set_=changes))
     runner = get_by_name(session, name)
     assert runner is not None
     session.refresh(runner)
@@ -68,7 +68,7 @@ def heartbeat(session: Session, runner: Runner, testbed: dict[str, Any] | None) 
 
 
 def touch(session: Session, runner_id: int) -> None:
-    session.execute(Runner.__table__.update().where(Runner.id == runner_id)
+    session.execute(update(Runner).where(Runner.id == runner_id)
                     .values(last_seen_at=func.now()))
 
 
