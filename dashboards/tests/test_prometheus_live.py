@@ -9,10 +9,14 @@ webhook receiver.
 - end to end: the regression alert the API opened while ingesting the seeded history
   makes Prometheus fire MallardRegressionOpen, and Alertmanager (the rendered
   alertmanager.yml) POSTs it to the webhook naming the workload and arch; acknowledging
-  the alert through the API resolves it, and the resolution is delivered too.
+  the alert through the API resolves it, and the resolution is delivered too;
+- Alertmanager's inhibition: a runner down silences a stuck queue on the same arch only.
 """
 
 from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
 
 import pytest
 import yaml
@@ -176,3 +180,50 @@ def test_regression_alert_reaches_the_webhook_and_resolves(observability, api, s
         )
 
     hook.wait(resolved, timeout=60)
+
+
+def test_runner_down_inhibits_queue_stuck_on_the_same_arch(observability):
+    """Alertmanager's inhibition, on the real process with the rendered config: alerts
+    posted to its API as Prometheus would post them."""
+    _, am, hook = observability
+    now = datetime.now(UTC).isoformat()
+
+    def alert(name: str, arch: str, severity: str) -> dict:
+        return {
+            "labels": {
+                "alertname": name,
+                "arch": arch,
+                "severity": severity,
+                "kind": "service",
+                "job": "mallard-api",
+            },
+            "annotations": {"summary": f"{name} on {arch}"},
+            "startsAt": now,
+        }
+
+    http_json(
+        f"{am.url}/api/v2/alerts",
+        [
+            alert("MallardRunnerDown", "riscv64", "critical"),
+            alert("MallardQueueStuck", "riscv64", "warning"),
+            alert("MallardQueueStuck", "ppc64le", "warning"),  # no runner down on ppc64le
+        ],
+    )
+
+    def delivered(name: str, arch: str):
+        return lambda path, body: (
+            path == "/ops"
+            and any(
+                a["labels"]["alertname"] == name and a["labels"]["arch"] == arch
+                for a in body["alerts"]
+            )
+        )
+
+    hook.wait(delivered("MallardRunnerDown", "riscv64"), timeout=30)
+    hook.wait(delivered("MallardQueueStuck", "ppc64le"), timeout=30)
+    state = http_json(f"{am.url}/api/v2/alerts?filter=alertname%3D%22MallardQueueStuck%22")
+    by_arch = {a["labels"]["arch"]: a["status"] for a in state}
+    assert by_arch["riscv64"]["state"] == "suppressed" and by_arch["riscv64"]["inhibitedBy"]
+    assert by_arch["ppc64le"]["state"] == "active"
+    time.sleep(3)  # several group intervals: an uninhibited alert would have gone out
+    assert not any(delivered("MallardQueueStuck", "riscv64")(p, b) for p, b in hook.received)
