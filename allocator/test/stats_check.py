@@ -28,16 +28,23 @@ def check(cond, msg):
         print(f"FAIL: {msg}", file=sys.stderr)
 
 
-def run(lib, child, emulator, path, transfer):
-    env = dict(os.environ, MALLARD_STATS_FILE=path)
+def run_preloaded(lib, child, emulator, extra_env):
+    """Runs child with lib preloaded (into the guest, under an emulator)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLARD_")}
     env.pop("LD_PRELOAD", None)
-    if transfer:
-        env["MALLARD_TRANSFER"] = transfer
+    env.update(extra_env)
     if emulator:
         env["QEMU_SET_ENV"] = f"LD_PRELOAD={lib}"
     else:
         env["LD_PRELOAD"] = lib
-    proc = subprocess.run([*emulator, child], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([*emulator, child], env=env, capture_output=True, text=True, timeout=120)
+
+
+def run(lib, child, emulator, path, transfer):
+    extra = {"MALLARD_STATS_FILE": path}
+    if transfer:
+        extra["MALLARD_TRANSFER"] = transfer
+    proc = run_preloaded(lib, child, emulator, extra)
     check(proc.returncode == 0, f"stats_child exited {proc.returncode}: {proc.stderr}")
     pid, n, m = (int(x) for x in proc.stdout.split())
     return pid, n, m
