@@ -21,6 +21,8 @@ Fixture names are stable (the analysis tests use them too):
                  registers a runner (its own unique arch by default, so its queue is
                  private to the test) with a runner token of its own.
 - `make_project` (function) `make_project(name=None, **fields) -> project_json`.
+- `live_server`  (session) base URL (http://127.0.0.1:PORT) of a real uvicorn server
+                 running `app` in a thread, for clients outside Python (curl, git hooks).
 
 Tests share one database: use `unique` names and arches instead of cleaning tables.
 """
@@ -190,3 +192,29 @@ def make_project(client: TestClient, user_headers: dict[str, str]
         return dict(r.json())
 
     return make
+
+
+@pytest.fixture(scope="session")
+def live_server(app: FastAPI) -> Iterator[str]:
+    import threading
+    import time
+
+    import uvicorn
+
+    from mallard_api.embedded import free_port
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                           log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
