@@ -200,7 +200,6 @@ def live_server(app: FastAPI) -> Iterator[str]:
     import time
 
     import uvicorn
-
     from mallard_api.embedded import free_port
 
     port = free_port()
