@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -49,6 +50,8 @@ def test_migration_job_is_named_after_the_release(rendered, overlay: str) -> Non
     tag = api["spec"]["template"]["spec"]["containers"][0]["image"].rsplit(":", 1)[1]
     (job,) = find(docs, "Job")
     assert job["metadata"]["name"] == f"mallard-migrate-{tag}"
+    # the name becomes the pods' job-name label: a DNS subdomain of at most 63 chars
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?", job["metadata"]["name"])
     assert job["spec"]["ttlSecondsAfterFinished"] > 0
     assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["migrate"]
     assert job["spec"]["template"]["spec"]["containers"][0]["image"] == f"mallard/api:{tag}"
