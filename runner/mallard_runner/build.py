@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .peers import sha256_file
+from .settings import child_env
 
 TARGET = "mallard"
 LIBRARY = "libmallard.so"
@@ -62,7 +63,7 @@ def _run(cmd: list[str], log: list[str], cwd: Path | None = None,
     log.append("$ " + " ".join(cmd))
     try:
         out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                             env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
+                             env={**child_env(), "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
     except subprocess.TimeoutExpired as e:
         log.append(f"timed out after {timeout}s")
         raise BuildError(f"{cmd[0]} timed out", "\n".join(log)) from e

@@ -38,10 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from .models import AllocatorInfo, Trial, WorkloadRef
-from .settings import RunnerSettings
+from .settings import RunnerSettings, child_env
 from .variants import show_variant, variant_env
-
-SCRUBBED_ENV = ("LD_PRELOAD", "MALLARD_STATS_FILE")
 
 
 class Cancelled(RuntimeError):
@@ -216,9 +214,7 @@ class Executor:
         return ",".join(str(c) for c in self.cpus)
 
     def _child_env(self) -> dict[str, str]:
-        return {k: v for k, v in os.environ.items()
-                if k not in SCRUBBED_ENV and not k.startswith("MALLARD_")
-                or k.startswith("MALLARD_RUNNER_")}
+        return child_env()
 
     def _workload_env(self, cell: Cell, trial_dir: Path) -> list[str]:
         pairs: list[str] = []

@@ -7,6 +7,7 @@ runner/README.md.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import Field
@@ -23,6 +24,16 @@ def _default_workloads_dir() -> Path:
 
 def _default_state_dir() -> Path:
     return REPO_ROOT / ".mallard" / "runner"
+
+
+def child_env() -> dict[str, str]:
+    """The environment for builds and workloads: the runner's, without its secrets.
+
+    The code built and run comes from the commits under test, so it never sees the
+    runner's token (or any MALLARD_* variable: variants are set per trial) or a preload.
+    """
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith("MALLARD_") and k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
 
 
 class RunnerSettings(BaseSettings):

