@@ -84,7 +84,8 @@ def sql_variable(
         "options": [],
     }
     if default is not None:
-        var["current"] = {"selected": True, "text": default, "value": default}
+        value: str | list[str] = [default] if multi else default
+        var["current"] = {"selected": True, "text": value, "value": value}
     elif include_all:
         var["current"] = {"selected": True, "text": ["All"], "value": ["$__all"]}
     return var

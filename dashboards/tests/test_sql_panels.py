@@ -57,10 +57,11 @@ def resolve_variables(
         assert all(v not in ("None", "") for v in values), f"${var['name']}: empty value"
         options[var["name"]] = values
         current = var.get("current", {}).get("value")
+        current = [current] if isinstance(current, str) else current or []
         if var.get("includeAll"):
             selected[var["name"]] = values
-        elif isinstance(current, str) and current in values:
-            selected[var["name"]] = [current]
+        elif current and all(c in values for c in current):
+            selected[var["name"]] = current
         else:
             selected[var["name"]] = values[:1]
     return selected, options
