@@ -78,6 +78,29 @@ def test_images_are_overridable_and_the_job_follows_the_tag(tmp_path: Path) -> N
     assert job["metadata"]["name"] == "mallard-migrate-0.2.0"
 
 
+def test_a_site_overlay_on_top_of_production_can_release(tmp_path: Path) -> None:
+    """An overlay of an overlay sets its own tag and carries the same replacement."""
+    k8s = copy_k8s(tmp_path)
+    production = yaml.safe_load(
+        (k8s / "overlays" / "production" / "kustomization.yaml").read_text()
+    )
+    site = k8s / "overlays" / "site"
+    site.mkdir()
+    (site / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": ["../production"],
+                "images": [{"name": "mallard/api", "newTag": "1.4.2"}],
+                "replacements": production["replacements"],
+            }
+        )
+    )
+    docs = kustomize(site)
+    (job,) = find(docs, "Job")
+    assert job["metadata"]["name"] == "mallard-migrate-1.4.2"
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "mallard/api:1.4.2"
+
+
 def test_api_does_not_migrate_on_start(rendered) -> None:
     for docs in rendered.values():
         (config,) = [
