@@ -27,7 +27,7 @@ from .build import BuildError
 from .client import ApiClient, ApiError, LeaseLost
 from .executor import Cancelled, Cell
 from .models import Job, Trial
-from .runs import RunRequest, run_suite
+from .runs import RunRequest, execute, prepare
 from .settings import REPO_ROOT, RunnerSettings
 from .spool import Pending, Spool
 from .suites import SuiteError, load_suite
@@ -219,16 +219,28 @@ class Agent:
         threading.Thread(target=renew, name=f"lease-{job.id}", daemon=True).start()
         threading.Thread(target=watch_stop, name=f"stop-{job.id}", daemon=True).start()
         count = [0]
+        total = [0]
 
         def on_trial(t: Trial, cell: Cell) -> None:
             count[0] += 1
             if not t.ok:
                 self.log(f"trial failed: {cell.key} seq {t.seq}: signal {t.signal} exit "
-                         f"{t.exit_code}")
+                         f"{t.exit_code}: {t.stderr_tail.strip()[-200:]!r}")
+            n, c = total[0], count[0]
+            if n and c * 4 // n != (c - 1) * 4 // n:  # at every quarter
+                self.log(f"job {job.id}: {count[0]}/{total[0]} trials")
 
         try:
             req = self.request_for(job)
-            results = run_suite(self.settings, req, on_trial=on_trial, cancel=cancel)
+            prep = prepare(self.settings, req, on_trial=on_trial, cancel=cancel)
+            total[0] = prep.total
+            for note in prep.notes:
+                self.log(note)
+            built = ", ".join(f"{b.commit[:12]} ({'cached' if b.cached else 'built'})"
+                              for b in prep.resolved.builds.values())
+            self.log(f"job {job.id}: {len(prep.cells)} cells, {prep.total} trials, interleaved"
+                     + (f"; mallard {built}" if built else ""))
+            results = execute(prep)
         except Cancelled:
             done.set()
             if lease_lost.is_set():
