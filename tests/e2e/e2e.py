@@ -157,7 +157,7 @@ def make_repo() -> tuple[Path, Path]:
 
 
 def install_hook(bare: Path, token: str) -> None:
-    hook = REPO_ROOT / "api" / "hooks" / "post-receive"
+    hook = Path(os.environ.get("E2E_HOOK") or REPO_ROOT / "api" / "hooks" / "post-receive")
     if not hook.exists():
         raise Failed(f"{hook} is missing")
     dest = bare / "hooks" / "post-receive"
@@ -229,7 +229,7 @@ def spooled(job_id: int) -> bool:
     out = compose("exec", "-T", "runner", "sh", "-c",
                   "ls \"${MALLARD_RUNNER_STATE_DIR:-/var/lib/mallard-runner}/spool\" 2>/dev/null",
                   check_rc=False)
-    return any(name.startswith(f"results-{job_id}") for name in out.split())
+    return any(f"results-{job_id}-" in name for name in out.split())  # <time>-results-<job>-<id>.json
 
 
 def api_healthy() -> bool:
