@@ -229,7 +229,8 @@ def spooled(job_id: int) -> bool:
     out = compose("exec", "-T", "runner", "sh", "-c",
                   "ls \"${MALLARD_RUNNER_STATE_DIR:-/var/lib/mallard-runner}/spool\" 2>/dev/null",
                   check_rc=False)
-    return any(f"results-{job_id}-" in name for name in out.split())  # <time>-results-<job>-<id>.json
+    # spool files are named <time>-results-<job id>-<uid>.json
+    return any(f"results-{job_id}-" in name for name in out.split())
 
 
 def api_healthy() -> bool:
