@@ -89,3 +89,19 @@ def test_bench_says_which_workload_program_is_missing(make_settings):
     r = runner.invoke(app, ["bench", "--suite", "t", "--allocators", "glibc"],
                       env=env_for(settings))
     assert r.exit_code == 2 and "nothere" in r.output and "make workloads" in r.output
+
+
+def test_a_missing_peer_is_reported_and_skipped(make_settings, tmp_path, monkeypatch):
+    import mallard_runner.peers as peers
+
+    monkeypatch.setitem(peers.PEER_LIBRARIES, "jemalloc", ("libjemalloc-not-here.so.9",))
+    settings = make_settings()
+    write_suite(settings, "t", {"trials": 1, "warmup": 0, "threads": [1],
+                                "workloads": {"tiny": {"params": {"ops": 20000}}}})
+    r = runner.invoke(app, ["bench", "--suite", "t", "--allocators", "glibc,jemalloc",
+                            "--json", str(tmp_path / "r.json")], env=env_for(settings))
+    assert r.exit_code == 0, r.output
+    assert "peer jemalloc skipped" in r.output and "libjemalloc-not-here.so.9" in r.output
+    res = ResultsIn.model_validate_json((tmp_path / "r.json").read_text())
+    assert {t.allocator.name for t in res.trials} == {"glibc"}
+    assert "jemalloc" in res.artifacts["missing_peers"]
