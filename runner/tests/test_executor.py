@@ -181,6 +181,18 @@ def test_workloads_never_see_the_runner_token(make_settings, tmp_path, monkeypat
     assert "secret-token-123" not in out and "MALLARD_" not in out and "LD_PRELOAD" not in out
 
 
+def test_a_trial_that_hangs_is_killed_and_failed(make_settings, tmp_path):
+    script = tmp_path / "hang"
+    script.write_text("#!/bin/sh\necho started >&2\nexec sleep 60\n")
+    script.chmod(0o755)
+    ex = Executor(make_settings(trial_timeout_seconds=1), [first_cpu()], tmp_path / "raw",
+                  use_perf=False)
+    c = Cell(target=GLIBC, workload="hang", params={"threads": 1}, binary=script)
+    (t,) = ex.run([c], trials=1, warmup=0).trials
+    assert not t.ok and t.signal == 9
+    assert "timed out after 1s" in t.stderr_tail and "started" in t.stderr_tail
+
+
 def test_trial_command_shape(make_settings, tiny_dir, tmp_path):
     target = Target("head", AllocatorInfo(name="mallard", variant="transfer=ring"),
                     preload=tmp_path / "libmallard.so")
