@@ -21,6 +21,7 @@ recorded with warmup=true.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -88,7 +89,8 @@ class Cell:
 
     @property
     def slug(self) -> str:
-        return re.sub(r"[^A-Za-z0-9_.=-]+", "_", self.key).strip("_")[:180]
+        digest = hashlib.sha1(self.key.encode()).hexdigest()[:8]  # unique even when cut short
+        return re.sub(r"[^A-Za-z0-9_.=-]+", "_", self.key).strip("_")[:150] + "-" + digest
 
     def argv(self, params: dict[str, Any] | None = None) -> list[str]:
         args = [str(self.binary)]
