@@ -72,6 +72,27 @@ static void test_big_alignments(void) {
   CHECKF(rc == ENOMEM, "posix_memalign(2^62, 16) = %d, want ENOMEM", rc);
 }
 
+/* enough live aligned blocks of each alignment to fill several pages and
+ * segments (first pages of segments included): all aligned */
+static void test_aligned_many(void) {
+  for (size_t align = 16; align <= 65536; align <<= 1) {
+    size_t sizes[] = {1, align / 2 + 1, align, align + 1, 3 * align / 2};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+      size_t n = ((size_t)6 << 20) / (sizes[k] + align) + 8, bad = 0;
+      void** v = malloc(n * sizeof *v);
+      REQUIRE(v);
+      for (size_t i = 0; i < n; i++) {
+        v[i] = aligned_alloc(align, sizes[k]);
+        if (!v[i] || (uintptr_t)v[i] % align || malloc_usable_size(v[i]) < sizes[k]) bad++;
+      }
+      CHECKF(bad == 0, "%zu of %zu live aligned_alloc(%zu, %zu) blocks misaligned or short", bad,
+             n, align, sizes[k]);
+      for (size_t i = 0; i < n; i++) free(v[i]);
+      free(v);
+    }
+  }
+}
+
 static void test_reuse_local(void) {
   long long base = stat("bytes_mapped");
   for (int i = 0; i < 300; i++) { /* 300 MiB through huge blocks */
@@ -288,6 +309,7 @@ int main(void) {
   atexit(at_exit_allocates);
   test_every_size();
   test_big_alignments();
+  test_aligned_many();
   test_reuse_local();
   test_reuse_remote();
   test_thread_exit();
