@@ -233,7 +233,8 @@ def run_checkov(*args: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def checkov_ready() -> None:
-    uv = shutil.which("uv")
+    # make python installs uv; with pip --user it lands in ~/.local/bin
+    uv = shutil.which("uv") or shutil.which("uv", path=str(Path.home() / ".local" / "bin"))
     assert uv, "uv is needed to create checkov's environment (make python installs it)"
     subprocess.run(
         [uv, "sync", "--project", str(CHECKOV_PROJECT), "--frozen", "--quiet"],
