@@ -214,6 +214,10 @@ class OutboxWorker:
         self._thread.start()
         return self
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive() and not self._stop.is_set()
+
     def wake(self) -> None:
         """Deliver now rather than at the next poll (after a commit that added messages)."""
         self._wake.set()
@@ -241,10 +245,14 @@ class OutboxWorker:
 
 def start_outbox_worker(app_or_factory: Any, settings: Any | None = None) -> OutboxWorker:
     """Start the delivery worker for an app (uses ``app.state.sessionmaker`` and
-    ``app.state.settings``) or for a session factory. Stop it with ``.stop()``."""
+    ``app.state.settings``; kept in ``app.state.outbox_worker``, at most one running per
+    app) or for a session factory. Stop it with ``.stop()``."""
     state = getattr(app_or_factory, "state", None)
     factory: Callable[[], Session]
     if state is not None:
+        running = getattr(state, "outbox_worker", None)
+        if isinstance(running, OutboxWorker) and running.alive:
+            return running  # one worker per app, however often its lifespan starts
         factory = state.sessionmaker
         settings = settings or getattr(state, "settings", None)
     else:

@@ -232,3 +232,12 @@ def test_targets_merge_settings_and_table(db_session):
     assert got[0] == notify.Target("generic", "http://x/y")
     assert notify.Target("slack", url) in got
     db_session.rollback()
+
+
+def test_one_worker_per_app(app):
+    first = notify.start_outbox_worker(app)
+    try:
+        assert notify.start_outbox_worker(app) is first and first.alive
+    finally:
+        first.stop()
+    assert not first.alive
