@@ -88,8 +88,8 @@ class Agent:
                          f"CPUs {format_cpus(self.cpus)})")
                 return int(runner["id"])
             except ApiError as e:
-                if e.status in (401, 403):
-                    raise
+                if e.status is not None and 400 <= e.status < 500 and e.status not in (408, 429):
+                    raise  # a bad token or a name the API refuses: retrying will not help
                 self.log(f"register failed ({e}); retrying in {delay:.0f}s")
             except httpx.HTTPError as e:
                 self.log(f"API unreachable ({type(e).__name__}); retrying in {delay:.0f}s")
@@ -124,6 +124,7 @@ class Agent:
             threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
             idle_since = time.monotonic()
             delay = self.settings.poll_seconds
+            idle_exit = False
             while not self.stopping:
                 self.spool.flush(self._send(client), self._delivered)
                 try:
@@ -144,14 +145,16 @@ class Agent:
                 if job is None:
                     if once and max_idle is not None and time.monotonic() - idle_since > max_idle:
                         self.log(f"no job in {max_idle:g}s; exiting")
-                        return 3
+                        idle_exit = True
+                        break
                     self._stop.wait(self.settings.poll_seconds)
                     continue
                 self.handle(job, client)
                 idle_since = time.monotonic()
                 if once:
                     break
-            return self.finish(client)
+            code = self.finish(client)
+            return code or (3 if idle_exit else 0)
         finally:
             client.close()
 

@@ -216,3 +216,33 @@ def test_lost_lease_cancels_the_run_and_posts_nothing(agent_env, toy_repo, tmp_p
     assert data["leases"] >= 1
     assert data["trials"] == {} and data["posts"] == [] and data["fails"] == []
     assert "lease on job 1 lost" in agent_log(spool)
+
+
+def test_a_runner_killed_with_results_in_its_spool_delivers_them_on_restart(
+        agent_env, toy_repo, tmp_path):
+    _, env = agent_env
+    server = Server(tmp_path, [job_spec(toy_repo)])
+    spool = tmp_path / "spool"
+    server.start("--exit-after-claim")
+    agent = start_agent(server, env, spool, "--once")
+    try:
+        assert server.proc is not None
+        server.proc.wait(60)
+        wait_for(lambda: any(json.loads(p.read_text())["attempts"] >= 1
+                             for p in spool.glob("*.json")), 120, "a failed post in the spool")
+        agent.kill()  # the runner dies with its results undelivered
+        agent.wait()
+        (pending,) = [json.loads(p.read_text()) for p in spool.glob("*.json")]
+        server.start()
+        again = start_agent(server, env, spool, "--once", "--max-idle", "1")
+        assert again.wait(120) == 3, agent_log(spool)  # delivered, then no job: exit 3
+        data = server.data()
+    finally:
+        for p in (agent, locals().get("again")):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+        server.stop()
+    assert sorted(data["trials"]) == sorted(t["uid"] for t in pending["body"]["trials"])
+    assert data["jobs"][0]["state"] == "done"
+    assert not list(spool.glob("*.json"))
