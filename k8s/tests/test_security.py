@@ -48,6 +48,68 @@ def test_hostpath_only_for_the_runners_own_state(rendered, overlay: str) -> None
             assert not paths, obj["metadata"]["name"]
 
 
+RESTRICTED_VOLUMES = {
+    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
+    "persistentVolumeClaim", "projected", "secret",
+}  # fmt: skip
+
+
+def restricted_violations(spec: dict[str, Any]) -> list[str]:
+    """The Pod Security Standard "restricted" rules that this pod spec breaks."""
+    out = []
+    for field in ("hostNetwork", "hostPID", "hostIPC"):
+        if spec.get(field):
+            out.append(field)
+    for v in spec.get("volumes", []):
+        kinds = set(v) - {"name"}
+        if not kinds <= RESTRICTED_VOLUMES:
+            out.append(f"volume {v['name']}: {sorted(kinds)}")
+    pod_sc = spec.get("securityContext", {})
+    for c in spec["containers"] + spec.get("initContainers", []):
+        sc = c.get("securityContext", {})
+        if sc.get("privileged"):
+            out.append(f"{c['name']}: privileged")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            out.append(f"{c['name']}: allowPrivilegeEscalation")
+        if not sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")):
+            out.append(f"{c['name']}: runAsNonRoot")
+        if sc.get("runAsUser", pod_sc.get("runAsUser")) == 0:
+            out.append(f"{c['name']}: runAsUser 0")
+        seccomp = sc.get("seccompProfile", pod_sc.get("seccompProfile", {})).get("type")
+        if seccomp not in {"RuntimeDefault", "Localhost"}:
+            out.append(f"{c['name']}: seccompProfile")
+        caps = sc.get("capabilities", {})
+        if "ALL" not in caps.get("drop", []) or set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
+            out.append(f"{c['name']}: capabilities")
+        if any(p.get("hostPort") for p in c.get("ports", [])):
+            out.append(f"{c['name']}: hostPort")
+    return out
+
+
+def test_restricted_rules_are_checked() -> None:
+    bad = {
+        "hostPID": True,
+        "volumes": [{"name": "h", "hostPath": {"path": "/"}}],
+        "containers": [{"name": "c", "securityContext": {"privileged": True}}],
+    }
+    assert len(restricted_violations(bad)) >= 6
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_pods_pass_their_namespaces_pod_security_level(rendered, overlay: str) -> None:
+    docs = rendered[overlay]
+    levels = {
+        d["metadata"]["name"]: d["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+        for d in find(docs, "Namespace")
+    }
+    for obj in workloads(docs):
+        violations = restricted_violations(pod_spec(obj))
+        if levels[obj["metadata"]["namespace"]] == "restricted":
+            assert violations == [], obj["metadata"]["name"]
+        else:  # the runners: restricted but for their hostPath volumes
+            assert all(v.startswith("volume ") and "hostPath" in v for v in violations)
+
+
 def test_only_the_runner_namespace_relaxes_pod_security(rendered) -> None:
     namespaces = {d["metadata"]["name"]: d for d in find(rendered["production"], "Namespace")}
     labels = namespaces["mallard"]["metadata"]["labels"]
