@@ -82,8 +82,9 @@ def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, f
     return "\n".join(out)
 
 
-def write_readme(block: str) -> None:
-    text = README.read_text() if README.exists() else "# Mallard allocator\n"
+def write_readme(block: str, readme: Path = README) -> None:
+    """Replace the block between the markers; add the markers under ## Performance if missing."""
+    text = readme.read_text() if readme.exists() else "# Mallard allocator\n"
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
         text = head + BEGIN + "\n" + block + "\n" + END + rest.split(END, 1)[1]
@@ -97,7 +98,7 @@ def write_readme(block: str) -> None:
                 "\n" + block + "\n" + END + "\n" + ("\n" + tail if tail else ""))
     else:
         text = text.rstrip("\n") + f"\n\n## Performance\n\n{BEGIN}\n{block}\n{END}\n"
-    README.write_text(text)
+    readme.write_text(text)
 
 
 def main() -> int:

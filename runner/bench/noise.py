@@ -71,6 +71,17 @@ def ops(results: ResultsIn, label: str, workload: str, threads: int) -> list[flo
             and t.workload.params["threads"] == threads]
 
 
+def write_block(block: str, readme: Path = README) -> None:
+    """Replace what is between the markers (or add a section with them at the end)."""
+    text = readme.read_text() if readme.exists() else "# Mallard runner\n"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + BEGIN + "\n" + block + "\n" + END + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip() + f"\n\n## Measurement noise\n\n{BEGIN}\n{block}\n{END}\n"
+    readme.write_text(text)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cpus", default=None, help="CPUs to pin to (default: the last one)")
@@ -164,13 +175,7 @@ def main() -> int:
     (raw / "summary.json").write_text(json.dumps({"cv": cv_rows, "aa": aa_rows, "date": date,
                                                   "machine": machine, "notes": notes}, indent=1))
     if not args.no_write:
-        text = README.read_text() if README.exists() else "# Mallard runner\n"
-        if BEGIN in text and END in text:
-            head, rest = text.split(BEGIN, 1)
-            text = head + BEGIN + "\n" + block + "\n" + END + rest.split(END, 1)[1]
-        else:
-            text = text.rstrip() + f"\n\n## Measurement noise\n\n{BEGIN}\n{block}\n{END}\n"
-        README.write_text(text)
+        write_block(block)
         console.print(f"wrote {README.relative_to(REPO_ROOT)}")
     return 0
 

@@ -1,0 +1,51 @@
+"""The benchmark scripts' README writers touch only what is between their markers."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+from mallard_runner.settings import REPO_ROOT
+
+
+def load(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+bench = load(REPO_ROOT / "allocator" / "bench" / "bench.py")
+noise = load(REPO_ROOT / "runner" / "bench" / "noise.py")
+
+
+def test_allocator_table_goes_at_the_end_of_the_performance_section(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# A\n\nintro\n\n## Performance\n\nwords.\n\n## Design\n\nmore.\n")
+    bench.write_readme("| table 1 |", readme)
+    text = readme.read_text()
+    assert text.startswith("# A\n\nintro\n\n## Performance\n\nwords.\n\n")
+    assert text.index(bench.BEGIN) < text.index("| table 1 |") < text.index(bench.END) < \
+        text.index("## Design\n\nmore.\n")
+    bench.write_readme("| table 2 |", readme)  # again: replaced, not appended
+    text2 = readme.read_text()
+    assert "| table 1 |" not in text2 and text2.count(bench.BEGIN) == 1
+    assert text2.replace("| table 2 |", "| table 1 |") == text
+
+
+def test_allocator_table_without_a_performance_section(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# A\n\n## Design\n\nx\n")
+    bench.write_readme("| t |", readme)
+    text = readme.read_text()
+    assert text.startswith("# A\n\n## Design\n\nx\n") and "## Performance" in text
+    assert text.index("## Performance") < text.index(bench.BEGIN)
+
+
+def test_noise_block_replaced_between_markers(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# R\n\n{noise.BEGIN}\nold\n{noise.END}\n\n## After\n")
+    noise.write_block("new figures", readme)
+    assert readme.read_text() == f"# R\n\n{noise.BEGIN}\nnew figures\n{noise.END}\n\n## After\n"
