@@ -68,7 +68,7 @@ def bench(
     allocator_dir: Annotated[str, typer.Option(help="the allocator's folder in that repo")]
     = "allocator",
     allocators: Annotated[str | None, typer.Option(
-        help="comma list of name[@commit][:variant], e.g. "
+        help="comma list of name\\[@commit]\\[:variant], e.g. "
              "mallard:transfer=mutex,mallard:transfer=ring,glibc,jemalloc (default: the suite's)")]
     = None,
     baseline: Annotated[str | None, typer.Option(help="allocator the ratios are against")] = None,
