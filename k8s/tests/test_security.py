@@ -355,3 +355,20 @@ def test_checkov_catches_a_bad_pod(tmp_path: Path, checkov_ready) -> None:
     report = run_checkov("--file", str(bad))
     failed = {c["check_id"] for c in report["results"]["failed_checks"]}
     assert {"CKV_K8S_16", "CKV_K8S_14"} <= failed
+
+
+@pytest.mark.parametrize("overlay", ["production", "production-cnpg"])
+def test_ingress_exposes_the_api_but_not_its_metrics(rendered, overlay: str) -> None:
+    docs = rendered[overlay]
+    ingress = one(docs, "Ingress", "mallard-api")
+    service = one(docs, "Service", "mallard-api")
+    paths = []
+    for rule in ingress["spec"]["rules"]:
+        assert rule["host"] in ingress["spec"]["tls"][0]["hosts"]
+        for p in rule["http"]["paths"]:
+            backend = p["backend"]["service"]
+            assert backend["name"] == service["metadata"]["name"]
+            assert backend["port"]["name"] in {port["name"] for port in service["spec"]["ports"]}
+            paths.append(p["path"])
+    assert "/api" in paths
+    assert not any("/metrics".startswith(p) for p in paths), "metrics stay in the cluster"
