@@ -294,6 +294,30 @@ static void test_stats_balance(void) {
   }
 }
 
+/* mld_stats_write: the stats object on demand; a failure is -1 with errno */
+static void test_stats_write(void) {
+  int (*write_stats)(const char*) =
+      (int (*)(const char*))(uintptr_t)dlsym(RTLD_DEFAULT, "mld_stats_write");
+  CHECK(write_stats != NULL);
+  if (!write_stats) return;
+  char path[] = "/tmp/mallard-lifecycle-XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  CHECK(write_stats(path) == 0);
+  FILE* f = fopen(path, "r");
+  REQUIRE(f);
+  char text[8192];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = 0;
+  fclose(f);
+  unlink(path);
+  CHECKF(!strncmp(text, "{\"version\": 1", 13) && strstr(text, "\"allocs\"") && strchr(text, '}'),
+         "mld_stats_write wrote: %.200s", text);
+  errno = 0;
+  CHECK(write_stats("/nonexistent-dir/stats.json") == -1 && errno == ENOENT);
+}
+
 static void at_exit_allocates(void) {
   char* p = malloc(1000);
   if (!p) _exit(5);
@@ -316,5 +340,6 @@ int main(void) {
   test_many_threads();
   test_thread_done_and_collect();
   test_stats_balance();
+  test_stats_write();
   return check_report("lifecycle");
 }

@@ -26,6 +26,7 @@
 #define REALLOC mld_realloc
 #define USABLE mld_usable_size
 #define STAT_GET mld_stat_get
+#define TRANSFER_MODE mld_transfer_mode
 #else
 #include <malloc.h>
 #define MALLOC malloc
@@ -33,6 +34,10 @@
 #define REALLOC realloc
 #define USABLE malloc_usable_size
 static long long STAT_GET(const char* name) { return mallard_stat_fn()(name); }
+static const char* TRANSFER_MODE(void) {
+  const char* (*f)(void) = (const char* (*)(void))(uintptr_t)dlsym(RTLD_DEFAULT, "mld_transfer_mode");
+  return f ? f() : "(no mld_transfer_mode)";
+}
 #endif
 
 enum { SLOTS = 512, POOL_PER_THREAD = 600 };
@@ -168,6 +173,10 @@ int main(int argc, char** argv) {
   REQUIRE(STAT_GET("allocs") > a0);
 #endif
   long long remote_before = STAT_GET("remote_frees");
+  const char* want = getenv("MALLARD_TRANSFER"); /* unset: the default, either one */
+  const char* mode = TRANSFER_MODE();
+  CHECKF(want ? !strcmp(mode, want) : !strcmp(mode, "mutex") || !strcmp(mode, "ring"),
+         "mld_transfer_mode() = %s, MALLARD_TRANSFER = %s", mode, want ? want : "(unset)");
 
   void* args[64];
   for (long i = 0; i < n_threads; i++) args[i] = (void*)(uintptr_t)i;
