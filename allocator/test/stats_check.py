@@ -78,6 +78,10 @@ def validate(path, pid, n, m, transfer):
     check(data["frees"] + data["remote_frees"] >= n + m, "fewer frees than the program made")
     check(data["remote_frees"] >= m, f"remote_frees {data['remote_frees']} after {m} remote frees")
     check(data["peak_bytes_mapped"] >= data["bytes_mapped"], "peak_bytes_mapped < bytes_mapped")
+    # n frees of one size overflow the thread bin into the transfer cache
+    inserts = data["transfer_insert_hits"] + data["transfer_insert_misses"]
+    check(inserts > 0, f"no transfer cache inserts after {n} frees of one size")
+    check(data["central_refills"] > 0, "central_refills is 0 after the first allocations")
     check(data["peak_bytes_mapped"] >= n * 64 // 2, "peak_bytes_mapped implausibly small")
     print(f"{os.path.basename(path)}: " + json.dumps({k: data[k] for k in FIELDS}))
 
