@@ -1,10 +1,12 @@
 /* misuse.c: Mallard stops a program that frees what it must not, and names
  * the pointer. Each case runs in a forked child whose stderr the parent
  * reads:
- *   misuse abort   -> double free, free of an interior pointer, free of a
- *                     pointer Mallard never returned (a static buffer):
- *                     each child must die of SIGABRT with the pointer
- *                     (hex) on stderr;
+ *   misuse abort   -> double free (small, medium, huge, 4 MiB-aligned, from
+ *                     another thread, after the block was reused and freed
+ *                     again, realloc of a freed block), free of an interior
+ *                     pointer, free of a pointer Mallard never returned (a
+ *                     static buffer): each child must die of SIGABRT with
+ *                     the pointer (hex) on stderr;
  *   misuse ignore  -> (run with the option that ignores misuse) the same
  *                     frees are reported or ignored, the child lives on,
  *                     exits 0, and a double-freed block is not handed out
@@ -13,18 +15,33 @@
 #include "check.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 static char static_buf[256] __attribute__((aligned(64)));
 
-typedef enum { DOUBLE_FREE, INTERIOR_FREE, FOREIGN_FREE } misuse_t;
-static const char* const NAMES[] = {"double free", "interior-pointer free", "foreign-pointer free"};
+typedef enum {
+  DOUBLE_FREE, DOUBLE_FREE_MEDIUM, DOUBLE_FREE_HUGE, DOUBLE_FREE_GIANT, DOUBLE_FREE_REMOTE,
+  DOUBLE_FREE_AFTER_REUSE, REALLOC_FREED, INTERIOR_FREE, FOREIGN_FREE, N_MISUSE
+} misuse_t;
+static const char* const NAMES[] = {
+    "double free", "double free (medium)", "double free (huge)", "double free (4 MiB-aligned)",
+    "double free (other thread)", "double free (after reuse)", "realloc of a freed block",
+    "interior-pointer free", "foreign-pointer free"};
+
+static void* volatile remote_target;
+static void* remote_free(void* arg) {
+  (void)arg;
+  free(remote_target);
+  return NULL;
+}
 
 /* The child: tell the parent which pointer, then misuse it. */
 static void do_misuse(misuse_t kind, int report_fd) {
-  void* volatile p = malloc(48);
+  size_t size = kind == DOUBLE_FREE_MEDIUM ? 5000 : kind == DOUBLE_FREE_HUGE ? (1 << 20) : 48;
+  void* volatile p = kind == DOUBLE_FREE_GIANT ? aligned_alloc(4 << 20, 100) : malloc(size);
   void* target = p;
   if (kind == INTERIOR_FREE) target = (char*)p + 16;
   if (kind == FOREIGN_FREE) target = static_buf + 64;
@@ -32,9 +49,38 @@ static void do_misuse(misuse_t kind, int report_fd) {
   int n = snprintf(line, sizeof line, "%lx\n", (unsigned long)(uintptr_t)target);
   if (write(report_fd, line, (size_t)n) != n) _exit(90);
   close(report_fd);
-  if (kind == DOUBLE_FREE) free(p);
-  free(target);
-  if (kind != DOUBLE_FREE) free(p);
+  switch (kind) {
+    case INTERIOR_FREE:
+    case FOREIGN_FREE:
+      free(target);
+      free(p);
+      return;
+    case DOUBLE_FREE_REMOTE: {
+      free(p);
+      remote_target = p;
+      pthread_t t;
+      if (pthread_create(&t, NULL, remote_free, NULL) || pthread_join(t, NULL)) _exit(91);
+      return;
+    }
+    case DOUBLE_FREE_AFTER_REUSE: {
+      void* q[200];
+      free(p);
+      for (int i = 0; i < 200; i++) q[i] = malloc(48); /* p is handed out again ... */
+      for (int i = 0; i < 200; i++) free(q[i]);        /* ... and freed properly */
+      free(p);
+      return;
+    }
+    case REALLOC_FREED: {
+      free(p);
+      void* r = realloc(p, 100);
+      if (r) free(r);
+      return;
+    }
+    default:
+      free(p);
+      free(p);
+      return;
+  }
 }
 
 static void lower(char* s) {
@@ -90,7 +136,7 @@ static int run_child(misuse_t kind, int ignore_mode, char* ptr, size_t ptrcap, c
 int main(int argc, char** argv) {
   mallard_require_active("misuse");
   int ignore_mode = argc > 1 && !strcmp(argv[1], "ignore");
-  for (misuse_t k = DOUBLE_FREE; k <= FOREIGN_FREE; k++) {
+  for (misuse_t k = DOUBLE_FREE; k < N_MISUSE; k++) {
     char ptr[64], err[8192];
     int status = run_child(k, ignore_mode, ptr, sizeof ptr, err, sizeof err);
     fprintf(stderr, "--- %s of %s: status 0x%x, stderr:\n%s", NAMES[k], ptr, status, err);
