@@ -168,6 +168,12 @@ def main() -> int:
     for a, w, t, n, wolf, mw, worst in aa_rows:
         lines.append(f"| {a} | {w} | {t} | {n} | {wolf} of {n} | {mw} of {n} | "
                      f"{100 * worst:.1f}% |")
+    lines += ["", f"Both sides are the same allocator, so every call is a false alarm. A "
+              f"Mann-Whitney test at 0.05 should cry wolf in about 5% of comparisons "
+              f"({0.05 * args.aa:.1f} of {args.aa}) when trials are independent; the naive "
+              f"threshold has no such guarantee: its rate is set by the noise (the CV above). "
+              f"This is why a verdict needs the test, enough trials and a confidence interval, "
+              f"not a percentage."]
     for note in notes:
         lines += ["", f"Note: {note}."]
     block = "\n".join(lines)
