@@ -318,6 +318,38 @@ static void test_stats_write(void) {
   CHECK(write_stats("/nonexistent-dir/stats.json") == -1 && errno == ENOENT);
 }
 
+/* A thread allocates 64 MiB and exits; another thread frees every block.
+ * That memory is free: a forced collect must give it back to the OS (it
+ * must not stay resident until someone allocates that size class again). */
+enum { ORPHANS = 64 * 1024 };
+static void* orphans[ORPHANS];
+
+static void* orphan_maker(void* arg) {
+  (void)arg;
+  for (int i = 0; i < ORPHANS; i++) {
+    orphans[i] = malloc(1000);
+    if (orphans[i]) memset(orphans[i], 1, 1000);
+  }
+  return NULL;
+}
+
+static void test_exited_thread_memory_returned(void) {
+  void (*collect)(int) = (void (*)(int))(uintptr_t)dlsym(RTLD_DEFAULT, "mld_collect");
+  REQUIRE(collect);
+  collect(1);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, orphan_maker, NULL) == 0);
+  REQUIRE(pthread_join(t, NULL) == 0); /* its heap is abandoned now */
+  long long rss_full = rss_bytes();
+  for (int i = 0; i < ORPHANS; i++) free(orphans[i]);
+  collect(1);
+  long long rss_after = rss_bytes();
+  CHECKF(rss_full - rss_after >= (32LL << 20),
+         "64 MiB of an exited thread, freed by another thread, then mld_collect(1): RSS %lld MB -> "
+         "%lld MB (not returned)",
+         rss_full >> 20, rss_after >> 20);
+}
+
 static void at_exit_allocates(void) {
   char* p = malloc(1000);
   if (!p) _exit(5);
@@ -339,6 +371,7 @@ int main(void) {
   test_thread_exit();
   test_many_threads();
   test_thread_done_and_collect();
+  test_exited_thread_memory_returned();
   test_stats_balance();
   test_stats_write();
   return check_report("lifecycle");
