@@ -40,6 +40,7 @@ import hashlib
 import json
 import logging
 import re
+import statistics
 from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
@@ -184,8 +185,7 @@ def compute_cells(session: Session, comp: Comparison, policy: stats.Policy
             line=line))
     peers = [
         {"workload": wl, "params": params_of[(wl, pk)][0], "allocator": alloc,
-         "median": float(sorted(vs)[len(vs) // 2]) if len(vs) % 2
-         else (sorted(vs)[len(vs) // 2 - 1] + sorted(vs)[len(vs) // 2]) / 2.0}
+         "median": float(statistics.median(vs))}
         for (wl, pk, alloc), vs in sorted(peer_values.items())
     ]
     return out, peers, note
