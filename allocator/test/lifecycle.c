@@ -359,20 +359,34 @@ static void at_exit_allocates(void) {
   free(p);
 }
 
-int main(void) {
+static const struct {
+  const char* name;
+  void (*fns[4])(void);
+} GROUPS[] = {
+    {"sizes", {test_every_size}},
+    {"alignment", {test_big_alignments, test_aligned_many}},
+    {"reuse", {test_reuse_local, test_reuse_remote}},
+    {"threads", {test_thread_exit, test_many_threads}},
+    {"collect", {test_thread_done_and_collect}},
+    {"orphans", {test_exited_thread_memory_returned}},
+    {"stats", {test_stats_balance, test_stats_write}},
+};
+#define NGROUPS (sizeof GROUPS / sizeof GROUPS[0])
+
+/* lifecycle [group]: one group of checks (each a ctest of its own), or all */
+int main(int argc, char** argv) {
   mallard_require_active("lifecycle");
   stat_get = mallard_stat_fn();
   atexit(at_exit_allocates);
-  test_every_size();
-  test_big_alignments();
-  test_aligned_many();
-  test_reuse_local();
-  test_reuse_remote();
-  test_thread_exit();
-  test_many_threads();
-  test_thread_done_and_collect();
-  test_exited_thread_memory_returned();
-  test_stats_balance();
-  test_stats_write();
-  return check_report("lifecycle");
+  const char* only = argc > 1 ? argv[1] : NULL;
+  int ran = 0;
+  for (size_t g = 0; g < NGROUPS; g++) {
+    if (only && strcmp(only, GROUPS[g].name)) continue;
+    for (int k = 0; k < 4 && GROUPS[g].fns[k]; k++) GROUPS[g].fns[k]();
+    ran++;
+  }
+  REQUIRE(ran > 0);
+  char label[64];
+  snprintf(label, sizeof label, "lifecycle %s", only ? only : "(all)");
+  return check_report(label);
 }
