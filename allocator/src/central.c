@@ -26,6 +26,7 @@ void _mld_central_push(mld_page_t* page) {
   atomic_store_explicit(&page->owner, NULL, memory_order_relaxed);
   pthread_mutex_lock(&ce->lock);
   page->in_full = 0;
+  page->in_central = 1;
   _mld_page_list_push_back(&ce->pages, page);
   atomic_store_explicit(&ce->count, ce->pages.count, memory_order_relaxed);
   pthread_mutex_unlock(&ce->lock);
@@ -45,9 +46,11 @@ mld_page_t* _mld_central_pop(unsigned c, mld_heap_t* h) {
     _mld_page_collect(page);
     if (page->used == 0) {
       _mld_page_list_remove(&ce->pages, page);
+      page->in_central = 0;
       _mld_segment_page_free(page);
     } else if (page->free != NULL || page->capacity < page->reserved) {
       _mld_page_list_remove(&ce->pages, page);
+      page->in_central = 0;
       atomic_store_explicit(&page->owner, h, memory_order_relaxed);
       found = page;
       break;
@@ -61,6 +64,24 @@ mld_page_t* _mld_central_pop(unsigned c, mld_heap_t* h) {
   atomic_store_explicit(&ce->count, ce->pages.count, memory_order_relaxed);
   pthread_mutex_unlock(&ce->lock);
   return found;
+}
+
+/* A thread frees a block of an abandoned page: it takes the page over, so
+ * the rest of that page's blocks are freed (and reused) locally. This is
+ * what keeps thread churn (Larson) from leaving pages to remote frees. */
+bool _mld_central_adopt(mld_page_t* page, mld_heap_t* h) {
+  mld_central_t* ce = &mld_central[page->size_class];
+  bool ok = false;
+  pthread_mutex_lock(&ce->lock);
+  if (page->in_central && atomic_load_explicit(&page->owner, memory_order_relaxed) == NULL) {
+    _mld_page_list_remove(&ce->pages, page);
+    page->in_central = 0;
+    atomic_store_explicit(&page->owner, h, memory_order_relaxed);
+    atomic_store_explicit(&ce->count, ce->pages.count, memory_order_relaxed);
+    ok = true;
+  }
+  pthread_mutex_unlock(&ce->lock);
+  return ok;
 }
 
 void _mld_central_fork_prepare(void) {

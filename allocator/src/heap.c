@@ -135,6 +135,14 @@ void _mld_heap_return_block(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
   if (page->used == 0 && h->avail[c].count > 1) mld_heap_release_page(h, page);
 }
 
+/* page was just taken over from the central list (owner is h). */
+void _mld_heap_adopted(mld_heap_t* h, mld_page_t* page) {
+  mld_counter_add(&h->stats[MLD_STAT_pages_reclaimed], 1);
+  _mld_page_collect(page);
+  page->in_full = 0;
+  _mld_page_list_push_back(&h->avail[page->size_class], page);
+}
+
 /* The bin of class c is over its limit: release one batch. */
 void _mld_heap_flush(mld_heap_t* h, unsigned c) {
   mld_bin_t* bin = &h->bins[c];

@@ -6,6 +6,7 @@
 #include "internal.h"
 
 MLD_HIDDEN _Atomic(int) _mld_init_state;
+MLD_HIDDEN int _mld_remote_mode = MLD_REMOTE_BIN;
 
 static void mld_fork_prepare(void) {
   _mld_heap_fork_prepare();
@@ -37,6 +38,7 @@ void _mld_init(void) {
   }
   _mld_os_init();
   _mld_options_init();
+  _mld_remote_mode = (int)_mld_options_get(MLD_OPT_REMOTE);
   _mld_size_class_init();
   _mld_segment_init();
   _mld_central_init();

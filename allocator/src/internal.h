@@ -107,6 +107,8 @@ typedef struct mld_page_s {
   uint8_t size_class;          /* < MLD_CLASSES, MLD_CLASS_HUGE or MLD_CLASS_NONE */
   uint8_t kind;
   uint8_t in_full;             /* in the owner's full list */
+  uint8_t in_central;          /* abandoned, in a central list (central lock) */
+  uint8_t fresh;               /* huge: a new mapping, still zero */
   uint8_t purged;              /* (free pages) memory given back to the OS */
   _Atomic(struct mld_heap_s*) owner;     /* NULL: abandoned or free */
   _Atomic(mld_block_t*) thread_free;     /* frees by other threads (one CAS each) */
@@ -197,6 +199,7 @@ MLD_HIDDEN void _mld_heap_fork_prepare(void);
 MLD_HIDDEN void _mld_heap_fork_parent(void);
 MLD_HIDDEN void _mld_heap_fork_child(void);
 MLD_HIDDEN void _mld_heap_return_block(mld_heap_t* h, mld_page_t* page, mld_block_t* b);
+MLD_HIDDEN void _mld_heap_adopted(mld_heap_t* h, mld_page_t* page);
 
 /* ---- pages (page.c) ----------------------------------------------------- */
 
@@ -224,6 +227,7 @@ MLD_HIDDEN void _mld_transfer_fork_child(void);
 MLD_HIDDEN void _mld_central_init(void);
 MLD_HIDDEN void _mld_central_push(mld_page_t* page);
 MLD_HIDDEN mld_page_t* _mld_central_pop(unsigned c, mld_heap_t* h);
+MLD_HIDDEN bool _mld_central_adopt(mld_page_t* page, mld_heap_t* h);
 MLD_HIDDEN void _mld_central_fork_prepare(void);
 MLD_HIDDEN void _mld_central_fork_parent(void);
 MLD_HIDDEN void _mld_central_fork_child(void);
@@ -298,10 +302,13 @@ typedef enum {
   MLD_OPT_DECAY_MS,
   MLD_OPT_ON_MISUSE,
   MLD_OPT_VERBOSE,
+  MLD_OPT_REMOTE,
   MLD_OPT_COUNT
 } mld_option_t;
 
 enum { MLD_MISUSE_ABORT = 0, MLD_MISUSE_IGNORE = 1 };
+enum { MLD_REMOTE_BIN = 0, MLD_REMOTE_PAGE = 1 };
+extern MLD_HIDDEN int _mld_remote_mode;   /* MALLARD_REMOTE, cached */
 
 MLD_HIDDEN void _mld_options_init(void);
 MLD_HIDDEN long _mld_options_get(mld_option_t o);

@@ -1,7 +1,6 @@
 /* options.c: every run-time option, in one table, read once at process init
- * from MALLARD_<NAME> environment variables. The environment is read from
- * /proc/self/environ with open/read (safe before libc has set environ and
- * without allocating), falling back to environ. A bad value is a clear
+ * from MALLARD_<NAME> environment variables, through environ or, when libc
+ * has not set it yet, /proc/self/environ with open/read (no allocation). A bad value is a clear
  * error on stderr and an abort: a benchmark must not silently measure a
  * configuration it was not asked for. */
 #include "internal.h"
@@ -30,6 +29,7 @@ static mld_option_desc_t mld_options[MLD_OPT_COUNT] = {
     [MLD_OPT_DECAY_MS] = {"DECAY_MS", MLD_OPT_LONG, 100, {NULL}, "100", ""},
     [MLD_OPT_ON_MISUSE] = {"ON_MISUSE", MLD_OPT_ENUM, MLD_MISUSE_ABORT, {"abort", "ignore", NULL, NULL}, "abort", ""},
     [MLD_OPT_VERBOSE] = {"VERBOSE", MLD_OPT_LONG, 0, {NULL}, "0", ""},
+    [MLD_OPT_REMOTE] = {"REMOTE", MLD_OPT_ENUM, MLD_REMOTE_BIN, {"bin", "page", NULL, NULL}, "bin", ""},
 };
 
 static void mld_option_bad(const mld_option_desc_t* o, const char* value, const char* expected) {
@@ -131,9 +131,15 @@ static bool mld_options_from_proc(void) {
   return true;
 }
 
+/* environ when libc has set it (it has by the time the library constructor
+ * runs; it is also right under qemu-user, where /proc/self/environ shows the
+ * emulator's), else /proc/self/environ (an allocation before libc init). */
 void _mld_options_init(void) {
-  if (!mld_options_from_proc() && environ != NULL)
+  if (environ != NULL && environ[0] != NULL) {
     for (char** e = environ; *e != NULL; e++) mld_option_entry(*e);
+    return;
+  }
+  mld_options_from_proc();
 }
 
 long _mld_options_get(mld_option_t o) { return mld_options[o].value; }

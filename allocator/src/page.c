@@ -18,6 +18,7 @@ void _mld_page_init(mld_page_t* page, unsigned c, mld_heap_t* owner) {
   page->used = 0;
   page->capacity = 0;
   page->in_full = 0;
+  page->in_central = 0;
   page->next = page->prev = NULL;
   page->size_class = (uint8_t)c;
   atomic_store_explicit(&page->owner, owner, memory_order_relaxed);

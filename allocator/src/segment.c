@@ -4,7 +4,8 @@
  * recognised without touching their memory. Its first 64 KiB (or one OS page
  * if larger) hold the header and the page table; the rest is cut into pages:
  * 64 KiB pages for small classes, 1 MiB pages for medium ones. Huge blocks
- * (> 128 KiB) get a segment of their own, mapped and unmapped on demand.
+ * (> 128 KiB) get a segment of their own; a freed one is cached (at most 16,
+ * 64 MiB) for reuse until the decay expires, then unmapped.
  *
  * Free pages stay committed for MALLARD_DECAY_MS, then are purged
  * (madvise MADV_DONTNEED); a segment whose pages are all free and purged is
@@ -29,6 +30,11 @@ static mld_segment_t* mld_segments;        /* every small/medium segment */
 static size_t mld_header_size;
 static uint64_t mld_last_purge_ms;
 static uint64_t mld_decay_ms;
+static mld_segment_t* mld_huge_cache;      /* freed huge segments kept for reuse until the decay */
+static size_t mld_huge_cache_bytes;
+static unsigned mld_huge_cache_count;
+#define MLD_HUGE_CACHE_MAX_COUNT 16
+#define MLD_HUGE_CACHE_MAX_BYTES ((size_t)64 << 20)
 
 static void mld_segmap_set(uintptr_t seg, bool on) {
   uintptr_t idx = seg >> MLD_SEGMENT_SHIFT;
@@ -122,6 +128,20 @@ static void mld_purge_locked(uint64_t now, bool force) {
       page = prev;
     }
   }
+  /* huge segments cached longer than the decay */
+  mld_segment_t* hs = mld_huge_cache;
+  while (hs != NULL) {
+    mld_segment_t* next = hs->next;
+    if (force || now - hs->pages[0].freed_at_ms >= mld_decay_ms) {
+      if (hs->prev) hs->prev->next = hs->next; else mld_huge_cache = hs->next;
+      if (hs->next) hs->next->prev = hs->prev;
+      mld_huge_cache_bytes -= hs->size;
+      mld_huge_cache_count--;
+      mld_segmap_set((uintptr_t)hs, false);
+      _mld_os_unmap(hs, hs->size);
+    }
+    hs = next;
+  }
   /* keep one empty segment per kind mapped, so a program hovering around a
    * segment boundary does not map and unmap all the time */
   bool kept[MLD_KINDS] = {false, false};
@@ -188,12 +208,31 @@ mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment) {
   if (offset >= MLD_SEGMENT_SIZE) return NULL;   /* giant alignment: see below */
   if (size > SIZE_MAX / 2 - offset - ps) return NULL;
   size_t total = (offset + size + ps - 1) & ~(ps - 1);
-  size_t seg_align = alignment > MLD_SEGMENT_SIZE ? alignment : MLD_SEGMENT_SIZE;
-  mld_segment_t* seg = (mld_segment_t*)_mld_os_map_aligned(total, seg_align);
-  if (seg == NULL) return NULL;
-  if (((uintptr_t)seg + total - 1) >> MLD_VA_BITS) {
-    _mld_os_unmap(seg, total);
-    return NULL;
+  mld_segment_t* seg = NULL;
+  bool fresh = false;
+  {
+    pthread_mutex_lock(&mld_segment_lock);
+    for (mld_segment_t* hs = mld_huge_cache; hs != NULL; hs = hs->next) {
+      if (hs->size >= total && hs->size - total <= total / 4 + (256u << 10)) {
+        if (hs->prev) hs->prev->next = hs->next; else mld_huge_cache = hs->next;
+        if (hs->next) hs->next->prev = hs->prev;
+        mld_huge_cache_bytes -= hs->size;
+        mld_huge_cache_count--;
+        seg = hs;
+        total = hs->size;
+        break;
+      }
+    }
+    pthread_mutex_unlock(&mld_segment_lock);
+  }
+  if (seg == NULL) {
+    seg = (mld_segment_t*)_mld_os_map_aligned(total, MLD_SEGMENT_SIZE);
+    if (seg == NULL) return NULL;
+    if (((uintptr_t)seg + total - 1) >> MLD_VA_BITS) {
+      _mld_os_unmap(seg, total);
+      return NULL;
+    }
+    fresh = true;
   }
   seg->size = total;
   seg->kind = MLD_KIND_HUGE;
@@ -209,13 +248,33 @@ mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment) {
   page->size_class = MLD_CLASS_HUGE;
   page->area_start = page->start;
   page->area_size = page->area;
-  mld_segmap_set((uintptr_t)seg, true);
+  page->fresh = fresh;
+  if (fresh) mld_segmap_set((uintptr_t)seg, true);
   return page;
 }
 
+/* A freed huge block: cached for reuse (bounded) until the decay, else unmapped. */
 void _mld_segment_huge_free(mld_page_t* page) {
   mld_segment_t* seg = (mld_segment_t*)((uintptr_t)page & ~MLD_SEGMENT_MASK);
   page->size_class = MLD_CLASS_NONE;
+  uint64_t now = _mld_os_now_ms();
+  if (mld_decay_ms > 0 && seg->size <= MLD_HUGE_CACHE_MAX_BYTES / 4) {
+    pthread_mutex_lock(&mld_segment_lock);
+    if (mld_huge_cache_count < MLD_HUGE_CACHE_MAX_COUNT &&
+        mld_huge_cache_bytes + seg->size <= MLD_HUGE_CACHE_MAX_BYTES) {
+      page->freed_at_ms = now;
+      seg->prev = NULL;
+      seg->next = mld_huge_cache;
+      if (mld_huge_cache) mld_huge_cache->prev = seg;
+      mld_huge_cache = seg;
+      mld_huge_cache_bytes += seg->size;
+      mld_huge_cache_count++;
+      if (now - mld_last_purge_ms >= mld_decay_ms / 2 + 1) mld_purge_locked(now, false);
+      pthread_mutex_unlock(&mld_segment_lock);
+      return;
+    }
+    pthread_mutex_unlock(&mld_segment_lock);
+  }
   mld_segmap_set((uintptr_t)seg, false);
   _mld_os_unmap(seg, seg->size);
 }
