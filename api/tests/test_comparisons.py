@@ -243,6 +243,10 @@ def test_comparison_end_to_end(client, user_headers, make_project, make_runner, 
     assert cell["p_adjusted"] >= cell["p_value"]
     assert detail["counts"] == {"improved": 0, "regressed": 3, "same": 3, "unknown": 0}
     assert {p["allocator"] for p in detail["peer_medians"]} == {"glibc", "jemalloc"}
+    assert [(c["threads"], c["measure"]) for c in detail["counters"]] == [
+        (1, "transfer_insert_hit_ratio"), (2, "transfer_insert_hit_ratio")]
+    assert sorted((h["threads"], h["outcome"]) for h in detail["hypothesis_checks"]) == [
+        (1, "not held (no change)"), (2, "not held (wrong direction)")]
 
     r = client.get(f"/api/v1/comparisons/{comp['id']}/report", headers=user_headers)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")

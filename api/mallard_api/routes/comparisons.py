@@ -22,7 +22,7 @@ from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.models.analysis import Comparison
-from mallard_api.report import parse_hypothesis
+from mallard_api.report import hypothesis_outcome, is_counter, parse_hypothesis
 from mallard_api.schemas import INT32_MAX, ErrorOut, _check_text
 from mallard_api.sql import comparisons as sql
 from mallard_api.sql import jobs as job_sql
@@ -134,9 +134,24 @@ class ComparisonOut(BaseModel):
     finished_at: datetime | None
 
 
+class HypothesisCheck(BaseModel):
+    workload: str
+    params: dict[str, Any]
+    threads: int | None
+    measure: str
+    expected_low_pct: float
+    expected_high_pct: float
+    diff_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    outcome: str  # held | undecided | not held (...)
+
+
 class ComparisonDetail(ComparisonOut):
     cells: list[CellOut]
+    counters: list[CellOut]  # the allocator-counter cells (also in cells)
     peer_medians: list[PeerOut]
+    hypothesis_checks: list[HypothesisCheck]
     report: str
 
 
@@ -213,11 +228,22 @@ def _load(session: Session, comparison_id: int) -> Comparison:
             responses={404: {"model": ErrorOut}})
 def get_comparison(comparison_id: ComparisonPath, session: DB, _: AnyRole) -> ComparisonDetail:
     comp = _load(session, comparison_id)
-    cells = [CellOut.model_validate(c, from_attributes=True) for c in sql.cells(session, comp.id)]
+    rows = sql.cells(session, comp.id)
+    cells = [CellOut.model_validate(c, from_attributes=True) for c in rows]
+    hyp = analysis.hypothesis_of(comp)
+    checks = [] if hyp is None else [
+        HypothesisCheck(
+            workload=c.workload, params=c.params, threads=c.threads, measure=c.measure,
+            expected_low_pct=hyp.low_pct, expected_high_pct=hyp.high_pct,
+            diff_pct=c.diff_pct, ci_low_pct=c.ci_low_pct, ci_high_pct=c.ci_high_pct,
+            outcome=hypothesis_outcome(hyp, analysis.cell_stats(c)))
+        for c in rows if c.measure == hyp.measure
+    ]
     return ComparisonDetail(
         **comparison_out(session, comp), cells=cells,
+        counters=[c for c in cells if is_counter(c.measure)],
         peer_medians=[PeerOut(**p) for p in comp.peer_medians or []],
-        report=analysis.render_report(session, comp))
+        hypothesis_checks=checks, report=analysis.render_report(session, comp))
 
 
 @router.get("/{comparison_id}/report", response_class=PlainTextResponse,
