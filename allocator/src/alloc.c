@@ -123,7 +123,11 @@ void _mld_free_slow(void* p, mld_page_t* page) {
     }
     _mld_segment_huge_free(page);
   } else if (page == NULL && _mld_segment_giant_find(p, true) != 0) {
-    /* a giant-aligned block: unmapped */
+    mld_heap_t* h = _mld_heap_tls;   /* a giant-aligned block: unmapped */
+    if (h != &_mld_heap_empty) {
+      mld_counter_add(&h->stats[MLD_STAT_huge_frees], 1);
+      mld_counter_add(&h->stats[MLD_STAT_frees], 1);
+    }
   } else {
     _mld_report_invalid("free", p);
   }

@@ -84,6 +84,30 @@ bool _mld_central_adopt(mld_page_t* page, mld_heap_t* h) {
   return ok;
 }
 
+/* Give back abandoned pages whose blocks have all come home: look at up to
+ * max pages per class (rotating through the list). */
+void _mld_central_sweep(unsigned max) {
+  for (unsigned c = 0; c < MLD_CLASSES; c++) {
+    mld_central_t* ce = &mld_central[c];
+    if (atomic_load_explicit(&ce->count, memory_order_relaxed) == 0) continue;
+    pthread_mutex_lock(&ce->lock);
+    uint32_t todo = ce->pages.count < max ? ce->pages.count : max;
+    while (todo-- > 0) {
+      mld_page_t* page = ce->pages.first;
+      _mld_page_list_remove(&ce->pages, page);
+      _mld_page_collect(page);
+      if (page->used == 0) {
+        page->in_central = 0;
+        _mld_segment_page_free(page);
+      } else {
+        _mld_page_list_push_back(&ce->pages, page);
+      }
+    }
+    atomic_store_explicit(&ce->count, ce->pages.count, memory_order_relaxed);
+    pthread_mutex_unlock(&ce->lock);
+  }
+}
+
 void _mld_central_fork_prepare(void) {
   for (unsigned c = 0; c < MLD_CLASSES; c++) pthread_mutex_lock(&mld_central[c].lock);
 }

@@ -242,9 +242,22 @@ bool _mld_heap_refill(mld_heap_t* h, unsigned c) {
 /* ---- collect and abandon ------------------------------------------------- */
 
 /* Collect remote frees on every page; give back pages with no live block
- * (keeping one per class unless force); purge expired free pages. */
+ * (keeping one per class unless force); look at abandoned pages; purge
+ * expired free pages. With force, the bins and the transfer cache are
+ * emptied first, so every block that is free can reach its page. */
+static void mld_heap_drain_bin(mld_heap_t* h, unsigned c, bool to_transfer);
+
 void _mld_heap_collect(mld_heap_t* h, bool force) {
   mld_counter_add(&h->stats[MLD_STAT_heap_collects], 1);
+  if (force) {
+    for (unsigned c = 0; c < MLD_CLASSES; c++) {
+      mld_heap_drain_bin(h, c, false);
+      unsigned n = _mld_classes[c].batch;
+      void* batch[MLD_MAX_BATCH];
+      while (_mld_transfer_remove(c, batch, n))
+        for (unsigned i = 0; i < n; i++) _mld_heap_return_block(h, mld_page_of_known(batch[i]), (mld_block_t*)batch[i]);
+    }
+  }
   for (unsigned c = 0; c < MLD_CLASSES; c++) {
     for (int which = 0; which < 2; which++) {
       mld_page_list_t* l = which ? &h->full[c] : &h->avail[c];
@@ -262,15 +275,16 @@ void _mld_heap_collect(mld_heap_t* h, bool force) {
       }
     }
   }
+  _mld_central_sweep(force ? UINT32_MAX : 16);
   _mld_segment_purge(force);
 }
 
 /* Empty bin c: whole batches to the transfer cache while it takes them,
  * the rest back to their pages. */
-static void mld_heap_drain_bin(mld_heap_t* h, unsigned c) {
+static void mld_heap_drain_bin(mld_heap_t* h, unsigned c, bool to_transfer) {
   mld_bin_t* bin = &h->bins[c];
   unsigned n = _mld_classes[c].batch;
-  while (bin->count >= n) {
+  while (to_transfer && bin->count >= n) {
     void* batch[MLD_MAX_BATCH];
     mld_block_t* b = bin->free;
     for (unsigned i = 0; i < n; i++) {
@@ -294,7 +308,7 @@ static void mld_heap_drain_bin(mld_heap_t* h, unsigned c) {
 
 /* The heap's thread is gone (or asked to let go): give everything back. */
 void _mld_heap_abandon(mld_heap_t* h) {
-  for (unsigned c = 0; c < MLD_CLASSES; c++) mld_heap_drain_bin(h, c);
+  for (unsigned c = 0; c < MLD_CLASSES; c++) mld_heap_drain_bin(h, c, true);
   for (unsigned c = 0; c < MLD_CLASSES; c++) {
     for (int which = 0; which < 2; which++) {
       mld_page_list_t* l = which ? &h->full[c] : &h->avail[c];
