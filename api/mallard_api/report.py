@@ -243,11 +243,10 @@ def format_report(
             counters = [c for c in group if is_counter(c.measure)]
             params = group[0].params
             ptext = params_text(params, vary.get(workload, ()))
-            for c in group:
-                if is_counter(c.measure):
-                    continue
+            main = [c for c in group if not is_counter(c.measure)]
+            for c in main:
                 out.append(format_line(workload, ptext, c.measure, c.stats))
-                if c.measure == THROUGHPUT and counters:
+                if c is main[0] and counters:  # beside throughput (sorted first)
                     out.append("  counters: " + ", ".join(_counter_text(k) for k in counters))
                 if hyp is not None and c.measure == hyp.measure:
                     res = hypothesis_outcome(hyp, c.stats)
@@ -256,7 +255,7 @@ def format_report(
                         f"  {hyp.describe()}, actual {_pct(c.stats.diff_pct)} "
                         f"[{_pct(c.stats.ci_low_pct)}, {_pct(c.stats.ci_high_pct)}]: {res.upper()}"
                     )
-            if not any(not is_counter(c.measure) for c in group) and counters:
+            if not main and counters:
                 joined = ", ".join(_counter_text(k) for k in counters)
                 out.append(f"{workload} {ptext} counters: {joined}")
             ref = peers.get((workload, pkey))

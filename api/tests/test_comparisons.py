@@ -342,3 +342,20 @@ def test_comparison_validation(client, user_headers, make_project):
     r = client.post("/api/v1/comparisons", headers=user_headers,
                     json={**good, "hypothesis": "+15-25%"})
     assert r.status_code == 201 and r.json()["hypothesis"] == "+15-25%"
+
+
+def test_counters_without_throughput():
+    cells = [
+        ReportCell("fragmentation", {"threads": 1}, "final_rss_bytes",
+                   cell(-2.0, -2.5, -1.5, 0.001, verdict="improved", hib=False)),
+        ReportCell("fragmentation", {"threads": 1}, "transfer_remove_hit_ratio",
+                   cell(5.0, 4.0, 6.0, 0.001, verdict="improved", bm=0.5)),
+        ReportCell("fastpath", {"threads": 1}, "transfer_remove_hit_ratio",
+                   cell(0.0, 0.0, 0.0, 1.0, verdict="same", bm=0.5)),
+    ]
+    header = ReportHeader(1, "mallard", None, "a", "b", "done")
+    lines = format_report(header, cells).splitlines()
+    assert lines[0] == "Comparison #1 (mallard): base a vs head b"
+    i = next(n for n, ln in enumerate(lines) if ln.startswith("fragmentation threads=1 final"))
+    assert lines[i + 1] == "  counters: transfer_remove_hit_ratio 0.500 -> 0.525 (+5.0%)"
+    assert "fastpath threads=1 counters: transfer_remove_hit_ratio 0.500 -> 0.500 (+0.0%)" in lines
