@@ -84,10 +84,19 @@ MEASURES: dict[str, tuple[str, bool]] = {
 }
 
 
+LOWER_IS_BETTER_SUFFIXES = ("_seconds", "_bytes", "_ns", "_per_op", "_misses", "_instructions")
+
+
 def higher_is_better(measure: str, default: bool = True) -> bool:
-    """Direction of a measure per contracts section 4 (``default`` for unknown names)."""
+    """Direction of a measure per contracts section 4. A name not in the table is judged by
+    its unit-like suffix (times, sizes, costs per operation and misses are lower-is-better),
+    else ``default``. The measures table of the database, when it says, comes first."""
     entry = MEASURES.get(measure)
-    return entry[1] if entry else default
+    if entry:
+        return entry[1]
+    if measure.endswith(LOWER_IS_BETTER_SUFFIXES):
+        return False
+    return default
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,9 @@ def test_lower_is_better_direction():
     assert stats.higher_is_better("wall_seconds") is False
     assert stats.higher_is_better("ops_per_sec") is True
     assert stats.higher_is_better("transfer_insert_hit_ratio") is True
+    assert stats.higher_is_better("p99_latency_ns") is False
+    assert stats.higher_is_better("cpu_seconds") is False
+    assert stats.higher_is_better("requests_per_sec") is True
 
 
 def test_too_few_trials_unknown():
