@@ -17,6 +17,7 @@ from stats_check import check, failures, run_preloaded  # noqa: E402
 BAD = [
     ("MALLARD_TRANSFER", "bogus"),
     ("MALLARD_ON_MISUSE", "sometimes"),
+    ("MALLARD_REMOTE", "nowhere"),
     ("MALLARD_DECAY_MS", "abc"),
     ("MALLARD_DECAY_MS", "-5"),
     ("MALLARD_STATS_FILE", "/tmp/" + "a" * 5000),
@@ -27,6 +28,8 @@ GOOD = [
     {"MALLARD_DECAY_MS": "0"},
     {"MALLARD_DECAY_MS": "5000"},
     {"MALLARD_ON_MISUSE": "ignore"},
+    {"MALLARD_REMOTE": "bin"},
+    {"MALLARD_REMOTE": "page"},
     {"MALLARD_VERBOSE": "0"},
 ]
 

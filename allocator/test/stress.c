@@ -205,8 +205,8 @@ int main(int argc, char** argv) {
   CHECKF(atomic_load(&failures) == 0, "%ld corrupted or failed blocks", atomic_load(&failures));
   long long remote = STAT_GET("remote_frees") - remote_before;
   CHECKF(remote > 0, "no remote frees counted after cross-thread frees (%lld)", remote);
-  printf("stress: %ld threads x %ld ops, %ld generations, transfer=%s, remote_frees %lld\n",
-         n_threads, n_ops, n_generations,
-         getenv("MALLARD_TRANSFER") ? getenv("MALLARD_TRANSFER") : "default", remote);
+  printf("stress: %ld threads x %ld ops, %ld generations, transfer=%s remote=%s, remote_frees %lld\n",
+         n_threads, n_ops, n_generations, mode,
+         getenv("MALLARD_REMOTE") ? getenv("MALLARD_REMOTE") : "default", remote);
   return check_report("stress");
 }
