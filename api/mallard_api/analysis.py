@@ -16,8 +16,10 @@ another testbed are left out and the report says so). When every job has reporte
   trials double the total so far (``trials * 2**(round-1)``); state stays ``running``;
 * otherwise ``done``, the unknowns reported as they are.
 
-A job of a comparison that fails for good leaves the comparison ``failed`` when it has no
-cells, else ``done`` with what it has (see :func:`refresh_state`).
+A job of a comparison that fails for good leaves the comparison ``failed`` when no cells
+exist; otherwise the comparison settles as above from the cells it has (each follow-up,
+failed or not, counts against the cap). :func:`refresh_state` also runs on GET, so a
+comparison whose last job failed (no ingest to trigger it) still settles.
 
 Branch history
 --------------
