@@ -226,18 +226,28 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=50, help="trials per post")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--out", type=Path, default=ROOT / "api" / "bench" / "last_run.md")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="keep the database in this folder (reused, not reloaded, next time)")
     args = ap.parse_args()
 
-    base_dir = Path(tempfile.mkdtemp(prefix="mallard-bench-"))
+    base_dir = args.keep or Path(tempfile.mkdtemp(prefix="mallard-bench-"))
+    base_dir.mkdir(parents=True, exist_ok=True)
     server = EmbeddedPostgres(base_dir / "pgdata")
     api_proc = None
     try:
         url = server.start()
         migrate(url, ROOT / "db")
         plain = url.replace("postgresql+psycopg://", "postgresql://")
-        print(f"bench: loading {args.trials:,} trials over {args.commits} commits ...",
-              flush=True)
-        load_s, stored = bulk_load(plain, args.trials, args.commits)
+        with psycopg.connect(plain) as conn:
+            loaded = conn.execute("SELECT count(*) FROM projects WHERE name = 'bench'"
+                                  ).fetchone()[0]  # type: ignore[index]
+        if loaded:
+            print("bench: reusing the loaded database in", base_dir, flush=True)
+            load_s, stored = float("nan"), 0
+        else:
+            print(f"bench: loading {args.trials:,} trials over {args.commits} commits ...",
+                  flush=True)
+            load_s, stored = bulk_load(plain, args.trials, args.commits)
         print(f"bench: loaded {stored:,} trials in {load_s:.1f}s", flush=True)
 
         token = secrets.token_urlsafe(24)
@@ -302,7 +312,8 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 api_proc.kill()
         server.stop()
-        shutil.rmtree(base_dir, ignore_errors=True)
+        if args.keep is None:
+            shutil.rmtree(base_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

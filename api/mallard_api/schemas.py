@@ -61,7 +61,8 @@ Name = Annotated[
     AfterValidator(_check_text),
 ]
 Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
-MeasureName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.]{0,99}$")]
+MeasureName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.]{0,63}$")]
+MAX_MEASURES = 24  # per trial: the measures object is kept inside the series index entry
 JsonObject = Annotated[dict[str, Any], AfterValidator(_check_json)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 Int32 = Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]
@@ -253,7 +254,7 @@ class TrialIn(BaseModel):
     exit_code: Int32 | None = None
     signal: Int32 | None = None
     stderr_tail: Text | None = None
-    measures: dict[MeasureName, FiniteFloat] = {}
+    measures: Annotated[dict[MeasureName, FiniteFloat], Field(max_length=MAX_MEASURES)] = {}
     counters: JsonObject | None = None
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 from helpers import results, trial
 from sqlalchemy import text
 
@@ -102,3 +104,18 @@ def test_unknown_project_names_the_field(client, make_runner):
                     json=results([trial()], runner_id=runner["id"], project="no-such-project"))
     assert r.status_code == 422
     assert r.json()["detail"][0]["loc"] == ["body", "project"]
+
+
+def test_largest_measures_object_is_stored(client, make_runner):
+    runner, headers = make_runner()
+    # incompressible names of the longest length, the most of them: the index entry fits
+    measures = {f"m{i:02d}_" + secrets.token_hex(30): -1.2345678901234567e-300
+                for i in range(24)}
+    t = trial(measures=measures)
+    r = client.post("/api/v1/results", headers=headers, json=results([t], runner_id=runner["id"]))
+    assert r.status_code == 201, r.text
+    measures["one_too_many"] = 1.0
+    r = client.post("/api/v1/results", headers=headers,
+                    json=results([trial(measures=measures)], runner_id=runner["id"]))
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "trials", 0, "measures"]

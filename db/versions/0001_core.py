@@ -184,8 +184,11 @@ CREATE TABLE trials (
     measures     jsonb NOT NULL DEFAULT '{}',
     counters     jsonb
 );
--- the series query: one workload (params) x testbed x allocator along a branch's commits
-CREATE INDEX trials_series_idx ON trials (workload_id, testbed_id, allocator_id, commit_id);
+-- the series query: one workload (params) x testbed x allocator along a branch's commits.
+-- Covering (INCLUDE ... measures): the query is an index-only scan over the cell's
+-- entries, which lie together, instead of one heap page per trial.
+CREATE INDEX trials_series_idx ON trials (workload_id, testbed_id, allocator_id, commit_id)
+    INCLUDE (ok, warmup, id, measures);
 CREATE INDEX trials_commit_idx ON trials (commit_id);
 CREATE INDEX trials_job_idx ON trials (job_id);
 CREATE INDEX trials_ingested_idx ON trials (ingested_at);

@@ -8,44 +8,37 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+# Two steps. First the ids of the matching workloads, testbeds and allocators (a
+# `mallard` configuration has one allocator row per commit). Then the trials with those
+# ids as arrays: an index-only scan of trials_series_idx (workload_id, testbed_id,
+# allocator_id, commit_id) INCLUDE (ok, warmup, id, measures) reads just the cell's
+# entries; a join would let the planner fall back to every trial of the workload.
+IDS_SQL = text("""
+SELECT ARRAY(SELECT id FROM workloads WHERE name = :workload
+             AND (CAST(:params_sha AS text) IS NULL OR params_sha256 = :params_sha)
+             AND (CAST(:threads AS integer) IS NULL OR threads = :threads)) AS w,
+       ARRAY(SELECT id FROM testbeds
+             WHERE (CAST(:arch AS text) IS NULL OR arch = :arch)
+             AND (CAST(:testbed AS text) IS NULL OR fingerprint = :testbed)) AS tb,
+       ARRAY(SELECT id FROM allocators WHERE name = :allocator AND variant = :variant) AS a
+""")
+
 SERIES_SQL = text("""
-WITH bc AS (
-    SELECT c.id AS commit_id, c.sha, c.committed_at, bc.position
-    FROM branch_commits bc JOIN commits c ON c.id = bc.commit_id
-    WHERE bc.branch_id = :branch_id
-), w AS (
-    SELECT id, params, threads FROM workloads
-    WHERE name = :workload
-      AND (CAST(:params_sha AS text) IS NULL OR params_sha256 = :params_sha)
-      AND (CAST(:threads AS integer) IS NULL OR threads = :threads)
-), a AS (
-    SELECT id FROM allocators WHERE name = :allocator AND variant = :variant
-), tb AS (
-    SELECT id, arch, fingerprint FROM testbeds
-    WHERE (CAST(:arch AS text) IS NULL OR arch = :arch)
-      AND (CAST(:testbed AS text) IS NULL OR fingerprint = :testbed)
-), v AS (
-    SELECT t.commit_id, t.workload_id, t.testbed_id, t.id AS trial_id,
-           (t.measures ->> :measure)::double precision AS value
-    FROM trials t
-    JOIN w ON w.id = t.workload_id
-    JOIN tb ON tb.id = t.testbed_id
-    JOIN a ON a.id = t.allocator_id
-    JOIN bc ON bc.commit_id = t.commit_id
-    WHERE t.ok AND NOT t.warmup AND t.measures ? :measure
-)
-SELECT bc.sha, bc.committed_at, bc.position, w.params, w.threads, tb.arch, tb.fingerprint,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY v.value) AS median,
-       percentile_cont(0.25) WITHIN GROUP (ORDER BY v.value) AS p25,
-       percentile_cont(0.75) WITHIN GROUP (ORDER BY v.value) AS p75,
+SELECT c.sha, c.committed_at, bc.position, w.params, w.threads, tb.arch, tb.fingerprint,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY (t.measures ->> :measure)::float8) AS median,
+       percentile_cont(0.25) WITHIN GROUP (ORDER BY (t.measures ->> :measure)::float8) AS p25,
+       percentile_cont(0.75) WITHIN GROUP (ORDER BY (t.measures ->> :measure)::float8) AS p75,
        count(*) AS n,
-       array_agg(v.value ORDER BY v.trial_id) AS vals
-FROM v
-JOIN bc ON bc.commit_id = v.commit_id
-JOIN w ON w.id = v.workload_id
-JOIN tb ON tb.id = v.testbed_id
-GROUP BY bc.sha, bc.committed_at, bc.position, w.id, w.params, w.threads, tb.id, tb.arch,
-         tb.fingerprint
+       array_agg((t.measures ->> :measure)::float8 ORDER BY t.id) AS vals
+FROM trials t
+JOIN branch_commits bc ON bc.commit_id = t.commit_id AND bc.branch_id = :branch_id
+JOIN commits c ON c.id = bc.commit_id
+JOIN workloads w ON w.id = t.workload_id
+JOIN testbeds tb ON tb.id = t.testbed_id
+WHERE t.workload_id = ANY(CAST(:w AS integer[])) AND t.testbed_id = ANY(CAST(:tb AS integer[]))
+  AND t.allocator_id = ANY(CAST(:a AS integer[]))
+  AND t.ok AND NOT t.warmup AND t.measures ? :measure
+GROUP BY c.id, bc.position, w.id, tb.id
 ORDER BY bc.position, w.id, tb.id
 """)
 
@@ -53,9 +46,13 @@ ORDER BY bc.position, w.id, tb.id
 def series(session: Session, *, branch_id: int, workload: str, params_sha: str | None,
            threads: int | None, allocator: str, variant: str, measure: str,
            arch: str | None, testbed: str | None) -> list[dict[str, Any]]:
-    rows = session.execute(SERIES_SQL, dict(
-        branch_id=branch_id, workload=workload, params_sha=params_sha, threads=threads,
-        allocator=allocator, variant=variant, measure=measure, arch=arch, testbed=testbed))
+    ids = session.execute(IDS_SQL, dict(
+        workload=workload, params_sha=params_sha, threads=threads, allocator=allocator,
+        variant=variant, arch=arch, testbed=testbed)).one()
+    if not (ids.w and ids.tb and ids.a):
+        return []
+    rows = session.execute(SERIES_SQL, dict(branch_id=branch_id, w=list(ids.w),
+                                            tb=list(ids.tb), a=list(ids.a), measure=measure))
     return [
         dict(commit_sha=r.sha, commit_short=r.sha[:7], position=r.position,
              commit_time=r.committed_at, params=r.params, threads=r.threads, arch=r.arch,
