@@ -75,14 +75,24 @@ def release() -> Path:
     return _cmake_build("release", "-DCMAKE_BUILD_TYPE=Release")
 
 
+def _linked_with(binary: Path, runtime: str) -> None:
+    """The sanitizer tree really is instrumented: its runtime is linked in."""
+    ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, timeout=30)
+    assert runtime in ldd.stdout, f"{binary} is not linked with {runtime}:\n{ldd.stdout}"
+
+
 @pytest.fixture(scope="session")
 def asan() -> Path:
-    return _cmake_build("asan", "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DWORKLOADS_SANITIZE=address")
+    out = _cmake_build("asan", "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DWORKLOADS_SANITIZE=address")
+    _linked_with(out / "larson", "libasan")
+    return out
 
 
 @pytest.fixture(scope="session")
 def tsan() -> Path:
-    return _cmake_build("tsan", "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DWORKLOADS_SANITIZE=thread")
+    out = _cmake_build("tsan", "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DWORKLOADS_SANITIZE=thread")
+    _linked_with(out / "larson", "libtsan")
+    return out
 
 
 @pytest.fixture(scope="session")
