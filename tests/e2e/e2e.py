@@ -157,14 +157,14 @@ def make_repo() -> tuple[Path, Path]:
 
 
 def install_hook(bare: Path, token: str) -> None:
-    hook = Path(os.environ.get("E2E_HOOK") or REPO_ROOT / "api" / "hooks" / "post-receive")
+    hook = REPO_ROOT / "api" / "hooks" / "post-receive"
     if not hook.exists():
         raise Failed(f"{hook} is missing")
     dest = bare / "hooks" / "post-receive"
     shutil.copy(hook, dest)
     dest.chmod(0o755)
-    # The hook's settings (api/hooks/post-receive documents them): git config of the repo.
-    for key, value in (("mallard.api", API), ("mallard.token", token),
+    # The hook's settings, as api/hooks/post-receive documents them: git config of the repo.
+    for key, value in (("mallard.url", API), ("mallard.token", token),
                        ("mallard.project", PROJECT)):
         run(["git", "config", key, value], cwd=bare)
 
@@ -277,7 +277,7 @@ def scenario() -> None:
         raise Failed("no project")
 
     work, bare = make_repo()
-    install_hook(bare, admin)
+    install_hook(bare, make_token("user"))  # the hook posts with a user token
 
     # push 1: the allocator as it is; the runner benchmarks it
     c1, j1 = push_and_queue(work, admin, "commit 1")
