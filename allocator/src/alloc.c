@@ -73,24 +73,13 @@ void* _mld_malloc_aligned(size_t alignment, size_t size) {
 
 /* ---- free ------------------------------------------------------------------ */
 
-/* A block of a page this thread does not own. MALLARD_REMOTE=bin (default):
- * cache it in our own bin like a local one (tcmalloc style: it is reused here
- * or travels on in a batch through the transfer cache; it reaches its page
- * with one CAS only if it must go back). MALLARD_REMOTE=page: push it onto
- * the page's thread-free list at once with one CAS (mimalloc style), taking
- * over the page first when its thread has exited. */
+/* A block of a page this thread does not own, with MALLARD_REMOTE=page (or
+ * from a thread without a heap): push it onto the page's thread-free list
+ * with one CAS (mimalloc style), taking the page over first when its thread
+ * has exited. (MALLARD_REMOTE=bin is handled inline: the block goes into
+ * our own bin, tcmalloc style, and reaches its page only if it must.) */
 void _mld_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
   b->cookie = (uintptr_t)b ^ _mld_cookie_key;
-  if (_mld_remote_mode == MLD_REMOTE_BIN && h != &_mld_heap_empty) {
-    unsigned c = page->size_class;
-    mld_bin_t* bin = &h->bins[c];
-    b->next = bin->free;
-    bin->free = b;
-    mld_counter_add(&h->stats[MLD_STAT_frees], 1);
-    mld_counter_add(&h->stats[MLD_STAT_remote_frees], 1);
-    if (++bin->count > bin->max) _mld_heap_flush(h, c);
-    return;
-  }
   if (atomic_load_explicit(&page->owner, memory_order_relaxed) == NULL && h != &_mld_heap_empty &&
       _mld_central_adopt(page, h)) {
     /* the page was abandoned: now it is ours, free locally */

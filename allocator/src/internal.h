@@ -373,16 +373,20 @@ static inline void mld_free_inline(void* p) {
   uintptr_t cookie = (uintptr_t)b ^ _mld_cookie_key;
   if (mld_unlikely(b->cookie == cookie)) { _mld_report_double_free(p, page); return; }
   mld_heap_t* h = _mld_heap_tls;
-  if (mld_likely(atomic_load_explicit(&page->owner, memory_order_relaxed) == h)) {
-    mld_bin_t* bin = &h->bins[c];
-    b->cookie = cookie;
-    b->next = bin->free;
-    bin->free = b;
-    mld_counter_add(&h->stats[MLD_STAT_frees], 1);
-    if (mld_unlikely(++bin->count > bin->max)) _mld_heap_flush(h, c);
-    return;
+  if (mld_unlikely(atomic_load_explicit(&page->owner, memory_order_relaxed) != h)) {
+    /* another thread's block: into our bin too (MALLARD_REMOTE=bin), else CAS */
+    if (_mld_remote_mode != MLD_REMOTE_BIN || h == &_mld_heap_empty) {
+      _mld_free_remote(h, page, b);
+      return;
+    }
+    mld_counter_add(&h->stats[MLD_STAT_remote_frees], 1);
   }
-  _mld_free_remote(h, page, b);
+  mld_bin_t* bin = &h->bins[c];
+  b->cookie = cookie;
+  b->next = bin->free;
+  bin->free = b;
+  mld_counter_add(&h->stats[MLD_STAT_frees], 1);
+  if (mld_unlikely(++bin->count > bin->max)) _mld_heap_flush(h, c);
 }
 
 #endif /* MLD_INTERNAL_H */
