@@ -21,6 +21,9 @@
 
 #ifdef STRESS_DIRECT
 #include "mallard.h"
+#ifndef __SANITIZE_THREAD__
+#error "the direct (mallard_tsan) build must be compiled with -fsanitize=thread"
+#endif
 #define MALLOC mld_malloc
 #define FREE mld_free
 #define REALLOC mld_realloc
@@ -171,6 +174,7 @@ int main(int argc, char** argv) {
   check_sink = MALLOC(40);
   FREE(check_sink);
   REQUIRE(STAT_GET("allocs") > a0);
+  REQUIRE(dlsym(RTLD_DEFAULT, "__tsan_init") != NULL); /* the TSan runtime is really there */
 #endif
   long long remote_before = STAT_GET("remote_frees");
   const char* want = getenv("MALLARD_TRANSFER"); /* unset: the default, either one */

@@ -20,6 +20,9 @@
 
 #ifdef TORTURE_DIRECT
 #include "mallard.h"
+#ifndef __SANITIZE_THREAD__
+#error "the direct (mallard_tsan) build must be compiled with -fsanitize=thread"
+#endif
 #define MALLOC mld_malloc
 #define CALLOC mld_calloc
 #define REALLOC mld_realloc
@@ -216,6 +219,7 @@ int main(int argc, char** argv) {
   check_sink = MALLOC(40);
   FREE(check_sink);
   REQUIRE(mld_stat_get("allocs") > a0);
+  REQUIRE(dlsym(RTLD_DEFAULT, "__tsan_init") != NULL); /* the TSan runtime is really there */
 #else
   mallard_require_active("torture");
 #endif
