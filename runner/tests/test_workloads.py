@@ -396,3 +396,26 @@ def test_valid_under_mallard(
     counters = json.loads(stats.read_text())  # proves Mallard served the run
     assert counters["transfer"] == transfer
     assert counters["allocs"] >= data["operations"]  # every operation allocates
+
+
+PEERS = {
+    "jemalloc": "libjemalloc.so.2",
+    "mimalloc": "libmimalloc.so.2",
+    "tcmalloc": "libtcmalloc_minimal.so.4",
+}
+
+
+@pytest.mark.parametrize("peer", sorted(PEERS))
+@pytest.mark.parametrize("name", WORKLOADS)
+def test_valid_under_peers(release: Path, name: str, peer: str) -> None:
+    """The runner measures the workloads on every peer: each run must be valid."""
+    found = [
+        p
+        for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib")
+        if (p := Path(d) / PEERS[peer]).is_file()
+    ]
+    if not found:
+        pytest.skip(f"{PEERS[peer]} is not installed (make deps)")
+    params = {**SMALL[name], "threads": 3}
+    data = result(run(release / name, params, env={"LD_PRELOAD": str(found[0])}))
+    check_contract(name, data, params)
