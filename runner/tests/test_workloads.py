@@ -1,5 +1,7 @@
 """The workloads (runner/workloads): build, output contract, determinism,
-validity checks, ASan, TSan, and an arm64 cross-build run under qemu.
+validity checks (a broken allocator must be caught), ASan, TSan, an arm64
+cross-build run under qemu, and valid runs on Mallard (both transfer
+variants) and on every peer allocator.
 
 The trees are built once per session into build/test-workloads/<kind> (CMake
 rebuilds incrementally). Params are small so the file stays well under two
