@@ -359,11 +359,45 @@ static void at_exit_allocates(void) {
   free(p);
 }
 
+/* blocks of 2 GiB, 4 GiB + 4 KiB and 5 GiB (32-bit size fields would wrap),
+ * touched once per MiB: usable size, realloc down (to 3/4, which Mallard
+ * does in place: a copy would touch GiBs) keeps contents, calloc zero */
+static void test_big_blocks(void) {
+  size_t sizes[] = {(size_t)1 << 31, ((size_t)1 << 32) + 4096, ((size_t)5 << 30) + 123};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    size_t n = sizes[k];
+    unsigned char* p = malloc(n);
+    CHECKF(p != NULL, "malloc(%zu) failed", n);
+    if (!p) continue;
+    for (size_t i = 0; i < n; i += 1 << 20) p[i] = (unsigned char)(i >> 20);
+    p[n - 1] = 0x5a;
+    CHECKF(malloc_usable_size(p) >= n, "usable %zu < %zu", malloc_usable_size(p), n);
+    size_t m = n / 4 * 3;
+    unsigned char* q = realloc(p, m);
+    CHECKF(q != NULL, "realloc(%zu -> %zu) failed", n, m);
+    if (q) {
+      int same = 1;
+      for (size_t i = 0; i < m; i += 1 << 20) same &= q[i] == (unsigned char)(i >> 20);
+      CHECKF(same, "realloc(%zu -> %zu) lost contents", n, m);
+      free(q);
+    }
+    unsigned char* c = calloc(1, n);
+    CHECKF(c != NULL, "calloc(1, %zu) failed", n);
+    if (c) {
+      int zero = 1;
+      for (size_t i = 0; i < n; i += 1 << 20) zero &= c[i] == 0;
+      CHECKF(zero && c[n - 1] == 0, "calloc(1, %zu) is not zero", n);
+      free(c);
+    }
+  }
+}
+
 static const struct {
   const char* name;
   void (*fns[4])(void);
 } GROUPS[] = {
     {"sizes", {test_every_size}},
+    {"bigblocks", {test_big_blocks}},
     {"alignment", {test_big_alignments, test_aligned_many}},
     {"reuse", {test_reuse_local, test_reuse_remote}},
     {"threads", {test_thread_exit, test_many_threads}},
