@@ -52,6 +52,16 @@ objs = [bytearray(r.randrange(1, 5000)) for _ in range(20000)]
 words = " ".join(str(r.randrange(10**9)) for _ in range(100000)).split()
 print(len(d), len(blob), sum(map(len, objs)), len(set(words)))
 print(hashlib.sha256(blob.encode()).hexdigest())
+# threads: objects built on one thread are dropped on another
+from concurrent.futures import ThreadPoolExecutor
+def build(seed):
+    rr = random.Random(seed)
+    return {rr.randrange(10**6): "x" * rr.randrange(1, 300) for _ in range(20000)}
+with ThreadPoolExecutor(max_workers=4) as ex:
+    maps = list(ex.map(build, range(16)))
+    sizes = list(ex.map(lambda m: sum(map(len, m.values())), maps))
+del maps
+print(sum(sizes))
 PY
 py=$(command -v /usr/bin/python3 || command -v python3)  # not a pyenv shim
 run python3 "$py" "$tmp/alloc_heavy.py"
