@@ -74,11 +74,21 @@ void* _mld_malloc_aligned(size_t alignment, size_t size) {
 /* ---- free ------------------------------------------------------------------ */
 
 /* A block of a page this thread does not own, with MALLARD_REMOTE=page (or
- * from a thread without a heap): push it onto the page's thread-free list
+ * from a thread without a heap, which gets one first in bin mode): push it onto the page's thread-free list
  * with one CAS (mimalloc style), taking the page over first when its thread
  * has exited. (MALLARD_REMOTE=bin is handled inline: the block goes into
  * our own bin, tcmalloc style, and reaches its page only if it must.) */
 void _mld_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
+  if (h == &_mld_heap_empty && _mld_remote_mode == MLD_REMOTE_BIN) {
+    /* a thread that frees before it ever allocated (a consumer): give it a
+     * heap, so its frees are batched like everyone's */
+    h = _mld_heap_thread_init();
+    if (h != NULL) {
+      mld_free_inline(b);
+      return;
+    }
+    h = &_mld_heap_empty;
+  }
   b->cookie = (uintptr_t)b ^ _mld_cookie_key;
   if (atomic_load_explicit(&page->owner, memory_order_relaxed) == NULL && h != &_mld_heap_empty &&
       _mld_central_adopt(page, h)) {
