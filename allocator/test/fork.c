@@ -1,5 +1,6 @@
 /* fork.c: fork while other threads allocate. Worker threads keep
  * allocating, exchanging and freeing; the main thread forks repeatedly.
+ * The program's own pthread_atfork handlers allocate and free as well.
  * Each child (single-threaded now, with whatever state the allocator's fork
  * handlers left) frees blocks allocated before the fork, allocates every
  * kind of block, starts a thread that allocates, and exits 0; a deadlocked
@@ -47,6 +48,18 @@ static void* child_thread(void* arg) {
 
 static int child_thread_wanted = 1;
 
+/* The program's own fork handlers allocate too (they run around Mallard's). */
+static void* atfork_block;
+static void atfork_prepare(void) { atfork_block = malloc(100); }
+static void atfork_parent(void) {
+  free(atfork_block);
+  free(malloc(50));
+}
+static void atfork_child(void) {
+  free(atfork_block);
+  free(malloc(70));
+}
+
 static int child(void* before_fork) {
   alarm(20); /* a lock left held across fork would hang here */
   free(before_fork);
@@ -74,6 +87,7 @@ int main(int argc, char** argv) {
     child_thread_wanted = 0;
     printf("fork: children start no thread (qemu-user cannot do that after fork)\n");
   }
+  REQUIRE(pthread_atfork(atfork_prepare, atfork_parent, atfork_child) == 0);
   pthread_t t[WORKERS];
   for (long i = 0; i < WORKERS; i++) REQUIRE(pthread_create(&t[i], NULL, worker, (void*)i) == 0);
   for (int f = 0; f < FORKS; f++) {
