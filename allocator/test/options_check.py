@@ -39,10 +39,14 @@ def main():
     for name, value in BAD:
         proc = run_preloaded(lib, child, emulator, {name: value})
         shown = value if len(value) < 40 else "(too long)"
-        check(proc.returncode == -signal.SIGABRT,
-              f"{name}={shown[:40]}: exit {proc.returncode}, want SIGABRT")
-        check(name in proc.stderr and shown in proc.stderr,
-              f"{name}={shown[:40]}: stderr does not name the variable and value: {proc.stderr!r}")
+        check(
+            proc.returncode == -signal.SIGABRT,
+            f"{name}={shown[:40]}: exit {proc.returncode}, want SIGABRT",
+        )
+        check(
+            name in proc.stderr and shown in proc.stderr,
+            f"{name}={shown[:40]}: stderr does not name the variable and value: {proc.stderr!r}",
+        )
         check(proc.stdout == "", f"{name}={shown[:40]}: the program ran anyway")
         print(f"bad  {name}={shown[:40]}: exit {proc.returncode}, {proc.stderr.strip()[:100]}")
     for env in GOOD:
@@ -50,9 +54,13 @@ def main():
         check(proc.returncode == 0 and proc.stdout.strip(), f"{env}: exit {proc.returncode}")
         print(f"good {env}: exit {proc.returncode}")
     proc = run_preloaded(lib, child, emulator, {"MALLARD_STATS_FILE": "/nonexistent-dir/s.json"})
-    check(proc.returncode == 0 and proc.stdout.strip(),
-          f"unwritable stats file changed the exit: {proc.returncode}")
-    check("MALLARD_STATS_FILE" in proc.stderr, f"unwritable stats file not reported: {proc.stderr!r}")
+    check(
+        proc.returncode == 0 and proc.stdout.strip(),
+        f"unwritable stats file changed the exit: {proc.returncode}",
+    )
+    check(
+        "MALLARD_STATS_FILE" in proc.stderr, f"unwritable stats file not reported: {proc.stderr!r}"
+    )
     if failures:
         print(f"options: {len(failures)} check(s) failed", file=sys.stderr)
         return 1

@@ -15,9 +15,20 @@ import sys
 import tempfile
 
 FIELDS = [
-    "version", "allocator", "transfer", "pid", "allocs", "frees", "remote_frees",
-    "transfer_insert_hits", "transfer_insert_misses", "transfer_remove_hits",
-    "transfer_remove_misses", "central_refills", "bytes_mapped", "peak_bytes_mapped",
+    "version",
+    "allocator",
+    "transfer",
+    "pid",
+    "allocs",
+    "frees",
+    "remote_frees",
+    "transfer_insert_hits",
+    "transfer_insert_misses",
+    "transfer_remove_hits",
+    "transfer_remove_misses",
+    "central_refills",
+    "bytes_mapped",
+    "peak_bytes_mapped",
 ]
 failures = []
 
