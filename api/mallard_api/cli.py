@@ -25,7 +25,8 @@ def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
     from mallard_api.main import create_app
 
     settings = Settings()
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # SIGTERM before uvicorn takes over (while migrating): unwind, so `finally` runs
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         application = create_app(settings)
         if workers > 1:

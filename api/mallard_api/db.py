@@ -3,6 +3,7 @@ and Alembic migrations run programmatically."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,10 +43,14 @@ def database_url(settings: Settings, *, start: bool = True) -> str:
 
 
 def stop_embedded() -> None:
-    """Stop the embedded server if this process started it."""
+    """Stop the embedded server if this process started it (never raises: it may have
+    been stopped already, e.g. by a signal to the whole process group)."""
     with _lock:
         if _embedded is not None:
-            _embedded.stop()
+            try:
+                _embedded.stop()
+            except (RuntimeError, OSError) as exc:
+                logging.getLogger(__name__).warning("stopping embedded PostgreSQL: %s", exc)
 
 
 def make_engine(url: str, pool_size: int = 10) -> Engine:

@@ -170,3 +170,19 @@ def test_bad_lease_seconds_names_the_field(client, make_runner):
                     json={"runner_id": runner["id"], "lease_seconds": 0})
     assert r.status_code == 422
     assert r.json()["detail"][0]["loc"] == ["body", "lease_seconds"]
+
+
+def test_expired_lease_at_the_attempt_cap_fails_the_job(client, user_headers, make_runner,
+                                                        engine):
+    runner, headers = make_runner()
+    [job_id] = enqueue(client, user_headers, runner["arch"], max_attempts=1)
+    client.post("/api/v1/jobs/claim", headers=headers, json={"runner_id": runner["id"]})
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE jobs SET lease_expires_at = now() - interval '1 second' "
+                          "WHERE id = :id"), {"id": job_id})
+    r = client.post("/api/v1/jobs/claim", headers=headers, json={"runner_id": runner["id"]})
+    assert r.status_code == 204
+    detail = client.get(f"/api/v1/jobs/{job_id}", headers=user_headers).json()
+    assert detail["state"] == "failed" and detail["finished_at"]
+    assert [(a["outcome"], a["log"]) for a in detail["attempts"]] == [
+        ("expired", "lease expired: the runner stopped renewing")]

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 from sqlalchemy.orm import Session
 
 from mallard_api.auth import AnyRole, field_error
 from mallard_api.deps import get_session
-from mallard_api.schemas import INT32_MAX, ErrorOut, SeriesOut, SeriesPoint, _check_json
+from mallard_api.schemas import INT32_MAX, ErrorOut, SeriesOut, _check_json
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import series as sql
 from mallard_api.sql.results import canonical_params
@@ -41,7 +41,7 @@ def get_series(
     arch: Annotated[str | None, Query(max_length=40, pattern=r"^[A-Za-z0-9_.-]+$")] = None,
     testbed: Annotated[str | None, Query(max_length=64, pattern=r"^[0-9a-f]+$",
                                          description="testbed fingerprint")] = None,
-) -> SeriesOut:
+) -> dict[str, Any]:
     params_sha = None
     if params is not None:
         try:
@@ -67,6 +67,7 @@ def get_series(
                         threads=threads, allocator=allocator, variant=v or "", measure=measure,
                         arch=arch, testbed=testbed)
     unit, higher = sql.measure_info(session, measure)
-    return SeriesOut(project=proj.name, branch=b.name, workload=workload, measure=measure,
-                     unit=unit, higher_is_better=higher, allocator=allocator,
-                     variant=v or "default", points=[SeriesPoint(**pt) for pt in points])
+    # a plain dict: FastAPI validates and serialises it through SeriesOut in pydantic-core
+    return dict(project=proj.name, branch=b.name, workload=workload, measure=measure,
+                unit=unit, higher_is_better=higher, allocator=allocator,
+                variant=v or "default", points=points)

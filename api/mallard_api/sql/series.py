@@ -1,5 +1,5 @@
 """The history of one measure along a branch: per commit (branch order) the median,
-quartiles, n and raw values of the matching, valid, non-warm-up trials."""
+quartiles, n and raw values (ascending) of the matching, valid, non-warm-up trials."""
 
 from __future__ import annotations
 
@@ -24,22 +24,17 @@ SELECT ARRAY(SELECT id FROM workloads WHERE name = :workload
 """)
 
 SERIES_SQL = text("""
-SELECT c.sha, c.committed_at, bc.position, w.params, w.threads, tb.arch, tb.fingerprint,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY (t.measures ->> :measure)::float8) AS median,
-       percentile_cont(0.25) WITHIN GROUP (ORDER BY (t.measures ->> :measure)::float8) AS p25,
-       percentile_cont(0.75) WITHIN GROUP (ORDER BY (t.measures ->> :measure)::float8) AS p75,
-       count(*) AS n,
-       array_agg((t.measures ->> :measure)::float8 ORDER BY t.id) AS vals
+SELECT c.sha, c.committed_at, bc.position, t.workload_id, t.testbed_id,
+       array_agg((t.measures ->> :measure)::float8 ORDER BY (t.measures ->> :measure)::float8)
+           AS vals
 FROM trials t
 JOIN branch_commits bc ON bc.commit_id = t.commit_id AND bc.branch_id = :branch_id
 JOIN commits c ON c.id = bc.commit_id
-JOIN workloads w ON w.id = t.workload_id
-JOIN testbeds tb ON tb.id = t.testbed_id
 WHERE t.workload_id = ANY(CAST(:w AS integer[])) AND t.testbed_id = ANY(CAST(:tb AS integer[]))
   AND t.allocator_id = ANY(CAST(:a AS integer[]))
   AND t.ok AND NOT t.warmup AND t.measures ? :measure
-GROUP BY c.id, bc.position, w.id, tb.id
-ORDER BY bc.position, w.id, tb.id
+GROUP BY c.id, bc.position, t.workload_id, t.testbed_id
+ORDER BY bc.position, t.workload_id, t.testbed_id
 """)
 
 
@@ -51,15 +46,32 @@ def series(session: Session, *, branch_id: int, workload: str, params_sha: str |
         variant=variant, arch=arch, testbed=testbed)).one()
     if not (ids.w and ids.tb and ids.a):
         return []
+    workloads = {r.id: r for r in session.execute(
+        text("SELECT id, params, threads FROM workloads WHERE id = ANY(:ids)"),
+        {"ids": list(ids.w)})}
+    testbeds = {r.id: r for r in session.execute(
+        text("SELECT id, arch, fingerprint FROM testbeds WHERE id = ANY(:ids)"),
+        {"ids": list(ids.tb)})}
     rows = session.execute(SERIES_SQL, dict(branch_id=branch_id, w=list(ids.w),
                                             tb=list(ids.tb), a=list(ids.a), measure=measure))
     return [
         dict(commit_sha=r.sha, commit_short=r.sha[:7], position=r.position,
-             commit_time=r.committed_at, params=r.params, threads=r.threads, arch=r.arch,
-             testbed_fingerprint=r.fingerprint, median=r.median, p25=r.p25, p75=r.p75,
-             n=r.n, values=list(r.vals))
+             commit_time=r.committed_at, params=workloads[r.workload_id].params,
+             threads=workloads[r.workload_id].threads, arch=testbeds[r.testbed_id].arch,
+             testbed_fingerprint=testbeds[r.testbed_id].fingerprint,
+             median=quantile(r.vals, 0.5), p25=quantile(r.vals, 0.25),
+             p75=quantile(r.vals, 0.75), n=len(r.vals), values=list(r.vals))
         for r in rows
     ]
+
+
+def quantile(ordered: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks: PostgreSQL's percentile_cont (and
+    v_series'), on values sorted ascending."""
+    pos = q * (len(ordered) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def measure_info(session: Session, name: str) -> tuple[str, bool | None]:
