@@ -27,7 +27,7 @@ export ALERTMANAGER_PORT=${E2E_ALERTMANAGER_PORT:-19093} WEBHOOK_LOG_PORT=${E2E_
 export E2E_API="http://127.0.0.1:$API_PORT" E2E_WEBHOOK_LOG="http://127.0.0.1:$WEBHOOK_LOG_PORT"
 export E2E_PROMETHEUS="http://127.0.0.1:$PROMETHEUS_PORT"
 export MALLARD_GIT_DIR="$tmp/git" E2E_WORK="$tmp/work"
-export MALLARD_RUNNER_NAME=e2e-runner
+export MALLARD_RUNNER_NAME=e2e-runner RUNNER_CPUSET=${E2E_RUNNER_CPUSET:-$(( $(nproc) - 1 ))}
 # what a push queues: the e2e suite (larson + rpc, 1 thread), no peers, few trials
 export MALLARD_SUITE=e2e MALLARD_TRIALS=${E2E_TRIALS:-3}
 export MALLARD_WARMUP=1 MALLARD_PEERS=""

@@ -269,6 +269,19 @@ def scenario() -> None:
     check("runner registered through the API", True,
           f"{runner['name']} arch={runner.get('arch')} cpus={runner.get('cpus')}")
 
+    users = {svc: compose("exec", "-T", svc, "id", "-u").strip() for svc in ("api", "runner")}
+    check("api and runner containers run as non-root", all(u not in ("", "0")
+                                                          for u in users.values()),
+          ", ".join(f"{k} uid {v}" for k, v in users.items()))
+
+    cid = compose("ps", "-q", "runner").strip()
+    cpuset, privileged = run(["docker", "inspect", "-f",
+                              "{{.HostConfig.CpusetCpus}} {{.HostConfig.Privileged}}",
+                              cid]).stdout.split()
+    check("runner pinned with cpuset, not privileged",
+          cpuset == os.environ["RUNNER_CPUSET"] and privileged == "false",
+          f"cpuset {cpuset!r}, privileged {privileged}")
+
     status, proj = http("PUT", f"{API}/api/v1/projects/{PROJECT}",
                         {"repo_url": "/srv/git/mallard.git", "allocator_dir": "allocator",
                          "default_branch": "main"}, token=admin)
