@@ -154,6 +154,37 @@ static void test_reuse_remote(void) {
   CHECK(stat("remote_frees") - remote0 >= (long long)pc_rounds * PC_BATCH);
 }
 
+/* threads that only free (never allocate) and exit: what they free is reused */
+enum { FO_N = 20000, FO_ROUNDS = 30 };
+static void* fo_blocks[FO_N];
+
+static void* free_only(void* arg) {
+  (void)arg;
+  for (int i = 0; i < FO_N; i++) free(fo_blocks[i]);
+  return NULL;
+}
+
+static void test_free_only_threads(void) {
+  long long base = stat("bytes_mapped"), a0 = stat("allocs"), f0 = stat("frees");
+  for (int r = 0; r < FO_ROUNDS; r++) {
+    for (int i = 0; i < FO_N; i++) {
+      fo_blocks[i] = malloc(200);
+      REQUIRE(fo_blocks[i]);
+      memset(fo_blocks[i], r, 200);
+    }
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, free_only, NULL) == 0);
+    REQUIRE(pthread_join(t, NULL) == 0);
+  }
+  long long grew = stat("bytes_mapped") - base;
+  long long da = stat("allocs") - a0, df = stat("frees") - f0;
+  /* a round is 20000 x 200 B = ~4 MB; 30 rounds must not keep 30 rounds' worth */
+  CHECKF(grew < (32LL << 20), "free-only threads: bytes_mapped grew by %lld MB over %d rounds",
+         grew >> 20, FO_ROUNDS);
+  CHECKF(df >= (long long)FO_N * FO_ROUNDS && da - df < 64,
+         "free-only threads: allocs +%lld, frees +%lld", da, df);
+}
+
 /* threads whose TLS destructor allocates after Mallard's destructor ran */
 static pthread_key_t late_key;
 static _Atomic(void*) late_blocks[64];
@@ -399,7 +430,7 @@ static const struct {
     {"sizes", {test_every_size}},
     {"bigblocks", {test_big_blocks}},
     {"alignment", {test_big_alignments, test_aligned_many}},
-    {"reuse", {test_reuse_local, test_reuse_remote}},
+    {"reuse", {test_reuse_local, test_reuse_remote, test_free_only_threads}},
     {"threads", {test_thread_exit, test_many_threads}},
     {"collect", {test_thread_done_and_collect}},
     {"orphans", {test_exited_thread_memory_returned}},
