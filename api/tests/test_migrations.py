@@ -52,3 +52,19 @@ def test_view_columns_are_the_contract(database_url):
                 "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
                 "ORDER BY ordinal_position", (view,))]
             assert got == cols.split(), view
+
+
+def test_0003_makes_an_old_series_index_covering(pg_server):
+    url = create_database(pg_server, "mallard_migrations_0003")
+    db.migrate(url, MIGRATIONS, "0002_analysis")
+    plain = url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as conn:  # as 0001 used to create it
+        conn.execute("DROP INDEX trials_series_idx")
+        conn.execute("CREATE INDEX trials_series_idx ON trials "
+                     "(workload_id, testbed_id, allocator_id, commit_id)")
+    db.migrate(url, MIGRATIONS)
+    with psycopg.connect(plain) as conn:
+        indexdef = conn.execute("SELECT indexdef FROM pg_indexes "
+                                "WHERE indexname = 'trials_series_idx'").fetchone()[0]
+        assert "INCLUDE (ok, warmup, id, measures)" in indexdef
+        assert conn.execute("SELECT to_regclass('result_artifacts')").fetchone()[0]

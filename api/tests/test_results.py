@@ -119,3 +119,15 @@ def test_largest_measures_object_is_stored(client, make_runner):
                     json=results([trial(measures=measures)], runner_id=runner["id"]))
     assert r.status_code == 422
     assert r.json()["detail"][0]["loc"] == ["body", "trials", 0, "measures"]
+
+
+def test_artifacts_are_kept_once(client, make_runner, engine):
+    runner, headers = make_runner()
+    body = results([trial()], runner_id=runner["id"])
+    body["artifacts"] = {"hyperfine": {"larson threads=2": {"mean": 0.4}}}
+    for _ in range(2):
+        assert client.post("/api/v1/results", headers=headers, json=body).status_code == 201
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT artifacts FROM result_artifacts WHERE runner_id = :r"),
+                            {"r": runner["id"]}).scalars().all()
+    assert rows == [body["artifacts"]]

@@ -14,7 +14,6 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
-    Float,
     ForeignKey,
     Integer,
     SmallInteger,
@@ -201,7 +200,18 @@ class Trial(Base):
     counters: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
 
 
+class ResultArtifacts(Base):
+    """What a results post carries besides trials (hyperfine exports...), as posted."""
+
+    __tablename__ = "result_artifacts"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
+    runner_id: Mapped[int | None] = mapped_column(ForeignKey("runners.id", ondelete="SET NULL"))
+    received_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
+    artifacts: Mapped[dict[str, Any]] = mapped_column(JSONB)
+
+
 __all__ = [
-    "Allocator", "ApiToken", "Branch", "BranchCommit", "Commit", "Float", "Job", "JobAttempt",
-    "Measure", "Project", "Runner", "Testbed", "Trial", "Workload",
+    "Allocator", "ApiToken", "Branch", "BranchCommit", "Commit", "Job", "JobAttempt",
+    "Measure", "Project", "ResultArtifacts", "Runner", "Testbed", "Trial", "Workload",
 ]

@@ -49,6 +49,9 @@ def post_results(body: ResultsIn, request: Request, session: DB, p: RunnerOrAdmi
         raise field_error(422, ["body", "job_id"], f"no job with id {body.job_id}")
 
     new_ids, duplicates = sql.ingest(session, body, runner_id=runner_id, project_id=project_id)
+    if body.artifacts and new_ids:  # a re-post (all duplicates) does not store them twice
+        sql.store_artifacts(session, job_id=body.job_id, runner_id=runner_id,
+                            artifacts=body.artifacts)
     if body.job_id is not None:
         job_sql.complete(session, job_id=body.job_id, runner_id=runner_id)
     if runner_id is not None:

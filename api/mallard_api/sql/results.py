@@ -154,5 +154,13 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     return new_ids, len(ts) - len(new_ids)
 
 
+def store_artifacts(session: Session, *, job_id: int | None, runner_id: int | None,
+                    artifacts: dict[str, Any]) -> None:
+    session.execute(text(
+        "INSERT INTO result_artifacts (job_id, runner_id, artifacts) "
+        "VALUES (:j, :r, CAST(:a AS jsonb))"),
+        {"j": job_id, "r": runner_id, "a": json.dumps(artifacts)})
+
+
 def job_exists(session: Session, job_id: int) -> bool:
     return session.scalar(text("SELECT 1 FROM jobs WHERE id = :id"), {"id": job_id}) is not None
