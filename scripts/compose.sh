@@ -117,10 +117,12 @@ Mallard is up$([ "$offline" = 1 ] && echo " (offline images; no Grafana)"):
   Prometheus     http://$bind:${PROMETHEUS_PORT:-9090}
   Alertmanager   http://$bind:${ALERTMANAGER_PORT:-9093}
   webhook log    http://$bind:${WEBHOOK_LOG_PORT:-8088}/received   (notifications received)
-$([ $grafana = 1 ] && echo "  Grafana        http://$bind:${GRAFANA_PORT:-3000}   (user ${GRAFANA_ADMIN_USER:-admin})")
   runner         ${MALLARD_RUNNER_NAME:-compose-runner}, pinned to CPU $RUNNER_CPUSET; bare repositories in $MALLARD_GIT_DIR (/srv/git in the runner)
-Stop with: make down
 EOF
+  if [ $grafana = 1 ]; then
+    echo "  Grafana        http://$bind:${GRAFANA_PORT:-3000}   (user ${GRAFANA_ADMIN_USER:-admin})"
+  fi
+  echo "Stop with: make down"
 elif [ "$cmd" = down ]; then
   docker compose --profile grafana down --remove-orphans "${down_args[@]}"
   if [ ${#down_args[@]} -gt 0 ]; then
