@@ -122,7 +122,8 @@ typedef struct mld_page_s {
   uint8_t* area_start;         /* the page's memory */
   size_t area_size;
   uint64_t freed_at_ms;
-} mld_page_t;
+} __attribute__((aligned(128))) mld_page_t;   /* a power of two: page index -> address is one shift */
+_Static_assert(sizeof(mld_page_t) == 128, "mld_page_t should be 128 bytes");
 
 typedef struct mld_segment_s {
   size_t size;                 /* bytes mapped */
