@@ -319,7 +319,7 @@ def scenario() -> None:
         base = j["spec"].get("commit") or base
     wait_for(f"job {js['id']} to be claimed",
              lambda: (job(admin, js["id"]) or {}).get("state") == "running", JOB_TIMEOUT,
-             every=1)
+             every=0.5)  # the API must stop before the job ends
     log(f"job {js['id']} is running: stopping the API")
     t = time.monotonic()
     compose("stop", "-t", "10", "api")
