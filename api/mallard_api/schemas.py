@@ -8,6 +8,7 @@ integers within their column's range. A violation is a 422 that names the field.
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -50,6 +51,18 @@ def _check_json(value: Any, depth: int = 0) -> Any:
 
 
 Text = Annotated[str, StringConstraints(max_length=1_000_000), AfterValidator(_check_text)]
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _clean_log(value: str) -> str:
+    """Logs and stderr tails are kept, not rejected: characters PostgreSQL cannot store
+    (NUL, lone surrogates) become U+FFFD."""
+    return _UNSTORABLE.sub("\ufffd", value)
+
+
+LogText = Annotated[str, StringConstraints(max_length=1_000_000), AfterValidator(_clean_log)]
 
 
 Str200 = Annotated[str, StringConstraints(max_length=200), AfterValidator(_check_text)]
@@ -179,7 +192,7 @@ class LeaseIn(BaseModel):
 
 class FailIn(BaseModel):
     runner_id: RunnerId
-    log: Text = ""
+    log: LogText = ""
     retryable: bool = True
 
 
@@ -253,7 +266,7 @@ class TrialIn(BaseModel):
     ok: bool = True
     exit_code: Int32 | None = None
     signal: Int32 | None = None
-    stderr_tail: Text | None = None
+    stderr_tail: LogText | None = None
     measures: Annotated[dict[MeasureName, FiniteFloat], Field(max_length=MAX_MEASURES)] = {}
     counters: JsonObject | None = None
 

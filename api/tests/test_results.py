@@ -91,11 +91,24 @@ def test_bad_measure_value_names_the_field(client, make_runner):
 def test_nul_characters_are_rejected_with_the_field(client, make_runner):
     runner, headers = make_runner()
     t = trial()
-    t["stderr_tail"] = "bad\x00byte"
+    t["workload"]["params"]["note"] = "bad\x00byte"
     r = client.post("/api/v1/results", headers=headers,
                     json=results([t], runner_id=runner["id"]))
     assert r.status_code == 422
-    assert r.json()["detail"][0]["loc"] == ["body", "trials", 0, "stderr_tail"]
+    assert r.json()["detail"][0]["loc"][:4] == ["body", "trials", 0, "workload"]
+
+
+def test_stderr_with_nul_characters_is_kept_cleaned(client, make_runner, engine):
+    runner, headers = make_runner()
+    t = trial(ok=False)
+    t["stderr_tail"] = "Segmentation fault\x00\x00 core dumped"
+    r = client.post("/api/v1/results", headers=headers,
+                    json=results([t], runner_id=runner["id"]))
+    assert r.status_code == 201, r.text
+    with engine.connect() as conn:
+        tail = conn.execute(text("SELECT stderr_tail FROM trials WHERE uid = :u"),
+                            {"u": t["uid"]}).scalar()
+    assert tail == "Segmentation fault\ufffd\ufffd core dumped"
 
 
 def test_unknown_project_names_the_field(client, make_runner):
