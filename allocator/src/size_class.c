@@ -19,7 +19,11 @@ void _mld_size_class_init(void) {
     if (batch > MLD_MAX_BATCH) batch = MLD_MAX_BATCH;
     if (batch < 2) batch = 2;
     ci->batch = (uint16_t)batch;
-    ci->bin_max = (uint16_t)(batch * 4u);
+    /* a bin holds up to 4 batches, but at most ~32 KiB of blocks (at least one batch) */
+    uint32_t bin_max = 4u * batch;
+    if (bin_max > (32u * 1024u) / ci->size) bin_max = (32u * 1024u) / ci->size;
+    if (bin_max < batch) bin_max = batch;
+    ci->bin_max = (uint16_t)bin_max;
     ci->kind = ci->size <= MLD_SMALL_MAX ? MLD_KIND_SMALL : MLD_KIND_MEDIUM;
   }
   c = 0;

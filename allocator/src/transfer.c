@@ -21,7 +21,7 @@
 #include <string.h>
 
 #define MLD_TRANSFER_SLOTS 1024u            /* per class, power of two */
-#define MLD_TRANSFER_BYTES (1024u * 1024u)  /* at most this many bytes of blocks cached per class */
+#define MLD_TRANSFER_BYTES (512u * 1024u)   /* at most this many bytes of blocks cached per class */
 
 typedef struct mld_transfer_s {
   /* ring: producer side */
