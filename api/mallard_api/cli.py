@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import Annotated
@@ -28,11 +29,18 @@ def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
     # SIGTERM before uvicorn takes over (while migrating): unwind, so `finally` runs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        application = create_app(settings)
         if workers > 1:
-            typer.echo("workers > 1 needs DATABASE_URL and `uvicorn --factory "
-                       "mallard_api.main:app_factory --workers N`", err=True)
-        uvicorn.run(application, host=host, port=port, log_level=log_level)
+            # The database (embedded server started here if needed) and the migrations
+            # are settled once, in this process; the workers only connect.
+            url = db.database_url(settings)
+            if settings.migrate_on_start:
+                db.migrate(url, settings.migrations_dir)
+            os.environ["DATABASE_URL"] = url
+            os.environ["MALLARD_MIGRATE_ON_START"] = "false"
+            uvicorn.run("mallard_api.main:app_factory", factory=True, workers=workers,
+                        host=host, port=port, log_level=log_level)
+        else:
+            uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
     except KeyboardInterrupt:
         pass
     finally:
