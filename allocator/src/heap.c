@@ -221,6 +221,7 @@ static bool mld_heap_refill_pages(mld_heap_t* h, unsigned c) {
 
 bool _mld_heap_refill(mld_heap_t* h, unsigned c) {
   if (++h->slow_calls % MLD_COLLECT_EVERY == 0) _mld_heap_collect(h, false);
+  else if (h->slow_calls % 64 == 0) _mld_segment_maybe_purge();
   mld_bin_t* bin = &h->bins[c];
   unsigned n = _mld_classes[c].batch;
   void* batch[MLD_MAX_BATCH];

@@ -245,6 +245,7 @@ MLD_HIDDEN void _mld_segment_huge_free(mld_page_t* page);
 MLD_HIDDEN void* _mld_segment_giant_alloc(size_t size, size_t alignment);
 MLD_HIDDEN size_t _mld_segment_giant_find(const void* p, bool release);
 MLD_HIDDEN void _mld_segment_purge(bool force);
+MLD_HIDDEN void _mld_segment_maybe_purge(void);
 MLD_HIDDEN void _mld_segment_fork_prepare(void);
 MLD_HIDDEN void _mld_segment_fork_parent(void);
 MLD_HIDDEN void _mld_segment_fork_child(void);

@@ -29,6 +29,7 @@ static mld_kind_state_t mld_kinds[MLD_KINDS];
 static mld_segment_t* mld_segments;        /* every small/medium segment */
 static size_t mld_header_size;
 static uint64_t mld_last_purge_ms;
+static _Atomic(uint64_t) mld_purge_due_ms;   /* 0: nothing committed waits for a purge */
 static uint64_t mld_decay_ms;
 static mld_segment_t* mld_huge_cache;      /* freed huge segments kept for reuse until the decay */
 static size_t mld_huge_cache_bytes;
@@ -114,6 +115,7 @@ static void mld_segment_release(mld_segment_t* seg) {
  * unmap segments left with nothing but purged free pages. Lock held. */
 static void mld_purge_locked(uint64_t now, bool force) {
   mld_last_purge_ms = now;
+  atomic_store_explicit(&mld_purge_due_ms, 0, memory_order_relaxed);
   for (int k = 0; k < MLD_KINDS; k++) {
     mld_kind_state_t* ks = &mld_kinds[k];
     mld_page_t* page = ks->committed.last;
@@ -126,6 +128,14 @@ static void mld_purge_locked(uint64_t now, bool force) {
       mld_segment_t* seg = (mld_segment_t*)((uintptr_t)page & ~MLD_SEGMENT_MASK);
       seg->purged_pages++;
       page = prev;
+    }
+  }
+  for (int k = 0; k < MLD_KINDS; k++) {
+    mld_page_t* oldest = mld_kinds[k].committed.last;
+    if (oldest != NULL) {
+      uint64_t due = oldest->freed_at_ms + mld_decay_ms;
+      uint64_t cur = atomic_load_explicit(&mld_purge_due_ms, memory_order_relaxed);
+      if (cur == 0 || due < cur) atomic_store_explicit(&mld_purge_due_ms, due, memory_order_relaxed);
     }
   }
   /* huge segments cached longer than the decay */
@@ -188,8 +198,19 @@ void _mld_segment_page_free(mld_page_t* page) {
   seg->used_pages--;
   page->freed_at_ms = now;
   _mld_page_list_push(&ks->committed, page);
+  if (atomic_load_explicit(&mld_purge_due_ms, memory_order_relaxed) == 0)
+    atomic_store_explicit(&mld_purge_due_ms, now + mld_decay_ms, memory_order_relaxed);
   if (mld_decay_ms == 0 || now - mld_last_purge_ms >= mld_decay_ms / 2 + 1) mld_purge_locked(now, false);
   pthread_mutex_unlock(&mld_segment_lock);
+}
+
+/* Called now and then from the heaps' slow paths: purge when a free page
+ * (or cached huge block) has outlived the decay. One relaxed load when
+ * nothing waits. */
+void _mld_segment_maybe_purge(void) {
+  uint64_t due = atomic_load_explicit(&mld_purge_due_ms, memory_order_relaxed);
+  if (due == 0 || _mld_os_now_ms() < due) return;
+  _mld_segment_purge(false);
 }
 
 void _mld_segment_purge(bool force) {
@@ -269,6 +290,8 @@ void _mld_segment_huge_free(mld_page_t* page) {
       mld_huge_cache = seg;
       mld_huge_cache_bytes += seg->size;
       mld_huge_cache_count++;
+      if (atomic_load_explicit(&mld_purge_due_ms, memory_order_relaxed) == 0)
+        atomic_store_explicit(&mld_purge_due_ms, now + mld_decay_ms, memory_order_relaxed);
       if (now - mld_last_purge_ms >= mld_decay_ms / 2 + 1) mld_purge_locked(now, false);
       pthread_mutex_unlock(&mld_segment_lock);
       return;
