@@ -140,7 +140,7 @@ static size_t mld_checked_size(const void* p, const char* what) {
     if (page->size_class < MLD_CLASSES && mld_page_is_block(page, p)) {
       const mld_block_t* b = (const mld_block_t*)p;
       if (b->cookie != ((uintptr_t)b ^ _mld_cookie_key)) return page->block_size;
-      _mld_report_double_free(p, page);
+      _mld_report_use_after_free(what, p, page);
       return 0;
     }
     if (page->size_class == MLD_CLASS_HUGE && p == page->start) return page->block_size;

@@ -330,6 +330,7 @@ MLD_HIDDEN void _mld_report_hex(mld_buf_t* b, uintptr_t v);
 MLD_HIDDEN void _mld_report_write(int fd, const char* s, size_t n);
 MLD_HIDDEN void _mld_report_message(const char* msg);
 MLD_HIDDEN void _mld_report_double_free(const void* p, const mld_page_t* page);
+MLD_HIDDEN void _mld_report_use_after_free(const char* what, const void* p, const mld_page_t* page);
 MLD_HIDDEN void _mld_report_invalid(const char* what, const void* p);
 MLD_HIDDEN _Noreturn void _mld_report_fatal(const char* msg);
 

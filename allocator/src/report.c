@@ -75,6 +75,19 @@ void _mld_report_double_free(const void* p, const mld_page_t* page) {
   mld_misuse(&b);
 }
 
+void _mld_report_use_after_free(const char* what, const void* p, const mld_page_t* page) {
+  char text[256];
+  mld_buf_t b = {text, 0, sizeof text};
+  _mld_report_str(&b, "mallard: ");
+  _mld_report_str(&b, what);
+  _mld_report_str(&b, " of pointer ");
+  _mld_report_hex(&b, (uintptr_t)p);
+  _mld_report_str(&b, " that was already freed (size class ");
+  _mld_report_u64(&b, page->block_size);
+  _mld_report_str(&b, ")");
+  mld_misuse(&b);
+}
+
 void _mld_report_invalid(const char* what, const void* p) {
   char text[256];
   mld_buf_t b = {text, 0, sizeof text};
