@@ -19,6 +19,7 @@
 MLD_HIDDEN mld_heap_t _mld_heap_empty;
 MLD_HIDDEN __thread mld_heap_t* _mld_heap_tls __attribute__((tls_model("initial-exec"))) = &_mld_heap_empty;
 MLD_HIDDEN uintptr_t _mld_cookie_key;
+MLD_HIDDEN __thread uint8_t _mld_heap_exited __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t mld_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 static mld_heap_t* mld_heaps;               /* live heaps */
@@ -94,6 +95,7 @@ static void mld_heap_thread_exit(void* arg) {
   mld_heap_t* h = (mld_heap_t*)arg;
   if (h == NULL || h == &_mld_heap_empty) return;
   if (_mld_heap_tls == h) _mld_heap_tls = &_mld_heap_empty;
+  _mld_heap_exited = 1;
   _mld_heap_abandon(h);
   mld_gstat_add(MLD_GSTAT_threads_ended, 1);
 }

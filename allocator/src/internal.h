@@ -187,6 +187,8 @@ typedef struct mld_heap_s {
 extern MLD_HIDDEN mld_heap_t _mld_heap_empty;
 extern MLD_HIDDEN __thread mld_heap_t* _mld_heap_tls __attribute__((tls_model("initial-exec")));
 extern MLD_HIDDEN uintptr_t _mld_cookie_key;
+/* set once the thread's heap was given back at thread exit */
+extern MLD_HIDDEN __thread uint8_t _mld_heap_exited __attribute__((tls_model("initial-exec")));
 
 MLD_HIDDEN mld_heap_t* _mld_heap_thread_init(void);
 MLD_HIDDEN bool _mld_heap_refill(mld_heap_t* h, unsigned c);
