@@ -222,8 +222,9 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=1_000_000)
     ap.add_argument("--commits", type=int, default=1000)
     ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--posts", type=int, default=25, help="posts per client")
-    ap.add_argument("--batch", type=int, default=50, help="trials per post")
+    ap.add_argument("--posts", type=int, default=15, help="posts per client")
+    ap.add_argument("--batch", type=int, default=100,
+                    help="trials per post (a quick-suite commit job posts ~100)")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     ap.add_argument("--out", type=Path, default=ROOT / "api" / "bench" / "last_run.md")
