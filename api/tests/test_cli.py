@@ -38,3 +38,18 @@ def test_db_url_of_the_embedded_server(pg_server, monkeypatch):
     res = CliRunner().invoke(app, ["db-url"])
     assert res.exit_code == 0, res.output
     assert res.output.strip() == pg_server.url().replace("postgresql+psycopg", "postgresql")
+
+
+def test_token_list_and_revoke(client, database_url, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    runner = CliRunner()
+    token = runner.invoke(app, ["token", "create", "--role", "user", "--description",
+                                "to revoke"]).output.strip().splitlines()[-1]
+    headers = {"Authorization": f"Bearer {token}"}
+    assert client.get("/api/v1/projects", headers=headers).status_code == 200
+    listed = runner.invoke(app, ["token", "list"]).output
+    assert token not in listed  # only ids and roles, never tokens
+    token_id = [line.split("\t")[0] for line in listed.splitlines() if "to revoke" in line][-1]
+    assert runner.invoke(app, ["token", "revoke", token_id]).exit_code == 0
+    assert client.get("/api/v1/projects", headers=headers).status_code == 401
+    assert runner.invoke(app, ["token", "revoke", token_id]).exit_code == 1
