@@ -193,18 +193,19 @@ static bool mld_heap_refill_pages(mld_heap_t* h, unsigned c) {
     _mld_page_list_push(full, page);
     page = next;
   }
-  /* full pages that have received remote frees since */
-  page = full->first;
-  while (page != NULL) {
-    mld_page_t* next = page->next;
-    if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) != NULL) {
-      _mld_page_collect(page);
-      _mld_page_list_remove(full, page);
-      page->in_full = 0;
-      _mld_page_list_push(avail, page);
-      if (mld_heap_take(h, c, page)) return true;
+  /* full pages that have received remote frees since: look at a few, the
+   * ones looked at without luck go to the back (the list rotates) */
+  for (unsigned todo = full->count < 16 ? full->count : 16; todo > 0; todo--) {
+    page = full->first;
+    _mld_page_list_remove(full, page);
+    if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) == NULL) {
+      _mld_page_list_push_back(full, page);
+      continue;
     }
-    page = next;
+    _mld_page_collect(page);
+    page->in_full = 0;
+    _mld_page_list_push(avail, page);
+    if (mld_heap_take(h, c, page)) return true;
   }
   /* pages abandoned by exited threads */
   while ((page = _mld_central_pop(c, h)) != NULL) {
