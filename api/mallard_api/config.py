@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     default_arch: str = "x86_64"
     job_max_attempts: int = 3
     lease_seconds_max: int = 86400
+    # Besides every claim, a periodic sweep re-queues jobs whose lease expired (0: off).
+    sweep_seconds: float = 30
 
     # Webhook secrets (no defaults). A project's own `webhook_secret` takes precedence.
     github_webhook_secret: str | None = None

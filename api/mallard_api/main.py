@@ -7,12 +7,15 @@ and mounts one router per resource.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from sqlalchemy import text
@@ -26,6 +29,7 @@ from mallard_api.deps import get_session
 from mallard_api.metrics import REGISTRY, DatabaseCollector, MetricsMiddleware
 from mallard_api.routes import jobs, projects, results, runners, series, webhooks
 from mallard_api.schemas import ErrorOut, Health
+from mallard_api.sql import jobs as job_sql
 
 API_PREFIX = "/api/v1"
 # Routers written by the analysis engineer, included when their modules exist.
@@ -52,14 +56,38 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         db.migrate(url, settings.migrations_dir)
     engine = db.make_engine(url, settings.db_pool_size)
 
+    factory = db.make_sessionmaker(engine)
+
+    def sweep() -> list[int]:
+        """Re-queue (or fail) running jobs whose lease expired, whatever their arch."""
+        with factory() as session:
+            ids = job_sql.requeue_expired(session, None)
+            session.commit()
+        return ids
+
+    async def sweeper(interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await run_in_threadpool(sweep)
+            except Exception:  # noqa: BLE001 - the next round tries again
+                logging.getLogger(__name__).exception("lease sweep failed")
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from mallard_api.notify import start_outbox_worker  # alert webhook delivery
 
         start_outbox_worker(app)  # sets app.state.outbox_worker
-        yield
-        app.state.outbox_worker.stop()
-        engine.dispose()
+        task = None
+        if settings.sweep_seconds > 0:
+            task = asyncio.create_task(sweeper(settings.sweep_seconds))
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+            app.state.outbox_worker.stop()
+            engine.dispose()
 
     app = FastAPI(title="Mallard API", version="1", lifespan=lifespan,
                   description="Continuous benchmarking of memory allocators: projects, "
@@ -67,7 +95,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                               "comparisons and alerts.")
     app.state.settings = settings
     app.state.engine = engine
-    app.state.sessionmaker = db.make_sessionmaker(engine)
+    app.state.sessionmaker = factory
+    app.state.sweep = sweep
     db_registry = CollectorRegistry()
     db_registry.register(DatabaseCollector(engine))
     app.add_middleware(MetricsMiddleware)

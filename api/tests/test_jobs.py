@@ -186,3 +186,16 @@ def test_expired_lease_at_the_attempt_cap_fails_the_job(client, user_headers, ma
     assert detail["state"] == "failed" and detail["finished_at"]
     assert [(a["outcome"], a["log"]) for a in detail["attempts"]] == [
         ("expired", "lease expired: the runner stopped renewing")]
+
+
+def test_periodic_sweep_requeues_expired_leases_of_any_arch(app, client, user_headers,
+                                                            make_runner, engine):
+    runner, headers = make_runner()
+    [job_id] = enqueue(client, user_headers, runner["arch"])
+    client.post("/api/v1/jobs/claim", headers=headers, json={"runner_id": runner["id"]})
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE jobs SET lease_expires_at = now() - interval '1 second' "
+                          "WHERE id = :id"), {"id": job_id})
+    assert job_id in app.state.sweep()
+    job = client.get(f"/api/v1/jobs/{job_id}", headers=user_headers).json()
+    assert job["state"] == "queued" and job["runner_id"] is None
