@@ -16,6 +16,7 @@
  *    (spin with pause, then yield) instead of falling through to the slow
  *    path; only a genuinely full/empty ring is a miss.
  * Indices are 64-bit and only grow, so there is no ABA. */
+#define _GNU_SOURCE
 #include "internal.h"
 
 #include <string.h>
@@ -43,6 +44,18 @@ typedef struct mld_transfer_s {
 static mld_transfer_t mld_transfer[MLD_CLASSES];
 static int mld_transfer_kind = MLD_TRANSFER_MUTEX;
 
+/* Adaptive mutexes spin a little before sleeping: the critical section is a
+ * copy of at most 32 pointers, shorter than a futex round trip. */
+static void mld_transfer_lock_init(pthread_mutex_t* m) {
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+#ifdef PTHREAD_MUTEX_ADAPTIVE_NP
+  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
+  pthread_mutex_init(m, &attr);
+  pthread_mutexattr_destroy(&attr);
+}
+
 void _mld_transfer_init(int mode) {
   mld_transfer_kind = mode;
   for (unsigned c = 0; c < MLD_CLASSES; c++) {
@@ -52,7 +65,7 @@ void _mld_transfer_init(int mode) {
     if (cap > MLD_TRANSFER_SLOTS) cap = MLD_TRANSFER_SLOTS;
     if (cap < 4 * batch) cap = 4 * batch;
     t->cap = cap - cap % batch;
-    pthread_mutex_init(&t->lock, NULL);
+    mld_transfer_lock_init(&t->lock);
     t->count = 0;
     atomic_store_explicit(&t->prod_claim, 0, memory_order_relaxed);
     atomic_store_explicit(&t->prod_commit, 0, memory_order_relaxed);
@@ -186,7 +199,7 @@ void _mld_transfer_fork_parent(void) {
 void _mld_transfer_fork_child(void) {
   for (unsigned c = 0; c < MLD_CLASSES; c++) {
     mld_transfer_t* t = &mld_transfer[c];
-    pthread_mutex_init(&t->lock, NULL);
+    mld_transfer_lock_init(&t->lock);
     uint64_t pcl = atomic_load_explicit(&t->prod_claim, memory_order_relaxed);
     uint64_t pcm = atomic_load_explicit(&t->prod_commit, memory_order_relaxed);
     uint64_t ccl = atomic_load_explicit(&t->cons_claim, memory_order_relaxed);
