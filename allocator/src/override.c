@@ -23,4 +23,10 @@ MLD_EXPORT void* valloc(size_t size) { return mld_valloc(size); }
 MLD_EXPORT void* pvalloc(size_t size) { return mld_pvalloc(size); }
 MLD_EXPORT size_t malloc_usable_size(void* p) { return _mld_usable_size(p); }
 MLD_EXPORT void cfree(void* p) { mld_free_inline(p); }
+/* glibc extension: give free memory back now */
+MLD_EXPORT int malloc_trim(size_t pad) {
+  (void)pad;
+  mld_collect(1);
+  return 1;
+}
 #endif
