@@ -80,10 +80,12 @@ void* _mld_malloc_aligned(size_t alignment, size_t size) {
  * our own bin, tcmalloc style, and reaches its page only if it must.) */
 void _mld_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
   if (h == &_mld_heap_empty && _mld_remote_mode == MLD_REMOTE_BIN && !_mld_heap_exited) {
+    int saved = errno;
     /* a thread that frees before it ever allocated (a consumer): give it a
      * heap, so its frees are batched like everyone's (not a thread whose
      * heap is already gone: it is exiting, a new heap could outlive it) */
     h = _mld_heap_thread_init();
+    errno = saved;
     if (h != NULL) {
       mld_free_inline(b);
       return;

@@ -147,6 +147,7 @@ void _mld_heap_adopted(mld_heap_t* h, mld_page_t* page) {
 
 /* The bin of class c is over its limit: release one batch. */
 void _mld_heap_flush(mld_heap_t* h, unsigned c) {
+  int saved = errno;   /* free preserves errno, whatever the slow path does */
   mld_bin_t* bin = &h->bins[c];
   unsigned n = _mld_classes[c].batch;
   void* batch[MLD_MAX_BATCH];
@@ -159,10 +160,11 @@ void _mld_heap_flush(mld_heap_t* h, unsigned c) {
   bin->count -= n;
   if (_mld_transfer_insert(c, batch, n)) {
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
-    return;
+  } else {
+    mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
+    for (unsigned i = 0; i < n; i++) _mld_heap_return_block(h, mld_page_of_known(batch[i]), (mld_block_t*)batch[i]);
   }
-  mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
-  for (unsigned i = 0; i < n; i++) _mld_heap_return_block(h, mld_page_of_known(batch[i]), (mld_block_t*)batch[i]);
+  errno = saved;
 }
 
 /* ---- refilling a bin ------------------------------------------------------ */
