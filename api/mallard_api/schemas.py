@@ -50,7 +50,10 @@ def _check_json(value: Any, depth: int = 0) -> Any:
     raise ValueError(f"unsupported JSON value of type {type(value).__name__}")
 
 
-Text = Annotated[str, StringConstraints(max_length=1_000_000), AfterValidator(_check_text)]
+# Text PostgreSQL can store: no NUL (the pattern), no lone surrogates (pydantic-core
+# refuses those for any constrained string). Checked in Rust, not in a Python callback.
+NO_NUL = r"^[^\x00]*$"
+Text = Annotated[str, StringConstraints(max_length=1_000_000, pattern=NO_NUL)]
 
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -65,13 +68,13 @@ def _clean_log(value: str) -> str:
 LogText = Annotated[str, StringConstraints(max_length=1_000_000), AfterValidator(_clean_log)]
 
 
-Str200 = Annotated[str, StringConstraints(max_length=200), AfterValidator(_check_text)]
-Str500 = Annotated[str, StringConstraints(max_length=500), AfterValidator(_check_text)]
+Str200 = Annotated[str, StringConstraints(max_length=200, pattern=NO_NUL)]
+Str500 = Annotated[str, StringConstraints(max_length=500, pattern=NO_NUL)]
 
 
 Name = Annotated[
-    str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True),
-    AfterValidator(_check_text),
+    str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True,
+                           pattern=NO_NUL),
 ]
 Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
 MeasureName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.]{0,63}$")]
@@ -102,13 +105,12 @@ class Health(BaseModel):
 # --- projects, branches, commits -------------------------------------------------------
 class ProjectIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    repo_url: Annotated[str, StringConstraints(min_length=1, max_length=2000),
-                        AfterValidator(_check_text)]
+    repo_url: Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=NO_NUL)]
     allocator_dir: Name = "allocator"
     default_branch: Name = "main"
     tracked_branches: Annotated[list[Name], Field(max_length=100)] = []
-    webhook_secret: Annotated[str, StringConstraints(min_length=8, max_length=200),
-                              AfterValidator(_check_text)] | None = None
+    webhook_secret: Annotated[str, StringConstraints(min_length=8, max_length=200,
+                                                     pattern=NO_NUL)] | None = None
 
 
 class ProjectOut(BaseModel):
@@ -245,8 +247,8 @@ class AllocatorIn(BaseModel):
     variant: Str500 | None = None
     build_flags: Text | None = None
     compiler: Text | None = None
-    library_sha256: Annotated[str, StringConstraints(max_length=128),
-                              AfterValidator(_check_text)] | None = None
+    library_sha256: Annotated[str, StringConstraints(max_length=128,
+                                                     pattern=NO_NUL)] | None = None
 
 
 class WorkloadIn(BaseModel):
@@ -255,8 +257,7 @@ class WorkloadIn(BaseModel):
 
 
 class TrialIn(BaseModel):
-    uid: Annotated[str, StringConstraints(min_length=1, max_length=200),
-                   AfterValidator(_check_text)]
+    uid: Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_NUL)]
     label: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")] = "head"
     allocator: AllocatorIn
     workload: WorkloadIn
@@ -327,8 +328,7 @@ class PushCommit(BaseModel):
 
 class PlainPush(BaseModel):
     project: Name
-    ref: Annotated[str, StringConstraints(min_length=1, max_length=500),
-                   AfterValidator(_check_text)]
+    ref: Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=NO_NUL)]
     before: Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")] | None = None
     after: Sha
     commits: Annotated[list[PushCommit], Field(max_length=10000)] = []
