@@ -285,6 +285,7 @@ MLD_HIDDEN void* _mld_os_map(size_t size);
 MLD_HIDDEN void* _mld_os_map_aligned(size_t size, size_t alignment);
 MLD_HIDDEN void _mld_os_unmap(void* p, size_t size);
 MLD_HIDDEN void _mld_os_purge(void* p, size_t size);
+MLD_HIDDEN void _mld_os_no_huge_pages(void* p, size_t size);
 MLD_HIDDEN uint64_t _mld_os_now_ms(void);
 MLD_HIDDEN void _mld_os_yield(void);
 MLD_HIDDEN uint64_t _mld_os_random(void);

@@ -83,6 +83,20 @@ void _mld_os_purge(void* p, size_t size) {
   errno = saved;
 }
 
+/* Segments are purged in 64 KiB pages: keep transparent huge pages out of
+ * them, or a kernel with THP "always" backs whole 2 MiB ranges at the first
+ * touch and RSS no longer follows what is in use. */
+void _mld_os_no_huge_pages(void* p, size_t size) {
+#ifdef MADV_NOHUGEPAGE
+  int saved = errno;
+  (void)madvise(p, size, MADV_NOHUGEPAGE);
+  errno = saved;
+#else
+  (void)p;
+  (void)size;
+#endif
+}
+
 uint64_t _mld_os_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -68,6 +68,7 @@ static bool mld_segment_new(unsigned kind) {
     _mld_os_unmap(seg, MLD_SEGMENT_SIZE);
     return false;
   }
+  _mld_os_no_huge_pages(seg, MLD_SEGMENT_SIZE);
   seg->size = MLD_SEGMENT_SIZE;
   seg->kind = (uint8_t)kind;
   seg->page_shift = (uint8_t)ks->page_shift;
