@@ -199,3 +199,33 @@ def test_periodic_sweep_requeues_expired_leases_of_any_arch(app, client, user_he
     app.state.sweep()  # (the app's own periodic sweep may have been first: same result)
     job = client.get(f"/api/v1/jobs/{job_id}", headers=user_headers).json()
     assert job["state"] == "queued" and job["runner_id"] is None
+
+
+def test_eight_runners_claiming_over_http_get_each_job_once(
+        live_server, client, user_headers, make_runner, unique):
+    import httpx
+
+    arch = f"http-{unique}"
+    runners = [make_runner(arch=arch) for _ in range(8)]
+    ids = enqueue(client, user_headers, arch, 24)
+    got: list[int] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(8)
+
+    def worker(runner: dict, headers: dict) -> None:
+        with httpx.Client(base_url=live_server, headers=headers, timeout=60) as http:
+            barrier.wait()
+            while True:
+                r = http.post("/api/v1/jobs/claim", json={"runner_id": runner["id"]})
+                if r.status_code == 204:
+                    return
+                assert r.status_code == 200, r.text
+                with lock:
+                    got.append(r.json()["id"])
+
+    threads = [threading.Thread(target=worker, args=rh) for rh in runners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sorted(got) == sorted(ids)
