@@ -18,7 +18,12 @@ fi
 tmp=$(mktemp -d /tmp/mallard-e2e.XXXXXX)
 export COMPOSE_PROJECT_NAME=mallard-e2e
 export COMPOSE_FILE=docker-compose.yml:tests/e2e/compose.e2e.yml
-export MALLARD_ENV_FILE=/dev/null          # not your .env
+export MALLARD_ENV_FILE=/dev/null          # not your .env (the api's env_file)
+# compose still reads ./.env for interpolation: pin every value the test depends on
+export POSTGRES_USER=mallard POSTGRES_DB=mallard BIND_ADDRESS=127.0.0.1 MALLARD_RUNNER_TOKEN=
+export MALLARD_ALERT_WEBHOOKS=generic:http://webhook-log:8080/api
+export MALLARD_ALERT_WEBHOOK_URL=http://webhook-log:8080/alertmanager
+export MALLARD_OPS_WEBHOOK_URL=http://webhook-log:8080/alertmanager-ops
 export MALLARD_OFFLINE=1
 export POSTGRES_PASSWORD="e2e-$(od -An -tx4 -N8 /dev/urandom | tr -d ' \n')"
 export POSTGRES_OFFLINE_VOLUME=mallard-e2e_pgdata POSTGRES_VOLUME=mallard-e2e_pgdata
@@ -48,6 +53,8 @@ teardown() {
   [ "$left" -eq 0 ] && [ -z "$(docker volume ls -q --filter "name=mallard-e2e")" ]
 }
 
+# a stack left by an interrupted run (E2E_KEEP=1, a kill) would hold the ports
+scripts/compose.sh down -v >/dev/null 2>&1 || true
 log "bringing the stack up (offline images; builds what changed)"
 if ! scripts/compose.sh up --offline >"$tmp/up.log" 2>&1; then
   cat "$tmp/up.log" >&2
