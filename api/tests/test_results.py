@@ -144,3 +144,35 @@ def test_artifacts_are_kept_once(client, make_runner, engine):
         rows = conn.execute(text("SELECT artifacts FROM result_artifacts WHERE runner_id = :r"),
                             {"r": runner["id"]}).scalars().all()
     assert rows == [body["artifacts"]]
+
+
+def test_concurrent_posts_creating_the_same_rows_all_succeed(live_server, make_runner, unique):
+    import random
+    import threading
+
+    import httpx
+
+    runner, headers = make_runner()
+    names = [f"wl-{unique}-{i}" for i in range(6)]
+    statuses: list[int] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(8)
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        picked = rng.sample(names, 4)
+        body = results([trial(f"{unique}{seed}".ljust(40, "e"), workload=w,
+                              allocator=f"alloc-{unique}-{rng.randint(0, 2)}") for w in picked],
+                       runner_id=runner["id"])
+        with httpx.Client(base_url=live_server, headers=headers, timeout=60) as http:
+            barrier.wait()
+            r = http.post("/api/v1/results", json=body)
+        with lock:
+            statuses.append(r.status_code)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert statuses == [201] * 8

@@ -67,8 +67,9 @@ def ensure_workloads(session: Session, wanted: dict[tuple[str, str], dict[str, A
     table = cast(Table, Workload.__table__)
     conn = session.connection()
     conn.execute(insert(table).on_conflict_do_nothing(index_elements=["name", "params_sha256"]),
-                 [{"name": name, "params_sha256": digest, "params": params,
-                   "threads": _threads(params)} for (name, digest), params in wanted.items()])
+                 [{"name": name, "params_sha256": digest, "params": wanted[(name, digest)],
+                   "threads": _threads(wanted[(name, digest)])}
+                  for name, digest in sorted(wanted)])  # one global order: no deadlocks
     rows = conn.execute(select(table.c.id, table.c.name, table.c.params_sha256)
                         .where(table.c.params_sha256.in_({d for _, d in wanted})))
     found = {(r.name, r.params_sha256): int(r.id) for r in rows}
@@ -80,7 +81,7 @@ def ensure_allocators(session: Session, wanted: set[AllocKey]) -> dict[AllocKey,
     table = cast(Table, Allocator.__table__)
     conn = session.connection()
     conn.execute(insert(table).on_conflict_do_nothing(index_elements=list(ALLOC_COLS)),
-                 [dict(zip(ALLOC_COLS, key, strict=True)) for key in wanted])
+                 [dict(zip(ALLOC_COLS, key, strict=True)) for key in sorted(wanted)])
     rows = conn.execute(select(table.c.id, *[table.c[c] for c in ALLOC_COLS])
                         .where(table.c.name.in_({k[0] for k in wanted}),
                                table.c.commit_sha.in_({k[1] for k in wanted})))
