@@ -29,10 +29,12 @@ def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
     # SIGTERM before uvicorn takes over (while migrating): unwind, so `finally` runs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
+        url = db.database_url(settings)  # starts the embedded server when needed
+        where = "DATABASE_URL" if settings.database_url else f"embedded, {settings.data_dir}"
+        typer.echo(f"mallard-api: database {_redact(url)} ({where})", err=True)
         if workers > 1:
-            # The database (embedded server started here if needed) and the migrations
-            # are settled once, in this process; the workers only connect.
-            url = db.database_url(settings)
+            # The database and the migrations are settled once, in this process; the
+            # workers only connect.
             if settings.migrate_on_start:
                 db.migrate(url, settings.migrations_dir)
             os.environ["DATABASE_URL"] = url
@@ -45,6 +47,13 @@ def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
         pass
     finally:
         db.stop_embedded()
+
+
+def _redact(url: str) -> str:
+    """The URL without its password."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
 
 
 @app.command()
