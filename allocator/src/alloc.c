@@ -21,7 +21,7 @@ static void* mld_huge_alloc(mld_heap_t* h, size_t size, size_t alignment) {
   }
   if (h != &_mld_heap_empty) {
     mld_counter_add(&h->stats[MLD_STAT_huge_allocs], 1);
-    mld_counter_add(&h->stats[MLD_STAT_allocs], 1);
+    h->hot.allocs++;
   }
   return p;
 }
@@ -37,7 +37,7 @@ static void* mld_alloc_class(mld_heap_t* h, unsigned c) {
   bin->free = b->next;
   bin->count--;
   b->cookie = 0;
-  mld_counter_add(&h->stats[MLD_STAT_allocs], 1);
+  h->hot.allocs++;
   return b;
 }
 
@@ -100,14 +100,14 @@ void _mld_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
     mld_bin_t* bin = &h->bins[page->size_class];
     b->next = bin->free;
     bin->free = b;
-    mld_counter_add(&h->stats[MLD_STAT_frees], 1);
+    h->hot.frees++;
     if (++bin->count > bin->max) _mld_heap_flush(h, page->size_class);
     return;
   }
   _mld_page_free_remote(page, b);
   if (h != &_mld_heap_empty) {
-    mld_counter_add(&h->stats[MLD_STAT_frees], 1);
-    mld_counter_add(&h->stats[MLD_STAT_remote_frees], 1);
+    h->hot.frees++;
+    h->hot.remote_frees++;
   } else {
     atomic_fetch_add_explicit(&_mld_heap_empty.stats[MLD_STAT_frees], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&_mld_heap_empty.stats[MLD_STAT_remote_frees], 1, memory_order_relaxed);
@@ -121,14 +121,14 @@ void _mld_free_slow(void* p, mld_page_t* page) {
     mld_heap_t* h = _mld_heap_tls;
     if (h != &_mld_heap_empty) {
       mld_counter_add(&h->stats[MLD_STAT_huge_frees], 1);
-      mld_counter_add(&h->stats[MLD_STAT_frees], 1);
+      h->hot.frees++;
     }
     _mld_segment_huge_free(page);
   } else if (page == NULL && _mld_segment_giant_find(p, true) != 0) {
     mld_heap_t* h = _mld_heap_tls;   /* a giant-aligned block: unmapped */
     if (h != &_mld_heap_empty) {
       mld_counter_add(&h->stats[MLD_STAT_huge_frees], 1);
-      mld_counter_add(&h->stats[MLD_STAT_frees], 1);
+      h->hot.frees++;
     }
   } else {
     _mld_report_invalid("free", p);

@@ -68,7 +68,15 @@ static mld_heap_t* mld_heap_struct_alloc(void) {
   return h;
 }
 
+/* Copy the owner's plain fast-path counters where other threads read them. */
+void _mld_heap_publish(mld_heap_t* h) {
+  atomic_store_explicit(&h->stats[MLD_STAT_allocs], h->hot.allocs, memory_order_relaxed);
+  atomic_store_explicit(&h->stats[MLD_STAT_frees], h->hot.frees, memory_order_relaxed);
+  atomic_store_explicit(&h->stats[MLD_STAT_remote_frees], h->hot.remote_frees, memory_order_relaxed);
+}
+
 static void mld_heap_struct_free(mld_heap_t* h) {
+  _mld_heap_publish(h);
   pthread_mutex_lock(&mld_heaps_lock);
   for (int s = 0; s < MLD_STAT_HEAP_COUNT; s++)
     mld_dead_stats[s] += atomic_load_explicit(&h->stats[s], memory_order_relaxed);
@@ -148,6 +156,7 @@ void _mld_heap_adopted(mld_heap_t* h, mld_page_t* page) {
 /* The bin of class c is over its limit: release one batch. */
 void _mld_heap_flush(mld_heap_t* h, unsigned c) {
   int saved = errno;   /* free preserves errno, whatever the slow path does */
+  _mld_heap_publish(h);
   mld_bin_t* bin = &h->bins[c];
   unsigned n = _mld_classes[c].batch;
   void* batch[MLD_MAX_BATCH];
@@ -225,6 +234,7 @@ static bool mld_heap_refill_pages(mld_heap_t* h, unsigned c) {
 }
 
 bool _mld_heap_refill(mld_heap_t* h, unsigned c) {
+  _mld_heap_publish(h);
   if (++h->slow_calls % MLD_COLLECT_EVERY == 0) _mld_heap_collect(h, false);
   else if (h->slow_calls % 64 == 0) _mld_segment_maybe_purge();
   mld_bin_t* bin = &h->bins[c];
@@ -254,6 +264,7 @@ bool _mld_heap_refill(mld_heap_t* h, unsigned c) {
 static void mld_heap_drain_bin(mld_heap_t* h, unsigned c, bool to_transfer);
 
 void _mld_heap_collect(mld_heap_t* h, bool force) {
+  _mld_heap_publish(h);
   mld_counter_add(&h->stats[MLD_STAT_heap_collects], 1);
   if (force) {
     for (unsigned c = 0; c < MLD_CLASSES; c++) {
@@ -341,6 +352,7 @@ void _mld_heap_abandon(mld_heap_t* h) {
 /* ---- stats and fork ------------------------------------------------------- */
 
 void _mld_heap_stats_sum(uint64_t out[MLD_STAT_HEAP_COUNT]) {
+  if (_mld_heap_tls != &_mld_heap_empty) _mld_heap_publish(_mld_heap_tls);   /* our own: exact */
   pthread_mutex_lock(&mld_heaps_lock);
   for (int s = 0; s < MLD_STAT_HEAP_COUNT; s++) out[s] = mld_dead_stats[s];
   for (mld_heap_t* h = mld_heaps; h != NULL; h = h->next)

@@ -173,9 +173,20 @@ typedef struct mld_bin_s {
   uint32_t max;
 } mld_bin_t;
 
+/* The three counters the fast paths bump: plain integers of the owner
+ * thread (one add instruction each), copied into the atomic stats now and
+ * then (every refill, flush, collect and at thread exit), which is what
+ * other threads read. */
+typedef struct mld_hot_stats_s {
+  uint64_t allocs;
+  uint64_t frees;
+  uint64_t remote_frees;
+} mld_hot_stats_t;
+
 typedef struct mld_heap_s {
   mld_bin_t bins[MLD_CLASSES];
-  mld_counter_t stats[MLD_STAT_HEAP_COUNT];
+  mld_hot_stats_t hot;
+  mld_counter_t stats[MLD_STAT_HEAP_COUNT];   /* slow paths; hot ones as last published */
   mld_page_list_t avail[MLD_CLASSES];  /* pages that may have free blocks */
   mld_page_list_t full[MLD_CLASSES];   /* pages with none at last look */
   uint64_t slow_calls;
@@ -198,6 +209,7 @@ MLD_HIDDEN void _mld_heap_thread_done(void);
 MLD_HIDDEN void _mld_heap_collect(mld_heap_t* h, bool force);
 MLD_HIDDEN void _mld_heap_process_init(void);
 MLD_HIDDEN void _mld_heap_stats_sum(uint64_t out[MLD_STAT_HEAP_COUNT]);
+MLD_HIDDEN void _mld_heap_publish(mld_heap_t* h);
 MLD_HIDDEN void _mld_heap_fork_prepare(void);
 MLD_HIDDEN void _mld_heap_fork_parent(void);
 MLD_HIDDEN void _mld_heap_fork_child(void);
@@ -362,7 +374,7 @@ static inline void* mld_malloc_inline(size_t size) {
       bin->free = b->next;
       bin->count--;
       b->cookie = 0;
-      mld_counter_add(&h->stats[MLD_STAT_allocs], 1);
+      h->hot.allocs++;
       return b;
     }
   }
@@ -385,13 +397,13 @@ static inline void mld_free_inline(void* p) {
       _mld_free_remote(h, page, b);
       return;
     }
-    mld_counter_add(&h->stats[MLD_STAT_remote_frees], 1);
+    h->hot.remote_frees++;
   }
   mld_bin_t* bin = &h->bins[c];
   b->cookie = cookie;
   b->next = bin->free;
   bin->free = b;
-  mld_counter_add(&h->stats[MLD_STAT_frees], 1);
+  h->hot.frees++;
   if (mld_unlikely(++bin->count > bin->max)) _mld_heap_flush(h, c);
 }
 
