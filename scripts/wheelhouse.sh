@@ -42,14 +42,21 @@ cat "$WH/deps/api.txt" "$WH/deps/runner.txt" | sort -u >"$WH/deps/all.txt"
 log "$(wc -l <"$WH/deps/api.txt") api and $(wc -l <"$WH/deps/runner.txt") runner requirements (uv.lock)"
 
 # The two local packages: rebuilt each time (cheap); the images install them last.
+# Each step tries without the network first (uv's cache, the wheels already here), so a
+# warm wheelhouse rebuilds offline and quickly.
 rm -f "$WH"/local/*.whl
-uv build --quiet --package mallard-api --wheel --out-dir "$WH/local" 2>&1 | grep -v '^Building' || true
-uv build --quiet --package mallard-runner --wheel --out-dir "$WH/local" 2>&1 | grep -v '^Building' || true
+for pkg in mallard-api mallard-runner; do
+  uv build --quiet --offline --package "$pkg" --wheel --out-dir "$WH/local" >/dev/null 2>&1 \
+    || uv build --quiet --package "$pkg" --wheel --out-dir "$WH/local"
+done
 ls "$WH"/local/mallard_api-*.whl "$WH"/local/mallard_runner-*.whl >/dev/null
 
 # Host arch: pip wheel (uses wheels already there, builds sdists). Idempotent and quick when warm.
 if [ -s "$WH/deps/all.txt" ]; then
-  "${PIP[@]}" wheel --no-deps --find-links "$WH/deps/$host_arch" -w "$WH/deps/$host_arch" -r "$WH/deps/all.txt"
+  "${PIP[@]}" wheel --no-deps --no-index --find-links "$WH/deps/$host_arch" \
+      -w "$WH/deps/$host_arch" -r "$WH/deps/all.txt" >/dev/null 2>&1 \
+    || "${PIP[@]}" wheel --no-deps --find-links "$WH/deps/$host_arch" -w "$WH/deps/$host_arch" \
+      -r "$WH/deps/all.txt"
 fi
 log "$host_arch: $(ls "$WH/deps/$host_arch" | wc -l) wheels"
 
