@@ -101,7 +101,7 @@ typedef struct mld_page_s {
   /* set when the page is given a size class; read by any freeing thread */
   uint8_t* start;              /* first block */
   size_t block_size;
-  size_t area;                 /* reserved * block_size (huge: usable size) */
+  size_t area;                 /* reserved * block_size; 0 unless the page holds small blocks */
   uint64_t magic;              /* (off * magic) >> 40 == off / block_size */
   uint32_t reserved;           /* blocks that fit */
   uint8_t size_class;          /* < MLD_CLASSES, MLD_CLASS_HUGE or MLD_CLASS_NONE */
@@ -385,8 +385,10 @@ static inline void mld_free_inline(void* p) {
   if (mld_unlikely(p == NULL)) return;
   mld_page_t* page = mld_page_of(p);
   if (mld_unlikely(page == NULL)) { _mld_free_slow(p, NULL); return; }
+  /* pages not holding small blocks (free, header, huge) have area 0, so this
+   * one check also rejects them: then the size class is a valid bin index */
+  if (mld_unlikely(!mld_page_is_block(page, p))) { _mld_free_slow(p, page); return; }
   unsigned c = page->size_class;
-  if (mld_unlikely(c >= MLD_CLASSES || !mld_page_is_block(page, p))) { _mld_free_slow(p, page); return; }
   mld_block_t* b = (mld_block_t*)p;
   uintptr_t cookie = (uintptr_t)b ^ _mld_cookie_key;
   if (mld_unlikely(b->cookie == cookie)) { _mld_report_double_free(p, page); return; }

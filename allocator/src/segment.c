@@ -193,6 +193,7 @@ void _mld_segment_page_free(mld_page_t* page) {
   mld_kind_state_t* ks = &mld_kinds[page->kind];
   uint64_t now = _mld_os_now_ms();
   page->size_class = MLD_CLASS_NONE;
+  page->area = 0;
   atomic_store_explicit(&page->owner, NULL, memory_order_relaxed);
   pthread_mutex_lock(&mld_segment_lock);
   mld_segment_t* seg = (mld_segment_t*)((uintptr_t)page & ~MLD_SEGMENT_MASK);
@@ -264,12 +265,13 @@ mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment) {
   mld_page_t* page = &seg->pages[0];
   page->kind = MLD_KIND_HUGE;
   page->start = (uint8_t*)seg + offset;
-  page->block_size = page->area = total - offset;
+  page->block_size = total - offset;
+  page->area = 0;   /* not a page of small blocks: free takes its slow path */
   page->reserved = 1;
   page->magic = 0;
   page->size_class = MLD_CLASS_HUGE;
   page->area_start = page->start;
-  page->area_size = page->area;
+  page->area_size = page->block_size;
   page->fresh = fresh;
   if (fresh) mld_segmap_set((uintptr_t)seg, true);
   return page;
