@@ -35,7 +35,7 @@ static void* mld_alloc_class(mld_heap_t* h, unsigned c) {
   }
   mld_block_t* b = bin->free;
   bin->free = b->next;
-  bin->count--;
+  bin->room++;
   b->cookie = 0;
   h->hot.allocs++;
   return b;
@@ -101,7 +101,7 @@ void _mld_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
     b->next = bin->free;
     bin->free = b;
     h->hot.frees++;
-    if (++bin->count > bin->max) _mld_heap_flush(h, page->size_class);
+    if (--bin->room < 0) _mld_heap_flush(h, page->size_class);
     return;
   }
   _mld_page_free_remote(page, b);

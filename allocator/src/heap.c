@@ -92,7 +92,10 @@ mld_heap_t* _mld_heap_thread_init(void) {
   if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init();
   mld_heap_t* h = mld_heap_struct_alloc();
   if (h == NULL) return NULL;
-  for (unsigned c = 0; c < MLD_CLASSES; c++) h->bins[c].max = _mld_classes[c].bin_max;
+  for (unsigned c = 0; c < MLD_CLASSES; c++) {
+    h->bins[c].max = _mld_classes[c].bin_max;
+    h->bins[c].room = (int32_t)_mld_classes[c].bin_max;
+  }
   _mld_heap_tls = h;
   if (mld_heap_key_ok) pthread_setspecific(mld_heap_key, h);
   mld_gstat_add(MLD_GSTAT_threads_started, 1);
@@ -166,7 +169,7 @@ void _mld_heap_flush(mld_heap_t* h, unsigned c) {
     b = b->next;
   }
   bin->free = b;
-  bin->count -= n;
+  bin->room += (int32_t)n;
   if (_mld_transfer_insert(c, batch, n)) {
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
   } else {
@@ -187,7 +190,7 @@ static bool mld_heap_take(mld_heap_t* h, unsigned c, mld_page_t* page) {
   if (got == 0) return false;
   last->next = bin->free;
   bin->free = first;
-  bin->count += got;
+  bin->room -= (int32_t)got;
   return true;
 }
 
@@ -247,7 +250,7 @@ bool _mld_heap_refill(mld_heap_t* h, unsigned c) {
       b->next = bin->free;
       bin->free = b;
     }
-    bin->count += n;
+    bin->room -= (int32_t)n;
     return true;
   }
   mld_counter_add(&h->stats[MLD_STAT_transfer_remove_misses], 1);
@@ -301,7 +304,7 @@ void _mld_heap_collect(mld_heap_t* h, bool force) {
 static void mld_heap_drain_bin(mld_heap_t* h, unsigned c, bool to_transfer) {
   mld_bin_t* bin = &h->bins[c];
   unsigned n = _mld_classes[c].batch;
-  while (to_transfer && bin->count >= n) {
+  while (to_transfer && mld_bin_count(bin) >= n) {
     void* batch[MLD_MAX_BATCH];
     mld_block_t* b = bin->free;
     for (unsigned i = 0; i < n; i++) {
@@ -311,7 +314,7 @@ static void mld_heap_drain_bin(mld_heap_t* h, unsigned c, bool to_transfer) {
     if (!_mld_transfer_insert(c, batch, n)) break;
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
     bin->free = b;
-    bin->count -= n;
+    bin->room += (int32_t)n;
   }
   mld_block_t* b = bin->free;
   while (b != NULL) {
@@ -320,7 +323,7 @@ static void mld_heap_drain_bin(mld_heap_t* h, unsigned c, bool to_transfer) {
     b = next;
   }
   bin->free = NULL;
-  bin->count = 0;
+  bin->room = (int32_t)bin->max;
 }
 
 /* The heap's thread is gone (or asked to let go): give everything back. */

@@ -169,9 +169,11 @@ static inline unsigned mld_size_class(size_t size) {
 
 typedef struct mld_bin_s {
   mld_block_t* free;
-  uint32_t count;
+  int32_t room;                /* max - blocks held: free flushes when it drops below 0 */
   uint32_t max;
 } mld_bin_t;
+
+static inline uint32_t mld_bin_count(const mld_bin_t* bin) { return (uint32_t)((int32_t)bin->max - bin->room); }
 
 /* The three counters the fast paths bump: plain integers of the owner
  * thread (one add instruction each), copied into the atomic stats now and
@@ -372,7 +374,7 @@ static inline void* mld_malloc_inline(size_t size) {
     mld_block_t* b = bin->free;
     if (mld_likely(b != NULL)) {
       bin->free = b->next;
-      bin->count--;
+      bin->room++;
       b->cookie = 0;
       h->hot.allocs++;
       return b;
@@ -406,7 +408,7 @@ static inline void mld_free_inline(void* p) {
   b->next = bin->free;
   bin->free = b;
   h->hot.frees++;
-  if (mld_unlikely(++bin->count > bin->max)) _mld_heap_flush(h, c);
+  if (mld_unlikely(--bin->room < 0)) _mld_heap_flush(h, c);
 }
 
 #endif /* MLD_INTERNAL_H */
