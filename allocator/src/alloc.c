@@ -47,7 +47,7 @@ static mld_heap_t* mld_heap_get(void) {
   return h;
 }
 
-void* _mld_malloc_slow(mld_heap_t* h, size_t size) {
+void* _mld_alloc_slow(mld_heap_t* h, size_t size) {
   if (h == &_mld_heap_empty) {
     h = _mld_heap_thread_init();
     if (h == NULL) {
@@ -59,7 +59,7 @@ void* _mld_malloc_slow(mld_heap_t* h, size_t size) {
   return mld_alloc_class(h, mld_size_class(size));
 }
 
-void* _mld_malloc_aligned(size_t alignment, size_t size) {
+void* _mld_alloc_aligned(size_t alignment, size_t size) {
   if (alignment <= 16) return mld_malloc_inline(size);
   mld_heap_t* h = mld_heap_get();
   if (h == NULL) {
@@ -78,7 +78,7 @@ void* _mld_malloc_aligned(size_t alignment, size_t size) {
  * with one CAS (mimalloc style), taking the page over first when its thread
  * has exited. (MALLARD_REMOTE=bin is handled inline: the block goes into
  * our own bin, tcmalloc style, and reaches its page only if it must.) */
-void _mld_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
+void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
   if (h == &_mld_heap_empty && _mld_remote_mode == MLD_REMOTE_BIN && !_mld_heap_exited) {
     int saved = errno;
     /* a thread that frees before it ever allocated (a consumer): give it a
@@ -115,7 +115,7 @@ void _mld_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
 }
 
 /* Not a small block of ours: a huge block, or misuse. */
-void _mld_free_slow(void* p, mld_page_t* page) {
+void _mld_alloc_free_slow(void* p, mld_page_t* page) {
   int saved = errno;
   if (page != NULL && page->size_class == MLD_CLASS_HUGE && p == page->start) {
     mld_heap_t* h = _mld_heap_tls;
@@ -155,12 +155,12 @@ static size_t mld_checked_size(const void* p, const char* what) {
   return 0;
 }
 
-size_t _mld_usable_size(const void* p) {
+size_t _mld_alloc_usable_size(const void* p) {
   if (p == NULL) return 0;
   return mld_checked_size(p, "malloc_usable_size");
 }
 
-void* _mld_calloc(size_t count, size_t size) {
+void* _mld_alloc_calloc(size_t count, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(count, size, &total)) {
     errno = ENOMEM;
@@ -176,7 +176,7 @@ void* _mld_calloc(size_t count, size_t size) {
   return p;
 }
 
-void* _mld_realloc(void* p, size_t size) {
+void* _mld_alloc_realloc(void* p, size_t size) {
   if (p == NULL) return mld_malloc_inline(size);
   if (size == 0) {              /* as glibc: free and return NULL */
     mld_free_inline(p);
@@ -199,9 +199,9 @@ void* _mld_realloc(void* p, size_t size) {
 
 MLD_API void* mld_malloc(size_t size) { return mld_malloc_inline(size); }
 MLD_API void mld_free(void* p) { mld_free_inline(p); }
-MLD_API void* mld_calloc(size_t count, size_t size) { return _mld_calloc(count, size); }
-MLD_API void* mld_realloc(void* p, size_t size) { return _mld_realloc(p, size); }
-MLD_API size_t mld_usable_size(const void* p) { return _mld_usable_size(p); }
+MLD_API void* mld_calloc(size_t count, size_t size) { return _mld_alloc_calloc(count, size); }
+MLD_API void* mld_realloc(void* p, size_t size) { return _mld_alloc_realloc(p, size); }
+MLD_API size_t mld_usable_size(const void* p) { return _mld_alloc_usable_size(p); }
 
 MLD_API void* mld_reallocarray(void* p, size_t count, size_t size) {
   size_t total;
@@ -209,7 +209,7 @@ MLD_API void* mld_reallocarray(void* p, size_t count, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  return _mld_realloc(p, total);
+  return _mld_alloc_realloc(p, total);
 }
 
 static bool mld_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
@@ -219,13 +219,13 @@ MLD_API void* mld_aligned_alloc(size_t alignment, size_t size) {
     errno = EINVAL;
     return NULL;
   }
-  return _mld_malloc_aligned(alignment, size);
+  return _mld_alloc_aligned(alignment, size);
 }
 
 MLD_API int mld_posix_memalign(void** out, size_t alignment, size_t size) {
   if (!mld_pow2(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
   int saved = errno;
-  void* p = _mld_malloc_aligned(alignment, size);
+  void* p = _mld_alloc_aligned(alignment, size);
   errno = saved;   /* POSIX: the error is returned, errno is not set */
   if (p == NULL) return ENOMEM;
   *out = p;
@@ -242,16 +242,16 @@ MLD_API void* mld_memalign(size_t alignment, size_t size) {
     while (a < alignment) a <<= 1;
     alignment = a;
   }
-  return _mld_malloc_aligned(alignment, size);
+  return _mld_alloc_aligned(alignment, size);
 }
 
 MLD_API void* mld_valloc(size_t size) {
-  if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init();
-  return _mld_malloc_aligned(_mld_os_page_size, size);
+  if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init_process();
+  return _mld_alloc_aligned(_mld_os_page_size, size);
 }
 
 MLD_API void* mld_pvalloc(size_t size) {
-  if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init();
+  if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init_process();
   size_t ps = _mld_os_page_size;
   if (size > SIZE_MAX - ps) {
     errno = ENOMEM;
@@ -259,7 +259,7 @@ MLD_API void* mld_pvalloc(size_t size) {
   }
   size_t rounded = (size + ps - 1) & ~(ps - 1);
   if (rounded == 0) rounded = ps;
-  return _mld_malloc_aligned(ps, rounded);
+  return _mld_alloc_aligned(ps, rounded);
 }
 
 MLD_API void mld_thread_done(void) { _mld_heap_thread_done(); }
@@ -271,6 +271,6 @@ MLD_API void mld_collect(int force) {
 }
 
 MLD_API const char* mld_transfer_mode(void) {
-  if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init();
+  if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init_process();
   return _mld_transfer_mode() == MLD_TRANSFER_RING ? "ring" : "mutex";
 }

@@ -89,7 +89,7 @@ static void mld_heap_struct_free(mld_heap_t* h) {
 }
 
 mld_heap_t* _mld_heap_thread_init(void) {
-  if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init();
+  if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init_process();
   mld_heap_t* h = mld_heap_struct_alloc();
   if (h == NULL) return NULL;
   for (unsigned c = 0; c < MLD_CLASSES; c++) {

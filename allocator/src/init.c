@@ -29,7 +29,7 @@ static void mld_fork_child(void) {
   _mld_heap_fork_child();
 }
 
-void _mld_init(void) {
+void _mld_init_process(void) {
   int expected = 0;
   if (!atomic_compare_exchange_strong_explicit(&_mld_init_state, &expected, 1, memory_order_acq_rel,
                                                memory_order_acquire)) {
@@ -51,5 +51,5 @@ void _mld_init(void) {
 }
 
 __attribute__((constructor)) static void mld_init_at_load(void) {
-  if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init();
+  if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init_process();
 }

@@ -354,18 +354,18 @@ MLD_HIDDEN _Noreturn void _mld_report_fatal(const char* msg);
 /* ---- stats (stats.c) and init (init.c) ---------------------------------- */
 
 MLD_HIDDEN size_t _mld_stats_format(char* out, size_t cap);
-MLD_HIDDEN void _mld_init(void);
+MLD_HIDDEN void _mld_init_process(void);
 extern MLD_HIDDEN _Atomic(int) _mld_init_state;   /* 0 none, 1 running, 2 done */
 
 /* ---- slow paths and the inlined fast paths (alloc.c) ------------------- */
 
-MLD_HIDDEN void* _mld_malloc_slow(mld_heap_t* h, size_t size);
-MLD_HIDDEN void _mld_free_slow(void* p, mld_page_t* page);
-MLD_HIDDEN void _mld_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b);
-MLD_HIDDEN void* _mld_malloc_aligned(size_t alignment, size_t size);
-MLD_HIDDEN void* _mld_calloc(size_t count, size_t size);
-MLD_HIDDEN void* _mld_realloc(void* p, size_t size);
-MLD_HIDDEN size_t _mld_usable_size(const void* p);
+MLD_HIDDEN void* _mld_alloc_slow(mld_heap_t* h, size_t size);
+MLD_HIDDEN void _mld_alloc_free_slow(void* p, mld_page_t* page);
+MLD_HIDDEN void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b);
+MLD_HIDDEN void* _mld_alloc_aligned(size_t alignment, size_t size);
+MLD_HIDDEN void* _mld_alloc_calloc(size_t count, size_t size);
+MLD_HIDDEN void* _mld_alloc_realloc(void* p, size_t size);
+MLD_HIDDEN size_t _mld_alloc_usable_size(const void* p);
 
 static inline void* mld_malloc_inline(size_t size) {
   mld_heap_t* h = _mld_heap_tls;
@@ -380,16 +380,16 @@ static inline void* mld_malloc_inline(size_t size) {
       return b;
     }
   }
-  return _mld_malloc_slow(h, size);
+  return _mld_alloc_slow(h, size);
 }
 
 static inline void mld_free_inline(void* p) {
   if (mld_unlikely(p == NULL)) return;
   mld_page_t* page = mld_page_of(p);
-  if (mld_unlikely(page == NULL)) { _mld_free_slow(p, NULL); return; }
+  if (mld_unlikely(page == NULL)) { _mld_alloc_free_slow(p, NULL); return; }
   /* pages not holding small blocks (free, header, huge) have area 0, so this
    * one check also rejects them: then the size class is a valid bin index */
-  if (mld_unlikely(!mld_page_is_block(page, p))) { _mld_free_slow(p, page); return; }
+  if (mld_unlikely(!mld_page_is_block(page, p))) { _mld_alloc_free_slow(p, page); return; }
   unsigned c = page->size_class;
   mld_block_t* b = (mld_block_t*)p;
   uintptr_t cookie = (uintptr_t)b ^ _mld_cookie_key;
@@ -398,7 +398,7 @@ static inline void mld_free_inline(void* p) {
   if (mld_unlikely(atomic_load_explicit(&page->owner, memory_order_relaxed) != h)) {
     /* another thread's block: into our bin too (MALLARD_REMOTE=bin), else CAS */
     if (_mld_remote_mode != MLD_REMOTE_BIN || h == &_mld_heap_empty) {
-      _mld_free_remote(h, page, b);
+      _mld_alloc_free_remote(h, page, b);
       return;
     }
     h->hot.remote_frees++;

@@ -11,8 +11,8 @@
 
 MLD_EXPORT void* malloc(size_t size) { return mld_malloc_inline(size); }
 MLD_EXPORT void free(void* p) { mld_free_inline(p); }
-MLD_EXPORT void* calloc(size_t count, size_t size) { return _mld_calloc(count, size); }
-MLD_EXPORT void* realloc(void* p, size_t size) { return _mld_realloc(p, size); }
+MLD_EXPORT void* calloc(size_t count, size_t size) { return _mld_alloc_calloc(count, size); }
+MLD_EXPORT void* realloc(void* p, size_t size) { return _mld_alloc_realloc(p, size); }
 MLD_EXPORT void* reallocarray(void* p, size_t count, size_t size) { return mld_reallocarray(p, count, size); }
 MLD_EXPORT void* aligned_alloc(size_t alignment, size_t size) { return mld_aligned_alloc(alignment, size); }
 MLD_EXPORT int posix_memalign(void** out, size_t alignment, size_t size) {
@@ -21,7 +21,7 @@ MLD_EXPORT int posix_memalign(void** out, size_t alignment, size_t size) {
 MLD_EXPORT void* memalign(size_t alignment, size_t size) { return mld_memalign(alignment, size); }
 MLD_EXPORT void* valloc(size_t size) { return mld_valloc(size); }
 MLD_EXPORT void* pvalloc(size_t size) { return mld_pvalloc(size); }
-MLD_EXPORT size_t malloc_usable_size(void* p) { return _mld_usable_size(p); }
+MLD_EXPORT size_t malloc_usable_size(void* p) { return _mld_alloc_usable_size(p); }
 MLD_EXPORT void cfree(void* p) { mld_free_inline(p); }
 /* glibc extension: give free memory back now */
 MLD_EXPORT int malloc_trim(size_t pad) {
