@@ -1,5 +1,5 @@
-# Cross-compile Mallard for arm64 with Debian's gcc-aarch64-linux-gnu:
-#   cmake -S allocator -B build/allocator-arm64 -G Ninja \
+# The one arm64 toolchain (Debian's gcc-aarch64-linux-gnu), for the allocator and the workloads:
+#   cmake -S allocator -B build/allocator-arm64 -G Ninja \   (or -S runner/workloads)
 #         -DCMAKE_TOOLCHAIN_FILE=allocator/cmake/aarch64-linux-gnu.cmake
 # Binaries run under qemu-aarch64 (-L /usr/aarch64-linux-gnu), also with -p 65536.
 set(CMAKE_SYSTEM_NAME Linux)

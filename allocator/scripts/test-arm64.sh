@@ -23,7 +23,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 toolchain=allocator/cmake/aarch64-linux-gnu.cmake
-[ -f "$toolchain" ] || toolchain=allocator/scripts/aarch64-linux-gnu.cmake
+
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 qemu=$(command -v qemu-aarch64)

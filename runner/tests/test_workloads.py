@@ -22,7 +22,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "runner" / "workloads"
 BUILD_ROOT = REPO / "build" / "test-workloads"
-TOOLCHAIN = SRC / "cmake" / "aarch64-linux-gnu.cmake"
+TOOLCHAIN = REPO / "allocator" / "cmake" / "aarch64-linux-gnu.cmake"  # the one arm64 toolchain
 AARCH64_SYSROOT = "/usr/aarch64-linux-gnu"
 
 WORKLOADS = ["larson", "rpc", "xmalloc", "cache-scratch", "fastpath", "fragmentation"]
