@@ -167,7 +167,8 @@ def compute_cells(session: Session, comp: Comparison, policy: stats.Policy
     keys = sorted(k for k, v in sides.items() if v["base"] or v["head"])
     raw = [
         stats.compare_samples(sides[k]["base"], sides[k]["head"],
-                              higher_is_better=_direction(k[2], known), policy=policy)
+                              higher_is_better=_direction(k[2], known),
+                              deterministic=k[2] in stats.DETERMINISTIC_MEASURES, policy=policy)
         for k in keys
     ]
     decided = stats.adjust_and_decide(raw, policy)

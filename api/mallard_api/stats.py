@@ -53,6 +53,13 @@ setting ``min_effect_pct``, default 1.0) and ``alpha`` (default 0.05):
 5. ``unknown`` otherwise: the interval straddles the band edge, or the effect is
    significant but smaller than the band can decide, or too few trials to settle.
    A comparison asks for more trials (a follow-up) while unknowns remain, up to a cap.
+
+Deterministic measures (``DETERMINISTIC_MEASURES``: callgrind's ``instructions``)
+do not depend on timing, so their trials vary by a few instructions at most and a
+rank test has nothing to add (with 3 trials a side Mann-Whitney cannot go below
+p = 0.1). For them rule 1 needs only ``min_trials_deterministic`` (default 3)
+robust trials, and rule 3 needs no p-value: the interval excluding 0 and
+``|diff| >= m`` decide.
 """
 
 from __future__ import annotations
@@ -84,6 +91,9 @@ MEASURES: dict[str, tuple[str, bool]] = {
 }
 
 
+# Measures whose value does not depend on timing (see the verdict rule above).
+DETERMINISTIC_MEASURES = frozenset({"instructions"})
+
 LOWER_IS_BETTER_SUFFIXES = ("_seconds", "_bytes", "_ns", "_per_op", "_misses", "_instructions")
 
 
@@ -106,6 +116,7 @@ class Policy:
     alpha: float = 0.05
     min_effect_pct: float = 1.0
     min_trials: int = 5
+    min_trials_deterministic: int = 3
     settle_trials: int = 10
     confidence: float = 0.95
     n_resamples: int = 5000
@@ -153,6 +164,7 @@ class CellStats:
     p_adjusted: float | None = None
     verdict: str = "unknown"
     higher_is_better: bool = True
+    deterministic: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -167,6 +179,7 @@ def compare_samples(
     head: Sequence[float],
     *,
     higher_is_better: bool = True,
+    deterministic: bool = False,
     policy: Policy = DEFAULT_POLICY,
 ) -> CellStats:
     """Everything for one cell except the multiple-comparison adjustment and verdict.
@@ -184,7 +197,7 @@ def compare_samples(
         base_median=float(np.median(b)) if b.size else None,
         head_median=float(np.median(h)) if h.size else None,
         ratio=None, diff_pct=None, ci_low_pct=None, ci_high_pct=None, p_value=None,
-        higher_is_better=higher_is_better,
+        higher_is_better=higher_is_better, deterministic=deterministic,
     )
     if b.size == 0 or h.size == 0 or out.base_median == 0.0:
         return out
@@ -219,14 +232,15 @@ def decide(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> str:
     """The verdict rule of the module doc, for a cell whose ``p_adjusted`` is set."""
     m = policy.min_effect_pct
     n = min(cell.robust_base, cell.robust_head)
-    if n < policy.min_trials or cell.diff_pct is None:
+    need = policy.min_trials_deterministic if cell.deterministic else policy.min_trials
+    if n < need or cell.diff_pct is None:
         return "unknown"
     lo, hi, p, diff = cell.ci_low_pct, cell.ci_high_pct, cell.p_adjusted, cell.diff_pct
     if lo is None or hi is None or p is None:
         return "unknown"
     if -m < lo and hi < m:
         return "same"
-    if p < policy.alpha and (lo > 0 or hi < 0) and abs(diff) >= m:
+    if (cell.deterministic or p < policy.alpha) and (lo > 0 or hi < 0) and abs(diff) >= m:
         better = (diff > 0) == cell.higher_is_better
         return "improved" if better else "regressed"
     ran = min(cell.n_base, cell.n_head)

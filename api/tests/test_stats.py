@@ -117,3 +117,21 @@ def test_bootstrap_is_deterministic():
 def test_decide_requires_adjusted_p():
     c = compare_samples(noisy(8, 1.0, 0.01, 17), noisy(8, 0.9, 0.01, 18), policy=POLICY)
     assert decide(c, POLICY) == "unknown"  # p_adjusted not set yet
+
+
+def test_deterministic_measure_settles_with_three_trials():
+    """callgrind counts vary by a few instructions: 3 trials a side decide, without a rank test."""
+    base = [367_300_112.0, 367_300_140.0, 367_300_128.0]
+
+    def cell(head, deterministic=True):
+        c = compare_samples(base, head, higher_is_better=False, deterministic=deterministic,
+                            policy=POLICY)
+        return adjust_and_decide([c], POLICY)[0]
+
+    assert cell([367_300_120.0, 367_300_131.0, 367_300_117.0]).verdict == "same"
+    more = [v * 1.03 for v in base]  # 3% more instructions
+    assert cell(more).verdict == "regressed"
+    assert cell([v * 0.97 for v in base]).verdict == "improved"
+    # the same numbers as a timing measure: too few trials to say anything
+    assert cell(more, deterministic=False).verdict == "unknown"
+    assert cell(base[:2]).verdict == "unknown"  # 2 trials: under min_trials_deterministic
