@@ -44,6 +44,7 @@ import logging
 import re
 import statistics
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -64,13 +65,15 @@ log = logging.getLogger("mallard_api.analysis")
 # -- settings -------------------------------------------------------------------------------
 def stats_policy(settings: Settings | None = None) -> stats.Policy:
     s = settings or get_settings()
-    d = stats.DEFAULT_POLICY
-    return stats.Policy(
-        alpha=getattr(s, "stats_alpha", d.alpha),
-        min_effect_pct=getattr(s, "stats_min_effect_pct", d.min_effect_pct),
-        min_trials=getattr(s, "stats_min_trials", d.min_trials),
-        settle_trials=getattr(s, "stats_settle_trials", d.settle_trials),
-        n_resamples=getattr(s, "stats_bootstrap_resamples", d.n_resamples),
+    return replace(
+        stats.DEFAULT_POLICY,
+        alpha=s.stats_alpha,
+        min_effect_pct=s.stats_min_effect_pct,
+        min_trials=s.stats_min_trials,
+        min_trials_deterministic=s.stats_min_trials_deterministic,
+        settle_trials=s.stats_settle_trials,
+        settle_max_half_width_pct=s.stats_settle_max_half_width_pct,
+        n_resamples=s.stats_bootstrap_resamples,
     )
 
 

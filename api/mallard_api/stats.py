@@ -47,9 +47,12 @@ setting ``min_effect_pct``, default 1.0) and ``alpha`` (default 0.05):
    (``lo > 0`` or ``hi < 0``) and ``|diff| >= m``. The direction of the change
    (head above or below base) becomes better/worse through the measure's
    ``higher_is_better`` (contracts section 4).
-4. ``same`` when ``p >= alpha``, the interval contains 0, ``|diff| < m`` and at least
-   ``settle_trials`` (default 10) trials ran per side (robust or not): no evidence of a
-   difference, a point estimate inside the band and enough trials to have looked.
+4. ``same`` when ``p >= alpha``, the interval contains 0, ``|diff| < m``, at least
+   ``settle_trials`` (default 10) trials ran per side (robust or not) and the interval
+   is no wider than ``±settle_max_half_width_pct`` (default 3%): no evidence of a
+   difference, a point estimate inside the band, enough trials to have looked, and
+   an interval narrow enough that "same" means something (a ±16% interval is
+   ``unknown``, however many trials ran).
 5. ``unknown`` otherwise: the interval straddles the band edge, or the effect is
    significant but smaller than the band can decide, or too few trials to settle.
    A comparison asks for more trials (a follow-up) while unknowns remain, up to a cap.
@@ -118,6 +121,7 @@ class Policy:
     min_trials: int = 5
     min_trials_deterministic: int = 3
     settle_trials: int = 10
+    settle_max_half_width_pct: float = 3.0
     confidence: float = 0.95
     n_resamples: int = 5000
     seed: int = 20261121
@@ -244,7 +248,9 @@ def decide(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> str:
         better = (diff > 0) == cell.higher_is_better
         return "improved" if better else "regressed"
     ran = min(cell.n_base, cell.n_head)
-    if p >= policy.alpha and lo <= 0 <= hi and abs(diff) < m and ran >= policy.settle_trials:
+    narrow = (hi - lo) / 2.0 <= policy.settle_max_half_width_pct
+    if (p >= policy.alpha and lo <= 0 <= hi and abs(diff) < m and ran >= policy.settle_trials
+            and narrow):
         return "same"
     return "unknown"
 

@@ -135,3 +135,13 @@ def test_deterministic_measure_settles_with_three_trials():
     # the same numbers as a timing measure: too few trials to say anything
     assert cell(more, deterministic=False).verdict == "unknown"
     assert cell(base[:2]).verdict == "unknown"  # 2 trials: under min_trials_deterministic
+
+
+def test_no_evidence_with_a_wide_interval_is_unknown_not_same():
+    """Rule 4 settles on `same` only when the interval is narrow enough to mean it."""
+    base = noisy(20, 100.0, 0.01, seed=11)
+    assert one_cell(base, noisy(20, 100.0, 0.01, seed=12)).verdict == "same"
+    wide_b, wide_h = noisy(20, 100.0, 0.30, seed=13), noisy(20, 100.0, 0.30, seed=14)
+    cell = one_cell(wide_b, wide_h)
+    assert cell.half_width_pct is not None and cell.half_width_pct > 3.0
+    assert cell.verdict == "unknown"
