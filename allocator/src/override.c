@@ -1,10 +1,14 @@
 /* override.c: interposition. In libmallard.so (MLD_OVERRIDE=1) the
  * standard allocation functions are defined here, exported, and go straight
- * to the inlined fast paths; with MLD_OVERRIDE=0 this file is empty and only
- * the mld_* API exists. */
+ * to the inlined fast paths; pthread_create is wrapped so that a thread
+ * gives its cached blocks away before it starts another (heap.c,
+ * _mld_heap_shed). With MLD_OVERRIDE=0 this file is empty and only the
+ * mld_* API exists. */
+#define _GNU_SOURCE
 #include "internal.h"
 
 #if MLD_OVERRIDE
+#include <dlfcn.h>
 #include <errno.h>
 
 #define MLD_EXPORT __attribute__((visibility("default")))
@@ -28,5 +32,23 @@ MLD_EXPORT int malloc_trim(size_t pad) {
   (void)pad;
   mld_collect(1);
   return 1;
+}
+
+/* pthread_create: the creator's bins go to the transfer cache first (the new
+ * thread often runs before its creator does again), then the next
+ * definition (libc's) is called, found once with dlsym(RTLD_NEXT) as
+ * jemalloc does. */
+typedef int (*mld_pthread_create_t)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+static _Atomic(mld_pthread_create_t) mld_next_pthread_create;
+
+MLD_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*), void* arg) {
+  mld_pthread_create_t next = atomic_load_explicit(&mld_next_pthread_create, memory_order_acquire);
+  if (mld_unlikely(next == NULL)) {
+    next = (mld_pthread_create_t)(uintptr_t)dlsym(RTLD_NEXT, "pthread_create");
+    if (next == NULL) return EAGAIN;
+    atomic_store_explicit(&mld_next_pthread_create, next, memory_order_release);
+  }
+  _mld_heap_shed();
+  return next(thread, attr, start, arg);
 }
 #endif

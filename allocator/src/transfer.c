@@ -1,7 +1,10 @@
 /* transfer.c: the transfer cache, one per size class, between the thread
  * heaps and the pages. A heap whose bin overflows inserts a batch of blocks;
  * a heap whose bin is empty removes a batch, before it looks at pages.
- * Batches have a fixed size per class (_mld_classes[c].batch).
+ * Batches have a fixed size per class (_mld_classes[c].batch); the cache
+ * counts objects, so a heap giving its bins away (thread exit, or before it
+ * creates a thread) may insert a short batch, and a remove that finds fewer
+ * than a batch takes what there is.
  *
  * Two variants, chosen at run time by MALLARD_TRANSFER:
  *  - mutex: an array of slots under a mutex; LIFO, so a removed batch is the
@@ -90,16 +93,13 @@ static bool mld_mutex_insert(mld_transfer_t* t, void** objs, unsigned n) {
   return true;
 }
 
-static bool mld_mutex_remove(mld_transfer_t* t, void** objs, unsigned n) {
+static unsigned mld_mutex_remove(mld_transfer_t* t, void** objs, unsigned n) {
   pthread_mutex_lock(&t->lock);
-  if (t->count < n) {
-    pthread_mutex_unlock(&t->lock);
-    return false;
-  }
+  if (t->count < n) n = t->count;   /* a short batch rather than a miss */
   t->count -= n;
   memcpy(objs, &t->slots[t->count], n * sizeof(void*));
   pthread_mutex_unlock(&t->lock);
-  return true;
+  return n;
 }
 
 /* ---- ring variant --------------------------------------------------------- */
@@ -147,10 +147,12 @@ static bool mld_ring_insert(mld_transfer_t* t, void** objs, unsigned n) {
   return true;
 }
 
-static bool mld_ring_remove(mld_transfer_t* t, void** objs, unsigned n) {
+static unsigned mld_ring_remove(mld_transfer_t* t, void** objs, unsigned want) {
   uint64_t cc = atomic_load_explicit(&t->cons_claim, memory_order_relaxed);
   unsigned spins = 0;
+  unsigned n;
   for (;;) {
+    n = want;
     uint64_t avail = atomic_load_explicit(&t->prod_commit, memory_order_acquire);
     if (cc + n > avail) {
       /* empty, unless inserts in progress will bring enough: then wait for them */
@@ -160,7 +162,8 @@ static bool mld_ring_remove(mld_transfer_t* t, void** objs, unsigned n) {
         cc = atomic_load_explicit(&t->cons_claim, memory_order_relaxed);
         continue;
       }
-      return false;
+      if (avail <= cc) return 0;
+      n = (unsigned)(avail - cc);       /* a short batch rather than a miss */
     }
     if (atomic_compare_exchange_weak_explicit(&t->cons_claim, &cc, cc + n, memory_order_relaxed,
                                               memory_order_relaxed))
@@ -169,7 +172,7 @@ static bool mld_ring_remove(mld_transfer_t* t, void** objs, unsigned n) {
   for (unsigned i = 0; i < n; i++) objs[i] = t->slots[(cc + i) & (MLD_TRANSFER_SLOTS - 1)];
   mld_wait_turn(&t->cons_commit, cc);   /* earlier removers release their slots first */
   atomic_store_explicit(&t->cons_commit, cc + n, memory_order_release);
-  return true;
+  return n;
 }
 
 bool _mld_transfer_insert(unsigned c, void** objs, unsigned n) {
@@ -177,7 +180,8 @@ bool _mld_transfer_insert(unsigned c, void** objs, unsigned n) {
   return mld_transfer_kind == MLD_TRANSFER_RING ? mld_ring_insert(t, objs, n) : mld_mutex_insert(t, objs, n);
 }
 
-bool _mld_transfer_remove(unsigned c, void** objs, unsigned n) {
+/* Up to n objects (fewer only when fewer are cached); 0 is a miss. */
+unsigned _mld_transfer_remove(unsigned c, void** objs, unsigned n) {
   mld_transfer_t* t = &mld_transfer[c];
   return mld_transfer_kind == MLD_TRANSFER_RING ? mld_ring_remove(t, objs, n) : mld_mutex_remove(t, objs, n);
 }
