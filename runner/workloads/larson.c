@@ -122,7 +122,9 @@ int main(int argc, char **argv)
     uint64_t expected = 0; /* threads that will run, all generations */
     for (long t = 0; t < threads; t++)
         expected += (slices[t].remaining + g_rounds - 1) / g_rounds;
-    wl_queue_init(&g_reap, (size_t)threads + 1);
+    /* Room for every generation: a finished thread never blocks on a full reap
+     * queue (alive, holding its allocator state) while main joins an older one. */
+    wl_queue_init(&g_reap, (size_t)expected + 1);
 
     double start = wl_now();
     for (long t = 0; t < threads; t++) {
