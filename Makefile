@@ -55,7 +55,7 @@ test-k8s: python ## kustomize render, schema validation, checkov (pytest)
 	@$(VENV)/bin/pytest k8s/tests
 
 lint: python ## ruff and mypy
-	@$(VENV)/bin/ruff check api runner dashboards k8s scripts
+	@$(VENV)/bin/ruff check api runner dashboards k8s scripts tests
 	@$(VENV)/bin/mypy api/mallard_api runner/mallard_runner
 
 demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running)

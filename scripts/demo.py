@@ -105,7 +105,8 @@ def follow(client: httpx.Client, cid: int, runner: subprocess.Popen[bytes]) -> d
             desc = f"comparison {cid}: {comp['state']}"
             if running:
                 job = running[0]
-                desc += f" (job {job['job_id']}, round {job['round']}, {job['trials']} trials, running)"
+                desc += (f" (job {job['job_id']}, round {job['round']}, "
+                         f"{job['trials']} trials, running)")
             progress.update(task, description=desc, total=max(len(jobs), 1), completed=done)
             if comp["state"] in ("done", "failed"):
                 return comp
@@ -123,7 +124,8 @@ def main() -> int:
     commit = run(["git", "rev-parse", "HEAD"], dict(os.environ))
     dirty = run(["git", "status", "--porcelain", "--", "allocator"], dict(os.environ))
     if dirty:
-        step("[yellow]note:[/] allocator/ has uncommitted changes; the demo measures the committed HEAD")
+        step("[yellow]note:[/] allocator/ has uncommitted changes; "
+             "the demo measures the committed HEAD")
     port = free_port(args.port)
     api = f"http://127.0.0.1:{port}"
     env = dict(os.environ)
@@ -170,8 +172,8 @@ def main() -> int:
         step(f"API docs:   {api}/docs")
         step(f"the report: {api}/api/v1/comparisons/{comp['id']}/report")
         if args.keep:
-            step(f"--keep: API (pid {api_proc.pid}) and runner (pid {runner_proc.pid}) keep running;"
-                 f" stop them with: kill -TERM -{api_proc.pid} -{runner_proc.pid}")
+            step(f"--keep: API (pid {api_proc.pid}) and runner (pid {runner_proc.pid}) keep "
+                 f"running; stop them with: kill -TERM -{api_proc.pid} -{runner_proc.pid}")
             api_proc = runner_proc = None
         return 0 if final["state"] == "done" else 1
     finally:
