@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Runs every part's tests, even after one fails, so every runner's summary line
+# Runs every part's tests and the linters (ruff, mypy), even after one fails, so every runner's summary line
 # is printed; exits non-zero if any part failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-parts=(allocator allocator-arm64 runner api dashboards k8s)
+parts=(allocator allocator-arm64 runner api dashboards k8s lint)
 passed=0; failed=0; failed_parts=()
 for part in "${parts[@]}"; do
-  echo "================ make test-$part ================"
-  if make --no-print-directory "test-$part"; then
+  echo "================ $part ================"
+  target="test-$part"; [ "$part" = lint ] && target=lint
+  if make --no-print-directory "$target"; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1)); failed_parts+=("$part")
