@@ -48,10 +48,11 @@ def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, f
     out = [f"Measured {date} by `make bench-allocator` on {platform.machine()}, {cpu_model()}, "
            f"{os.cpu_count()} cores (workloads pinned to CPU {tb.cpus}), kernel {tb.kernel}, "
            f"{tb.compiler}, {tb.libc}. Each cell: the median of {trials} interleaved trials "
-           f"after a warm-up; ops/s is the workload's own count over its own clock. Load "
-           f"average {load[0]:.1f} before and {load[1]:.1f} after: this machine was shared "
-           f"with other work, so differences of a few percent are within the noise (see "
-           f"runner/README.md for the measured noise).", "",
+           f"after a warm-up; ops/s is the workload's own count over its own clock. 1-minute "
+           f"load average {load[0]:.1f} before the run and {load[1]:.1f} at its end (the run "
+           f"itself keeps about one CPU busy); the VM is shared with other people's builds "
+           f"and tests, so differences of a few percent are within the noise (runner/README.md "
+           f"has the measured noise).", "",
            "| workload | threads | allocator | ops/s (median) | vs glibc | vs fastest peer | "
            "peak RSS (median) | ok / n |",
            "|---|---:|---|---:|---:|---:|---:|---:|"]

@@ -150,9 +150,10 @@ def main() -> int:
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     machine = (f"{platform.machine()}, {cpu_model()}, {os.cpu_count()} CPUs (pinned to "
                f"{','.join(map(str, cpus))}), kernel {platform.release()}")
-    lines = [f"Measured {date} on {machine}; load average {load[0]:.1f} before, "
-             f"{load_after[0]:.1f} after (the machine is shared with other work: read these "
-             f"as an upper bound on the noise of a quiet node).", "",
+    lines = [f"Measured {date} on {machine}; 1-minute load average {load[0]:.1f} before "
+             f"the run and {load_after[0]:.1f} at its end (the run itself keeps about one CPU "
+             f"busy; the VM is shared with other people's builds and tests, so read these "
+             f"figures as an upper bound on the noise of a quiet, dedicated node).", "",
              f"Command: `make bench-runner` (`python runner/bench/noise.py --trials {args.trials} "
              f"--aa {args.aa} --aa-trials {args.aa_trials}`), bench-allocator params.", "",
              f"**CV of ops/s over {args.trials} interleaved, pinned trials** (after 1 warm-up)",
