@@ -52,19 +52,14 @@ DIFF_BARS = """
     ORDER BY workload, threads, measure
 """
 
-# The trials of a comparison are the ones its job(s) stored: v_measurements.job_id joined
-# to the comparison's jobs. The views expose no comparison<->job link, so the jobs are
-# found as the comparison jobs for the same project and arch that ran after the
-# comparison was created and whose trials carry its base/head labels.
+# The trials of a comparison are the ones its jobs stored (the first job and its
+# follow-ups): v_measurements.job_id joined through v_comparison_jobs.
 COMPARISON_TRIALS = """
-    WITH c AS (
-      SELECT * FROM v_comparisons WHERE comparison_id = ${comparison:raw}
-    ), m AS (
+    WITH m AS (
       SELECT m.* FROM v_measurements m
-      JOIN c ON m.project = c.project AND m.arch = c.arch
-      JOIN v_jobs j ON j.job_id = m.job_id AND j.kind = 'comparison'
-           AND j.created_at >= c.created_at
-      WHERE m.allocator_label IN (c.base_label, c.head_label)
+      JOIN v_comparison_jobs cj ON cj.job_id = m.job_id
+      WHERE cj.comparison_id = ${comparison:raw}
+        AND m.label IN ('base', 'head')
         AND m.ok AND NOT m.warmup
         AND m.measure IN ('transfer_insert_hit_ratio', 'transfer_remove_hit_ratio')
     )"""

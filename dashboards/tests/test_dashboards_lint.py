@@ -154,6 +154,7 @@ def test_queries_only_read_the_contract_views():
         "v_series",
         "v_comparisons",
         "v_comparison_cells",
+        "v_comparison_jobs",
         "v_alerts",
         "v_jobs",
         "v_runners",
