@@ -51,8 +51,9 @@ def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, f
            f"after a warm-up; ops/s is the workload's own count over its own clock. 1-minute "
            f"load average {load[0]:.1f} before the run and {load[1]:.1f} at its end (the run "
            f"itself keeps about one CPU busy); the VM is shared with other people's builds "
-           f"and tests, so differences of a few percent are within the noise (runner/README.md "
-           f"has the measured noise).", "",
+           f"and tests, and repeated runs of this table have differed by tens of percent on "
+           f"larson: treat it as indicative, and compare with the A/A figures in "
+           f"runner/README.md before believing a difference.", "",
            "| workload | threads | allocator | ops/s (median) | vs glibc | vs fastest peer | "
            "peak RSS (median) | ok / n |",
            "|---|---:|---|---:|---:|---:|---:|---:|"]
