@@ -46,6 +46,7 @@ class Agent:
         self.console = console or Console(stderr=True)
         self.spool = Spool(settings.spool())
         self._stop = threading.Event()
+        self._current_cancel: threading.Event | None = None
         self.runner_id: int | None = None
         self.testbed = collect(cpus)
 
@@ -58,7 +59,11 @@ class Agent:
         return ApiClient(self.api, self.token, self.settings.http_timeout_seconds)
 
     def stop(self) -> None:
+        """SIGTERM/SIGINT: finish the current trial, then report the job and exit."""
         self._stop.set()
+        if self._current_cancel is not None:
+            self._current_cancel.set()
+        self.log("stopping: after the current trial")
 
     @property
     def stopping(self) -> bool:
@@ -204,23 +209,19 @@ class Agent:
                     try:
                         c.renew(job.id, self.runner_id or 0, self.settings.lease_seconds)
                     except LeaseLost:
-                        self.log(f"[red]lease on job {job.id} lost[/]: cancelling the run")
                         lease_lost.set()
                         cancel.set()
+                        self.log(f"[red]lease on job {job.id} lost[/]: cancelling the run")
                         return
                     except (ApiError, httpx.HTTPError) as e:
                         self.log(f"lease renewal failed ({e}); will retry")
             finally:
                 c.close()
 
-        def watch_stop() -> None:
-            while not done.wait(0.2):
-                if self.stopping:
-                    cancel.set()
-                    return
-
+        self._current_cancel = cancel
+        if self.stopping:
+            cancel.set()
         threading.Thread(target=renew, name=f"lease-{job.id}", daemon=True).start()
-        threading.Thread(target=watch_stop, name=f"stop-{job.id}", daemon=True).start()
         count = [0]
         total = [0]
 

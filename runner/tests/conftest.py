@@ -107,3 +107,20 @@ def real_mallard(tmp_path_factory: pytest.TempPathFactory) -> BuiltAllocator:
     # the sha, not HEAD: seven other people commit to this checkout while the tests run
     sha = git(REPO_ROOT, "rev-parse", "HEAD")
     return Builder(tmp_path_factory.mktemp("cache")).build(str(REPO_ROOT), sha)
+
+
+def gate_workload(directory: Path, gate: Path, started: Path) -> Path:
+    """A workload program that says it started and then waits for `gate` to exist.
+
+    It lets a test act at a known point inside a job (the API goes down, SIGTERM, a
+    lease renewal) instead of guessing how long a run takes: events, not timings.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    prog = directory / "gate"
+    prog.write_text(f"""#!/bin/sh
+touch '{started}'
+while [ ! -e '{gate}' ]; do sleep 0.02; done
+echo '{{"workload": "gate", "params": {{}}, "operations": 1, "seconds": 0.001, "max_rss_bytes": 0}}'
+""")
+    prog.chmod(0o755)
+    return prog

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .conftest import first_cpu, write_suite
+from .conftest import first_cpu, gate_workload, write_suite
 
 MINI_API = Path(__file__).resolve().parent / "mini_api.py"
 AGENT = Path(sys.executable).parent / "mallard-runner"
@@ -166,24 +166,35 @@ def test_build_failure_is_reported_with_its_log(agent_env, toy_repo, tmp_path):
     assert data["jobs"][0]["state"] == "failed" and data["trials"] == {}
 
 
+def gated_job(settings, env, toy_repo, tmp_path):
+    """A job whose first trial waits for the test: (spec, env, gate, started)."""
+    wl = tmp_path / "wl"
+    gate, started = tmp_path / "gate.open", tmp_path / "gate.started"
+    gate_workload(wl, gate, started)
+    write_suite(settings, "t", {"trials": 3, "warmup": 0, "threads": [1],
+                                "allocators": ["glibc"], "workloads": {"gate": {}}})
+    spec = {**job_spec(toy_repo), "allocators": [{"label": "peer", "name": "glibc"}],
+            "workloads": ["gate"], "threads": [1], "trials": 3, "warmup": 0}
+    return spec, {**env, "MALLARD_RUNNER_WORKLOADS_DIR": str(wl)}, gate, started
+
+
 def test_sigterm_mid_job_reports_a_retryable_failure(agent_env, toy_repo, tmp_path):
     settings, env = agent_env
-    write_suite(settings, "t", {"trials": 200, "warmup": 0, "threads": [1],
-                                "allocators": ["glibc"],
-                                "workloads": {"tiny": {"params": {"ops": 20000}}}})
-    spec = {**job_spec(toy_repo), "allocators": [{"label": "peer", "name": "glibc"}],
-            "trials": 200, "threads": [1]}
+    spec, env, gate, started = gated_job(settings, env, toy_repo, tmp_path)
     server = Server(tmp_path, [spec])
     server.start()
     spool = tmp_path / "spool"
     agent = start_agent(server, env, spool)
     try:
-        raw = Path(env["MALLARD_RUNNER_STATE_DIR"]) / "raw" / "job-1-attempt-1"
-        wait_for(lambda: len(list(raw.rglob("trial.json"))) >= 3, 60, "trials to start")
-        agent.send_signal(signal.SIGTERM)
+        wait_for(started.exists, 60, "the first trial to start")
+        agent.send_signal(signal.SIGTERM)  # mid-job: the first trial is still running
+        wait_for(lambda: "stopping: after the current trial" in agent_log(spool), 60,
+                 "the agent to take the signal")
+        gate.touch()
         assert agent.wait(60) == 0, agent_log(spool)
         data = server.data()
     finally:
+        gate.touch()
         if agent.poll() is None:
             agent.kill()
             agent.wait()
@@ -196,26 +207,26 @@ def test_sigterm_mid_job_reports_a_retryable_failure(agent_env, toy_repo, tmp_pa
 
 def test_lost_lease_cancels_the_run_and_posts_nothing(agent_env, toy_repo, tmp_path):
     settings, env = agent_env
-    write_suite(settings, "t", {"trials": 200, "warmup": 0, "threads": [1],
-                                "allocators": ["glibc"],
-                                "workloads": {"tiny": {"params": {"ops": 20000}}}})
-    spec = {**job_spec(toy_repo), "allocators": [{"label": "peer", "name": "glibc"}],
-            "trials": 200, "threads": [1]}
+    spec, env, gate, started = gated_job(settings, env, toy_repo, tmp_path)
     server = Server(tmp_path, [spec])
     server.start("--lose-lease")  # every renewal answers 409
     spool = tmp_path / "spool"
     agent = start_agent(server, env, spool, "--once")
     try:
+        wait_for(started.exists, 60, "the first trial to start")
+        wait_for(lambda: server.data()["leases"] >= 1, 60, "a lease renewal (refused)")
+        wait_for(lambda: "lease on job 1 lost" in agent_log(spool), 60, "the agent to notice")
+        gate.touch()  # the trial ends; the run is cancelled before the next one
         assert agent.wait(120) == 0, agent_log(spool)
         data = server.data()
     finally:
+        gate.touch()
         if agent.poll() is None:
             agent.kill()
             agent.wait()
         server.stop()
-    assert data["leases"] >= 1
     assert data["trials"] == {} and data["posts"] == [] and data["fails"] == []
-    assert "lease on job 1 lost" in agent_log(spool)
+    assert "abandoned (lease lost); results not posted" in agent_log(spool)
 
 
 def test_a_runner_killed_with_results_in_its_spool_delivers_them_on_restart(

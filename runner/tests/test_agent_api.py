@@ -22,7 +22,7 @@ import httpx
 import pytest
 from mallard_runner.settings import REPO_ROOT
 
-from .conftest import first_cpu, write_suite
+from .conftest import first_cpu, gate_workload, write_suite
 from .test_agent import agent_log, free_port, job_spec, wait_for
 
 API_BIN = Path(sys.executable).parent / "mallard-api"
@@ -86,9 +86,11 @@ def real_api() -> Iterator[RealApi]:
 
 def test_agent_survives_a_real_api_restart(real_api, make_settings, toy_repo, tmp_path):
     settings = make_settings(cache_dir=tmp_path / "cache")
-    write_suite(settings, "t", {"trials": 40, "warmup": 0, "threads": [1, 2],
-                                "allocators": ["glibc"],
-                                "workloads": {"tiny": {"params": {"ops": 20000}}}})
+    wl = tmp_path / "wl"
+    gate, started = tmp_path / "gate.open", tmp_path / "gate.started"
+    gate_workload(wl, gate, started)  # the first trial waits until the API is down
+    write_suite(settings, "t", {"trials": 3, "warmup": 0, "threads": [1],
+                                "allocators": ["glibc"], "workloads": {"gate": {}}})
     user = real_api.token("--role", "user")
     runner_token = real_api.token("--role", "runner", "--runner", "node-real")
     api = httpx.Client(base_url=real_api.url, timeout=30,
@@ -96,12 +98,13 @@ def test_agent_survives_a_real_api_restart(real_api, make_settings, toy_repo, tm
     api.put("/api/v1/projects/mallard", json={"repo_url": str(toy_repo),
                                               "allocator_dir": "allocator",
                                               "default_branch": "main"}).raise_for_status()
-    spec = {**job_spec(toy_repo), "trials": 40, "warmup": 0}
+    spec = {**job_spec(toy_repo), "workloads": ["gate"], "threads": [1], "trials": 3,
+            "warmup": 0}
     job = api.post("/api/v1/jobs", json={"kind": "commit", "arch": platform.machine(),
                                          "project": "mallard", "spec": spec})
     job.raise_for_status()
     job_id = job.json()["id"]
-    env = {**os.environ, "MALLARD_RUNNER_WORKLOADS_DIR": str(settings.workloads_dir),
+    env = {**os.environ, "MALLARD_RUNNER_WORKLOADS_DIR": str(wl),
            "MALLARD_RUNNER_SUITES_DIR": str(settings.suites_dir),
            "MALLARD_RUNNER_STATE_DIR": str(settings.state_dir),
            "MALLARD_RUNNER_CACHE_DIR": str(settings.cache()),
@@ -117,9 +120,10 @@ def test_agent_survives_a_real_api_restart(real_api, make_settings, toy_repo, tm
                              stdout=open(tmp_path / "agent.log", "ab"),  # noqa: SIM115
                              stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: api.get(f"/api/v1/jobs/{job_id}").json()["state"] == "running", 120,
-                 "the agent to claim the job")
+        wait_for(started.exists, 120, "the job's first trial")
+        assert api.get(f"/api/v1/jobs/{job_id}").json()["state"] == "running"
         real_api.stop()  # the API goes away while the job runs
+        gate.touch()
         wait_for(lambda: any(json.loads(p.read_text())["attempts"] >= 1
                              for p in spool.glob("*.json")), 180, "a failed post in the spool")
         (pending,) = [json.loads(p.read_text()) for p in spool.glob("*.json")]
@@ -127,10 +131,11 @@ def test_agent_survives_a_real_api_restart(real_api, make_settings, toy_repo, tm
         real_api.start()
         assert agent.wait(300) == 0, agent_log(spool)
     finally:
+        gate.touch()
         if agent.poll() is None:
             agent.kill()
             agent.wait()
-    assert "stored 160, duplicates 0" in agent_log(spool)
+    assert "stored 6, duplicates 0" in agent_log(spool)
     done = api.get(f"/api/v1/jobs/{job_id}").json()
     assert done["state"] == "done"
     # the same trials again: the API recognises every uid
@@ -138,5 +143,5 @@ def test_agent_survives_a_real_api_restart(real_api, make_settings, toy_repo, tm
                               headers={"Authorization": f"Bearer {runner_token}"})
     again = runner_api.post("/api/v1/results", json={**pending["body"], "job_id": None})
     assert again.status_code == 201, again.text
-    assert again.json()["stored"] == 0 and again.json()["duplicates"] == 160
+    assert again.json()["stored"] == 0 and again.json()["duplicates"] == 6
     assert not list(spool.glob("*.json"))
