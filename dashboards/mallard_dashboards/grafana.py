@@ -284,3 +284,40 @@ class Dashboard:
             ],
             "panels": self.panels,
         }
+
+
+# The history dashboards (trends, memory) scope their variables to one branch of one project.
+SERIES_SCOPE = "FROM v_series WHERE project = ${project:sqlstring} AND branch = ${branch:sqlstring}"
+
+
+def project_branch_variables() -> list[Json]:
+    """$project, then $branch within it (from v_series)."""
+    return [
+        sql_variable("project", "Project", "SELECT DISTINCT project FROM v_series ORDER BY 1"),
+        sql_variable(
+            "branch",
+            "Branch",
+            "SELECT DISTINCT branch FROM v_series WHERE project = ${project:sqlstring} ORDER BY 1",
+        ),
+    ]
+
+
+def arch_threads_variables() -> list[Json]:
+    """$arch and $threads on the branch in scope, both multi-valued with All."""
+    return [
+        sql_variable(
+            "arch",
+            "Architecture",
+            f"SELECT DISTINCT arch {SERIES_SCOPE} ORDER BY 1",
+            multi=True,
+            include_all=True,
+        ),
+        sql_variable(
+            "threads",
+            "Threads",
+            f"SELECT DISTINCT threads {SERIES_SCOPE} AND threads IS NOT NULL ORDER BY 1",
+            multi=True,
+            include_all=True,
+            sort=3,
+        ),
+    ]

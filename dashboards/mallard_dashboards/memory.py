@@ -8,9 +8,20 @@ memory an allocator gives back.
 
 from __future__ import annotations
 
-from .grafana import ALLOCATOR, Dashboard, Json, field_config, override, sql, sql_variable
+from .grafana import (
+    ALLOCATOR,
+    SERIES_SCOPE,
+    Dashboard,
+    Json,
+    arch_threads_variables,
+    field_config,
+    override,
+    project_branch_variables,
+    sql,
+    sql_variable,
+)
 
-SCOPE = "FROM v_series WHERE project = ${project:sqlstring} AND branch = ${branch:sqlstring}"
+SCOPE = SERIES_SCOPE
 
 FILTER = """
     project = ${project:sqlstring} AND branch = ${branch:sqlstring}
@@ -76,12 +87,7 @@ def build() -> Json:
         ["mallard", "memory"],
     )
     d.variables = [
-        sql_variable("project", "Project", "SELECT DISTINCT project FROM v_series ORDER BY 1"),
-        sql_variable(
-            "branch",
-            "Branch",
-            "SELECT DISTINCT branch FROM v_series WHERE project = ${project:sqlstring} ORDER BY 1",
-        ),
+        *project_branch_variables(),
         sql_variable(
             "workload",
             "Workload",
@@ -89,21 +95,7 @@ def build() -> Json:
             multi=True,
             include_all=True,
         ),
-        sql_variable(
-            "arch",
-            "Architecture",
-            f"SELECT DISTINCT arch {SCOPE} ORDER BY 1",
-            multi=True,
-            include_all=True,
-        ),
-        sql_variable(
-            "threads",
-            "Threads",
-            f"SELECT DISTINCT threads {SCOPE} AND threads IS NOT NULL ORDER BY 1",
-            multi=True,
-            include_all=True,
-            sort=3,
-        ),
+        *arch_threads_variables(),
     ]
     d.row("Speed / memory trade-off")
     d.add(

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from .grafana import (
     ALLOCATOR,
+    SERIES_SCOPE,
     Dashboard,
     Json,
+    arch_threads_variables,
     field_config,
     override,
+    project_branch_variables,
     sql,
     sql_annotation,
     sql_variable,
@@ -24,7 +27,7 @@ FILTER = """
     AND measure = ${measure:sqlstring} AND arch IN (${arch:sqlstring})
     AND threads IN (${threads:sqlstring})"""
 
-SCOPE = "FROM v_series WHERE project = ${project:sqlstring} AND branch = ${branch:sqlstring}"
+SCOPE = SERIES_SCOPE
 
 MALLARD_LINES = f"""
     SELECT commit_time AS "time",
@@ -119,12 +122,7 @@ def build() -> Json:
         ["mallard", "trends"],
     )
     d.variables = [
-        sql_variable("project", "Project", "SELECT DISTINCT project FROM v_series ORDER BY 1"),
-        sql_variable(
-            "branch",
-            "Branch",
-            "SELECT DISTINCT branch FROM v_series WHERE project = ${project:sqlstring} ORDER BY 1",
-        ),
+        *project_branch_variables(),
         sql_variable(
             "measure",
             "Measure",
@@ -138,21 +136,7 @@ def build() -> Json:
             multi=True,
             include_all=True,
         ),
-        sql_variable(
-            "arch",
-            "Architecture",
-            f"SELECT DISTINCT arch {SCOPE} ORDER BY 1",
-            multi=True,
-            include_all=True,
-        ),
-        sql_variable(
-            "threads",
-            "Threads",
-            f"SELECT DISTINCT threads {SCOPE} AND threads IS NOT NULL ORDER BY 1",
-            multi=True,
-            include_all=True,
-            sort=3,
-        ),
+        *arch_threads_variables(),
         sql_variable(
             "variant",
             "Variant",
