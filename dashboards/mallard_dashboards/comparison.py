@@ -11,6 +11,7 @@ from .grafana import (
     VERDICT_COLOURS,
     Dashboard,
     Json,
+    bar_options,
     field_config,
     override,
     sql,
@@ -183,14 +184,7 @@ def build() -> Json:
                 ),
             ],
         ),
-        options={
-            "xField": "cell",
-            "orientation": "horizontal",
-            "groupWidth": 0.8,
-            "barWidth": 0.9,
-            "showValue": "auto",
-            "legend": {"displayMode": "list", "placement": "bottom"},
-        },
+        options=bar_options("cell", "horizontal", groupWidth=0.8, barWidth=0.9),
     )
     d.add(
         "barchart",
@@ -201,12 +195,7 @@ def build() -> Json:
         description="Allocator counters from the comparison's trials (median per cell): "
         "a faster-looking change that sends more work to the slow path shows here.",
         field=field_config(unit="percentunit", custom={"fillOpacity": 80}),
-        options={
-            "xField": "cell",
-            "orientation": "auto",
-            "showValue": "auto",
-            "legend": {"displayMode": "list", "placement": "bottom"},
-        },
+        options=bar_options("cell"),
     )
     d.add(
         "table",

@@ -321,3 +321,14 @@ def arch_threads_variables() -> list[Json]:
             sort=3,
         ),
     ]
+
+
+def bar_options(x_field: str, orientation: str = "auto", **extra: Any) -> Json:
+    """Options of a bar chart with `x_field` as its categories, values shown, legend below."""
+    return {
+        "xField": x_field,
+        "orientation": orientation,
+        **extra,
+        "showValue": "auto",
+        "legend": {"displayMode": "list", "placement": "bottom"},
+    }

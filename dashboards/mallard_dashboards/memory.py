@@ -14,6 +14,7 @@ from .grafana import (
     Dashboard,
     Json,
     arch_threads_variables,
+    bar_options,
     field_config,
     override,
     project_branch_variables,
@@ -145,12 +146,7 @@ def build() -> Json:
         description="peak_rss_bytes: the most the workload held; final_rss_bytes: what stays "
         "resident after it frees most of it. Lower is better; the gap is memory given back.",
         field=field_config(unit="bytes", custom={"fillOpacity": 80}),
-        options={
-            "xField": "allocator",
-            "orientation": "auto",
-            "showValue": "auto",
-            "legend": {"displayMode": "list", "placement": "bottom"},
-        },
+        options=bar_options("allocator"),
     )
     d.add(
         "timeseries",
