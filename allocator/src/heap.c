@@ -393,15 +393,26 @@ void _mld_heap_stats_sum(uint64_t out[MLD_STAT_HEAP_COUNT]) {
 void _mld_heap_fork_prepare(void) { pthread_mutex_lock(&mld_heaps_lock); }
 void _mld_heap_fork_parent(void) { pthread_mutex_unlock(&mld_heaps_lock); }
 
-/* In the child only the forking thread exists: the heaps of the others are
- * abandoned so their pages can be reclaimed rather than leaked. */
+/* In the child only the forking thread exists. The other threads' heaps were
+ * caught at arbitrary points of their lock-free bin and page updates (a bin
+ * list half spliced, a page list mid-move), so walking them can loop forever
+ * or corrupt memory (seen: the child spinning in a drained bin). They are
+ * unlinked and left alone: their blocks and pages are leaked in the child (a
+ * child usually execs or exits soon), never walked. Their counters still
+ * count. Their structs are not reused either: pages still name them as owner. */
 void _mld_heap_fork_child(void) {
   pthread_mutex_init(&mld_heaps_lock, NULL);
   mld_heap_t* self = _mld_heap_tls;
   mld_heap_t* h = mld_heaps;
   while (h != NULL) {
     mld_heap_t* next = h->next;
-    if (h != self) _mld_heap_abandon(h);
+    if (h != self) {
+      for (int s = 0; s < MLD_STAT_HEAP_COUNT; s++)
+        mld_dead_stats[s] += atomic_load_explicit(&h->stats[s], memory_order_relaxed);
+      if (h->prev) h->prev->next = h->next; else mld_heaps = h->next;
+      if (h->next) h->next->prev = h->prev;
+      h->live = 0;
+    }
     h = next;
   }
 }
