@@ -89,7 +89,7 @@ def bench(
     """Run a suite locally, pinned and interleaved; print a table per workload."""
     settings = RunnerSettings()
     try:
-        s = load_suite(suite, settings.suites_dir)
+        s = load_suite(suite, settings.suites_dir, allow_path=True)
         selectors = parse_selectors(allocators) if allocators else parse_selectors(
             ",".join(s.allocators))
         cpu_list = parse_cpus(cpus or settings.cpus)
