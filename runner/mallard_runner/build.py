@@ -177,12 +177,20 @@ class Builder:
             log.append(out.stderr.decode(errors="replace"))
             raise BuildError(f"cannot check out {sha}", "\n".join(log))
         tmp = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=tree.parent))
-        with tarfile.open(fileobj=io.BytesIO(out.stdout)) as tar:
-            # filter= exists from 3.11.4; Debian bookworm's python3 (the images) is 3.11.2
-            if hasattr(tarfile, "data_filter"):
-                tar.extractall(tmp, filter="data")
-            else:  # the pushed tree is not trusted: nothing may land outside tmp
-                tar.extractall(tmp, members=_members_inside(tar, sha, log))
+        try:
+            with tarfile.open(fileobj=io.BytesIO(out.stdout)) as tar:
+                # filter= exists from 3.11.4; Debian bookworm's python3 (the images) is 3.11.2
+                if hasattr(tarfile, "data_filter"):
+                    tar.extractall(tmp, filter="data")
+                else:  # the pushed tree is not trusted: nothing may land outside tmp
+                    tar.extractall(tmp, members=_members_inside(tar, sha, log))
+        except (tarfile.TarError, OSError) as e:  # e.g. a symlink pointing out of the tree
+            shutil.rmtree(tmp, ignore_errors=True)
+            log.append(f"{type(e).__name__}: {e}")
+            raise BuildError(f"cannot check out {sha[:12]}: {e}", "\n".join(log)) from e
+        except BuildError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         try:
             tmp.rename(tree)
         except OSError:  # another process won the race

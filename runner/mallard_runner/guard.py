@@ -178,12 +178,12 @@ def classify(url: str) -> Source:
         raise Refused("repo_url refused: empty or longer than 2048 characters")
     if url.startswith("-"):
         raise Refused(f"repo_url {_show(url)} refused: starts with '-'")
-    if re.search(r"[\x00-\x20\x7f\\]", url):
-        raise Refused(f"repo_url {_show(url)} refused: whitespace, a control character "
-                      "or a backslash")
     if re.match(r"[A-Za-z][A-Za-z0-9+.-]*::", url):
         raise Refused(f"repo_url {_show(url)} refused: git remote-helper syntax "
                       "(transport::address, e.g. ext::) is never allowed")
+    if re.search(r"[\x00-\x20\x7f\\]", url):
+        raise Refused(f"repo_url {_show(url)} refused: whitespace, a control character "
+                      "or a backslash")
     if "://" in url:
         if not _URL_CHARS.fullmatch(url):
             raise Refused(f"repo_url {_show(url)} refused: characters a URL may not have")

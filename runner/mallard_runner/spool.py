@@ -227,6 +227,8 @@ class Spool:
         deadline = time.monotonic() + max_seconds
         while True:
             left = self.flush(send, on_done, **hooks)
+            if left == 0:  # a hook may have spooled a new post (a rejected job's failure)
+                left = len(self.pending())
             if left == 0 or stop.is_set() or time.monotonic() >= deadline:
                 return left
             due = self.next_due()
