@@ -185,9 +185,11 @@ def isolation_checks() -> None:
     status, _ = http("POST", f"{PROMETHEUS}/-/reload")
     check("Prometheus's lifecycle endpoint is off", status in (403, 404, 405), f"HTTP {status}")
 
+    # the service as compose defines it, on the image the stack runs (offline: not pulled)
+    image = run(["docker", "inspect", "-f", "{{.Config.Image}}", ids["postgres"]]).stdout.strip()
     bad = run(["docker", "compose", "run", "--rm", "--no-deps", "-T", "-e",
                "POSTGRES_PASSWORD=CHANGE-ME", "postgres"], cwd=REPO_ROOT, check_rc=False,
-              timeout=120)
+              env={"POSTGRES_IMAGE": image}, timeout=120)
     said = bad.stdout + bad.stderr
     check("a CHANGE-ME placeholder secret stops a container at start",
           bad.returncode != 0 and "POSTGRES_PASSWORD is the CHANGE-ME placeholder" in said,
