@@ -16,8 +16,9 @@
 # Environment: PGHOST, PGPORT, PGUSER, PGPASSWORD (the superuser, libpq's variables);
 # DATABASE_URL (postgresql://owner:password@host:port/database, the API's URL: its user,
 # password and database are used; the password in URL-safe characters, no %-escapes);
-# MALLARD_READER_PASSWORD (optional). Passwords reach psql through its environment
-# (\getenv), never its command line.
+# MALLARD_READER_PASSWORD (optional); MALLARD_DB_WAIT_SECONDS (default 120: how long to
+# wait for a server that is still starting). Passwords reach psql through its
+# environment (\getenv), never its command line.
 set -eu
 
 die() { echo "db-init: $*" >&2; exit 1; }
@@ -41,12 +42,23 @@ esac
 MALLARD_READER_PASSWORD=${MALLARD_READER_PASSWORD:-}
 export MALLARD_OWNER MALLARD_OWNER_PASSWORD MALLARD_DB MALLARD_READER_PASSWORD
 
-if ! psql -d postgres -Atqc "SELECT 1" >/dev/null 2>"${TMPDIR:-/tmp}/db-init.err"; then
-  cat "${TMPDIR:-/tmp}/db-init.err" >&2
-  die "cannot connect as the superuser ${PGUSER:-postgres}. A database volume made before \
+# the server may still be starting (a first start restarts it after initdb): wait for it
+err=${TMPDIR:-/tmp}/db-init.err
+tries=0
+until psql -d postgres -Atqc "SELECT 1" >/dev/null 2>"$err"; do
+  if grep -qE 'password authentication failed|role ".*" does not exist' "$err"; then
+    cat "$err" >&2
+    die "cannot connect as the superuser ${PGUSER:-postgres}. A database volume made before \
 the API had a role of its own has the superuser that POSTGRES_USER named then (mallard): \
 set POSTGRES_USER=mallard and MALLARD_DB_USER=mallard_app in .env (see docker/README.md)"
-fi
+  fi
+  tries=$((tries + 1))
+  if [ "$tries" -ge "${MALLARD_DB_WAIT_SECONDS:-120}" ]; then
+    cat "$err" >&2
+    die "PostgreSQL at ${PGHOST:-localhost} did not accept connections"
+  fi
+  sleep 1
+done
 
 # roles and the database, from the maintenance database
 psql -v ON_ERROR_STOP=1 -d postgres -q <<'SQL'

@@ -49,10 +49,12 @@ def superuser(pg: Any, db: str = "postgres") -> psycopg.Connection:
     return psycopg.connect(pg.url(db).replace("+psycopg", ""), autocommit=True)
 
 
-def roles_sh(pg: Any, url: str, reader: str = "") -> subprocess.CompletedProcess[str]:
+def roles_sh(pg: Any, url: str, reader: str = "", **extra: str
+             ) -> subprocess.CompletedProcess[str]:
     env = {"PATH": f"{pg.bin}:{os.environ['PATH']}", "PGHOST": "127.0.0.1",
            "PGPORT": str(pg.running_port()), "PGUSER": "postgres", "PGPASSWORD": pg.password(),
-           "DATABASE_URL": url, "MALLARD_READER_PASSWORD": reader, "TMPDIR": tempfile.gettempdir()}
+           "DATABASE_URL": url, "MALLARD_READER_PASSWORD": reader, "TMPDIR": tempfile.gettempdir(),
+           **extra}
     return subprocess.run(["dash", str(ROLES)], env=env, capture_output=True, text=True,
                           timeout=120)
 
@@ -139,6 +141,21 @@ def test_a_superuser_as_the_api_role_is_refused(server):
     url = f"postgresql://old_super:{OWNER_PW}@127.0.0.1:{server.running_port()}/postgres"
     out = roles_sh(server, url)
     assert out.returncode != 0 and "is a superuser" in out.stderr
+
+
+def test_a_wrong_superuser_is_said_at_once_and_no_server_after_waiting(server):
+    url = f"postgresql://mallard_app:{OWNER_PW}@127.0.0.1:{server.running_port()}/postgres"
+    out = roles_sh(server, url, PGUSER="mallard")  # an old volume's superuser name
+    assert out.returncode != 0 and "set POSTGRES_USER=mallard" in out.stderr
+    out = roles_sh(server, url, PGPASSWORD="wrong-password-0123456789")
+    assert out.returncode != 0 and "set POSTGRES_USER=mallard" in out.stderr
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = str(s.getsockname()[1])  # nothing listens there
+    out = roles_sh(server, url, PGPORT=closed, MALLARD_DB_WAIT_SECONDS="2")
+    assert out.returncode != 0 and "did not accept connections" in out.stderr
 
 
 # -- docker/secrets.sh ---------------------------------------------------------------------
