@@ -107,6 +107,23 @@ def job_spec(repo: Path, commit: str = "main") -> dict[str, Any]:
                 {"label": "peer", "name": "glibc"}]}
 
 
+def one_job(tmp_path: Path, env: dict[str, str], specs: list[dict[str, Any]], *flags: str
+            ) -> tuple[dict[str, Any], Path]:
+    """The mini API started with `flags`, an agent run with --once to its end: (state, spool)."""
+    server = Server(tmp_path, specs)
+    server.start(*flags)
+    spool = tmp_path / "spool"
+    agent = start_agent(server, env, spool, "--once")
+    try:
+        assert agent.wait(120) == 0, agent_log(spool)
+        return server.data(), spool
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+        server.stop()
+
+
 def agent_log(spool: Path) -> str:
     """The agent's log, lines unwrapped (Rich wraps at the console's width)."""
     return " ".join((spool.parent / "agent.log").read_text(errors="replace").split())
@@ -153,18 +170,7 @@ def test_results_survive_an_api_restart_exactly_once(agent_env, toy_repo, tmp_pa
 
 def test_build_failure_is_reported_with_its_log(agent_env, toy_repo, tmp_path):
     _, env = agent_env
-    server = Server(tmp_path, [job_spec(toy_repo, commit="broken")])
-    server.start()
-    spool = tmp_path / "spool"
-    agent = start_agent(server, env, spool, "--once")
-    try:
-        assert agent.wait(120) == 0, agent_log(spool)
-        data = server.data()
-    finally:
-        if agent.poll() is None:
-            agent.kill()
-            agent.wait()
-        server.stop()
+    data, _ = one_job(tmp_path, env, [job_spec(toy_repo, commit="broken")])
     (fail,) = data["fails"]
     assert fail["job_id"] == 1 and fail["retryable"] is False and fail["runner_id"] == 1
     assert "build failed" in fail["log"] and "toy.c" in fail["log"] and "error" in fail["log"]
@@ -349,17 +355,7 @@ def test_hostile_job_specs_fail_cleanly_and_run_nothing(agent_env, toy_repo, tmp
 
 def test_results_carry_the_claimed_attempt(agent_env, toy_repo, tmp_path):
     _, env = agent_env
-    server = Server(tmp_path, [job_spec(toy_repo)])
-    server.start()
-    spool = tmp_path / "spool"
-    agent = start_agent(server, env, spool, "--once")
-    try:
-        assert agent.wait(120) == 0, agent_log(spool)
-        data = server.data()
-    finally:
-        if agent.poll() is None:
-            agent.kill()
-        server.stop()
+    data, _ = one_job(tmp_path, env, [job_spec(toy_repo)])
     (post,) = data["posts"]
     assert post["job_id"] == 1 and post["attempt"] == data["jobs"][0]["attempt"] == 1
     assert data["jobs"][0]["state"] == "done"
@@ -367,17 +363,8 @@ def test_results_carry_the_claimed_attempt(agent_env, toy_repo, tmp_path):
 
 def test_results_of_a_lost_lease_are_dropped_not_retried(agent_env, toy_repo, tmp_path):
     _, env = agent_env
-    server = Server(tmp_path, [job_spec(toy_repo)])
-    server.start("--requeue-on-results")  # another runner holds the job when results arrive
-    spool = tmp_path / "spool"
-    agent = start_agent(server, env, spool, "--once")
-    try:
-        assert agent.wait(120) == 0, agent_log(spool)
-        data = server.data()
-    finally:
-        if agent.poll() is None:
-            agent.kill()
-        server.stop()
+    # another runner holds the job when the results arrive
+    data, spool = one_job(tmp_path, env, [job_spec(toy_repo)], "--requeue-on-results")
     assert data["stale_results"] == 1  # one post, answered 409 lease_lost, never again
     assert data["trials"] == {} and data["fails"] == []
     assert not list(spool.glob("*.json")) and not list(spool.glob("rejected/*"))
@@ -388,18 +375,8 @@ def test_results_of_a_lost_lease_are_dropped_not_retried(agent_env, toy_repo, tm
 def test_results_the_api_never_takes_fail_the_job_and_are_kept(agent_env, toy_repo, tmp_path,
                                                                status, retryable):
     _, env = agent_env
-    server = Server(tmp_path, [job_spec(toy_repo)])
-    server.start("--results-status", str(status))
-    spool = tmp_path / "spool"
-    agent = start_agent(server, {**env, "MALLARD_RUNNER_POST_MAX_ATTEMPTS": "3"}, spool,
-                        "--once")
-    try:
-        assert agent.wait(120) == 0, agent_log(spool)
-        data = server.data()
-    finally:
-        if agent.poll() is None:
-            agent.kill()
-        server.stop()
+    data, spool = one_job(tmp_path, {**env, "MALLARD_RUNNER_POST_MAX_ATTEMPTS": "3"},
+                          [job_spec(toy_repo)], "--results-status", str(status))
     assert data["refused_results"] == (1 if status == 422 else 3)
     (fail,) = data["fails"]
     assert fail["job_id"] == 1 and fail["retryable"] is retryable
