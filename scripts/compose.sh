@@ -36,14 +36,43 @@ docker compose version >/dev/null 2>&1 || die "the docker compose v2 plugin is m
 if [ -f "${MALLARD_ENV_FILE:-.env}" ]; then
   set -a; . "${MALLARD_ENV_FILE:-.env}"; set +a
 fi
-if [ "$cmd" = up ] && [ -z "${POSTGRES_PASSWORD:-}" ]; then
-  die "POSTGRES_PASSWORD is not set: cp .env.example .env and set the secrets in it"
+# earlier versions named the reader's password GRAFANA_DB_PASSWORD
+export MALLARD_READER_PASSWORD="${MALLARD_READER_PASSWORD:-${GRAFANA_DB_PASSWORD:-}}"
+MALLARD_SECRETS_LIB=1 . docker/secrets.sh  # secret_problem: the containers' own rule
+check_secret() {  # check_secret NAME: set, not a CHANGE-ME placeholder, 16 bytes or more
+  local value="${!1:-}" why
+  [ -n "$value" ] || die "$1 is not set: cp .env.example .env and set the secrets in it"
+  why=$(secret_problem "$value")
+  [ -z "$why" ] || die "$1 $why (in .env)"
+}
+if [ "$cmd" = up ]; then
+  check_secret POSTGRES_PASSWORD
+  check_secret MALLARD_DB_PASSWORD
+  [ -z "$MALLARD_READER_PASSWORD" ] || check_secret MALLARD_READER_PASSWORD
 fi
-# `down`, `ps`, `logs` do not use the secret, but compose checks every ${VAR:?}
+# `down`, `ps`, `logs` do not use the secrets, but compose checks every ${VAR:?}
 export POSTGRES_PASSWORD="${POSTGRES_PASSWORD:-unused-by-$cmd}"
+export MALLARD_DB_PASSWORD="${MALLARD_DB_PASSWORD:-unused-by-$cmd}"
 
-# the runner's pinned core: the last one, unless chosen
+# the runner's pinned core: the last one, unless chosen; every other container gets the
+# rest (SHARED_CPUSET), so nothing else ever runs on the runner's core
 export RUNNER_CPUSET="${RUNNER_CPUSET:-$(( $(nproc) - 1 ))}"
+cpu_list() {  # "0-2,5" -> "0 1 2 5"
+  local part
+  for part in ${1//,/ }; do
+    if [[ $part == *-* ]]; then seq "${part%-*}" "${part#*-}"; else echo "$part"; fi
+  done
+}
+if [ -z "${SHARED_CPUSET:-}" ]; then
+  runner_cpus=" $(cpu_list "$RUNNER_CPUSET" | tr '\n' ' ')"
+  SHARED_CPUSET=$(for c in $(seq 0 $(( $(nproc) - 1 ))); do
+    [[ $runner_cpus == *" $c "* ]] || echo "$c"; done | paste -sd, -)
+  if [ -z "$SHARED_CPUSET" ]; then
+    [ "$cmd" != up ] || log "WARNING: $(nproc) CPU(s), all given to the runner: the other containers share its core"
+    SHARED_CPUSET=$RUNNER_CPUSET
+  fi
+fi
+export SHARED_CPUSET
 export MALLARD_GIT_DIR="${MALLARD_GIT_DIR:-$PWD/.mallard/git}"
 mkdir -p "$MALLARD_GIT_DIR"
 
@@ -85,8 +114,8 @@ if [ "$cmd" = up ]; then
     fi
   fi
   if [ $grafana = 1 ]; then
-    [ -n "${GRAFANA_ADMIN_PASSWORD:-}" ] || die "GRAFANA_ADMIN_PASSWORD is not set (in .env) for --grafana"
-    [ -n "${GRAFANA_DB_PASSWORD:-}" ] || die "GRAFANA_DB_PASSWORD is not set (in .env) for --grafana"
+    check_secret GRAFANA_ADMIN_PASSWORD
+    check_secret MALLARD_READER_PASSWORD
     export COMPOSE_PROFILES=grafana
   fi
 
@@ -117,7 +146,7 @@ Mallard is up$([ "$offline" = 1 ] && echo " (offline images; no Grafana)"):
   Prometheus     http://$bind:${PROMETHEUS_PORT:-9090}
   Alertmanager   http://$bind:${ALERTMANAGER_PORT:-9093}
   webhook log    http://$bind:${WEBHOOK_LOG_PORT:-8088}/received   (notifications received)
-  runner         ${MALLARD_RUNNER_NAME:-compose-runner}, pinned to CPU $RUNNER_CPUSET; bare repositories in $MALLARD_GIT_DIR (/srv/git in the runner)
+  runner         ${MALLARD_RUNNER_NAME:-compose-runner}, pinned to CPU $RUNNER_CPUSET (the others: CPU $SHARED_CPUSET); bare repositories in $MALLARD_GIT_DIR (/srv/git in the runner)
 EOF
   if [ $grafana = 1 ]; then
     echo "  Grafana        http://$bind:${GRAFANA_PORT:-3000}   (user ${GRAFANA_ADMIN_USER:-admin})"

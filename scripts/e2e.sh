@@ -20,12 +20,14 @@ export COMPOSE_PROJECT_NAME=mallard-e2e
 export COMPOSE_FILE=docker-compose.yml:tests/e2e/compose.e2e.yml
 export MALLARD_ENV_FILE=/dev/null          # not your .env (the api's env_file)
 # compose still reads ./.env for interpolation: pin every value the test depends on
-export POSTGRES_USER=mallard POSTGRES_DB=mallard BIND_ADDRESS=127.0.0.1 MALLARD_RUNNER_TOKEN=
+export POSTGRES_USER=postgres MALLARD_DB_USER=mallard POSTGRES_DB=mallard BIND_ADDRESS=127.0.0.1
+export MALLARD_RUNNER_TOKEN= MALLARD_RUNNER_REPO_ALLOW=file:///srv/git SHARED_CPUSET=
 export MALLARD_ALERT_WEBHOOKS=generic:http://webhook-log:8080/api
 export MALLARD_ALERT_WEBHOOK_URL=http://webhook-log:8080/alertmanager
 export MALLARD_OPS_WEBHOOK_URL=http://webhook-log:8080/alertmanager-ops
 export MALLARD_OFFLINE=1
-export POSTGRES_PASSWORD="e2e-$(od -An -tx4 -N8 /dev/urandom | tr -d ' \n')"
+secret() { echo "e2e-$(od -An -tx4 -N8 /dev/urandom | tr -d ' \n')"; }
+export POSTGRES_PASSWORD="$(secret)" MALLARD_DB_PASSWORD="$(secret)" MALLARD_READER_PASSWORD="$(secret)"
 export POSTGRES_OFFLINE_VOLUME=mallard-e2e_pgdata POSTGRES_VOLUME=mallard-e2e_pgdata
 export API_PORT=${E2E_API_PORT:-18000} PROMETHEUS_PORT=${E2E_PROMETHEUS_PORT:-19090}
 export ALERTMANAGER_PORT=${E2E_ALERTMANAGER_PORT:-19093} WEBHOOK_LOG_PORT=${E2E_WEBHOOK_LOG_PORT:-18088}

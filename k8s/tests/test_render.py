@@ -181,7 +181,15 @@ def test_cnpg_overlay_uses_the_operator_secret(rendered) -> None:
             "key": "uri",
         }
     secrets = [d["metadata"]["name"] for d in find(docs, "Secret")]
-    assert all(n.startswith("mallard-api-secrets-") for n in secrets), "no database Secret"
+    assert all(n.startswith("mallard-api-secrets-") or n == "mallard-reader"
+               for n in secrets), "no database Secret"
+    # the reader's password, for the operator's managed role mallard_reader
+    reader = one(docs, "Secret", "mallard-reader")
+    assert reader["type"] == "kubernetes.io/basic-auth"
+    assert set(reader["data"]) == {"username", "password"}
+    (role,) = cluster["spec"]["managed"]["roles"]
+    assert role["name"] == "mallard_reader" and role["passwordSecret"] == {"name": "mallard-reader"}
+    assert role["login"] and not (role["superuser"] or role["createrole"] or role["createdb"])
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

@@ -167,6 +167,9 @@ def test_runner_name_is_the_node_and_spool_survives_the_pod(rendered, overlay: s
 # -- the entrypoint, run as the container would run it ------------------------------------
 
 
+TOKEN = "tok-1-0123456789abcdef0123456789"
+
+
 @pytest.fixture
 def entrypoint(rendered, tmp_path: Path) -> Path:
     """The script exactly as deployed: from the rendered ConfigMap of the dev overlay."""
@@ -181,7 +184,7 @@ def entrypoint(rendered, tmp_path: Path) -> Path:
 
 
 def run_entrypoint(
-    script: Path, tmp_path: Path, cpus_allowed: str, limit: str | None, token: str | None = "tok-1",
+    script: Path, tmp_path: Path, cpus_allowed: str, limit: str | None, token: str | None = TOKEN,
     **env: str,
 ) -> subprocess.CompletedProcess[str]:  # fmt: skip
     status = tmp_path / "status"
@@ -222,9 +225,9 @@ def test_entrypoint_passes_the_pinned_cpus(entrypoint: Path, tmp_path: Path, cpu
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
         "agent", "--api", "http://mallard-api.mallard.svc:8000", "--name", "node-a",
-        "--cpus", cpus, "token=tok-1",
+        "--cpus", cpus, f"token={TOKEN}",
     ]  # fmt: skip
-    assert "tok-1" not in proc.stderr
+    assert TOKEN not in proc.stderr
 
 
 def test_entrypoint_refuses_shared_cores(entrypoint: Path, tmp_path: Path) -> None:
@@ -238,7 +241,7 @@ def test_entrypoint_may_be_told_to_run_unpinned(entrypoint: Path, tmp_path: Path
     proc = run_entrypoint(entrypoint, tmp_path, "0-15", "2", MALLARD_RUNNER_ALLOW_UNPINNED="1")
     assert proc.returncode == 0, proc.stderr
     assert "WARNING" in proc.stderr
-    assert proc.stdout.splitlines()[-2:] == ["0-15", "token=tok-1"]
+    assert proc.stdout.splitlines()[-2:] == ["0-15", f"token={TOKEN}"]
 
 
 def test_entrypoint_needs_the_node_token(entrypoint: Path, tmp_path: Path) -> None:
@@ -246,6 +249,15 @@ def test_entrypoint_needs_the_node_token(entrypoint: Path, tmp_path: Path) -> No
     assert proc.returncode != 0 and "runner token" in proc.stderr
     proc = run_entrypoint(entrypoint, tmp_path, "2-3", "2", token="")
     assert proc.returncode != 0 and "empty" in proc.stderr
+
+
+@pytest.mark.parametrize(("token", "words"), [
+    ("CHANGE-ME", "placeholder"), ("change-me-0123456789abcdef", "placeholder"),
+    ("tok-1", "shorter than 16 bytes")])
+def test_entrypoint_refuses_placeholder_and_short_tokens(entrypoint: Path, tmp_path: Path,
+                                                         token: str, words: str) -> None:
+    proc = run_entrypoint(entrypoint, tmp_path, "2-3", "2", token=token)
+    assert proc.returncode != 0 and words in proc.stderr and proc.stdout == ""
 
 
 def test_entrypoint_needs_its_name(entrypoint: Path, tmp_path: Path) -> None:

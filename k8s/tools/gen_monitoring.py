@@ -9,11 +9,17 @@ The Prometheus rules and the Grafana dashboards have one source each, in dashboa
                                                     generated/kustomization.yaml (one ConfigMap
                                                     per dashboard, labelled grafana_dashboard=1
                                                     for Grafana's sidecar)
+  dashboards/grafana/provisioning/datasources/mallard.yaml
+                                                 -> generated/datasource.yaml (a ConfigMap
+                                                    labelled grafana_datasource=1; the
+                                                    PostgreSQL user is mallard_reader, the
+                                                    read-only role of db/versions/0006)
 Copies are needed because kustomize reads no file outside its root (without
 --load-restrictor LoadRestrictionsNone). The output is committed; `--check` (run by
 k8s/tests) fails when it differs from what this script would write.
 
-Usage: gen_monitoring.py [--check] [--rules FILE] [--dashboards DIR] [--out DIR]
+Usage: gen_monitoring.py [--check] [--rules FILE] [--dashboards DIR] [--datasources FILE]
+                         [--out DIR]
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ K8S_DIR = Path(__file__).resolve().parents[1]
 REPO_ROOT = K8S_DIR.parent
 DEFAULT_RULES = REPO_ROOT / "dashboards" / "prometheus" / "rules" / "mallard.rules.yml"
 DEFAULT_DASHBOARDS = REPO_ROOT / "dashboards" / "grafana" / "dashboards"
+DEFAULT_DATASOURCES = REPO_ROOT / "dashboards" / "grafana" / "provisioning" / "datasources" / \
+    "mallard.yaml"
+READER = "mallard_reader"  # the role Grafana reads the v_* views as (db/versions/0006)
 DEFAULT_OUT = K8S_DIR / "components" / "monitoring" / "generated"
 
 NAMESPACE = "mallard"
@@ -97,11 +106,33 @@ def dashboard_configmap_name(json_file: Path) -> str:
     return f"mallard-dashboard-{stem}"
 
 
+def datasource_configmap(datasources_file: Path) -> dict[str, Any]:
+    """The provisioning file as a sidecar ConfigMap, its PostgreSQL user set to the reader."""
+    text = datasources_file.read_text()
+    data = yaml.safe_load(text)
+    pg = [d for d in data.get("datasources", [])
+          if d.get("type") in ("grafana-postgresql-datasource", "postgres")]
+    if len(pg) != 1 or "${MALLARD_GRAFANA_PG_USER}" not in text:
+        raise ValueError(f"{datasources_file}: expected one PostgreSQL datasource whose user is "
+                         "${MALLARD_GRAFANA_PG_USER}")
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "mallard-grafana-datasources",
+            "namespace": NAMESPACE,
+            "labels": {"grafana_datasource": "1", "app.kubernetes.io/name": "mallard",
+                       "app.kubernetes.io/component": "monitoring"},
+        },
+        "data": {"mallard-datasources.yaml": text.replace("${MALLARD_GRAFANA_PG_USER}", READER)},
+    }
+
+
 def dashboards_kustomization(json_files: list[Path], source: str) -> str:
     body = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": ["prometheusrule.yaml"],
+        "resources": ["prometheusrule.yaml", "datasource.yaml"],
         "generatorOptions": {
             # stable names: the sidecar keys dashboards by uid, an old hashed copy would
             # linger as a duplicate until pruned
@@ -121,11 +152,14 @@ def dashboards_kustomization(json_files: list[Path], source: str) -> str:
     return HEADER.format(source=source) + _dump(body)
 
 
-def render(rules_file: Path, dashboards_dir: Path) -> dict[str, bytes]:
+def render(rules_file: Path, dashboards_dir: Path,
+           datasources_file: Path = DEFAULT_DATASOURCES) -> dict[str, bytes]:
     """Every generated file, by path relative to the output directory."""
     files: dict[str, bytes] = {}
     rule = prometheus_rule(load_rule_groups(rules_file))
     files["prometheusrule.yaml"] = (HEADER.format(source=_rel(rules_file)) + _dump(rule)).encode()
+    files["datasource.yaml"] = (HEADER.format(source=_rel(datasources_file))
+                                + _dump(datasource_configmap(datasources_file))).encode()
     json_files = sorted(dashboards_dir.glob("*.json"))
     if not json_files:
         raise ValueError(f"{dashboards_dir}: no dashboard JSON files")
@@ -172,9 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare, write nothing")
     parser.add_argument("--rules", type=Path, default=DEFAULT_RULES)
     parser.add_argument("--dashboards", type=Path, default=DEFAULT_DASHBOARDS)
+    parser.add_argument("--datasources", type=Path, default=DEFAULT_DATASOURCES)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
-    wanted = render(args.rules, args.dashboards)
+    wanted = render(args.rules, args.dashboards, args.datasources)
     if args.check:
         problems = diff(args.out, wanted)
         for problem in problems:

@@ -1,13 +1,16 @@
 """The node agent: register, heartbeat, claim a job with a lease, run it, post the results.
 
-Loop: flush the spool -> claim (204: nothing, wait) -> run the job while a
-thread renews its lease (409: lease lost, the run is cancelled and nothing is
-posted) -> write the results to the spool -> post them (with job_id, which
-completes the job). A failure (build error, missing workload, crash of the
-runner's own code) is reported with its log through POST /jobs/{id}/fail, also
-via the spool. SIGTERM stops after the current trial: the job is reported as a
-retryable failure ("runner shutting down") and pending posts stay in the spool
-for the next start.
+Loop: flush the spool -> claim (204: nothing, wait) -> check the job's spec
+(guard.py: refs, repository, folder, suite name) -> run the job while a thread
+renews its lease (409: lease lost, the run is cancelled and nothing is posted)
+-> write the results to the spool -> post them (with job_id and the claimed
+attempt, which complete the job). A failure (a refused spec, build error,
+missing workload, crash of the runner's own code) is reported with its log
+through POST /jobs/{id}/fail, also via the spool. Results the API answers with
+409 lease_lost are dropped; results it will never accept are kept in
+spool/rejected/ and the job is reported failed with the reason. SIGTERM stops
+after the current trial: the job is reported as a retryable failure ("runner
+shutting down") and pending posts stay in the spool for the next start.
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ from typing import Any
 
 import httpx
 from rich.console import Console
+from rich.markup import escape
 
 from .build import BuildError
-from .client import ApiClient, ApiError, LeaseLost
+from .client import ApiClient, ApiError, BadJob, LeaseLost
 from .executor import Cancelled, Cell
+from .guard import check_ref, check_relative_dir, check_repo
 from .models import Job, Trial
 from .runs import RunRequest, execute, prepare
 from .settings import REPO_ROOT, RunnerSettings
@@ -44,7 +49,8 @@ class Agent:
         self.name = name
         self.cpus = cpus
         self.console = console or Console(stderr=True)
-        self.spool = Spool(settings.spool())
+        self.spool = Spool(settings.spool(), max_attempts=settings.post_max_attempts,
+                           backoff_max=settings.retry_max_seconds)
         self._stop = threading.Event()
         self._current_cancel: threading.Event | None = None
         self.runner_id: int | None = None
@@ -71,6 +77,29 @@ class Agent:
 
     def _send(self, client: ApiClient) -> Any:
         return lambda url, body: client.post(url, body)
+
+    def flush(self, client: ApiClient, force: bool = False) -> int:
+        return self.spool.flush(self._send(client), self._delivered, on_dropped=self._dropped,
+                                on_rejected=self._rejected, force=force)
+
+    def _dropped(self, item: Pending, r: httpx.Response) -> None:
+        self.log(f"[yellow]dropped {item.path.name}[/] ({item.url}, job {item.body.get('job_id')}"
+                 f" attempt {item.body.get('attempt')}): the API says this runner no longer "
+                 "holds the job's lease; not retried")
+
+    def _rejected(self, item: Pending, r: httpx.Response) -> None:
+        """The API will never accept this post: keep it, and fail its job with the reason."""
+        why = (f"HTTP {r.status_code} after {item.server_errors} server errors"
+               if r.status_code >= 500 else f"HTTP {r.status_code}")
+        self.log(f"[red]rejected {item.url}[/] ({why}); kept as {item.path}")
+        job_id = item.job_id
+        if job_id is None:
+            return
+        log = (f"the API did not accept this job's results ({why}); the runner gave up and "
+               f"kept them in {item.path} on {self.name}\n{(item.last_error or '')[:4000]}")
+        self.spool.put(f"/jobs/{job_id}/fail", {"runner_id": item.body.get("runner_id"),
+                                                "log": log, "retryable": r.status_code >= 500},
+                       f"fail-{job_id}")
 
     def _delivered(self, item: Pending, r: httpx.Response) -> None:
         what = item.url
@@ -130,11 +159,16 @@ class Agent:
             idle_since = time.monotonic()
             delay = self.settings.poll_seconds
             idle_exit = False
+            first = True  # at start, try every spooled post whatever its backoff
             while not self.stopping:
-                self.spool.flush(self._send(client), self._delivered)
+                self.flush(client, force=first)
+                first = False
                 try:
                     job = client.claim(self.runner_id, self.settings.lease_seconds)
                     delay = self.settings.poll_seconds
+                except BadJob as e:
+                    self.fail_malformed(e)
+                    continue
                 except (ApiError, httpx.HTTPError) as e:
                     self.log(f"claim failed ({e}); retrying in {delay:.0f}s")
                     if isinstance(e, ApiError) and e.status in (404, 422):
@@ -167,9 +201,9 @@ class Agent:
         """Deliver what is pending (with backoff) before exiting; keep the rest spooled."""
         budget = 5.0 if self.stopping else self.settings.flush_timeout_seconds
         left = self.spool.drain(
-            self._send(client), self._stop, budget, self.settings.retry_max_seconds,
-            self._delivered,
-            lambda n, d: self.log(f"{n} post(s) pending; retrying in {d:.1f}s"))
+            self._send(client), self._stop, budget, self._delivered,
+            lambda n, d: self.log(f"{n} post(s) pending; retrying in {d:.1f}s"),
+            on_dropped=self._dropped, on_rejected=self._rejected)
         if left:
             self.log(f"[yellow]{left} post(s) left in the spool {self.spool.dir}[/]")
             return 1
@@ -177,13 +211,21 @@ class Agent:
 
     # -- one job ----------------------------------------------------------------------
     def request_for(self, job: Job) -> RunRequest:
+        """The run a job asks for, every value of its spec checked first (guard.py)."""
         spec = job.spec
-        suite = load_suite(spec.suite, self.settings.suites_dir)
+        suite = load_suite(spec.suite, self.settings.suites_dir)  # a name, never a path
+        for a in spec.allocators:
+            if a.commit is not None:
+                check_ref(a.commit)
+        check_relative_dir(spec.allocator_dir)
+        if spec.repo_url is not None:
+            check_repo(spec.repo_url, self.settings.repo_rules())
         selectors = [AllocatorSelector(name=a.name, commit=a.commit,
                                        variant=normalize_variant(a.variant), label=a.label)
                      for a in spec.allocators]
         if not selectors:
             raise SuiteError("the job names no allocators")
+        # no repo_url: the runner's own checkout (its operator's choice, not the job's)
         source = spec.repo_url or (str(REPO_ROOT) if (REPO_ROOT / ".git").exists() else None)
         raw = self.settings.raw() / f"job-{job.id}-attempt-{job.attempt or 1}"
         return RunRequest(suite=suite, selectors=selectors, cpus=self.cpus, raw_dir=Path(raw),
@@ -194,9 +236,9 @@ class Agent:
 
     def handle(self, job: Job, client: ApiClient) -> None:
         assert self.runner_id is not None
-        self.log(f"claimed job {job.id} ({job.kind}, attempt {job.attempt}): suite "
-                 f"{job.spec.suite}, allocators "
-                 f"{', '.join(a.label + '=' + a.name for a in job.spec.allocators)}")
+        allocators = ", ".join(a.label + "=" + a.name for a in job.spec.allocators)
+        self.log(escape(f"claimed job {job.id} ({job.kind}, attempt {job.attempt}): suite "
+                        f"{job.spec.suite}, allocators {allocators}"[:1000]))
         cancel = threading.Event()
         lease_lost = threading.Event()
         done = threading.Event()
@@ -228,8 +270,8 @@ class Agent:
         def on_trial(t: Trial, cell: Cell) -> None:
             count[0] += 1
             if not t.ok:
-                self.log(f"trial failed: {cell.key} seq {t.seq}: signal {t.signal} exit "
-                         f"{t.exit_code}: {t.stderr_tail.strip()[-200:]!r}")
+                self.log(escape(f"trial failed: {cell.key} seq {t.seq}: signal {t.signal} "
+                                f"exit {t.exit_code}: {t.stderr_tail.strip()[-200:]!r}"))
             n, c = total[0], count[0]
             if n and c * 4 // n != (c - 1) * 4 // n:  # at every quarter
                 self.log(f"job {job.id}: {count[0]}/{total[0]} trials")
@@ -272,12 +314,22 @@ class Agent:
             self.log(f"job {job.id} finished after its lease was lost; results not posted")
             return
         n_ok = sum(1 for t in results.trials if t.ok)
+        results.attempt = job.attempt  # the API takes results only from the lease's holder
         path = self.spool.put("/results", results.model_dump(mode="json"), f"results-{job.id}")
         self.log(f"job {job.id}: {len(results.trials)} trials ({n_ok} ok) spooled as {path.name}")
-        self.spool.flush(self._send(client), self._delivered)
+        self.flush(client)
+
+    def fail_malformed(self, e: BadJob) -> None:
+        """A job the runner cannot even read: fail it (not retryable) so it is not re-claimed."""
+        self.log(escape(str(e))[:2000])
+        if e.job_id is not None:
+            self.spool.put(f"/jobs/{e.job_id}/fail", {"runner_id": self.runner_id,
+                                                      "log": str(e)[-60000:], "retryable": False},
+                           f"fail-{e.job_id}")
 
     def report_failure(self, job: Job, client: ApiClient, log: str, retryable: bool) -> None:
-        self.log(f"[red]job {job.id} failed[/]: {log.splitlines()[0] if log else ''}")
+        first = escape(log.splitlines()[0][:500]) if log else ""
+        self.log(f"[red]job {job.id} failed[/]: {first}")
         self.spool.put(f"/jobs/{job.id}/fail", {"runner_id": self.runner_id, "log": log[-60000:],
                                                 "retryable": retryable}, f"fail-{job.id}")
-        self.spool.flush(self._send(client), self._delivered)
+        self.flush(client)

@@ -5,6 +5,11 @@ resolved to its full sha -> `git archive` of that sha into <cache>/trees/<sha>
 (a clean tree: no stray files, no local changes) -> cmake + ninja into
 <cache>/builds/<sha>-<dir> -> libmallard.so with its sha256, the compiler and
 the flags it was built with. A failed build raises BuildError carrying the log.
+
+Refs and folders come from jobs, so they pass guard.py's checks here too (the agent
+checks them first): a ref is a full sha or a valid ref name and reaches git after
+`--end-of-options`; the allocator folder is proven inside the tree; git may use only
+the source's own protocol and follows no redirects.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from .guard import GIT_SAFE_CONFIG, Refused, check_ref, git_env, inside
 from .peers import sha256_file
 from .settings import child_env
 
@@ -58,12 +64,13 @@ class BuiltAllocator:
         return Path(self.library)
 
 
-def _run(cmd: list[str], log: list[str], cwd: Path | None = None,
-         timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+def _run(cmd: list[str], log: list[str], cwd: Path | None = None, timeout: float = 1800,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     log.append("$ " + " ".join(cmd))
     try:
         out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                             env={**child_env(), "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
+                             env={**child_env(), "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C",
+                                  **(env or {})})
     except subprocess.TimeoutExpired as e:
         log.append(f"timed out after {timeout}s")
         raise BuildError(f"{cmd[0]} timed out", "\n".join(log)) from e
@@ -104,25 +111,37 @@ class Builder:
         self.build_type = build_type
 
     # -- checkout -----------------------------------------------------------------
+    def _fetch(self, bare: Path, src: str, refspecs: list[str], log: list[str],
+               *extra: str) -> subprocess.CompletedProcess[str]:
+        """`git fetch` of `src` into the mirror; src and refspecs are data, never options."""
+        return _run(["git", *GIT_SAFE_CONFIG, "-C", str(bare), "fetch", "--quiet", *extra,
+                     "--end-of-options", src, *refspecs], log, env=git_env(src))
+
     def _fetch_all(self, bare: Path, src: str, log: list[str]) -> None:
         if not (bare / "HEAD").exists():
             bare.parent.mkdir(parents=True, exist_ok=True)
-            out = _run(["git", "init", "--quiet", "--bare", str(bare)], log)
+            out = _run(["git", "init", "--quiet", "--bare", "--", str(bare)], log)
             if out.returncode != 0:
                 raise BuildError(f"cannot create a mirror of {src}", "\n".join(log))
-        out = _run(["git", "-C", str(bare), "fetch", "--quiet", "--force", "--prune", src,
-                    "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], log)
+        out = self._fetch(bare, src, ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
+                          log, "--force", "--prune")
         if out.returncode != 0:
             raise BuildError(f"cannot fetch {src}", "\n".join(log))
 
     def _verify(self, repo: Path, rev: str, log: list[str]) -> str | None:
         out = _run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet",
-                    f"{rev}^{{commit}}"], log)
+                    "--end-of-options", f"{rev}^{{commit}}"], log)
         return out.stdout.strip() if out.returncode == 0 else None
 
     def resolve(self, source: str, ref: str, log: list[str] | None = None) -> tuple[Path, str]:
         """(mirror, full sha) of `ref` as the source sees it (HEAD is the source's HEAD)."""
         log = [] if log is None else log
+        try:
+            check_ref(ref)
+            git_env(source)  # refuses what git must never be given (ext::, options)
+        except Refused as e:
+            log.append(str(e))
+            raise BuildError(str(e), "\n".join(log)) from e
         local = Path(source).exists()
         src = str(Path(source).resolve()) if local else source
         bare = self.cache / "repos" / f"{_source_key(source)}.git"
@@ -134,13 +153,13 @@ class Builder:
             elif re.fullmatch(r"[0-9a-fA-F]{7,40}", ref):
                 sha = self._verify(bare, ref, log)
             if sha is None and not local:
-                out = _run(["git", "-C", str(bare), "fetch", "--quiet", src, ref], log)
+                out = self._fetch(bare, src, [ref], log)
                 if out.returncode == 0:
                     sha = self._verify(bare, "FETCH_HEAD", log)
             if sha is None:
                 raise BuildError(f"cannot resolve {ref!r} in {source}", "\n".join(log))
             if self._verify(bare, sha, log) is None:  # e.g. a detached HEAD on no branch
-                _run(["git", "-C", str(bare), "fetch", "--quiet", src, sha], log)
+                self._fetch(bare, src, [sha], log)
                 if self._verify(bare, sha, log) is None:
                     raise BuildError(f"cannot fetch {sha} from {source}", "\n".join(log))
         return bare, sha
@@ -152,18 +171,26 @@ class Builder:
             return tree
         tree.parent.mkdir(parents=True, exist_ok=True)
         log.append(f"$ git -C {bare} archive {sha} | tar -x -C {tree}")
-        out = subprocess.run(["git", "-C", str(bare), "archive", "--format=tar", sha],
-                             capture_output=True)
+        out = subprocess.run(["git", "-C", str(bare), "archive", "--format=tar",
+                              "--end-of-options", sha], capture_output=True)
         if out.returncode != 0:
             log.append(out.stderr.decode(errors="replace"))
             raise BuildError(f"cannot check out {sha}", "\n".join(log))
         tmp = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=tree.parent))
-        with tarfile.open(fileobj=io.BytesIO(out.stdout)) as tar:
-            # filter= exists from 3.11.4; Debian bookworm's python3 (the images) is 3.11.2
-            if hasattr(tarfile, "data_filter"):
-                tar.extractall(tmp, filter="data")
-            else:  # git archive of our own mirror: trusted input
-                tar.extractall(tmp)
+        try:
+            with tarfile.open(fileobj=io.BytesIO(out.stdout)) as tar:
+                # filter= exists from 3.11.4; Debian bookworm's python3 (the images) is 3.11.2
+                if hasattr(tarfile, "data_filter"):
+                    tar.extractall(tmp, filter="data")
+                else:  # the pushed tree is not trusted: nothing may land outside tmp
+                    tar.extractall(tmp, members=_members_inside(tar, sha, log))
+        except (tarfile.TarError, OSError) as e:  # e.g. a symlink pointing out of the tree
+            shutil.rmtree(tmp, ignore_errors=True)
+            log.append(f"{type(e).__name__}: {e}")
+            raise BuildError(f"cannot check out {sha[:12]}: {e}", "\n".join(log)) from e
+        except BuildError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         try:
             tmp.rename(tree)
         except OSError:  # another process won the race
@@ -184,7 +211,10 @@ class Builder:
                         sha256_file(Path(info["library"])) == info["library_sha256"]:
                     return BuiltAllocator(**{**info, "cached": True})
             tree = self.checkout(bare, sha, log)
-            src = tree / allocator_dir
+            try:
+                src = inside(tree, allocator_dir)
+            except Refused as e:
+                raise BuildError(f"{e} at {sha[:12]}", "\n".join(log)) from e
             if not (src / "CMakeLists.txt").exists():
                 raise BuildError(f"{allocator_dir}/CMakeLists.txt not found at {sha[:12]}",
                                  "\n".join(log))
@@ -214,6 +244,25 @@ class Builder:
             tmp.write_text(json.dumps(asdict(built), indent=2))
             os.replace(tmp, info_file)
             return built
+
+
+def _members_inside(tar: tarfile.TarFile, sha: str, log: list[str]) -> list[tarfile.TarInfo]:
+    """The archive's members, refusing any that could write or point outside the tree.
+
+    Names and link targets must be relative without `..`: a symlink then resolves at or
+    below its own folder, even through other symlinks.
+    """
+    members = tar.getmembers()
+    for m in members:
+        paths = [PurePosixPath(m.name)]
+        if m.issym() or m.islnk():
+            paths.append(PurePosixPath(m.linkname))
+        bad = any(p.is_absolute() or ".." in p.parts for p in paths)
+        if bad or not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
+            log.append(f"refused archive member {m.name!r} -> {m.linkname!r}")
+            raise BuildError(f"the tree at {sha[:12]} has a path that may leave it: "
+                             f"{m.name!r}", "\n".join(log))
+    return members
 
 
 def _cache_entries(build: Path) -> dict[str, str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -31,7 +32,7 @@ from .executor import Cancelled, Cell
 from .models import Trial
 from .peers import find_peers
 from .runs import RunRequest, execute, prepare
-from .settings import REPO_ROOT, RunnerSettings
+from .settings import REPO_ROOT, RunnerSettings, secret_problem
 from .suites import SuiteError, load_suite
 from .testbed import check_cpus, collect, parse_cpus
 from .variants import VariantError, parse_selectors
@@ -89,7 +90,7 @@ def bench(
     """Run a suite locally, pinned and interleaved; print a table per workload."""
     settings = RunnerSettings()
     try:
-        s = load_suite(suite, settings.suites_dir)
+        s = load_suite(suite, settings.suites_dir, allow_path=True)
         selectors = parse_selectors(allocators) if allocators else parse_selectors(
             ",".join(s.allocators))
         cpu_list = parse_cpus(cpus or settings.cpus)
@@ -179,11 +180,20 @@ def agent(
     """Register, heartbeat, claim jobs with a lease, run them, post results (spooled)."""
     from .agent import Agent
 
-    settings = RunnerSettings()
+    try:
+        settings = RunnerSettings()
+    except ValidationError as e:  # a placeholder token, a bad allow-list entry, ...
+        for err in e.errors(include_input=False):
+            console.print(f"[red]error:[/] {err['msg'].removeprefix('Value error, ')}")
+        raise typer.Exit(2) from e
     api = api or settings.api
-    token = token or settings.token or os.environ.get("MALLARD_RUNNER_TOKEN")
+    token = token or settings.token
     if not api or not token:
         console.print("[red]error:[/] --api and --token (or MALLARD_RUNNER_API / _TOKEN) needed")
+        raise typer.Exit(2)
+    why = secret_problem(token)
+    if why:
+        console.print(f"[red]error:[/] the runner token {why}")
         raise typer.Exit(2)
     if spool is not None:
         settings.spool_dir = spool

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
 from .models import Job, Testbed
 
@@ -17,6 +18,15 @@ class ApiError(RuntimeError):
 
 class LeaseLost(ApiError):
     pass
+
+
+class BadJob(ApiError):
+    """A claimed job whose shape the runner cannot read; `job_id` when it has one."""
+
+    def __init__(self, message: str, job_id: int | None, attempt: int | None):
+        super().__init__(message, 200)
+        self.job_id = job_id
+        self.attempt = attempt
 
 
 class ApiClient:
@@ -47,7 +57,18 @@ class ApiClient:
                                                 "lease_seconds": lease_seconds})
         if r.status_code == 204:
             return None
-        return Job.model_validate(self._check(r, "claim").json())
+        try:
+            data = self._check(r, "claim").json()
+        except ValueError as e:
+            raise ApiError(f"claim: not JSON: {r.text[:200]!r}", r.status_code) from e
+        try:
+            return Job.model_validate(data)
+        except ValidationError as e:
+            jid = data.get("id") if isinstance(data, dict) else None
+            att = data.get("attempt") if isinstance(data, dict) else None
+            raise BadJob(f"the claimed job is malformed: {e}",
+                         jid if type(jid) is int else None,
+                         att if type(att) is int else None) from e
 
     def renew(self, job_id: int, runner_id: int, lease_seconds: int) -> None:
         r = self.http.post(f"/jobs/{job_id}/lease", json={"runner_id": runner_id,

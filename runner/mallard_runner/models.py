@@ -66,6 +66,7 @@ class ResultsIn(BaseModel):
 
     job_id: int | None = None
     runner_id: int | None = None
+    attempt: int | None = None  # the claimed job's attempt, whenever job_id is set
     project: str = "mallard"
     branch: str | None = None
     testbed: Testbed

@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .guard import Rule, parse_rules
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 RUNNER_DIR = PACKAGE_DIR.parent
@@ -34,6 +36,19 @@ def child_env() -> dict[str, str]:
     """
     return {k: v for k, v in os.environ.items()
             if not k.startswith("MALLARD_") and k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
+
+
+SECRET_MIN_BYTES = 16
+PLACEHOLDERS = ("CHANGE-ME", "CHANGEME")
+
+
+def secret_problem(value: str) -> str | None:
+    """Why `value` cannot be a real secret: a placeholder from an example file, or short."""
+    if any(p in value.upper() for p in PLACEHOLDERS):
+        return "is the CHANGE-ME placeholder of an example file: set a real secret"
+    if len(value.encode()) < SECRET_MIN_BYTES:
+        return f"is shorter than {SECRET_MIN_BYTES} bytes"
+    return None
 
 
 class RunnerSettings(BaseSettings):
@@ -67,6 +82,32 @@ class RunnerSettings(BaseSettings):
     http_timeout_seconds: float = 30.0
     retry_max_seconds: float = 60.0
     flush_timeout_seconds: float = 600.0
+    # a post answered with a server error (5xx other than 503) this many times is given up:
+    # moved to <spool>/rejected/ and its job reported failed (unreachable API, 408, 429 and
+    # 503 never count: those posts wait in the spool until delivered)
+    post_max_attempts: int = Field(default=10, ge=1)
+
+    # what a job may name: repositories (comma list of scheme://host[:port] and
+    # file:///folder entries; empty: none, only the runner's own checkout)
+    repo_allow: str = ""
+
+    @field_validator("token")
+    @classmethod
+    def _real_token(cls, v: str | None) -> str | None:
+        if v:
+            why = secret_problem(v)
+            if why:
+                raise ValueError(f"MALLARD_RUNNER_TOKEN {why}")
+        return v
+
+    @field_validator("repo_allow")
+    @classmethod
+    def _rules_parse(cls, v: str) -> str:
+        parse_rules(v)
+        return v
+
+    def repo_rules(self) -> tuple[Rule, ...]:
+        return parse_rules(self.repo_allow)
 
     def cache(self) -> Path:
         return self.cache_dir or self.state_dir / "cache"

@@ -16,11 +16,12 @@ value (a cross product); `threads` is a param like the others.
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 Scalar = int | float | str | bool
 
@@ -73,18 +74,48 @@ class Case(BaseModel):
     instructions: Instructions | None = None
 
 
-def load_suite(name_or_path: str, suites_dir: Path) -> Suite:
-    path = Path(name_or_path)
-    if not path.suffix:
+SUITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def load_suite(name_or_path: str, suites_dir: Path, *, allow_path: bool = False) -> Suite:
+    """A suite by name from `suites_dir`; a file path only with `allow_path` (local runs).
+
+    A job names its suite, and a job is not trusted: without `allow_path` the name must be
+    a plain name of a file in `suites_dir`, and an error never quotes a file's content.
+    """
+    if not allow_path:
+        if not isinstance(name_or_path, str) or not SUITE_NAME.fullmatch(name_or_path) or \
+                name_or_path.endswith((".yaml", ".yml")):
+            raise SuiteError(f"suite {str(name_or_path)[:80]!r} refused: a suite is a name "
+                             f"(letters, digits, _ . -) of a file in the runner's suites "
+                             f"folder, never a path ({_known(suites_dir)})")
         path = suites_dir / f"{name_or_path}.yaml"
-    if not path.exists():
-        known = ", ".join(sorted(p.stem for p in suites_dir.glob("*.yaml")))
-        raise SuiteError(f"suite {name_or_path!r} not found (known: {known or 'none'})")
+    else:
+        path = Path(name_or_path)
+        if not path.suffix:
+            path = suites_dir / f"{name_or_path}.yaml"
+    if not path.is_file():
+        raise SuiteError(f"suite {name_or_path!r} not found ({_known(suites_dir)})")
     try:
         data: Any = yaml.safe_load(path.read_text())
         return Suite.model_validate(data)
     except (yaml.YAMLError, ValueError) as e:
+        if not allow_path:  # the runner's own file: its errors, without the input values
+            raise SuiteError(f"bad suite {path.name}: {_errors(e)}") from e
         raise SuiteError(f"bad suite {path}: {e}") from e
+
+
+def _known(suites_dir: Path) -> str:
+    known = ", ".join(sorted(p.stem for p in suites_dir.glob("*.yaml")))
+    return f"known: {known or 'none'}"
+
+
+def _errors(e: Exception) -> str:
+    if isinstance(e, ValidationError):
+        return "; ".join(f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
+                         for err in e.errors(include_input=False))
+    mark = getattr(e, "problem_mark", None)
+    return f"{type(e).__name__}" + (f" at line {mark.line + 1}" if mark is not None else "")
 
 
 def expand(suite: Suite, workloads: list[str] | None = None,

@@ -7,6 +7,14 @@ be stopped and restarted mid-run like a real API over a database.
 
     python mini_api.py --port P --state state.json --token T [--jobs jobs.json]
         [--exit-after-claim] [--drop-first-results-response] [--lose-lease]
+        [--results-status CODE] [--requeue-on-results]
+
+Results are taken only from the runner holding the job's lease at the claimed
+`attempt` (else 409 with detail[0].type "lease_lost"), as the real API does; a
+re-post by that holder after the job is done is answered as duplicates.
+`--results-status CODE` answers every results post with CODE and stores nothing;
+`--requeue-on-results` lets the lease expire and another runner claim the job just
+before the results arrive.
 """
 
 from __future__ import annotations
@@ -130,6 +138,25 @@ def make_handler(state: State, args: argparse.Namespace, server_box: list[Any]) 
                 state.save()
                 return self.reply(200, job)
             if self.path == "/api/v1/results":
+                if args.results_status:
+                    d["refused_results"] = d.get("refused_results", 0) + 1
+                    state.save()
+                    return self.reply(args.results_status, {"detail": [
+                        {"type": "test", "msg": f"answered {args.results_status} on purpose"}]})
+                jid = body.get("job_id")
+                if jid:
+                    job = d["jobs"][jid - 1]
+                    if args.requeue_on_results and job["state"] == "running":
+                        job.update(attempt=job["attempt"] + 1, runner_id=99)  # someone else's
+                    holder = (job["runner_id"], job["attempt"])
+                    mine = (body.get("runner_id"), body.get("attempt"))
+                    if mine != holder or job["state"] not in ("running", "done"):
+                        d["stale_results"] = d.get("stale_results", 0) + 1
+                        state.save()
+                        return self.reply(409, {"detail": [{
+                            "type": "lease_lost", "loc": ["body", "attempt"],
+                            "msg": f"job {jid} is held by runner {holder[0]} attempt "
+                                   f"{holder[1]}, not {mine[0]} attempt {mine[1]}"}]})
                 stored = dup = 0
                 for t in body["trials"]:
                     if t["uid"] in d["trials"]:
@@ -137,7 +164,8 @@ def make_handler(state: State, args: argparse.Namespace, server_box: list[Any]) 
                     else:
                         d["trials"][t["uid"]] = t
                         stored += 1
-                d["posts"].append({"job_id": body.get("job_id"), "stored": stored,
+                d["posts"].append({"job_id": body.get("job_id"), "attempt": body.get("attempt"),
+                                   "stored": stored,
                                    "duplicates": dup, "testbed": body["testbed"],
                                    "artifacts_keys": sorted(body.get("artifacts", {}))})
                 if body.get("job_id"):
@@ -164,6 +192,8 @@ def main() -> None:
     p.add_argument("--exit-after-claim", action="store_true")
     p.add_argument("--drop-first-results-response", action="store_true")
     p.add_argument("--lose-lease", action="store_true")
+    p.add_argument("--results-status", type=int)
+    p.add_argument("--requeue-on-results", action="store_true")
     args = p.parse_args()
     state = State(args.state, args.jobs)
     box: list[Any] = []

@@ -14,7 +14,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from .conftest import first_cpu, gate_workload, write_suite
 
 MINI_API = Path(__file__).resolve().parent / "mini_api.py"
 AGENT = Path(sys.executable).parent / "mallard-runner"
-TOKEN = "test-token"
+TOKEN = "test-token-0123456789abcdef"
 
 
 def free_port() -> int:
@@ -73,7 +75,7 @@ def wait_for(cond, timeout: float, what: str) -> None:
 
 
 @pytest.fixture
-def agent_env(make_settings, tmp_path):
+def agent_env(make_settings, tmp_path, toy_repo):
     settings = make_settings(cache_dir=tmp_path / "cache")
     write_suite(settings, "t", {"trials": 3, "warmup": 1, "threads": [1, 2],
                                 "allocators": ["glibc"],
@@ -84,15 +86,17 @@ def agent_env(make_settings, tmp_path):
            "MALLARD_RUNNER_CACHE_DIR": str(settings.cache()),
            "MALLARD_RUNNER_POLL_SECONDS": "0.2", "MALLARD_RUNNER_RETRY_MAX_SECONDS": "0.5",
            "MALLARD_RUNNER_LEASE_SECONDS": "3", "MALLARD_RUNNER_HEARTBEAT_SECONDS": "0.5",
-           "MALLARD_RUNNER_FLUSH_TIMEOUT_SECONDS": "120"}
+           "MALLARD_RUNNER_FLUSH_TIMEOUT_SECONDS": "120",
+           "MALLARD_RUNNER_REPO_ALLOW": f"file://{toy_repo}"}
     return settings, env
 
 
-def start_agent(server: Server, env: dict[str, str], spool: Path, *extra: str):
+def start_agent(server: Server, env: dict[str, str], spool: Path, *extra: str,
+                cwd: Path | None = None):
     log = open(spool.parent / "agent.log", "ab")  # noqa: SIM115
     return subprocess.Popen([str(AGENT), "agent", "--api", server.url, "--token", TOKEN,
                              "--cpus", str(first_cpu()), "--name", "node-1", "--spool",
-                             str(spool), *extra], env=env, stdout=log, stderr=log)
+                             str(spool), *extra], env=env, stdout=log, stderr=log, cwd=cwd)
 
 
 def job_spec(repo: Path, commit: str = "main") -> dict[str, Any]:
@@ -103,8 +107,26 @@ def job_spec(repo: Path, commit: str = "main") -> dict[str, Any]:
                 {"label": "peer", "name": "glibc"}]}
 
 
+def one_job(tmp_path: Path, env: dict[str, str], specs: list[dict[str, Any]], *flags: str
+            ) -> tuple[dict[str, Any], Path]:
+    """The mini API started with `flags`, an agent run with --once to its end: (state, spool)."""
+    server = Server(tmp_path, specs)
+    server.start(*flags)
+    spool = tmp_path / "spool"
+    agent = start_agent(server, env, spool, "--once")
+    try:
+        assert agent.wait(120) == 0, agent_log(spool)
+        return server.data(), spool
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+        server.stop()
+
+
 def agent_log(spool: Path) -> str:
-    return (spool.parent / "agent.log").read_text(errors="replace")
+    """The agent's log, lines unwrapped (Rich wraps at the console's width)."""
+    return " ".join((spool.parent / "agent.log").read_text(errors="replace").split())
 
 
 def test_results_survive_an_api_restart_exactly_once(agent_env, toy_repo, tmp_path):
@@ -148,18 +170,7 @@ def test_results_survive_an_api_restart_exactly_once(agent_env, toy_repo, tmp_pa
 
 def test_build_failure_is_reported_with_its_log(agent_env, toy_repo, tmp_path):
     _, env = agent_env
-    server = Server(tmp_path, [job_spec(toy_repo, commit="broken")])
-    server.start()
-    spool = tmp_path / "spool"
-    agent = start_agent(server, env, spool, "--once")
-    try:
-        assert agent.wait(120) == 0, agent_log(spool)
-        data = server.data()
-    finally:
-        if agent.poll() is None:
-            agent.kill()
-            agent.wait()
-        server.stop()
+    data, _ = one_job(tmp_path, env, [job_spec(toy_repo, commit="broken")])
     (fail,) = data["fails"]
     assert fail["job_id"] == 1 and fail["retryable"] is False and fail["runner_id"] == 1
     assert "build failed" in fail["log"] and "toy.c" in fail["log"] and "error" in fail["log"]
@@ -256,4 +267,123 @@ def test_a_runner_killed_with_results_in_its_spool_delivers_them_on_restart(
         server.stop()
     assert sorted(data["trials"]) == sorted(t["uid"] for t in pending["body"]["trials"])
     assert data["jobs"][0]["state"] == "done"
+    assert not list(spool.glob("*.json"))
+
+
+# -- hostile job specs, leases and results the API will not take ----------------------------
+ATTACK = "--upload-pack=touch${IFS}marker;git-upload-pack"
+
+
+class Recorder:
+    """A real HTTP server that must never be asked anything (SSRF target)."""
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+        rec = self
+
+        class H(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                rec.requests.append(f"GET {self.path}")
+                self.send_response(200)
+                self.send_header("Content-Length", "6")
+                self.end_headers()
+                self.wfile.write(b"secret")
+
+            do_POST = do_GET  # noqa: N815
+
+            def log_message(self, *a: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_hostile_job_specs_fail_cleanly_and_run_nothing(agent_env, toy_repo, tmp_path):
+    settings, env = agent_env
+    secret = tmp_path / "host-secret.yaml"
+    secret.write_text("name: s\nworkloads: {tiny: {}}\npassword: hunter2-HOST-SECRET\n")
+    internal = Recorder()
+    base = job_spec(toy_repo)
+    head = base["allocators"][0]
+    specs = [
+        {**base, "allocators": [{**head, "commit": ATTACK}]},
+        {**base, "repo_url": f"{internal.url}/internal-only/secret.git"},
+        {**base, "repo_url": "file:///etc"},
+        {**base, "repo_url": "ext::sh -c touch${IFS}marker"},
+        {**base, "allocator_dir": "../../../../tmp/evil"},
+        {**base, "suite": str(secret)},
+        {**base, "suite": str(secret.with_suffix(""))},
+        {**base, "allocators": "not a list"},  # malformed: cannot even be read
+    ]
+    server = Server(tmp_path, specs)
+    server.start()
+    spool = tmp_path / "spool"
+    agent = start_agent(server, env, spool, cwd=tmp_path)
+    try:
+        wait_for(lambda: len(server.data()["fails"]) == len(specs), 120,
+                 f"{len(specs)} failure reports")
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(60) == 0, agent_log(spool)
+        data = server.data()
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+        server.stop()
+        internal.close()
+    fails = {f["job_id"]: f for f in data["fails"]}
+    assert sorted(fails) == list(range(1, len(specs) + 1))
+    assert all(f["retryable"] is False for f in fails.values())
+    assert all(j["state"] == "failed" for j in data["jobs"])
+    expect = {1: "not a full sha or a valid ref name", 2: "not on this runner's allow-list",
+              3: "not on this runner's allow-list", 4: "remote-helper",
+              5: "'..' leaves the repository", 6: "never a path", 7: "never a path",
+              8: "malformed"}
+    for jid, words in expect.items():
+        assert words in fails[jid]["log"], (jid, fails[jid]["log"])
+    assert internal.requests == []  # refused before any fetch
+    assert not [p for p in tmp_path.rglob("marker")] and not list(toy_repo.rglob("marker"))
+    assert not (settings.cache() / "builds").exists()  # nothing was configured or built
+    assert "hunter2" not in json.dumps(data) and "hunter2" not in agent_log(spool)
+    assert data["trials"] == {} and data["posts"] == []
+
+
+def test_results_carry_the_claimed_attempt(agent_env, toy_repo, tmp_path):
+    _, env = agent_env
+    data, _ = one_job(tmp_path, env, [job_spec(toy_repo)])
+    (post,) = data["posts"]
+    assert post["job_id"] == 1 and post["attempt"] == data["jobs"][0]["attempt"] == 1
+    assert data["jobs"][0]["state"] == "done"
+
+
+def test_results_of_a_lost_lease_are_dropped_not_retried(agent_env, toy_repo, tmp_path):
+    _, env = agent_env
+    # another runner holds the job when the results arrive
+    data, spool = one_job(tmp_path, env, [job_spec(toy_repo)], "--requeue-on-results")
+    assert data["stale_results"] == 1  # one post, answered 409 lease_lost, never again
+    assert data["trials"] == {} and data["fails"] == []
+    assert not list(spool.glob("*.json")) and not list(spool.glob("rejected/*"))
+    assert "no longer holds the job's lease; not retried" in agent_log(spool)
+
+
+@pytest.mark.parametrize("status,retryable", [(422, False), (500, True)])
+def test_results_the_api_never_takes_fail_the_job_and_are_kept(agent_env, toy_repo, tmp_path,
+                                                               status, retryable):
+    _, env = agent_env
+    data, spool = one_job(tmp_path, {**env, "MALLARD_RUNNER_POST_MAX_ATTEMPTS": "3"},
+                          [job_spec(toy_repo)], "--results-status", str(status))
+    assert data["refused_results"] == (1 if status == 422 else 3)
+    (fail,) = data["fails"]
+    assert fail["job_id"] == 1 and fail["retryable"] is retryable
+    assert f"HTTP {status}" in fail["log"] and "rejected" in fail["log"]
+    assert data["jobs"][0]["state"] == ("queued" if retryable else "failed")
+    (kept,) = spool.glob("rejected/*results-1-*.json")  # kept for inspection, not deleted
+    entry = json.loads(kept.read_text())
+    assert entry["body"]["job_id"] == 1 and len(entry["body"]["trials"]) == 16
+    assert f"HTTP {status}" in entry["last_error"]
     assert not list(spool.glob("*.json"))

@@ -110,7 +110,8 @@ def test_agent_survives_a_real_api_restart(real_api, make_settings, toy_repo, tm
            "MALLARD_RUNNER_CACHE_DIR": str(settings.cache()),
            "MALLARD_RUNNER_POLL_SECONDS": "0.2", "MALLARD_RUNNER_RETRY_MAX_SECONDS": "1",
            "MALLARD_RUNNER_HEARTBEAT_SECONDS": "1",
-           "MALLARD_RUNNER_FLUSH_TIMEOUT_SECONDS": "300"}
+           "MALLARD_RUNNER_FLUSH_TIMEOUT_SECONDS": "300",
+           "MALLARD_RUNNER_REPO_ALLOW": f"file://{toy_repo}"}
     spool = tmp_path / "spool"
 
     agent = subprocess.Popen([str(Path(sys.executable).parent / "mallard-runner"), "agent",
@@ -128,6 +129,7 @@ def test_agent_survives_a_real_api_restart(real_api, make_settings, toy_repo, tm
                              for p in spool.glob("*.json")), 180, "a failed post in the spool")
         (pending,) = [json.loads(p.read_text()) for p in spool.glob("*.json")]
         assert pending["url"] == "/results"
+        assert pending["body"]["attempt"] == 1  # the claimed attempt travels with the results
         real_api.start()
         assert agent.wait(300) == 0, agent_log(spool)
     finally:
@@ -141,7 +143,8 @@ def test_agent_survives_a_real_api_restart(real_api, make_settings, toy_repo, tm
     # the same trials again: the API recognises every uid
     runner_api = httpx.Client(base_url=real_api.url, timeout=60,
                               headers={"Authorization": f"Bearer {runner_token}"})
-    again = runner_api.post("/api/v1/results", json={**pending["body"], "job_id": None})
+    again = runner_api.post("/api/v1/results", json={**pending["body"], "job_id": None,
+                                                      "attempt": None})
     assert again.status_code == 201, again.text
     assert again.json()["stored"] == 0 and again.json()["duplicates"] == 6
     assert not list(spool.glob("*.json"))

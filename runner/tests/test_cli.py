@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
 from mallard_runner.cli import app
 from mallard_runner.models import ResultsIn
 from typer.testing import CliRunner
@@ -41,8 +46,8 @@ def test_bench_writes_results_in_the_api_schema(make_settings, tmp_path):
     assert all(len(v["runs"]) == 4 for v in res.artifacts["hyperfine"].values())
     assert len(res.artifacts["hyperfine"]) == n_alloc * 2
     raw = json.loads((out / "r.json").read_text())
-    assert set(raw) == {"job_id", "runner_id", "project", "branch", "testbed", "trials",
-                        "artifacts"}
+    assert set(raw) == {"job_id", "runner_id", "attempt", "project", "branch", "testbed",
+                        "trials", "artifacts"}
     md = (out / "r.md").read_text()
     assert "| tiny threads=1 ops=20000 | glibc | peer |" in md and "vs glibc" in md
     rows = list(csv.DictReader((out / "r.csv").open()))
@@ -105,3 +110,31 @@ def test_a_missing_peer_is_reported_and_skipped(make_settings, tmp_path, monkeyp
     res = ResultsIn.model_validate_json((tmp_path / "r.json").read_text())
     assert {t.allocator.name for t in res.trials} == {"glibc"}
     assert "jemalloc" in res.artifacts["missing_peers"]
+
+
+@pytest.mark.parametrize("how", ["option", "env"])
+@pytest.mark.parametrize("token,why", [("CHANGE-ME", "CHANGE-ME placeholder"),
+                                       ("change-me-0123456789abcdef", "CHANGE-ME placeholder"),
+                                       ("short-token", "shorter than 16 bytes")])
+def test_agent_refuses_placeholder_and_short_tokens(tmp_path, how, token, why):
+    env = {**os.environ, "MALLARD_RUNNER_STATE_DIR": str(tmp_path)}
+    args = [str(Path(sys.executable).parent / "mallard-runner"), "agent", "--api",
+            "http://127.0.0.1:9", "--cpus", str(first_cpu())]
+    if how == "option":
+        args += ["--token", token]
+    else:
+        env["MALLARD_RUNNER_TOKEN"] = token
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert why in " ".join(out.stderr.split()) and "Traceback" not in out.stderr
+    if token != "CHANGE-ME":  # the message names the problem, not the value
+        assert token not in out.stderr
+
+
+def test_agent_refuses_a_bad_repo_allow_list(tmp_path):
+    env = {**os.environ, "MALLARD_RUNNER_STATE_DIR": str(tmp_path),
+           "MALLARD_RUNNER_REPO_ALLOW": "github.com"}
+    out = subprocess.run([str(Path(sys.executable).parent / "mallard-runner"), "agent",
+                          "--api", "http://127.0.0.1:9", "--token", "t" * 32],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "repo allow-list entry 'github.com'" in out.stderr

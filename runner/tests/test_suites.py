@@ -63,3 +63,36 @@ def test_bad_suites_are_clear_errors(tmp_path):
     (tmp_path / "typo.yaml").write_text("name: typo\nworklods: {a: {}}\n")
     with pytest.raises(SuiteError):
         load_suite("typo", tmp_path)
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "../secret", "sub/quick", "quick.yaml",
+                                  "..", "", "-x", "a" * 100, "x\ny"])
+def test_a_job_names_a_suite_never_a_path(tmp_path, name):
+    (tmp_path / "quick.yaml").write_text("name: quick\nworkloads: {a: {}}\n")
+    with pytest.raises(SuiteError, match="refused|not found") as e:
+        load_suite(name, tmp_path)
+    assert "known: quick" in str(e.value)
+
+
+def test_the_content_of_a_file_never_comes_back(tmp_path):
+    secret = tmp_path / "secret.yaml"
+    secret.write_text("name: s\ntoken: hunter2-SECRET-VALUE\nworkloads: {a: {}}\n")
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    for name in (str(secret), str(tmp_path / "secret"), "../secret"):
+        with pytest.raises(SuiteError) as e:
+            load_suite(name, suites)
+        assert "hunter2" not in str(e.value)
+    # a bad suite of the runner's own folder: its errors, not its values
+    (suites / "bad.yaml").write_text("name: bad\nworklods: {hunter2-SECRET-VALUE: {}}\n")
+    with pytest.raises(SuiteError, match="worklods") as e:
+        load_suite("bad", suites)
+    assert "hunter2" not in str(e.value)
+
+
+def test_local_runs_may_load_a_file_explicitly(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("name: mine\nworkloads: {a: {}}\n")
+    assert load_suite(str(path), tmp_path / "nowhere", allow_path=True).name == "mine"
+    with pytest.raises(SuiteError, match="refused"):
+        load_suite(str(path), tmp_path / "nowhere")

@@ -116,9 +116,84 @@ def wait_for(what: str, fn: Any, timeout: float, every: float = 2.0) -> Any:
 
 def sql(query: str) -> str:
     """One value from PostgreSQL (psql in the postgres container), for counting trials."""
-    user = os.environ.get("POSTGRES_USER", "mallard")
+    user = os.environ.get("POSTGRES_USER", "postgres")
     db = os.environ.get("POSTGRES_DB", "mallard")
     return compose("exec", "-T", "postgres", "psql", "-U", user, "-d", db, "-tAc", query).strip()
+
+
+def cpus_of(cpuset: str) -> set[int]:
+    out: set[int] = set()
+    for part in filter(None, cpuset.split(",")):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def runner_connects(host: str, port: int) -> str:
+    """'ok', or why the runner container cannot open a TCP connection to host:port."""
+    code = ("import socket,sys\ntry:\n socket.create_connection((sys.argv[1], int(sys.argv[2])),"
+            " timeout=5).close(); print('ok')\nexcept OSError as e: print(type(e).__name__)")
+    return compose("exec", "-T", "runner", "python3", "-c", code, host, str(port),
+                   check_rc=False).strip()
+
+
+def isolation_checks() -> None:
+    """The runner alone on its cores and its network; no superuser, no table for Grafana."""
+    ids = {svc: compose("ps", "-q", svc).strip() for svc in
+           ("postgres", "api", "runner", "prometheus", "alertmanager", "webhook-log")}
+    sets = {svc: cpus_of(run(["docker", "inspect", "-f", "{{.HostConfig.CpusetCpus}}", cid]
+                             ).stdout.strip()) for svc, cid in ids.items()}
+    shared = [svc for svc, cpus in sets.items() if svc != "runner" and
+              (not cpus or cpus & sets["runner"])]
+    check("no other container may run on the runner's cores", not shared and bool(sets["runner"]),
+          ", ".join(f"{k} {sorted(v) or 'any'}" for k, v in sets.items()))
+
+    reach = {f"{h}:{p}": runner_connects(h, p) for h, p in (
+        ("api", 8000), ("postgres", 5432), ("prometheus", 9090), ("alertmanager", 9093),
+        ("webhook-log", 8080), ("1.1.1.1", 443))}
+    check("code under test reaches the API and nothing else",
+          reach["api:8000"] == "ok" and all(v != "ok" for k, v in reach.items()
+                                            if k != "api:8000"),
+          ", ".join(f"{k} {v}" for k, v in reach.items()))
+
+    api_user = sql("SELECT usename FROM pg_stat_activity WHERE datname = current_database() "
+                   "AND application_name <> 'psql' AND usename IS NOT NULL LIMIT 1")
+    supers = sql("SELECT string_agg(rolname, ',') FROM pg_roles WHERE rolsuper")
+    owner = sql("SELECT pg_get_userbyid(datdba) FROM pg_database "
+                "WHERE datname = current_database()")
+    api_env = compose("exec", "-T", "api", "sh", "-c", 'echo "[$POSTGRES_PASSWORD]"').strip()
+    check("the API connects as the database's owner, not a superuser",
+          api_user == owner == os.environ.get("MALLARD_DB_USER", "mallard")
+          and api_user not in supers.split(",") and api_env == "[]",
+          f"API connects as {api_user!r}, owner {owner!r}, superusers {supers!r}, "
+          f"superuser password in the API container: {api_env != '[]'}")
+
+    reader = os.environ.get("MALLARD_READER_PASSWORD", "")
+    db = os.environ.get("POSTGRES_DB", "mallard")
+
+    def as_reader(query: str) -> subprocess.CompletedProcess[str]:
+        return run(["docker", "exec", "-e", f"PGPASSWORD={reader}", ids["postgres"], "psql",
+                    "-h", "127.0.0.1", "-U", "mallard_reader", "-d", db, "-tAc", query],
+                   check_rc=False)
+    views = as_reader("SELECT count(*) FROM v_jobs")
+    table = as_reader("SELECT count(*) FROM projects")
+    check("mallard_reader reads the views and no table",
+          views.returncode == 0 and table.returncode != 0 and "permission denied" in table.stderr,
+          f"v_jobs: {views.stdout.strip() or views.stderr.strip()}; projects: "
+          f"{table.stderr.strip()[:120]}")
+
+    status, _ = http("POST", f"{PROMETHEUS}/-/reload")
+    check("Prometheus's lifecycle endpoint is off", status in (403, 404, 405), f"HTTP {status}")
+
+    # the service as compose defines it, on the image the stack runs (offline: not pulled)
+    image = run(["docker", "inspect", "-f", "{{.Config.Image}}", ids["postgres"]]).stdout.strip()
+    bad = run(["docker", "compose", "run", "--rm", "--no-deps", "-T", "-e",
+               "POSTGRES_PASSWORD=CHANGE-ME", "postgres"], cwd=REPO_ROOT, check_rc=False,
+              env={"POSTGRES_IMAGE": image}, timeout=120)
+    said = bad.stdout + bad.stderr
+    check("a CHANGE-ME placeholder secret stops a container at start",
+          bad.returncode != 0 and "POSTGRES_PASSWORD is the CHANGE-ME placeholder" in said,
+          f"exit {bad.returncode}: {said.strip()[-160:]}")
 
 
 # -- steps ----------------------------------------------------------------------------------
@@ -282,6 +357,7 @@ def scenario() -> None:
     check("runner pinned with cpuset, not privileged",
           cpuset == os.environ["RUNNER_CPUSET"] and privileged == "false",
           f"cpuset {cpuset!r}, privileged {privileged}")
+    isolation_checks()
 
     status, proj = http("PUT", f"{API}/api/v1/projects/{PROJECT}",
                         {"repo_url": "/srv/git/mallard.git", "allocator_dir": "allocator",

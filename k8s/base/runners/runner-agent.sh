@@ -68,6 +68,12 @@ fi
 token=""
 IFS= read -r token <"$token_file" || [ -n "$token" ] || die "the runner token file $token_file is empty"
 [ -n "$token" ] || die "the runner token file $token_file is empty"
+# a placeholder from an example file, or a token too short to be one the API made
+case $token in
+  *[Cc][Hh][Aa][Nn][Gg][Ee]-[Mm][Ee]* | *[Cc][Hh][Aa][Nn][Gg][Ee][Mm][Ee]*)
+    die "the runner token in $token_file is a placeholder: create one with mallard-api token create (see k8s/README.md)" ;;
+esac
+[ "${#token}" -ge 16 ] || die "the runner token in $token_file is shorter than 16 bytes: not a token from mallard-api token create"
 
 MALLARD_RUNNER_TOKEN=$token
 export MALLARD_RUNNER_TOKEN
