@@ -29,6 +29,7 @@ import time
 import zlib
 from typing import Any
 
+sys.dont_write_bytecode = True  # no __pycache__ beside the installed scripts
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 import macro_common as mc  # noqa: E402
 
@@ -108,7 +109,7 @@ def checksum(kind: str, obj: Any) -> int:
         return zlib.crc32(json.dumps(obj, sort_keys=True).encode())
     if kind == "text":
         return zlib.crc32("".join(f"{w}{c}" for w, c in obj).encode())
-    return sum(r.key + len(r.name) + len(r.tags) for r in obj) & MASK
+    return int(sum(r.key + len(r.name) + len(r.tags) for r in obj)) & MASK
 
 
 class Worker:
@@ -121,6 +122,7 @@ class Worker:
         self.digest = 0
         self.made = 0
         self.freed = 0
+        self.ended = False  # the previous thread's end mark arrived
         self.error: BaseException | None = None
 
     def keep(self, item: tuple[int, str, Any, int]) -> None:
@@ -134,16 +136,17 @@ class Worker:
             raise RuntimeError(f"op {op}: a {kind} result changed while it was live")
         self.freed += 1
 
-    def drain(self, block: bool) -> bool:
-        """Keep what others sent; True once the sender's end marker arrived."""
-        while True:
+    def drain(self, block: bool) -> None:
+        """Keep what the previous thread sent (all of it, when `block`: up to its end mark)."""
+        while not self.ended:
             try:
                 item = self.inbox.get(block=block)
             except queue.Empty:
-                return False
+                return
             if item is None:
-                return True
-            self.keep(item)
+                self.ended = True
+            else:
+                self.keep(item)
 
     def run(self) -> None:
         try:
@@ -156,13 +159,16 @@ class Worker:
                 self.outbox.put((op, kind, obj, cs))
                 del obj
                 self.drain(block=False)
-            self.outbox.put(None)
-            while not self.drain(block=True):
-                pass
-            while self.ring:
-                self.drop()
         except BaseException as e:  # reported by the main thread
             self.error = e
+        finally:
+            self.outbox.put(None)  # the next thread stops waiting even after an error
+        try:
+            self.drain(block=True)
+            while self.ring:
+                self.drop()
+        except BaseException as e:
+            self.error = self.error or e
 
 
 def main() -> None:

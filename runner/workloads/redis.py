@@ -23,6 +23,7 @@ import tempfile
 import time
 from typing import Any
 
+sys.dont_write_bytecode = True  # no __pycache__ beside the installed scripts
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 import macro_common as mc  # noqa: E402
 
