@@ -37,9 +37,9 @@ ABOUT = ("Debian's python3 with PYTHONMALLOC=malloc (every object from the alloc
          "test): trees, JSON, word counts and sorted objects, kept live and checked.")
 PARAMS = [
     mc.Param("threads", 1, "Python threads; results are freed by the next thread", 1, 256),
-    mc.Param("ops", 20000, "operations (one tree, document, text or object list each)", 1,
+    mc.Param("ops", 2000, "operations (one tree, document, text or object list each)", 1,
              10**9),
-    mc.Param("live", 1000, "results each thread keeps alive (older ones are checked, freed)",
+    mc.Param("live", 250, "results each thread keeps alive (older ones are checked, freed)",
              1, 10**7),
     mc.Param("seed", 42, "seed of every choice and size", 0, 2**63 - 1),
 ]
