@@ -112,14 +112,16 @@ def clean_env(tmp: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def start(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+def start(argv: list[str], env: dict[str, str],
+          cwd: Path | None = None) -> subprocess.Popen[str]:
     """In its own session, so its process group is known and nothing else is in it."""
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
+                            env=env, cwd=cwd, start_new_session=True)
 
 
-def run(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], str, str]:
-    p = start(argv, env)
+def run(argv: list[str], env: dict[str, str],
+        cwd: Path | None = None) -> tuple[subprocess.Popen[str], str, str]:
+    p = start(argv, env, cwd)
     out, err = p.communicate(timeout=600)
     wait_until(lambda: not live_in_group(p.pid), "the workload's process group to empty")
     return p, out, err
@@ -199,11 +201,14 @@ def test_redis_client_apart_from_a_pinned_server(workloads: Path, redis_bins: No
 def test_redis_server_writes_the_stats_file_under_mallard(workloads: Path, redis_bins: None,
                                                           mallard_lib: Path,
                                                           tmp_path: Path) -> None:
+    """The path may be relative to the trial's directory (the runner's raw dir can be):
+    the server changes directory at start, so the workload makes it absolute."""
     stats = tmp_path / "stats"
     stats.mkdir()
     env = clean_env(tmp_path, LD_PRELOAD=str(mallard_lib), MALLARD_TRANSFER="ring",
-                    MALLARD_STATS_FILE=str(stats / "stats-%p.json"))
-    p, out, err = run([str(workloads / "redis"), *REDIS_SMALL, "--threads", "2"], env)
+                    MALLARD_STATS_FILE="stats/stats-%p.json")
+    p, out, err = run([str(workloads / "redis"), *REDIS_SMALL, "--threads", "2"], env,
+                      cwd=tmp_path)
     assert p.returncode == 0, err
     d = result(out, err)
     assert d["server_malloc"] == "libmallard.so"

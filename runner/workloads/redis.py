@@ -174,6 +174,8 @@ def run(p: dict[str, Any], allocator_env: dict[str, str]) -> None:
     base = dict(os.environ)
     client_env = base  # the driver's environment: no LD_PRELOAD, no MALLARD_*
     server_env = {**base, **allocator_env}
+    if "MALLARD_STATS_FILE" in server_env:  # redis-server chdirs to its --dir at start
+        server_env["MALLARD_STATS_FILE"] = os.path.abspath(server_env["MALLARD_STATS_FILE"])
     # No preload means the system allocator (glibc). Debian links redis with jemalloc, so
     # glibc's malloc is put first explicitly; a preload of libc changes nothing else.
     server_env.setdefault("LD_PRELOAD", "libc.so.6")
