@@ -28,8 +28,11 @@ from mallard_runner.settings import RUNNER_DIR
 from mallard_runner.suites import expand, load_suite
 from typer.testing import CliRunner
 
+from . import test_workloads
 from .conftest import git, write_suite
 from .test_workloads import _cmake_build
+
+mallard_lib = test_workloads.mallard_lib  # the fixture: build/allocator/libmallard.so
 
 REPO = Path(__file__).resolve().parents[2]
 CONTRACT_KEYS = {"workload", "params", "operations", "seconds", "max_rss_bytes"}
@@ -54,14 +57,6 @@ def workloads() -> Path:
 def redis_bins() -> None:
     if not (shutil.which("redis-server") and shutil.which("redis-benchmark")):
         pytest.fail("redis-server/redis-benchmark are not installed (make deps)")
-
-
-@pytest.fixture(scope="session")
-def mallard_lib() -> Path:
-    lib = Path(os.environ.get("MALLARD_LIB", REPO / "build" / "allocator" / "libmallard.so"))
-    if not lib.is_file():
-        pytest.skip(f"{lib} is not built (make allocator)")
-    return lib
 
 
 def peer_lib(name: str) -> Path:
