@@ -262,9 +262,24 @@ def test_a_failing_client_stops_the_server(workloads: Path, redis_bins: None,
     env["PATH"] = f"{fake}:{env['PATH']}"
     p, out, err = run([str(workloads / "redis"), *REDIS_SMALL], env)
     assert p.returncode == 1
-    assert "redis-benchmark failed (3): cannot reach the server" in err
+    assert "redis-benchmark exited with 3: cannot reach the server" in err
     assert out == ""
     assert len(list(stats.glob("stats-*.json"))) == 1  # the server's, at its clean exit
+    assert leftovers(tmp_path) == []
+
+
+def test_a_crashing_server_is_a_failed_run(workloads: Path, redis_bins: None, crash_lib: Path,
+                                          tmp_path: Path) -> None:
+    """An allocator that crashes the server (SIGSEGV on its 200000th malloc; glibc's free
+    after it, as redis links jemalloc): exit 1 naming the signal, redis's crash report and
+    the allocator's own stderr in the message, nothing left."""
+    env = clean_env(tmp_path, LD_PRELOAD=f"{crash_lib} libc.so.6", CRASH_AFTER_MALLOCS="200000")
+    p, out, err = run([str(workloads / "redis"), "--requests", "40000", "--clients", "10",
+                       "--pipeline", "8"], env)
+    assert p.returncode == 1 and out == ""
+    assert "redis: redis-server died by SIGSEGV" in err
+    assert "crashed by signal: 11" in err  # the server's log
+    assert "crash_lib: raising SIGSEGV" in err  # the server's stderr is the workload's
     assert leftovers(tmp_path) == []
 
 

@@ -43,6 +43,16 @@ def fail(message: str) -> NoReturn:
     sys.exit(1)
 
 
+def exit_text(code: int) -> str:
+    """A Popen return code in words: 'exited with 3', 'died by SIGSEGV'."""
+    if code < 0:
+        try:
+            return f"died by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"died by signal {-code}"
+    return f"exited with {code}"
+
+
 # -- params ------------------------------------------------------------------------------
 
 

@@ -71,14 +71,15 @@ def word(rng: random.Random) -> str:
 
 
 def build(seed: int, op: int) -> tuple[str, Any]:
-    """Operation `op`: (kind, result); a pure function of (seed, op)."""
+    """Operation `op`: (kind, result); a pure function of (seed, op). Runs in the worker
+    threads, so a wrong result raises (the main thread reports it and exits 1)."""
     rng = random.Random(seed * 1_000_003 + op)
     kind = rng.choices(("tree", "json", "text", "objects"), (30, 25, 25, 20))[0]
     if kind == "tree":
         depth = rng.randint(6, 9)
         t = tree(depth)
         if tree_nodes(t) != (1 << (depth + 1)) - 1:
-            mc.fail(f"op {op}: tree of depth {depth} has the wrong node count")
+            raise RuntimeError(f"op {op}: a tree of depth {depth} has the wrong node count")
         return kind, t
     if kind == "json":
         doc = {"id": op, "user": word(rng), "tags": [word(rng) for _ in range(rng.randint(0, 8))],
@@ -87,7 +88,7 @@ def build(seed: int, op: int) -> tuple[str, Any]:
                          for _ in range(rng.randint(1, 40))]}
         back = json.loads(json.dumps(doc, sort_keys=True))
         if back != doc:
-            mc.fail(f"op {op}: JSON round trip changed the document")
+            raise RuntimeError(f"op {op}: the JSON round trip changed the document")
         return kind, back
     if kind == "text":
         text = " ".join(word(rng) for _ in range(rng.randint(50, 400)))

@@ -125,17 +125,31 @@ def malloc_binding(program: str, env: dict[str, str]) -> str:
     probe_env["LD_DEBUG"] = "bindings"
     out = subprocess.run([program, "--version"], env=probe_env, capture_output=True,
                          text=True, timeout=60)
+    if out.returncode != 0:
+        own = [ln for ln in out.stderr.splitlines() if not re.match(r"\s*\d+:\s", ln)]
+        mc.fail(f"{program} --version {mc.exit_text(out.returncode)} with "
+                f"LD_PRELOAD={env.get('LD_PRELOAD', '')}" + "".join(f"\n{ln}" for ln in own[-5:]))
     m = re.search(r"binding file \S+ \[\d+\] to (\S+) \[\d+\]: normal symbol `malloc'",
                   out.stderr)
     return os.path.basename(m.group(1)) if m else "unknown"
 
 
-def log_tail(path: str, lines: int = 15) -> str:
+def log_tail(path: str, lines: int = 10) -> str:
+    """The end of the server's log; for a crash, its report's first lines instead."""
     try:
         with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-lines:]).rstrip()
+            text = f.readlines()
     except OSError:
         return "(no log)"
+    crash = next((i for i, ln in enumerate(text) if "crashed by signal" in ln), None)
+    keep = text[crash:crash + lines] if crash is not None else text[-lines:]
+    return "".join(keep).rstrip()
+
+
+def server_gone(server: subprocess.Popen[bytes], log: str, when: str) -> None:
+    """Fail with the server's end when it has exited on its own."""
+    if server.poll() is not None:
+        mc.fail(f"redis-server {mc.exit_text(server.returncode)} {when}:\n" + log_tail(log))
 
 
 def parse_benchmark_csv(text: str, tests: list[str]) -> dict[str, float]:
@@ -195,13 +209,11 @@ def run(p: dict[str, Any], allocator_env: dict[str, str]) -> None:
                        "700", "--save", "", "--appendonly", "no", "--daemonize", "no",
                        "--dir", tmp, "--logfile", log, "--io-threads", str(p["threads"]),
                        "--io-threads-do-reads", "yes" if p["threads"] > 1 else "no"]
-        server = mc.spawn(server_argv, server_env, server_cpus, subprocess.DEVNULL,
-                          subprocess.DEVNULL)
+        # its stderr is the workload's (the allocator's own messages reach the trial)
+        server = mc.spawn(server_argv, server_env, server_cpus, subprocess.DEVNULL, None)
         deadline = time.monotonic() + READY_SECONDS
         while True:
-            if server.poll() is not None:
-                mc.fail(f"redis-server exited ({server.returncode}) before it was ready:\n"
-                        + log_tail(log))
+            server_gone(server, log, "before it was ready")
             try:
                 if resp_command(sock, "PING", timeout=5) == "PONG":
                     break
@@ -225,8 +237,9 @@ def run(p: dict[str, Any], allocator_env: dict[str, str]) -> None:
             err.seek(0)
             bench_out = out.read().decode(errors="replace")
             bench_err = err.read().decode(errors="replace")
+        server_gone(server, log, "during the benchmark")
         if client.returncode != 0:
-            mc.fail(f"redis-benchmark failed ({client.returncode}): "
+            mc.fail(f"redis-benchmark {mc.exit_text(client.returncode)}: "
                     f"{(bench_err or bench_out).strip()[-2000:]}")
         rps = parse_benchmark_csv(bench_out, tests)
         missing = [t for t in tests if not rps.get(t)]
@@ -248,7 +261,7 @@ def run(p: dict[str, Any], allocator_env: dict[str, str]) -> None:
             mc.fail("redis-server did not exit after SHUTDOWN NOSAVE:\n" + log_tail(log))
         code, server_ru = waited
         if code != 0:
-            mc.fail(f"redis-server exited with {code} at shutdown:\n" + log_tail(log))
+            mc.fail(f"redis-server {mc.exit_text(code)} at shutdown:\n" + log_tail(log))
     finally:
         mc.hold_signals()
         for proc in (client, server):
