@@ -11,6 +11,9 @@ PKGS=(
   hyperfine valgrind util-linux
   # peers measured beside mallard (LD_PRELOAD)
   libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4
+  # macro workloads: redis-server under the allocator, redis-benchmark as its client;
+  # Debian's python3 runs the macro workload scripts and is the `python` workload
+  redis-server redis-tools python3
   # arm64: cross compiler and user-mode emulation
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
   # sanitizers beyond gcc's (LeakSanitizer runtime)
