@@ -14,7 +14,7 @@ without a kind is ``generic``) plus the enabled rows of ``webhook_endpoints``.
 Payloads:
 
 * ``generic``: ``{"event": "alert.opened", "alert": {... the v_alerts columns ...},
-  "text": "..."}``
+  "text": "...", "page_url": "<MALLARD_PUBLIC_URL>/ui/alerts/<id>"}``
 * ``slack`` (Slack incoming-webhook compatible): ``{"text": "...", "blocks": [...]}``
 """
 
@@ -30,8 +30,10 @@ from typing import Any
 import httpx
 from sqlalchemy.orm import Session
 
+from mallard_api.config import get_settings
 from mallard_api.models.analysis import Alert, OutboxMessage
 from mallard_api.sql import outbox
+from mallard_api.ui import links
 
 log = logging.getLogger("mallard_api.notify")
 
@@ -116,7 +118,8 @@ def payload(alert: Alert, event: str, kind: str) -> dict[str, Any]:
                  "elements": [{"type": "mrkdwn", "text": f"event `{event}`, state {alert.state}"}]},
             ],
         }
-    return {"event": event, "alert": alert_dict(alert), "text": text}
+    page = links.absolute(get_settings().public_url, links.alert(alert.id))
+    return {"event": event, "alert": alert_dict(alert), "text": text, "page_url": page}
 
 
 def enqueue_alert_event(session: Session, alert: Alert, event: str,
