@@ -41,8 +41,9 @@ class Point:
     values: list[float]
 
 
-# The last :last_n commits of the branch, then their trials of one allocator (name), every
-# measure or the ones asked for. trials_commit_idx finds a commit's trials.
+# The last :last_n commits of the branch, then their trials of one allocator (name) and
+# the measures asked for. Trials of comparison jobs (A/B experiments, often of variants)
+# are not the branch's history. trials_commit_idx finds a commit's trials.
 _RECENT = """
 WITH recent AS (
   SELECT bc.commit_id, bc.position FROM branch_commits bc
@@ -57,10 +58,12 @@ FROM recent r
 JOIN commits c ON c.id = r.commit_id
 JOIN trials t ON t.commit_id = r.commit_id AND t.ok AND NOT t.warmup
 JOIN allocators a ON a.id = t.allocator_id AND a.name = :allocator
+LEFT JOIN jobs j ON j.id = t.job_id
 JOIN workloads w ON w.id = t.workload_id
 JOIN testbeds tb ON tb.id = t.testbed_id
 CROSS JOIN LATERAL jsonb_each(t.measures) AS m(key, value)
 WHERE m.key = ANY(CAST(:measures AS text[])) AND jsonb_typeof(m.value) = 'number'
+  AND j.kind IS DISTINCT FROM 'comparison'
 GROUP BY w.id, tb.id, a.variant, m.key, c.id, r.position
 ORDER BY w.name, w.params_sha256, m.key, r.position
 """)
@@ -70,7 +73,9 @@ SELECT DISTINCT m.key
 FROM recent r
 JOIN trials t ON t.commit_id = r.commit_id AND t.ok AND NOT t.warmup
 JOIN allocators a ON a.id = t.allocator_id AND a.name = :allocator
+LEFT JOIN jobs j ON j.id = t.job_id
 CROSS JOIN LATERAL jsonb_object_keys(t.measures) AS m(key)
+WHERE j.kind IS DISTINCT FROM 'comparison'
 ORDER BY 1
 """)
 

@@ -22,7 +22,7 @@ from mallard_api.sql import pages as pages_sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import series as series_sql
 from mallard_api.ui import fmt, svg
-from mallard_api.ui.comparison import PRIMARY
+from mallard_api.ui.comparison import PRIMARY, measure_order
 
 
 @dataclass
@@ -61,10 +61,10 @@ def medians(ctx: SectionContext) -> dict[str, Any] | None:
     for key in sorted(grouped, key=lambda k: (k[0], fmt.params(grouped[k][0].params), k[2])):
         rows = grouped[key]
         first = rows[0]
-        present = sorted({r.measure for r in rows}, key=lambda m: (m not in PRIMARY, m))
+        present = sorted({r.measure for r in rows}, key=measure_order)
         measures = [m for m in present if m in PRIMARY] or present[:3]
         labels = list(dict.fromkeys(_label(r) for r in rows))
-        table = {lab: {} for lab in labels}
+        table: dict[str, dict[str, tuple[str, int]]] = {lab: {} for lab in labels}
         for r in rows:
             if r.measure in measures:
                 table[_label(r)][r.measure] = (

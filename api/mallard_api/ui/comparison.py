@@ -33,11 +33,13 @@ def is_primary(cell: ComparisonCell, hypothesis_measure: str | None) -> bool:
     return cell.measure in PRIMARY or cell.measure == hypothesis_measure
 
 
-def _order(measure: str) -> tuple[int, str]:
+def measure_order(measure: str) -> tuple[int, str]:
+    """Primary measures first, in PRIMARY's order, then the rest by name."""
     return (PRIMARY.index(measure), "") if measure in PRIMARY else (len(PRIMARY), measure)
 
 
-def _pkey(params: dict[str, Any]) -> str:
+def pkey(params: dict[str, Any]) -> str:
+    """Workload params as one comparable string (the stored canonical JSON)."""
     return canonical_params(params)[0]
 
 
@@ -138,21 +140,21 @@ def build(session: Session, comp: Comparison) -> dict[str, Any]:
         if t.testbed_fingerprint != comp.testbed_fingerprint or t.label not in ("base", "head"):
             continue
         for m, v in t.measures.items():
-            values[(t.workload, _pkey(t.params), m, t.label)].append(float(v))
+            values[(t.workload, pkey(t.params), m, t.label)].append(float(v))
     peers: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     for p in comp.peer_medians or []:
-        peers[(p["workload"], _pkey(p["params"]))][p["allocator"]] = float(p["median"])
+        peers[(p["workload"], pkey(p["params"]))][p["allocator"]] = float(p["median"])
 
     grouped: dict[tuple[str, str], list[ComparisonCell]] = defaultdict(list)
     for c in cells:
-        grouped[(c.workload, _pkey(c.params))].append(c)
+        grouped[(c.workload, pkey(c.params))].append(c)
     groups: list[GroupView] = []
     decided: list[tuple[CellView, str]] = []
     held = []
     for n, ((workload, pk), group) in enumerate(sorted(grouped.items())):
         title = f"{workload} {fmt.params(group[0].params)}".strip()
         g = GroupView(title=title, anchor=f"w{n}")
-        for c in sorted(group, key=lambda c: _order(c.measure)):
+        for c in sorted(group, key=lambda c: measure_order(c.measure)):
             unit = units.get(c.measure, "")
             view = cell_view(c, unit, f"w{n}-{c.measure}")
             if report.is_counter(c.measure):

@@ -18,13 +18,9 @@ from mallard_api.sql import pages as pages_sql
 from mallard_api.sql import series as series_sql
 from mallard_api.sql.results import canonical_params
 from mallard_api.ui import fmt, links, svg
-from mallard_api.ui.comparison import PRIMARY
+from mallard_api.ui.comparison import PRIMARY, measure_order, pkey
 
 ALLOCATOR = "mallard"
-
-
-def _pkey(params: dict[str, Any]) -> str:
-    return canonical_params(params)[0]
 
 
 def _series_name(variant: str, arch: str, fingerprint: str, many_testbeds: bool) -> str:
@@ -68,14 +64,14 @@ def branch_trends(session: Session, project: Project, branch: Branch, public_url
     marks: dict[tuple[str, str, str], list[svg.Marker]] = defaultdict(list)
     for cp in pages_sql.change_points(session, project.name, branch.name):
         if cp.allocator == ALLOCATOR and cp.commit_sha in index:
-            marks[(cp.workload, _pkey(cp.params), cp.measure)].append(svg.Marker(
+            marks[(cp.workload, pkey(cp.params), cp.measure)].append(svg.Marker(
                 index[cp.commit_sha], "change", fmt.pct(cp.change_pct),
                 title=f"change point at {cp.commit_sha[:7]}: {fmt.pct(cp.change_pct)} "
                       f"({cp.variant or 'default'}, {cp.direction})"))
     alerts = pages_sql.branch_alerts(session, project.name, branch.name)
     for a in alerts:
         if a.allocator == ALLOCATOR and a.first_bad_commit in index:
-            marks[(a.workload, _pkey(a.params), a.measure)].append(svg.Marker(
+            marks[(a.workload, pkey(a.params), a.measure)].append(svg.Marker(
                 index[a.first_bad_commit], "alert", href=links.path(public_url, links.alert(a.id)),
                 title=f"alert #{a.id} ({a.state}): {a.text}"))
     many = len({p.fingerprint for p in points}) > 1
@@ -84,13 +80,13 @@ def branch_trends(session: Session, project: Project, branch: Branch, public_url
         lambda: defaultdict(list))
     params_of: dict[tuple[str, str], dict[str, Any]] = {}
     for p in points:
-        key = (p.workload, _pkey(p.params))
+        key = (p.workload, pkey(p.params))
         params_of[key] = p.params
         by_cell[key][p.measure].append(p)
     workloads = []
     for key in sorted(by_cell):
         plots = []
-        for measure in sorted(by_cell[key], key=lambda m: (m not in PRIMARY, m)):
+        for measure in sorted(by_cell[key], key=measure_order):
             unit = units.get(measure, "")
             plots.append(_plot(by_cell[key][measure], measure, unit, axis, index,
                                marks.get((key[0], key[1], measure), []), many, public_url))

@@ -23,8 +23,8 @@ from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import pages as pages_sql
 from mallard_api.sql import projects as project_sql
-from mallard_api.ui import comparison, history, links, login
 from mallard_api.ui import commit as commit_page
+from mallard_api.ui import comparison, history, links, login
 from mallard_api.ui.render import HEADERS, PageRoute, error_page, page, public_url
 
 router = APIRouter(prefix=links.PREFIX, route_class=PageRoute, include_in_schema=False)

@@ -105,24 +105,34 @@ def _svg(width: int, height: int, label: str, body: list[str], css: str) -> Mark
         f"aria-label={quoteattr(label)}>{_title(label)}{''.join(body)}</svg>")
 
 
-def _x_axis(scale: Scale, y: float, ticks: Sequence[float], label: Callable[[float], str]
+def tick_labels(ticks: Sequence[float], label: Callable[[float, int], str]) -> list[str]:
+    """Tick texts with as few significant digits (3 to 7) as keep them apart."""
+    texts = [label(t, 3) for t in ticks]
+    for digits in range(4, 8):
+        if len(set(texts)) == len(texts):
+            break
+        texts = [label(t, digits) for t in ticks]
+    return texts
+
+
+def _x_axis(scale: Scale, y: float, ticks: Sequence[float], label: Callable[[float, int], str]
             ) -> list[str]:
     out = [_el("line", x1=scale.r0, x2=scale.r1, y1=y, y2=y, class_="axis")]
-    for t in ticks:
+    for t, text in zip(ticks, tick_labels(ticks, label), strict=True):
         x = scale(t)
         out.append(_el("line", x1=x, x2=x, y1=y, y2=y + 3, class_="axis"))
-        out.append(_el("text", escape(label(t)), x=x, y=y + 12, class_="tick",
+        out.append(_el("text", escape(text), x=x, y=y + 12, class_="tick",
                        text_anchor="middle"))
     return out
 
 
 def _y_axis(scale: Scale, x0: float, x1: float, ticks: Sequence[float],
-            label: Callable[[float], str]) -> list[str]:
+            label: Callable[[float, int], str]) -> list[str]:
     out = []
-    for t in ticks:
+    for t, text in zip(ticks, tick_labels(ticks, label), strict=True):
         y = scale(t)
         out.append(_el("line", x1=x0, x2=x1, y1=y, y2=y, class_="grid"))
-        out.append(_el("text", escape(label(t)), x=x0 - 4, y=y + 3, class_="tick",
+        out.append(_el("text", escape(text), x=x0 - 4, y=y + 3, class_="tick",
                        text_anchor="end"))
     return out
 
@@ -153,18 +163,25 @@ _JITTER = (0.0, -0.22, 0.22, -0.11, 0.11, -0.3, 0.3)
 
 def strip_plot(rows: Sequence[StripRow], *, measure: str, unit: str = "",
                band: Band | None = None, reference: float | None = None,
-               width: int = 440, row_h: int = 24, label: str = "") -> Markup:
-    """Trials as dots, one row per group; `reference` a dashed line across all rows."""
-    left, right, top, axis_h = 74, 14, 4, 18
+               width: int = 400, row_h: int = 24, label: str = "") -> Markup:
+    """Trials as dots, one row per group; `reference` a dashed line across all rows.
+
+    The axis spans the robust trials, the band and the reference: an outlier beyond them
+    is drawn hollow at the edge with a small arrow (`clipped`), its value in its tooltip
+    and `data-v`, so one wild trial does not squash the others into a pixel.
+    """
+    left = 14 + 6 * max((len(r.label) for r in rows), default=4)
+    right, top, axis_h = 14, 4, 18
     height = top + row_h * len(rows) + axis_h
-    values = [v for r in rows for v in r.values]
+    robust_values = [v for r in rows for j, v in enumerate(r.values)
+                     if r.robust is None or r.robust[j]]
     extra = [band.lo, band.hi] if band else []
     extra += [reference] if reference is not None else []
-    d0, d1 = domain(values + extra)
+    extra += [r.median for r in rows if r.median is not None]
+    d0, d1 = domain((robust_values or [v for r in rows for v in r.values]) + extra)
     x = Scale(d0, d1, left, width - right)
-    ticks = nice_ticks(d0, d1, 4)
-    body = _x_axis(x, top + row_h * len(rows) + 2, ticks,
-                   lambda t: fmt.value(t, measure, unit, digits=3))
+    body = _x_axis(x, top + row_h * len(rows) + 2, nice_ticks(d0, d1, 4),
+                   lambda t, d: fmt.value(t, measure, unit, digits=d))
     for i, row in enumerate(rows):
         cy = top + row_h * (i + 0.5)
         body.append(_el("line", x1=left, x2=width - right, y1=cy, y2=cy, class_="lane"))
@@ -177,11 +194,20 @@ def strip_plot(rows: Sequence[StripRow], *, measure: str, unit: str = "",
                             class_="band", data_lo=repr(band.lo), data_hi=repr(band.hi)))
         for j, v in enumerate(row.values):
             robust = row.robust[j] if row.robust is not None else True
-            body.append(_el(
-                "circle", _title(f"{row.label}: {fmt.value(v, measure, unit, digits=4)}"
-                                 + ("" if robust else " (outlier)")),
-                cx=x(v), cy=cy + _JITTER[j % len(_JITTER)] * row_h, r=3.0,
-                class_=f"dot {row.css}" + ("" if robust else " outlier"), data_v=repr(v)))
+            tip = _title(f"{row.label}: {fmt.value(v, measure, unit, digits=4)}"
+                         + ("" if robust else " (outlier)"))
+            cy_j = cy + _JITTER[j % len(_JITTER)] * row_h
+            css = f"dot {row.css}" + ("" if robust else " outlier")
+            if d0 <= v <= d1:
+                body.append(_el("circle", tip, cx=x(v), cy=cy_j, r=3.0, class_=css,
+                                data_v=repr(v)))
+                continue
+            edge = x(d0) if v < d0 else x(d1)
+            step = 7.0 if v < d0 else -7.0
+            body.append(_el("circle", tip, cx=edge + step / 2, cy=cy_j, r=3.0,
+                            class_=css + " clipped", data_v=repr(v)))
+            body.append(_el("path", d=f"M{_num(edge)},{_num(cy_j)} l{_num(step / 3)},-3 "
+                                      f"l0,6 Z", class_=f"arrow {row.css}"))
         if row.median is not None:
             mx = x(row.median)
             body.append(_el("line", _title(f"median {fmt.value(row.median, measure, unit, 4)}"),
@@ -250,7 +276,7 @@ def trend_plot(series: Sequence[TrendSeries], axis: TrendAxis, *, measure: str,
     d0, d1 = domain(ys, pad=0.08)
     y = Scale(d0, d1, height - bottom, top)
     body = _y_axis(y, left, width - right, nice_ticks(d0, d1, 4),
-                   lambda t: fmt.value(t, measure, unit, digits=3))
+                   lambda t, d: fmt.value(t, measure, unit, digits=d))
     body.append(_el("line", x1=left, x2=width - right, y1=height - bottom,
                     y2=height - bottom, class_="axis"))
     shown = {0: axis.labels[0], n - 1: axis.labels[-1]} if axis.labels else {}
@@ -266,8 +292,8 @@ def trend_plot(series: Sequence[TrendSeries], axis: TrendAxis, *, measure: str,
             mx = x(m.index - 0.5)
             body.append(_el("line", _title(m.title or m.label), x1=mx, x2=mx, y1=top,
                             y2=height - bottom, class_="changepoint", data_i=m.index))
-            if m.label:
-                body.append(_el("text", escape(m.label), x=mx + 2, y=top - 3,
+            if m.label:  # right of the alert triangle that may sit on the next commit
+                body.append(_el("text", escape(m.label), x=x(m.index) + 7, y=top - 3,
                                 class_="marklabel"))
         else:
             mx = x(m.index)
@@ -305,10 +331,10 @@ def ratio_bars(items: Sequence[tuple[str, float]], *, reference: str, highlight:
     hi = max([v for _, v in items] + [1.0]) * 1.05
     x = Scale(0.0, hi, left, width - right)
     body = _x_axis(x, top + row_h * len(items) + 1, nice_ticks(0.0, hi, 4),
-                   lambda t: f"{t:g}x")
+                   lambda t, d: f"{t:g}x")
     for i, (name, v) in enumerate(items):
         y0 = top + row_h * i
-        css = "bar hl" if name in highlight else "bar"
+        css = f"bar {name}" if name in highlight else "bar"
         body.append(_el("text", escape(name), x=left - 5, y=y0 + row_h * 0.72, class_="rowlabel",
                         text_anchor="end"))
         body.append(_el("rect", _title(f"{name}: {v:.2f}x {reference}"), x=float(left),

@@ -73,7 +73,8 @@ def _build(client: Any, make_token: Any, user_token: str) -> dict[str, Any]:
     name, arch = f"runner-{uuid.uuid4().hex[:8]}", f"arch-{uuid.uuid4().hex[:8]}"
     runner_headers = {"Authorization": f"Bearer {make_token('runner', name)}"}
     r = client.post("/api/v1/runners/register", headers=runner_headers, json={
-        "name": name, "arch": arch, "cpus": "1", "testbed": {"arch": arch, "cpu_model": "Test CPU"}})
+        "name": name, "arch": arch, "cpus": "1",
+        "testbed": {"arch": arch, "cpu_model": "Test CPU"}})
     assert r.status_code == 200, r.text
     runner = r.json()
     rng = np.random.default_rng(16)

@@ -19,7 +19,8 @@ def _visit(browser: Any, url: str, shot: Any) -> tuple[Any, Any, list[str]]:
     page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
     page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
     resp = page.goto(url, wait_until="networkidle")
-    page.screenshot(path=str(shot), full_page=True)
+    if shot is not None:
+        page.screenshot(path=str(shot), full_page=True)
     return page, resp, errors
 
 
@@ -72,9 +73,10 @@ def test_page_in_chromium(signed_in, live_server, pages_data, shots, name):
         for text in texts:
             assert text in body, f"{name}: {text!r} not on the page"
         plots = page.locator("main svg.plot")
-        assert plots.count() >= 1
-        box = plots.first.bounding_box()
-        assert box is not None and box["width"] > 100 and box["height"] > 30  # drawn
+        if name != "index":  # the overview is lists of links
+            assert plots.count() >= 1
+            box = plots.first.bounding_box()
+            assert box is not None and box["width"] > 100 and box["height"] > 30  # drawn
         assert page.evaluate("document.scripts.length") == 0  # readable without JavaScript
         html = page.content()
         assert pages_data["user_token"] not in html
@@ -85,7 +87,7 @@ def test_page_in_chromium(signed_in, live_server, pages_data, shots, name):
 def test_comparison_plots_and_links(signed_in, live_server, pages_data):
     d = pages_data
     page, resp, errors = _visit(signed_in, f"{live_server}/ui/comparisons/{d['comparison']}",
-                                "/dev/null")
+                                None)
     try:
         # one strip plot per primary cell (2 threads x ops_per_sec, max_rss_bytes) + peers
         assert page.locator("svg.strip").count() == 4
@@ -104,7 +106,7 @@ def test_comparison_plots_and_links(signed_in, live_server, pages_data):
 def test_trend_points_link_to_commit_pages(signed_in, live_server, pages_data):
     d = pages_data
     page, _, errors = _visit(signed_in, f"{live_server}/ui/projects/{d['project']}/branches/"
-                             "main?measure=ops_per_sec", "/dev/null")
+                             "main?measure=ops_per_sec", None)
     try:
         links = page.locator("svg.trend a circle.pt")
         assert links.count() == 60  # 30 commits x (larson, rpc)
