@@ -6,6 +6,7 @@
   glibc and jemalloc as peers, a hypothesis); returns a dict of their ids, shas, tokens.
 - `browser` (module) a Chromium context (Debian's /usr/bin/chromium driven by Playwright,
   a fresh user data directory, no network but the API) signed in through the login form.
+- `public_url` (session) the public URL reports and webhooks link with here.
 - `shots` (session) where screenshots go: $MALLARD_UI_SCREENSHOT_DIR, or a temporary
   directory.
 """
@@ -144,6 +145,12 @@ def _build(client: Any, make_token: Any, user_token: str) -> dict[str, Any]:
     return dict(project=project, commits=commits, comparison=comp["id"],
                 alert=alerts[0]["alert_id"], base_sha=base_sha, head_sha=head_sha,
                 runner=runner, user_token=user_token, user=user, detail=detail)
+
+
+@pytest.fixture(scope="session")
+def public_url() -> str:
+    """The MALLARD_PUBLIC_URL the analysis and notifications see in these tests."""
+    return PUBLIC_URL
 
 
 @pytest.fixture(scope="session")
