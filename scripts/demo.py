@@ -130,7 +130,8 @@ def main() -> int:
     api = f"http://127.0.0.1:{port}"
     env = dict(os.environ)
     env.pop("DATABASE_URL", None)  # embedded PostgreSQL, the default way
-    env.update({"MALLARD_DATA_DIR": str(STATE / "pgdata"), "PATH": f"{VENV_BIN}:{env['PATH']}"})
+    env.update({"MALLARD_DATA_DIR": str(STATE / "pgdata"), "PATH": f"{VENV_BIN}:{env['PATH']}",
+                "MALLARD_PUBLIC_URL": api})
 
     api_proc = runner_proc = None
     try:
@@ -171,6 +172,7 @@ def main() -> int:
         console.rule()
         step(f"API docs:   {api}/docs")
         step(f"the report: {api}/api/v1/comparisons/{comp['id']}/report")
+        step(f"the page:   {api}/ui/comparisons/{comp['id']} (sign in with {user_token})")
         if args.keep:
             step(f"--keep: API (pid {api_proc.pid}) and runner (pid {runner_proc.pid}) keep "
                  f"running; stop them with: kill -TERM -{api_proc.pid} -{runner_proc.pid}")
