@@ -25,8 +25,8 @@ def measure_units(session: Session) -> dict[str, str]:
 
 
 @dataclass
-class Point:
-    """The valid, non-warm-up trials of one series at one commit (values ascending)."""
+class Where:
+    """A workload cell on a testbed: what a row of trials was measured on."""
 
     workload: str
     params: dict[str, Any]
@@ -34,6 +34,12 @@ class Point:
     arch: str
     fingerprint: str
     cpu_model: str | None
+
+
+@dataclass
+class Point(Where):
+    """The valid, non-warm-up trials of one series at one commit (values ascending)."""
+
     variant: str
     measure: str
     sha: str
@@ -139,15 +145,9 @@ def commits_by_prefix(session: Session, prefix: str, limit: int = 20
 
 
 @dataclass
-class CommitCell:
+class CommitCell(Where):
     """One allocator configuration's trials of one workload cell at a commit, one measure."""
 
-    workload: str
-    params: dict[str, Any]
-    params_sha: str
-    arch: str
-    fingerprint: str
-    cpu_model: str | None
     allocator: str
     variant: str
     allocator_commit: str

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from mallard_api import analysis
 from mallard_api.auth import Principal, field_error
 from mallard_api.deps import get_session
+from mallard_api.models.core import Project
 from mallard_api.schemas import INT32_MAX
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import comparisons as cmp_sql
@@ -138,7 +139,7 @@ Measures = Annotated[list[str], Query(max_length=20)]
 Commits = Annotated[int, Query(ge=2, le=500, description="how many recent commits")]
 
 
-def _project(session: Session, name: str):  # type: ignore[no-untyped-def]
+def _project(session: Session, name: str) -> Project:
     proj = project_sql.get(session, name)
     if proj is None:
         raise field_error(404, ["path", "project"], f"There is no project '{name}'.",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -85,8 +86,8 @@ def test_trend_plot_points_links_and_markers():
     assert links[:1] == ["/ui/alerts/7"] and links[1:] == [f"/ui/commits/c{i}" for i in range(5)]
     xs = [float(d.get("cx")) for d in dots]
     ys = [float(d.get("cy")) for d in dots]
-    assert all(b - a == pytest.approx(xs[1] - xs[0], abs=0.1) for a, b in zip(xs, xs[1:]))
-    assert all(b < a for a, b in zip(ys, ys[1:]))  # higher medians drawn higher up
+    assert all(b - a == pytest.approx(xs[1] - xs[0], abs=0.1) for a, b in itertools.pairwise(xs))
+    assert all(b < a for a, b in itertools.pairwise(ys))  # higher medians drawn higher up
     dy = (ys[0] - ys[1])  # pixels per unit
     level = root.find(".//s:line[@class='level']", NS)
     assert float(level.get("y1")) == pytest.approx(ys[0] - dy * 1.0, abs=0.1)
