@@ -15,7 +15,8 @@ Payloads:
 
 * ``generic``: ``{"event": "alert.opened", "alert": {... the v_alerts columns ...},
   "text": "...", "page_url": "<MALLARD_PUBLIC_URL>/ui/alerts/<id>"}``
-* ``slack`` (Slack incoming-webhook compatible): ``{"text": "...", "blocks": [...]}``
+* ``slack`` (Slack incoming-webhook compatible): ``{"text": "...", "blocks": [...]}``, the
+  page's link among the fields
 """
 
 from __future__ import annotations
@@ -101,12 +102,14 @@ def event_text(alert: Alert, event: str) -> str:
 
 def payload(alert: Alert, event: str, kind: str) -> dict[str, Any]:
     text = event_text(alert, event)
+    page = links.absolute(get_settings().public_url, links.alert(alert.id))
     if kind == "slack":
         fields = [
             f"*project* {alert.project}/{alert.branch}",
             f"*first bad commit* `{alert.first_bad_commit[:12]}`",
             f"*last good commit* `{(alert.last_good_commit or '?')[:12]}`",
             f"*testbed* {alert.arch} {alert.testbed_fingerprint[:12]}",
+            f"*page* <{page}|alert #{alert.id}>",
         ]
         return {
             "text": text,
@@ -118,7 +121,6 @@ def payload(alert: Alert, event: str, kind: str) -> dict[str, Any]:
                  "elements": [{"type": "mrkdwn", "text": f"event `{event}`, state {alert.state}"}]},
             ],
         }
-    page = links.absolute(get_settings().public_url, links.alert(alert.id))
     return {"event": event, "alert": alert_dict(alert), "text": text, "page_url": page}
 
 

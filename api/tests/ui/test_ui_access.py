@@ -201,6 +201,8 @@ def test_report_and_webhook_link_to_the_pages(app, pages_data, settings, monkeyp
                             lambda: settings.model_copy(update={"public_url": public_url}))
         body = notify.payload(alert, "alert.opened", "generic")
         assert body["page_url"] == f"{public_url}/ui/alerts/{d['alert']}"
+        slack = notify.payload(alert, "alert.opened", "slack")
+        assert f"<{public_url}/ui/alerts/{d['alert']}|alert #{d['alert']}>" in str(slack)
         monkeypatch.setattr(notify, "get_settings", lambda: settings)
         assert notify.payload(alert, "alert.opened", "generic")["page_url"] == \
             f"/ui/alerts/{d['alert']}"
