@@ -121,3 +121,4 @@ def test_ratio_bars_lengths_follow_the_ratios():
 ])
 def test_values_read_like_an_engineer_writes_them(v, measure, unit, text):
     assert fmt.value(v, measure, unit) == text
+
