@@ -132,7 +132,8 @@ def main() -> int:
     env.pop("DATABASE_URL", None)  # embedded PostgreSQL, the default way
     env.update({"MALLARD_DATA_DIR": str(STATE / "pgdata"), "PATH": f"{VENV_BIN}:{env['PATH']}",
                 # the runner may fetch the one repository the demo's project names: this one
-                "MALLARD_RUNNER_REPO_ALLOW": f"file://{ROOT}"})
+                "MALLARD_RUNNER_REPO_ALLOW": f"file://{ROOT}",
+                "MALLARD_PUBLIC_URL": api})
 
     api_proc = runner_proc = None
     try:
@@ -173,6 +174,7 @@ def main() -> int:
         console.rule()
         step(f"API docs:   {api}/docs")
         step(f"the report: {api}/api/v1/comparisons/{comp['id']}/report")
+        step(f"the page:   {api}/ui/comparisons/{comp['id']} (sign in with {user_token})")
         if args.keep:
             step(f"--keep: API (pid {api_proc.pid}) and runner (pid {runner_proc.pid}) keep "
                  f"running; stop them with: kill -TERM -{api_proc.pid} -{runner_proc.pid}")

@@ -22,6 +22,8 @@ PKGS=(
   prometheus prometheus-alertmanager
   # a PostgreSQL client for people (the server comes from the embedded wheel)
   postgresql-client
+  # the page tests: headless Chromium (driven by Playwright from the venv; never downloaded)
+  chromium
 )
 
 missing=()

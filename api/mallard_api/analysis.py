@@ -58,6 +58,7 @@ from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import comparisons as sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import series as series_sql
+from mallard_api.ui import links
 
 log = logging.getLogger("mallard_api.analysis")
 
@@ -292,6 +293,7 @@ def render_report(session: Session, comp: Comparison) -> str:
     if comp.testbed_fingerprint:
         testbed = f"{comp.cpu_model or 'unknown CPU'} ({comp.testbed_fingerprint[:12]})"
     notes = [comp.note] if comp.note else []
+    notes.insert(0, "page: " + links.absolute(get_settings().public_url, links.comparison(comp.id)))
     if not cells:
         notes.append("no results yet" if comp.state in ("queued", "running")
                      else "no results")

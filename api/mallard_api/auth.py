@@ -55,13 +55,20 @@ def principal(request: Request, session: Annotated[Session, Depends(get_session)
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise _unauthorized("missing bearer token (Authorization: Bearer <token>)")
-    token = token.strip()
+    found = token_principal(request, session, token.strip())
+    if found is None:
+        raise _unauthorized("unknown or revoked token")
+    return found
+
+
+def token_principal(request: Request, session: Session, token: str) -> Principal | None:
+    """Who a token is (the bootstrap admin token, or a stored one); None: unknown/revoked."""
     boot = request.app.state.settings.bootstrap_admin_token
     if boot and hmac.compare_digest(token.encode(), boot.encode()):
         return Principal(role="admin")
     row = token_sql.lookup(session, hash_token(token))
     if row is None:
-        raise _unauthorized("unknown or revoked token")
+        return None
     return Principal(role=row.role, runner_name=row.runner_name, token_id=row.id)
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -70,6 +71,27 @@ class Settings(BaseSettings):
     outbox_max_delay_seconds: float = 3600.0
     outbox_max_attempts: int = 25
     webhook_timeout_seconds: float = 5.0
+
+    # Web pages (mallard_api/ui). The address people reach the API at, e.g.
+    # https://mallard.example.org: absolute links in reports, webhooks and dashboards are
+    # built from it (unset: links are paths such as /ui/comparisons/3). A login session
+    # lasts ui_session_hours; ui_session_secret (optional, shared by every replica) is
+    # mixed into the session signature so that reading the api_tokens table is not
+    # enough to forge a session cookie.
+    public_url: str | None = None
+    ui_session_hours: float = Field(default=12.0, gt=0, le=24 * 30)
+    ui_session_secret: str | None = None
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, v: str | None) -> str | None:
+        if v is None or not v.strip():
+            return None
+        u = urlsplit(v.strip())
+        if u.scheme not in ("http", "https") or not u.netloc or u.query or u.fragment:
+            raise ValueError("MALLARD_PUBLIC_URL must be http(s)://host[:port][/path], "
+                             "without query or fragment")
+        return v.strip().rstrip("/")
 
     @property
     def peer_list(self) -> list[str]:

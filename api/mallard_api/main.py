@@ -30,6 +30,7 @@ from mallard_api.metrics import REGISTRY, DatabaseCollector, MetricsMiddleware
 from mallard_api.routes import jobs, projects, results, runners, series, webhooks
 from mallard_api.schemas import ErrorOut, Health
 from mallard_api.sql import jobs as job_sql
+from mallard_api.ui import routes as ui_routes
 
 API_PREFIX = "/api/v1"
 # Routers written by the analysis engineer, included when their modules exist.
@@ -121,6 +122,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    series.router, webhooks.router, *_optional_routers()):
         api.include_router(router)
     app.include_router(api)
+    app.include_router(ui_routes.router)  # the web pages under /ui
 
     default_openapi = app.openapi
 

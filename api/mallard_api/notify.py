@@ -14,8 +14,9 @@ without a kind is ``generic``) plus the enabled rows of ``webhook_endpoints``.
 Payloads:
 
 * ``generic``: ``{"event": "alert.opened", "alert": {... the v_alerts columns ...},
-  "text": "..."}``
-* ``slack`` (Slack incoming-webhook compatible): ``{"text": "...", "blocks": [...]}``
+  "text": "...", "page_url": "<MALLARD_PUBLIC_URL>/ui/alerts/<id>"}``
+* ``slack`` (Slack incoming-webhook compatible): ``{"text": "...", "blocks": [...]}``, the
+  page's link among the fields
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from typing import Any
 import httpx
 from sqlalchemy.orm import Session
 
+from mallard_api.config import get_settings
 from mallard_api.models.analysis import Alert, OutboxMessage
 from mallard_api.sql import outbox
+from mallard_api.ui import links
 
 log = logging.getLogger("mallard_api.notify")
 
@@ -99,12 +102,14 @@ def event_text(alert: Alert, event: str) -> str:
 
 def payload(alert: Alert, event: str, kind: str) -> dict[str, Any]:
     text = event_text(alert, event)
+    page = links.absolute(get_settings().public_url, links.alert(alert.id))
     if kind == "slack":
         fields = [
             f"*project* {alert.project}/{alert.branch}",
             f"*first bad commit* `{alert.first_bad_commit[:12]}`",
             f"*last good commit* `{(alert.last_good_commit or '?')[:12]}`",
             f"*testbed* {alert.arch} {alert.testbed_fingerprint[:12]}",
+            f"*page* <{page}|alert #{alert.id}>",
         ]
         return {
             "text": text,
@@ -116,7 +121,7 @@ def payload(alert: Alert, event: str, kind: str) -> dict[str, Any]:
                  "elements": [{"type": "mrkdwn", "text": f"event `{event}`, state {alert.state}"}]},
             ],
         }
-    return {"event": event, "alert": alert_dict(alert), "text": text}
+    return {"event": event, "alert": alert_dict(alert), "text": text, "page_url": page}
 
 
 def enqueue_alert_event(session: Session, alert: Alert, event: str,

@@ -14,6 +14,8 @@ from .grafana import (
     bar_options,
     field_config,
     override,
+    page_link,
+    pages_variable,
     sql,
     sql_variable,
 )
@@ -113,7 +115,11 @@ def build() -> Json:
             multi=True,
             include_all=True,
         ),
+        pages_variable(),
     ]
+    d.links = [{**page_link("Comparison page", "/ui/comparisons/${comparison}",
+                            "this comparison in Mallard, with plots of every trial"),
+                "type": "link", "icon": "doc", "includeVars": False, "keepTime": False}]
     d.time_from = "now-90d"
     d.add(
         "stat",
@@ -135,7 +141,7 @@ def build() -> Json:
             ]
         ),
     )
-    d.add(
+    cells = d.add(
         "table",
         "Cells",
         [sql(CELLS)],
@@ -186,6 +192,7 @@ def build() -> Json:
         ),
         options=bar_options("cell", "horizontal", groupWidth=0.8, barWidth=0.9),
     )
+    cells["links"] = [page_link("Comparison page", "/ui/comparisons/${comparison}")]
     d.add(
         "barchart",
         "Transfer cache hit ratios, base vs head",

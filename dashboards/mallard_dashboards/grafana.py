@@ -176,6 +176,7 @@ class Dashboard:
         self.panels: list[Json] = []
         self.variables: list[Json] = []
         self.annotations: list[Json] = []
+        self.links: list[Json] = []  # extra dashboard links (page_link)
         self.time_from = "now-30d"
         self.refresh = ""
         self._x = 0
@@ -280,10 +281,36 @@ class Dashboard:
                     "title": "Mallard",
                     "includeVars": False,
                     "keepTime": True,
-                }
+                },
+                *self.links,
             ],
             "panels": self.panels,
         }
+
+
+# The API's web pages (/ui/...): their base URL is the `pages` variable, a text box whose
+# default is the API of `make up`; set it to MALLARD_PUBLIC_URL in the variable bar, in the
+# dashboard's saved default, or with `?var-pages=...` in the dashboard's URL.
+PAGES_DEFAULT = "http://127.0.0.1:8000"
+
+
+def pages_variable() -> Json:
+    """$pages: the base URL of Mallard's pages, for links (not used in any query)."""
+    return {
+        "type": "textbox",
+        "name": "pages",
+        "label": "Mallard pages URL",
+        "query": PAGES_DEFAULT,
+        "current": {"selected": False, "text": PAGES_DEFAULT, "value": PAGES_DEFAULT},
+        "hide": 0,
+        "options": [{"selected": True, "text": PAGES_DEFAULT, "value": PAGES_DEFAULT}],
+    }
+
+
+def page_link(title: str, path: str, tooltip: str = "") -> Json:
+    """A link to one of the API's pages (`path` after ${pages}, may use variables)."""
+    return {"title": title, "url": "${pages}" + path, "targetBlank": True,
+            **({"tooltip": tooltip} if tooltip else {})}
 
 
 # The history dashboards (trends, memory) scope their variables to one branch of one project.

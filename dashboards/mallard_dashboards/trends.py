@@ -15,6 +15,8 @@ from .grafana import (
     arch_threads_variables,
     field_config,
     override,
+    page_link,
+    pages_variable,
     project_branch_variables,
     sql,
     sql_annotation,
@@ -151,13 +153,18 @@ def build() -> Json:
             multi=True,
             include_all=True,
         ),
+        pages_variable(),
     ]
+    branch_page = page_link("Branch page", "/ui/projects/${project}/branches/${branch}",
+                            "the branch's history in Mallard: every point links to its commit")
+    d.links = [{**branch_page, "type": "link", "icon": "doc", "includeVars": False,
+                "keepTime": False}]
     d.annotations = [
         sql_annotation("Change points", CHANGE_POINTS, "red"),
         sql_annotation("Open alerts", OPEN_ALERTS, "orange"),
     ]
     d.row("History along the branch")
-    d.add(
+    history = d.add(
         "timeseries",
         "$workload · $measure",
         [sql(MALLARD_LINES, "A", "time_series"), sql(PEER_LINES, "B", "time_series")],
@@ -195,6 +202,7 @@ def build() -> Json:
             "tooltip": {"mode": "multi", "sort": "desc"},
         },
     )
+    history["links"] = [branch_page]
     d.row("Numbers")
     d.add(
         "table",
@@ -203,7 +211,9 @@ def build() -> Json:
         w=24,
         h=10,
         description="The points of the charts above, newest commit first (p25/p75: spread "
-        "of the trials, n: trials).",
+        "of the trials, n: trials). A commit links to its page in Mallard.",
+        field=field_config(overrides=[override("byName", "commit_short", {"links": [
+            page_link("commit page", "/ui/commits/${__value.raw}")]})]),
     )
     d.add(
         "table",
@@ -216,6 +226,10 @@ def build() -> Json:
             unit=None,
             overrides=[
                 override("byName", "change_pct", {"unit": "percent", "decimals": 1}),
+                override("byName", "alert_id", {"links": [
+                    page_link("alert page", "/ui/alerts/${__value.raw}")]}),
+                override("byName", "first_bad_commit", {"links": [
+                    page_link("commit page", "/ui/commits/${__value.raw}")]}),
             ],
         ),
     )

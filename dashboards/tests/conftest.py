@@ -60,7 +60,8 @@ def queries(board: Json) -> list[tuple[str, Json, Json]]:
         if "target" in anno:
             out.append((f"{board['uid']} annotation {anno['name']!r}", anno["target"], anno))
     for var in board["templating"]["list"]:
-        out.append((f"{board['uid']} variable ${var['name']}", var, var))
+        if var.get("type", "query") == "query":  # a textbox ($pages) has no query
+            out.append((f"{board['uid']} variable ${var['name']}", var, var))
     return out
 
 

@@ -142,7 +142,7 @@ def test_variables_are_defined_before_use(uid):
     seen: set[str] = set()
     for var in board["templating"]["list"]:
         _, text = query_text(var)
-        missing = variables_used(text) - seen
+        missing = variables_used(text or "") - seen
         assert not missing, f"${var['name']} depends on {missing}, defined later or never"
         seen.add(var["name"])
 
@@ -170,3 +170,32 @@ def test_queries_only_read_the_contract_views():
                 if name.lower() in ("lateral",):
                     continue
                 assert name in views or name in ctes, f"{where} reads {name}, not a view"
+
+
+def page_links(board: dict) -> list[tuple[str, str]]:
+    """(where, url) of every link to the API's pages: dashboard, panel and data links."""
+    out = [(f"{board['uid']} link {lk['title']!r}", lk["url"]) for lk in board["links"]
+           if "url" in lk]
+    for panel in all_panels(board):
+        out += [(f"panel {panel['title']!r}", lk["url"]) for lk in panel.get("links", [])]
+        for ov in panel.get("fieldConfig", {}).get("overrides", []):
+            for prop in ov["properties"]:
+                if prop["id"] == "links":
+                    out += [(f"panel {panel['title']!r} field {ov['matcher']['options']}",
+                             lk["url"]) for lk in prop["value"]]
+    return out
+
+
+def test_dashboards_link_to_the_pages():
+    """The comparison dashboard links to the comparison's page, the trends tables to the
+    commit and alert pages, all under ${pages}, a variable the dashboard defines."""
+    boards = load_dashboards()
+    urls = {uid: [u for _, u in page_links(b)] for uid, b in boards.items()}
+    assert "${pages}/ui/comparisons/${comparison}" in urls["mallard-comparison"]
+    assert "${pages}/ui/commits/${__value.raw}" in urls["mallard-trends"]
+    assert "${pages}/ui/alerts/${__value.raw}" in urls["mallard-trends"]
+    for uid, board in boards.items():
+        defined = {v["name"] for v in board["templating"]["list"]}
+        for where, url in page_links(board):
+            assert url.startswith("${pages}/ui/"), f"{uid} {where}: {url}"
+            assert variables_used(url) <= defined, f"{uid} {where}: {url}"

@@ -45,6 +45,8 @@ def resolve_variables(
     selected: dict[str, list[str]] = {}
     options: dict[str, list[str]] = {}
     for var in board["templating"]["list"]:
+        if var.get("type", "query") != "query":
+            continue
         dialect, text = query_text(var)
         if dialect != "sql":
             continue
@@ -124,7 +126,7 @@ def sql_panels() -> list[tuple[str, str]]:
 def test_variable_queries_return_values(variables, uid):
     selected, options = variables[uid]
     for var in BOARDS[uid]["templating"]["list"]:
-        if query_text(var)[0] == "sql":
+        if var.get("type", "query") == "query" and query_text(var)[0] == "sql":
             assert options[var["name"]], var["name"]
 
 

@@ -1,0 +1,118 @@
+"""What the commit page shows, as a list of sections (one per project holding the sha).
+
+A section is a function `(SectionContext) -> dict | None` registered in SECTIONS, drawn
+by the template `templates/commit/<name>.html` with its dict as `s`; None leaves the
+section out. To add one (a commit verdict, a bisection): write the function, its
+template, and add it to SECTIONS where it should appear.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from mallard_api import stats
+from mallard_api.models.core import Commit, Project
+from mallard_api.sql import comparisons as cmp_sql
+from mallard_api.sql import pages as pages_sql
+from mallard_api.sql import projects as project_sql
+from mallard_api.sql import series as series_sql
+from mallard_api.ui import fmt, svg
+from mallard_api.ui.comparison import PRIMARY, measure_order
+
+
+@dataclass
+class SectionContext:
+    session: Session
+    project: Project
+    commit: Commit
+    public_url: str | None
+
+
+def summary(ctx: SectionContext) -> dict[str, Any]:
+    c = ctx.commit
+    return dict(project=ctx.project.name, sha=c.sha, parent=c.parent_sha, author=c.author,
+                message=c.message, time=c.committed_at,
+                branches=project_sql.memberships(ctx.session, c))
+
+
+def _label(cell: pages_sql.CommitCell) -> str:
+    name = cell.allocator
+    if cell.allocator_commit:
+        name += f"@{cell.allocator_commit[:7]}"
+    return name + (f" {cell.variant}" if cell.variant else "")
+
+
+def medians(ctx: SectionContext) -> dict[str, Any] | None:
+    """Per workload cell and testbed: each allocator configuration's medians (n trials),
+    and a strip plot of the trials of the first primary measure across configurations."""
+    cells = pages_sql.commit_cells(ctx.session, ctx.commit.id)
+    if not cells:
+        return dict(groups=[])
+    units = pages_sql.measure_units(ctx.session)
+    grouped: dict[tuple[str, str, str], list[pages_sql.CommitCell]] = defaultdict(list)
+    for c in cells:
+        grouped[(c.workload, c.params_sha, c.fingerprint)].append(c)
+    groups = []
+    for key in sorted(grouped, key=lambda k: (k[0], fmt.params(grouped[k][0].params), k[2])):
+        rows = grouped[key]
+        first = rows[0]
+        present = sorted({r.measure for r in rows}, key=measure_order)
+        measures = [m for m in present if m in PRIMARY] or present[:3]
+        labels = list(dict.fromkeys(_label(r) for r in rows))
+        table: dict[str, dict[str, tuple[str, int]]] = {lab: {} for lab in labels}
+        for r in rows:
+            if r.measure in measures:
+                table[_label(r)][r.measure] = (
+                    fmt.value(series_sql.quantile(r.values, 0.5), r.measure,
+                              units.get(r.measure, "")), len(r.values))
+        plot_measure = measures[0]
+        strip_rows = [svg.StripRow(_label(r), r.values,
+                                   [bool(b) for b in stats.robust_mask(r.values)],
+                                   series_sql.quantile(r.values, 0.5),
+                                   "head" if r.allocator == "mallard" else "peer")
+                      for r in rows if r.measure == plot_measure]
+        groups.append(dict(
+            title=f"{first.workload} {fmt.params(first.params)}".strip(),
+            testbed=f"{first.arch} {first.cpu_model or ''} ({first.fingerprint[:12]})",
+            measures=measures, labels=labels, table=table,
+            plot_measure=plot_measure,
+            plot=svg.strip_plot(strip_rows, measure=plot_measure,
+                                unit=units.get(plot_measure, ""), width=520,
+                                label=f"{first.workload} {plot_measure}: trials at this commit")))
+    return dict(groups=groups)
+
+
+def alerts(ctx: SectionContext) -> dict[str, Any] | None:
+    rows = pages_sql.commit_alerts(ctx.session, ctx.project.id, ctx.commit.sha)
+    return dict(alerts=rows, sha=ctx.commit.sha) if rows else None
+
+
+def comparisons(ctx: SectionContext) -> dict[str, Any] | None:
+    rows = pages_sql.commit_comparisons(ctx.session, ctx.project.id, ctx.commit.sha)
+    if not rows:
+        return None
+    return dict(comparisons=[(c, cmp_sql.counts(ctx.session, c.id)) for c in rows])
+
+
+SECTIONS: list[tuple[str, Callable[[SectionContext], dict[str, Any] | None]]] = [
+    ("summary", summary),
+    ("alerts", alerts),
+    ("medians", medians),
+    ("comparisons", comparisons),
+]
+
+
+def build(session: Session, commit: Commit, project: Project, public_url: str | None
+          ) -> list[tuple[str, dict[str, Any]]]:
+    ctx = SectionContext(session, project, commit, public_url)
+    out = []
+    for name, fn in SECTIONS:
+        data = fn(ctx)
+        if data is not None:
+            out.append((name, data))
+    return out

@@ -1,0 +1,193 @@
+"""What the comparison page shows: the summary, then per workload cell the primary
+measures (verdict, change, interval, p, trials, MDE when the cell has one) each with a
+strip plot of both sides' trials, the diagnostics under them, the allocator counters that
+moved, and the peers' throughput as ratios."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from markupsafe import Markup
+from sqlalchemy.orm import Session
+
+from mallard_api import analysis, report, stats
+from mallard_api.models.analysis import Comparison, ComparisonCell
+from mallard_api.sql import comparisons as cmp_sql
+from mallard_api.sql import pages as pages_sql
+from mallard_api.sql.results import canonical_params
+from mallard_api.ui import fmt, svg
+
+# Measures that get a verdict (the rest are diagnostics shown under them), in page order.
+PRIMARY = ("ops_per_sec", "max_rss_bytes", "instructions", "llc_misses")
+# A counter "moved" when its median changed by at least this much (percent).
+COUNTER_MOVED_PCT = 0.1
+
+
+def is_primary(cell: ComparisonCell, hypothesis_measure: str | None) -> bool:
+    flag = vars(cell).get("primary")  # a cell that says so itself wins
+    if isinstance(flag, bool):
+        return flag
+    return cell.measure in PRIMARY or cell.measure == hypothesis_measure
+
+
+def measure_order(measure: str) -> tuple[int, str]:
+    """Primary measures first, in PRIMARY's order, then the rest by name."""
+    return (PRIMARY.index(measure), "") if measure in PRIMARY else (len(PRIMARY), measure)
+
+
+def pkey(params: dict[str, Any]) -> str:
+    """Workload params as one comparable string (the stored canonical JSON)."""
+    return canonical_params(params)[0]
+
+
+@dataclass
+class CellView:
+    measure: str
+    unit: str
+    verdict: str
+    base: str
+    head: str
+    change: str
+    interval: str
+    half_width: str
+    p: str
+    trials: str
+    robust: str
+    mde: str | None
+    line: str
+    anchor: str
+    hypothesis: str | None = None
+    plot: Markup | None = None
+
+
+@dataclass
+class GroupView:
+    title: str
+    anchor: str
+    primary: list[CellView] = field(default_factory=list)
+    diagnostics: list[CellView] = field(default_factory=list)
+    counters_moved: list[CellView] = field(default_factory=list)
+    counters_still: list[str] = field(default_factory=list)
+    peers: Markup | None = None
+    peer_reference: str | None = None
+
+
+def _mde(cell: ComparisonCell) -> str | None:
+    v = vars(cell).get("mde_pct")  # present once the cells carry their MDE
+    return None if v is None else f"{float(v):.1f}%"
+
+
+def cell_view(cell: ComparisonCell, unit: str, anchor: str) -> CellView:
+    s = analysis.cell_stats(cell)
+    hw = s.half_width_pct
+    return CellView(
+        measure=cell.measure, unit=unit, verdict=cell.verdict,
+        base=fmt.value(cell.base_median, cell.measure, unit),
+        head=fmt.value(cell.head_median, cell.measure, unit),
+        change=fmt.pct(cell.diff_pct),
+        interval=(f"[{fmt.pct(cell.ci_low_pct)}, {fmt.pct(cell.ci_high_pct)}]"
+                  if cell.ci_low_pct is not None else "n/a"),
+        half_width="" if hw is None or not math.isfinite(hw) else f"±{hw:.1f}%",
+        p=fmt.pvalue(cell.p_adjusted),
+        trials=f"{cell.n_base} / {cell.n_head}", robust=f"{cell.robust_base} / {cell.robust_head}",
+        mde=_mde(cell), line=cell.line, anchor=anchor)
+
+
+def trial_plot(cell: ComparisonCell, unit: str, base: list[float], head: list[float]) -> Markup:
+    """Both sides' trials, their medians, the head's interval relative to the base median."""
+    band = None
+    bm = cell.base_median
+    if bm is not None and cell.ci_low_pct is not None and cell.ci_high_pct is not None:
+        band = svg.Band(1, bm * (1 + cell.ci_low_pct / 100), bm * (1 + cell.ci_high_pct / 100),
+                        f"95% interval of head vs base: [{fmt.pct(cell.ci_low_pct)}, "
+                        f"{fmt.pct(cell.ci_high_pct)}]")
+    rows = [
+        svg.StripRow("base", base, [bool(b) for b in stats.robust_mask(base)] if base else None,
+                     cell.base_median, "base"),
+        svg.StripRow("head", head, [bool(b) for b in stats.robust_mask(head)] if head else None,
+                     cell.head_median, "head"),
+    ]
+    return svg.strip_plot(rows, measure=cell.measure, unit=unit, band=band, reference=bm,
+                          label=f"{cell.workload} {fmt.params(cell.params)} {cell.measure}: "
+                                f"base and head trials")
+
+
+def peer_ratios(peer_medians: dict[str, float], throughput: ComparisonCell | None
+                ) -> tuple[list[tuple[str, float]], str] | None:
+    """Throughput of base, head and the peers relative to glibc (or to base without it)."""
+    values = dict(peer_medians)
+    if throughput is not None:
+        for side, v in (("base", throughput.base_median), ("head", throughput.head_median)):
+            if v is not None:
+                values.setdefault(side, v)
+    ref = "glibc" if values.get("glibc") else "base"
+    denom = values.get(ref)
+    if not denom:
+        return None
+    return sorted(((k, v / denom) for k, v in values.items() if k != ref),
+                  key=lambda kv: -kv[1]), ref
+
+
+def build(session: Session, comp: Comparison) -> dict[str, Any]:
+    cells = cmp_sql.cells(session, comp.id)
+    units = pages_sql.measure_units(session)
+    hyp = analysis.hypothesis_of(comp)
+    values: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+    for t in cmp_sql.trials(session, comp.id):
+        if t.testbed_fingerprint != comp.testbed_fingerprint or t.label not in ("base", "head"):
+            continue
+        for m, v in t.measures.items():
+            values[(t.workload, pkey(t.params), m, t.label)].append(float(v))
+    peers: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    for p in comp.peer_medians or []:
+        peers[(p["workload"], pkey(p["params"]))][p["allocator"]] = float(p["median"])
+
+    grouped: dict[tuple[str, str], list[ComparisonCell]] = defaultdict(list)
+    for c in cells:
+        grouped[(c.workload, pkey(c.params))].append(c)
+    groups: list[GroupView] = []
+    decided: list[tuple[CellView, str]] = []
+    held = []
+    for n, ((workload, pk), group) in enumerate(sorted(grouped.items())):
+        title = f"{workload} {fmt.params(group[0].params)}".strip()
+        g = GroupView(title=title, anchor=f"w{n}")
+        for c in sorted(group, key=lambda c: measure_order(c.measure)):
+            unit = units.get(c.measure, "")
+            view = cell_view(c, unit, f"w{n}-{c.measure}")
+            if report.is_counter(c.measure):
+                moved = (c.diff_pct is not None and abs(c.diff_pct) >= COUNTER_MOVED_PCT) \
+                    or c.verdict in ("improved", "regressed")
+                if moved:
+                    g.counters_moved.append(view)
+                else:
+                    g.counters_still.append(f"{c.measure} {view.base}")
+                continue
+            if hyp is not None and c.measure == hyp.measure:
+                view.hypothesis = report.hypothesis_outcome(hyp, analysis.cell_stats(c))
+                held.append(view.hypothesis == "held")
+            if is_primary(c, hyp.measure if hyp else None):
+                view.plot = trial_plot(c, unit, values.get((workload, pk, c.measure, "base"), []),
+                                       values.get((workload, pk, c.measure, "head"), []))
+                g.primary.append(view)
+                if c.verdict in ("improved", "regressed"):
+                    decided.append((view, title))
+            else:
+                g.diagnostics.append(view)
+        thr = next((c for c in group if c.measure == report.THROUGHPUT), None)
+        ratios = peer_ratios(peers.get((workload, pk), {}), thr) if peers.get((workload, pk)) \
+            else None
+        if ratios:
+            g.peers = svg.ratio_bars(ratios[0], reference=ratios[1])
+            g.peer_reference = ratios[1]
+        groups.append(g)
+    counts = cmp_sql.counts(session, comp.id)
+    return dict(
+        comp=comp, groups=groups, decided=decided, counts=counts, total=sum(counts.values()),
+        jobs=cmp_sql.jobs(session, comp.id), hypothesis=hyp.describe() if hyp else None,
+        hypothesis_held=(sum(held), len(held)),
+        testbed=(f"{comp.cpu_model or 'unknown CPU'} ({comp.testbed_fingerprint[:12]})"
+                 if comp.testbed_fingerprint else None),
+        report=analysis.render_report(session, comp))

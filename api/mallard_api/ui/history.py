@@ -1,0 +1,173 @@
+"""What the project, branch and alert pages show: mallard's history along a branch, per
+workload x measure a trend of per-commit medians with their p25-p75 spread, change points
+and alerts marked, every point a link to its commit's page."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from markupsafe import Markup
+from sqlalchemy.orm import Session
+
+from mallard_api.models.analysis import Alert
+from mallard_api.models.core import Branch, Project
+from mallard_api.sql import alerts as alert_sql
+from mallard_api.sql import pages as pages_sql
+from mallard_api.sql import series as series_sql
+from mallard_api.sql.results import canonical_params
+from mallard_api.ui import fmt, links, svg
+from mallard_api.ui.comparison import PRIMARY, measure_order, pkey
+
+ALLOCATOR = "mallard"
+
+
+def _series_name(variant: str, arch: str, fingerprint: str, many_testbeds: bool) -> str:
+    name = variant or "default"
+    return f"{name} · {arch} {fingerprint[:7]}" if many_testbeds else name
+
+
+@dataclass
+class Plot:
+    measure: str
+    unit: str
+    svg: Markup
+    legend: list[tuple[str, str]]  # (css class, series name)
+    latest: str
+
+
+@dataclass
+class WorkloadTrends:
+    title: str
+    plots: list[Plot]
+
+
+def choose_measures(available: list[str], asked: list[str]) -> list[str]:
+    """The measures asked for (that exist), else the primary ones present, else all."""
+    if asked:
+        return [m for m in asked if m in available]
+    primary = [m for m in PRIMARY if m in available]
+    return primary or available
+
+
+def branch_trends(session: Session, project: Project, branch: Branch, public_url: str | None,
+                  *, measures: list[str], last_n: int) -> dict[str, Any]:
+    available = pages_sql.branch_measures(session, branch.id, last_n=last_n, allocator=ALLOCATOR)
+    chosen = choose_measures(available, measures)
+    points = pages_sql.branch_points(session, branch.id, last_n=last_n, measures=chosen,
+                                     allocator=ALLOCATOR) if chosen else []
+    units = pages_sql.measure_units(session)
+    commits = sorted({(p.position, p.sha) for p in points})
+    index = {sha: i for i, (_, sha) in enumerate(commits)}
+    axis = svg.TrendAxis([sha[:7] for _, sha in commits])
+    marks: dict[tuple[str, str, str], list[svg.Marker]] = defaultdict(list)
+    for cp in pages_sql.change_points(session, project.name, branch.name):
+        if cp.allocator == ALLOCATOR and cp.commit_sha in index:
+            marks[(cp.workload, pkey(cp.params), cp.measure)].append(svg.Marker(
+                index[cp.commit_sha], "change", fmt.pct(cp.change_pct),
+                title=f"change point at {cp.commit_sha[:7]}: {fmt.pct(cp.change_pct)} "
+                      f"({cp.variant or 'default'}, {cp.direction})"))
+    alerts = pages_sql.branch_alerts(session, project.name, branch.name)
+    for a in alerts:
+        if a.allocator == ALLOCATOR and a.first_bad_commit in index:
+            marks[(a.workload, pkey(a.params), a.measure)].append(svg.Marker(
+                index[a.first_bad_commit], "alert", href=links.path(public_url, links.alert(a.id)),
+                title=f"alert #{a.id} ({a.state}): {a.text}"))
+    many = len({p.fingerprint for p in points}) > 1
+
+    by_cell: dict[tuple[str, str], dict[str, list[pages_sql.Point]]] = defaultdict(
+        lambda: defaultdict(list))
+    params_of: dict[tuple[str, str], dict[str, Any]] = {}
+    for p in points:
+        key = (p.workload, pkey(p.params))
+        params_of[key] = p.params
+        by_cell[key][p.measure].append(p)
+    workloads = []
+    for key in sorted(by_cell):
+        plots = []
+        for measure in sorted(by_cell[key], key=measure_order):
+            unit = units.get(measure, "")
+            plots.append(_plot(by_cell[key][measure], measure, unit, axis, index,
+                               marks.get((key[0], key[1], measure), []), many, public_url))
+        workloads.append(WorkloadTrends(f"{key[0]} {fmt.params(params_of[key])}".strip(), plots))
+    return dict(workloads=workloads, measures=chosen, available=available, last_n=last_n,
+                commits=len(commits), alerts=alerts)
+
+
+def _plot(points: list[pages_sql.Point], measure: str, unit: str, axis: svg.TrendAxis,
+          index: dict[str, int], markers: list[svg.Marker], many: bool,
+          public_url: str | None) -> Plot:
+    groups: dict[tuple[str, str, str], list[pages_sql.Point]] = defaultdict(list)
+    for p in points:
+        groups[(p.variant, p.arch, p.fingerprint)].append(p)
+    series = []
+    legend = []
+    latest = ""
+    for k, (variant, arch, fingerprint) in enumerate(sorted(groups)):
+        css = f"s{k % 6}"
+        name = _series_name(variant, arch, fingerprint, many)
+        pts = []
+        for p in groups[(variant, arch, fingerprint)]:
+            med = series_sql.quantile(p.values, 0.5)
+            pts.append(svg.TrendPoint(
+                index[p.sha], med, series_sql.quantile(p.values, 0.25),
+                series_sql.quantile(p.values, 0.75),
+                title=f"{p.sha[:7]} {name}: median {fmt.value(med, measure, unit, 4)} "
+                      f"(p25 {fmt.value(series_sql.quantile(p.values, 0.25), measure, unit)}, "
+                      f"p75 {fmt.value(series_sql.quantile(p.values, 0.75), measure, unit)}, "
+                      f"{len(p.values)} trials)",
+                href=links.path(public_url, links.commit(p.sha))))
+        series.append(svg.TrendSeries(name, pts, css))
+        legend.append((css, name))
+        if k == 0 and pts:
+            last = max(pts, key=lambda q: q.index)
+            latest = fmt.value(last.median, measure, unit)
+    return Plot(measure, unit, svg.trend_plot(series, axis, measure=measure, unit=unit,
+                                              markers=markers, label=f"{measure} along the branch"),
+                legend, latest)
+
+
+def alert_series(session: Session, alert: Alert, branch: Branch | None,
+                 public_url: str | None) -> dict[str, Any]:
+    """The alert's series along its branch, the change marked, before/after medians drawn."""
+    if branch is None:
+        return dict(plot=None, points=0, changes=[])
+    points = series_sql.series(
+        session, branch_id=branch.id, workload=alert.workload,
+        params_sha=canonical_params(alert.params)[1], threads=None, allocator=alert.allocator,
+        variant=alert.variant, measure=alert.measure, arch=alert.arch,
+        testbed=alert.testbed_fingerprint)
+    points = [p for p in points if p["median"] is not None]
+    unit, _ = series_sql.measure_info(session, alert.measure)
+    index = {p["commit_sha"]: i for i, p in enumerate(points)}
+    changes = pages_sql.change_points(session, alert.project, alert.branch, alert.series_key)
+    markers = [svg.Marker(index[c.commit_sha], "change", fmt.pct(c.change_pct),
+                          title=f"change point at {c.commit_sha[:7]}: {fmt.pct(c.change_pct)}")
+               for c in changes if c.commit_sha in index]
+    levels = []
+    at = index.get(alert.first_bad_commit)
+    if at is not None:
+        markers.append(svg.Marker(at, "alert", title=f"alert #{alert.id}: first bad commit "
+                                                     f"{alert.first_bad_commit[:7]}"))
+        if alert.before_median is not None and at > 0:
+            levels.append(svg.Level(0, at - 1, alert.before_median, "median before the change"))
+        if alert.after_median is not None:
+            levels.append(svg.Level(at, len(points) - 1, alert.after_median,
+                                    "median after the change"))
+    axis = svg.TrendAxis([p["commit_short"] for p in points],
+                         {at: alert.first_bad_commit[:7]} if at is not None else {})
+    pts = [svg.TrendPoint(
+        i, p["median"], p["p25"], p["p75"],
+        title=f"{p['commit_short']}: median {fmt.value(p['median'], alert.measure, unit, 4)} "
+              f"({p['n']} trials)",
+        href=links.path(public_url, links.commit(p["commit_sha"])))
+        for i, p in enumerate(points)]
+    plot = svg.trend_plot([svg.TrendSeries(alert.variant or "default", pts, "s0")], axis,
+                          measure=alert.measure, unit=unit, markers=markers, levels=levels,
+                          width=760, height=220, label=f"{alert.measure} along {alert.branch}")
+    return dict(plot=plot if points else None, points=len(points), changes=changes, unit=unit)
+
+
+def alert_of(session: Session, alert_id: int) -> Alert | None:
+    return alert_sql.get(session, alert_id)

@@ -1,0 +1,1 @@
+"""Tests of the web pages (mallard_api.ui)."""
