@@ -84,9 +84,9 @@ repeatability bound) and ``e`` = ``deterministic_min_effect_pct`` (default 0.25)
 
 D1. ``unknown`` when a side has fewer than ``min_trials_deterministic`` (default 1)
     values or the base median is 0.
-D2. When a side's values differ by more than ``t`` (``max / min - 1``; a follow-up
-    that repeats the run can give a second value), the count did not repeat: the
-    cell is judged by the noisy rule above instead (rank test, interval, trials).
+D2. When a side's values deviate from their median by more than ``t`` (a follow-up
+    that repeats the run gives a second value), the count did not repeat: the cell is
+    judged by the noisy rule above instead (rank test, interval, trials).
 D3. Otherwise ``diff`` is the change of the medians; the interval is the range of
     ``head_i / base_j - 1`` over all pairs (one point with one value a side); there is
     no p-value. ``improved`` / ``regressed`` when ``|diff| > t`` and ``|diff| >= e``;
@@ -322,8 +322,11 @@ class CellStats:
 
 
 def _spread_pct(x: NDArray[np.float64]) -> float:
-    lo, hi = float(np.min(x)), float(np.max(x))
-    return math.inf if lo <= 0.0 < hi else (0.0 if hi == lo else (hi / lo - 1.0) * 100.0)
+    """The largest deviation from the median, in percent of it (rule D2)."""
+    med = float(np.median(x))
+    if med == 0.0:
+        return 0.0 if not np.any(x) else math.inf
+    return float(np.max(np.abs(x / med - 1.0))) * 100.0
 
 
 def compare_samples(
