@@ -73,6 +73,7 @@ def stats_policy(settings: Settings | None = None) -> stats.Policy:
         min_trials_deterministic=s.stats_min_trials_deterministic,
         deterministic_tolerance_pct=s.stats_deterministic_tolerance_pct,
         deterministic_min_effect_pct=s.stats_deterministic_min_effect_pct,
+        deterministic_min_count=s.stats_deterministic_min_count,
         target_mde_pct=s.stats_target_mde_pct,
         settle_trials=s.stats_settle_trials,
         settle_max_half_width_pct=s.stats_settle_max_half_width_pct,

@@ -80,7 +80,9 @@ only those under valgrind; runner/README.md lists them with their measured sprea
 Hardware counters from ``perf`` (``hw_instructions``, ``hw_cycles``,
 ``hw_llc_misses``) are *not* deterministic: they are judged by the rule above like
 any timing. With ``t`` = ``deterministic_tolerance_pct`` (default 0.1, the
-repeatability bound) and ``e`` = ``deterministic_min_effect_pct`` (default 0.25):
+repeatability bound), ``e`` = ``deterministic_min_effect_pct`` (default 0.25) and
+``c`` = ``deterministic_min_count`` (default 20: small counts, such as a workload's
+1,500 LLC misses, wobble by a few units from run to run under valgrind):
 
 D1. ``unknown`` when a side has fewer than ``min_trials_deterministic`` (default 1)
     values or the base median is 0.
@@ -89,9 +91,10 @@ D2. When a side's values deviate from their median by more than ``t`` (a follow-
     judged by the noisy rule above instead (rank test, interval, trials).
 D3. Otherwise ``diff`` is the change of the medians; the interval is the range of
     ``head_i / base_j - 1`` over all pairs (one point with one value a side); there is
-    no p-value. ``improved`` / ``regressed`` when ``|diff| > t`` and ``|diff| >= e``;
-    ``same`` otherwise. So +0.5% instructions is ``regressed`` on every run, and a
-    0.05% wobble is ``same``. The MDE of such a cell is ``max(t, e)``.
+    no p-value. ``improved`` / ``regressed`` when ``|diff| > t``, ``|diff| >= e`` and
+    the medians differ by at least ``c`` counts; ``same`` otherwise. So +0.5%
+    instructions is ``regressed`` on every run, and a 0.05% wobble is ``same``. The
+    MDE of such a cell is ``max(t, e, 100 * c / base median)``.
 
 Minimum detectable effect (MDE)
 -------------------------------
@@ -196,6 +199,7 @@ class Policy:
     min_trials_deterministic: int = 1
     deterministic_tolerance_pct: float = 0.1
     deterministic_min_effect_pct: float = 0.25
+    deterministic_min_count: float = 20.0
     settle_trials: int = 10
     settle_max_half_width_pct: float = 3.0
     confidence: float = 0.95
@@ -264,9 +268,10 @@ def mde_pct(n: int, noise_pct: float | None, policy: Policy = DEFAULT_POLICY) ->
     return max(crit, policy.min_effect_pct) + float(q(policy.power, df)) * se
 
 
-def deterministic_mde_pct(policy: Policy = DEFAULT_POLICY) -> float:
-    """A deterministic cell decides any change above both thresholds (rule D3)."""
-    return max(policy.deterministic_tolerance_pct, policy.deterministic_min_effect_pct)
+def deterministic_mde_pct(policy: Policy = DEFAULT_POLICY, base: float | None = None) -> float:
+    """A deterministic cell decides any change above all three thresholds (rule D3)."""
+    floor = 100.0 * policy.deterministic_min_count / abs(base) if base else 0.0
+    return max(policy.deterministic_tolerance_pct, policy.deterministic_min_effect_pct, floor)
 
 
 def trials_for_mde(noise_pct: float, target_pct: float | None = None,
@@ -406,7 +411,7 @@ def _compare_deterministic(b: NDArray[np.float64], h: NDArray[np.float64], hib: 
         robust_head=int(h.size), base_median=bm, head_median=hm, ratio=None, diff_pct=None,
         ci_low_pct=None, ci_high_pct=None, p_value=None, higher_is_better=hib,
         deterministic=True, primary=primary, noise_pct=0.0,
-        mde_pct=deterministic_mde_pct(policy))
+        mde_pct=deterministic_mde_pct(policy, bm))
     if bm == 0.0:
         return out
     out.ratio = hm / bm
@@ -427,8 +432,10 @@ def decide(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> str:
         if n < policy.min_trials_deterministic or cell.diff_pct is None:
             return "unknown"
         change = abs(cell.diff_pct)
+        counts = abs((cell.head_median or 0.0) - (cell.base_median or 0.0))
         if change > policy.deterministic_tolerance_pct and (
-                change >= policy.deterministic_min_effect_pct):
+                change >= policy.deterministic_min_effect_pct) and (
+                counts >= policy.deterministic_min_count):
             return "improved" if (cell.diff_pct > 0) == cell.higher_is_better else "regressed"
         return "same"
     m = policy.min_effect_pct

@@ -150,6 +150,21 @@ def test_half_a_percent_more_instructions_is_regressed_every_time():
         assert adjust_and_decide([c], POLICY)[0].verdict == "regressed", count
 
 
+def test_small_counts_need_a_change_of_some_counts():
+    """1,538 LLC misses wobble by a few from run to run: +4 misses (+0.26%) is no verdict,
+    +62 (+4%) is; the MDE says so."""
+
+    def cell(base, head):
+        c = compare_samples([base], [head], higher_is_better=False, deterministic=True,
+                            policy=POLICY)
+        return adjust_and_decide([c], POLICY)[0]
+
+    assert cell(1538.0, 1542.0).verdict == "same"
+    assert cell(1538.0, 1600.0).verdict == "regressed"
+    assert cell(1538.0, 1542.0).mde_pct == pytest.approx(100 * 20 / 1538)
+    assert cell(8_000_000.0, 8_040_000.0).mde_pct == 0.25
+
+
 def test_deterministic_counts_that_do_not_repeat_take_the_noisy_rule():
     # follow-ups ran the count twice a side and it moved by 3%: not deterministic here
     c = compare_samples([100_000.0, 103_000.0], [104_000.0, 107_000.0], higher_is_better=False,

@@ -201,7 +201,9 @@ def cachegrind_counts(ex: Executor, c: Cell, runs: int = 3) -> list[dict[str, fl
 def test_deterministic_counters_repeat_within_a_tenth_of_a_percent(
         make_settings, real_mallard, tmp_path, workload):
     """One thread, the quick suite's small params, glibc and mallard: three runs each give
-    instructions, D1 and LLC misses within +-0.1% of their median."""
+    instructions within +-0.1% of their median, and D1 and LLC misses too (or within +-10
+    counts: a few thousand misses wobble by a few, which the API's absolute floor of 20
+    counts absorbs)."""
     quick = load_suite("quick", RunnerSettings().suites_dir)
     (case,) = [c for c in expand(quick, [workload], [1])]
     assert case.deterministic_params is not None
@@ -220,8 +222,10 @@ def test_deterministic_counters_repeat_within_a_tenth_of_a_percent(
         for measure in ("instructions", "d1_misses", "llc_misses"):
             values = [r[measure] for r in runs]
             med = float(np.median(values))
-            assert max(abs(v / med - 1) for v in values) <= 0.001, (target.label, measure,
-                                                                    values)
+            dev = max(abs(v / med - 1) for v in values)
+            wobble = 0 if measure == "instructions" else 10
+            assert dev <= 0.001 or max(abs(v - med) for v in values) <= wobble, (
+                target.label, measure, values)
 
 
 def test_workloads_never_see_the_runner_token(make_settings, tmp_path, monkeypatch):
