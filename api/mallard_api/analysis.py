@@ -72,6 +72,10 @@ def stats_policy(settings: Settings | None = None) -> stats.Policy:
         min_effect_pct=s.stats_min_effect_pct,
         min_trials=s.stats_min_trials,
         min_trials_deterministic=s.stats_min_trials_deterministic,
+        deterministic_tolerance_pct=s.stats_deterministic_tolerance_pct,
+        deterministic_min_effect_pct=s.stats_deterministic_min_effect_pct,
+        deterministic_min_count=s.stats_deterministic_min_count,
+        target_mde_pct=s.stats_target_mde_pct,
         settle_trials=s.stats_settle_trials,
         settle_max_half_width_pct=s.stats_settle_max_half_width_pct,
         n_resamples=s.stats_bootstrap_resamples,
@@ -169,10 +173,12 @@ def compute_cells(session: Session, comp: Comparison, policy: stats.Policy
                 peer_values[(r.workload, pk, r.allocator)].append(float(v))
     known = sql.measure_directions(session)
     keys = sorted(k for k, v in sides.items() if v["base"] or v["head"])
+    requested = [comp.hypothesis_measure] if comp.hypothesis_measure else []
     raw = [
         stats.compare_samples(sides[k]["base"], sides[k]["head"],
                               higher_is_better=_direction(k[2], known),
-                              deterministic=k[2] in stats.DETERMINISTIC_MEASURES, policy=policy)
+                              deterministic=stats.is_deterministic(k[2]),
+                              primary=stats.is_primary(k[2], requested), policy=policy)
         for k in keys
     ]
     decided = stats.adjust_and_decide(raw, policy)
@@ -189,7 +195,7 @@ def compute_cells(session: Session, comp: Comparison, policy: stats.Policy
             ci_low_pct=s.ci_low_pct, ci_high_pct=s.ci_high_pct, p_value=s.p_value,
             p_adjusted=s.p_adjusted, n_base=s.n_base, n_head=s.n_head,
             robust_base=s.robust_base, robust_head=s.robust_head, verdict=s.verdict,
-            line=line))
+            mde_pct=s.mde_pct, line=line))
     peers = [
         {"workload": wl, "params": params_of[(wl, pk)][0], "allocator": alloc,
          "median": float(statistics.median(vs))}
@@ -272,7 +278,8 @@ def cell_stats(c: ComparisonCell) -> stats.CellStats:
         base_median=c.base_median, head_median=c.head_median, ratio=c.ratio,
         diff_pct=c.diff_pct, ci_low_pct=c.ci_low_pct, ci_high_pct=c.ci_high_pct,
         p_value=c.p_value, p_adjusted=c.p_adjusted, verdict=c.verdict,
-        higher_is_better=c.higher_is_better)
+        higher_is_better=c.higher_is_better, primary=c.verdict != stats.DIAGNOSTIC,
+        mde_pct=c.mde_pct)
 
 
 def hypothesis_of(comp: Comparison) -> report.Hypothesis | None:

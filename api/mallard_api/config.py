@@ -56,7 +56,11 @@ class Settings(BaseSettings):
     stats_min_trials: int = 5
     stats_settle_trials: int = 10
     stats_settle_max_half_width_pct: float = 3.0
-    stats_min_trials_deterministic: int = 3
+    stats_min_trials_deterministic: int = 1
+    stats_deterministic_tolerance_pct: float = 0.1
+    stats_deterministic_min_effect_pct: float = 0.25
+    stats_deterministic_min_count: float = 20.0
+    stats_target_mde_pct: float = 2.0
     stats_bootstrap_resamples: int = 5000
     comparison_max_follow_ups: int = 2
     # Change detection on branch history (changepoints.py).

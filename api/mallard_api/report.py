@@ -1,16 +1,25 @@
-"""Text reports: one DESIGN.md line per cell, and a whole comparison report.
+"""Text reports: one line per cell, and a whole comparison report.
 
-The line::
+The line of a primary cell (``format_line`` builds every line; nothing else does)::
 
-    larson threads=2 ops_per_sec: -17.3% ±1.3% (p=0.000, 8 trials, 7 robust) REGRESSED
+    larson threads=2 ops_per_sec: -17.3% ±1.3% (p=0.000, 8 trials, 7 robust, mde 2.1%) REGRESSED
 
 * the change is ``(median(head) / median(base) - 1) * 100`` with one decimal and a sign;
 * ``±`` is the half-width of the bootstrap interval, ``(hi - lo) / 2`` (the interval of a
   ratio is not symmetric; the exact bounds are in the JSON and ``v_comparison_cells``);
-* ``p`` is the Benjamini-Hochberg *adjusted* p-value;
+* ``p`` is the Benjamini-Hochberg *adjusted* p-value (``n/a`` for a deterministic cell,
+  which needs none);
 * ``trials``/``robust`` are **per side, the smaller side**: base and head run interleaved
   with the same number of trials, and the weaker side is what limits the verdict;
+* ``mde`` is the cell's minimum detectable effect at its trials and noise (80% power;
+  ``mde n/a`` while too few robust trials ran to detect anything);
 * the verdict is upper-case.
+
+A diagnostic cell (no verdict, see ``mallard_api.stats``) has the same line without
+``p`` and ``mde`` and ends in ``diagnostic``; the report prints it indented under the
+primary lines of its workload and params::
+
+      larson threads=2 wall_seconds: +0.4% ±1.2% (8 trials, 8 robust) diagnostic
 
 Params shown after the workload: ``threads`` always, plus every other param whose value
 differs between cells of the same workload in the report (so lines never collide).
@@ -27,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mallard_api.stats import CellStats
+from mallard_api.stats import DIAGNOSTIC, CellStats
 
 THROUGHPUT = "ops_per_sec"
 
@@ -128,19 +137,28 @@ def _pct(v: float | None) -> str:
     return "n/a" if v is None or not math.isfinite(v) else f"{v:+.1f}%"
 
 
+def _mde(v: float | None) -> str:
+    if v is None or not math.isfinite(v):
+        return "n/a"
+    return f"{v:.1f}%" if v >= 1.0 else f"{v:.2f}%"
+
+
 def format_line(workload: str, params: str, measure: str, s: CellStats) -> str:
-    """The DESIGN.md line for one cell (see module doc)."""
+    """The line for one cell (see module doc): primary cells with p, MDE and verdict;
+    diagnostic cells without."""
     name = f"{workload} {params}".strip()
     hw = s.half_width_pct
     change = _pct(s.diff_pct)
     if hw is not None and math.isfinite(hw) and s.diff_pct is not None:
         change += f" ±{hw:.1f}%"
-    p = "n/a" if s.p_adjusted is None else f"{s.p_adjusted:.3f}"
     trials = min(s.n_base, s.n_head)
     robust = min(s.robust_base, s.robust_head)
+    if not s.primary:
+        return f"{name} {measure}: {change} ({trials} trials, {robust} robust) {DIAGNOSTIC}"
+    p = "n/a" if s.p_adjusted is None else f"{s.p_adjusted:.3f}"
     return (
-        f"{name} {measure}: {change} (p={p}, {trials} trials, {robust} robust) "
-        f"{s.verdict.upper()}"
+        f"{name} {measure}: {change} (p={p}, {trials} trials, {robust} robust, "
+        f"mde {_mde(s.mde_pct)}) {s.verdict.upper()}"
     )
 
 
@@ -198,10 +216,12 @@ def format_report(
     cells: Sequence[ReportCell],
     peers: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
 ) -> str:
-    """A whole comparison report: a header, then per workload (a blank line between
-    workloads) one DESIGN.md line per cell at the start of its line, each throughput line
-    followed by its allocator counters and the hypothesis check (indented), and the peers
-    as reference lines; a closing line says in how many cells the hypothesis held.
+    """A whole comparison report: a header whose summary counts the primary cells, then per
+    workload (a blank line between workloads) one line per primary cell at the start of its
+    line, the first (throughput) followed by its allocator counters and each by its
+    hypothesis check (indented); then the diagnostic cells of the same workload and params,
+    indented under them; and the peers as reference lines; a closing line says in how many
+    cells the hypothesis held.
 
     ``peers`` maps ``(workload, params_key(params))`` to ``{allocator: median ops_per_sec}``
     for the peer trials of the comparison (``glibc``, ``jemalloc``, ...). They are printed as
@@ -210,7 +230,8 @@ def format_report(
     """
     peers = peers or {}
     counts = {v: 0 for v in ("improved", "regressed", "same", "unknown")}
-    for c in cells:
+    primary_cells = [c for c in cells if c.stats.primary]
+    for c in primary_cells:
         counts[c.stats.verdict] = counts.get(c.stats.verdict, 0) + 1
     title = "Comparison"
     if header.comparison_id is not None:
@@ -222,9 +243,9 @@ def format_report(
     if header.testbed:
         out.append(f"testbed: {header.testbed}")
     out.append(
-        f"state: {header.state}; {len(cells)} cells: {counts['improved']} improved, "
-        f"{counts['regressed']} regressed, {counts['same']} same, {counts['unknown']} unknown; "
-        f"follow-ups: {header.follow_ups}"
+        f"state: {header.state}; {len(primary_cells)} primary cells: {counts['improved']} "
+        f"improved, {counts['regressed']} regressed, {counts['same']} same, "
+        f"{counts['unknown']} unknown; follow-ups: {header.follow_ups}"
     )
     hyp = header.hypothesis
     if hyp is not None:
@@ -240,10 +261,11 @@ def format_report(
         out.append("")
         for pkey in sorted(groups[workload]):
             group = sorted(groups[workload][pkey], key=lambda c: _measure_order(c.measure))
-            counters = [c for c in group if is_counter(c.measure)]
             params = group[0].params
             ptext = params_text(params, vary.get(workload, ()))
-            main = [c for c in group if not is_counter(c.measure)]
+            main = [c for c in group if c.stats.primary]
+            counters = [c for c in group if not c.stats.primary and is_counter(c.measure)]
+            diagnostics = [c for c in group if not c.stats.primary and not is_counter(c.measure)]
             for c in main:
                 out.append(format_line(workload, ptext, c.measure, c.stats))
                 if c is main[0] and counters:  # beside throughput (sorted first)
@@ -255,6 +277,9 @@ def format_report(
                         f"  {hyp.describe()}, actual {_pct(c.stats.diff_pct)} "
                         f"[{_pct(c.stats.ci_low_pct)}, {_pct(c.stats.ci_high_pct)}]: {res.upper()}"
                     )
+            indent = "  " if main else ""
+            out.extend(indent + format_line(workload, ptext, c.measure, c.stats)
+                       for c in diagnostics)
             if not main and counters:
                 joined = ", ".join(_counter_text(k) for k in counters)
                 out.append(f"{workload} {ptext} counters: {joined}")

@@ -239,6 +239,11 @@ class TestbedIn(BaseModel):
     compiler: Text | None = None
     libc: Text | None = None
     page_size: Annotated[int, Field(ge=0, le=2**40)] | None = None
+    # noise controls the workloads ran under (runner/README.md)
+    turbo: Literal["on", "off", "unknown"] | None = None
+    aslr: Literal["on", "off"] | None = None
+    workload_env: Literal["minimal", "inherited"] | None = None
+    isolated: bool | None = None
 
 
 class AllocatorIn(BaseModel):

@@ -1,4 +1,4 @@
-"""The statistics policy of DESIGN.md ("How a verdict is reached"), as pure functions.
+"""The statistics policy (how a comparison reaches a verdict), as pure functions.
 
 One *cell* is one workload x params x measure of a comparison: the robust
 trials of the base against the robust trials of the head.
@@ -23,7 +23,8 @@ Per cell
 
 Across the cells of one comparison
 ----------------------------------
-p-values are adjusted with **Benjamini-Hochberg** (``scipy.stats.false_discovery_control``).
+The p-values of the *primary* cells (below) are adjusted with **Benjamini-Hochberg**
+(``scipy.stats.false_discovery_control``); diagnostics take no part.
 Why BH and not Holm: a comparison tests tens of cells (workloads x threads x
 measures) that are strongly *positively* dependent (one code change moves
 ``ops_per_sec`` and ``wall_seconds`` together), the setting in which BH controls
@@ -57,18 +58,72 @@ setting ``min_effect_pct``, default 1.0) and ``alpha`` (default 0.05):
    significant but smaller than the band can decide, or too few trials to settle.
    A comparison asks for more trials (a follow-up) while unknowns remain, up to a cap.
 
-Deterministic measures (``DETERMINISTIC_MEASURES``: callgrind's ``instructions``)
-do not depend on timing, so their trials vary by a few instructions at most and a
-rank test has nothing to add (with 3 trials a side Mann-Whitney cannot go below
-p = 0.1). For them rule 1 needs only ``min_trials_deterministic`` (default 3)
-robust trials, and rule 3 needs no p-value: the interval excluding 0 and
-``|diff| >= m`` decide.
+Which measures get a verdict
+----------------------------
+This module is the one place that says it (``measure_role``):
+
+* **primary** measures get a verdict and take part in the multiple-comparison
+  correction: ``PRIMARY_MEASURES`` (``ops_per_sec``, ``max_rss_bytes``,
+  ``instructions``, ``llc_misses``) plus any measure the request names (a comparison's
+  hypothesis names one);
+* every other measure is a **diagnostic** (wall/user/sys seconds, ``ns_per_op``, the
+  other RSS figures, ``d1_misses``, the ``hw_*`` counters, allocator counters): its
+  difference and interval are computed and shown under its cell, its verdict is
+  ``DIAGNOSTIC`` and its p-value is left out of the correction.
+
+Deterministic measures (one valgrind run per side)
+--------------------------------------------------
+``DETERMINISTIC_MEASURES`` (``instructions``, ``d1_misses``, ``llc_misses``) are counted
+by valgrind's cachegrind (instructions executed, simulated D1 and last-level misses),
+which gives the same count on every run of a workload that repeats (the runner runs
+only those under valgrind; runner/README.md lists them with their measured spread).
+Hardware counters from ``perf`` (``hw_instructions``, ``hw_cycles``,
+``hw_llc_misses``) are *not* deterministic: they are judged by the rule above like
+any timing. With ``t`` = ``deterministic_tolerance_pct`` (default 0.1, the
+repeatability bound), ``e`` = ``deterministic_min_effect_pct`` (default 0.25) and
+``c`` = ``deterministic_min_count`` (default 20: small counts, such as a workload's
+1,500 LLC misses, wobble by a few units from run to run under valgrind):
+
+D1. ``unknown`` when a side has fewer than ``min_trials_deterministic`` (default 1)
+    values or the base median is 0.
+D2. When a side's values deviate from their median by more than ``t`` (a follow-up
+    that repeats the run gives a second value), the count did not repeat: the cell is
+    judged by the noisy rule above instead (rank test, interval, trials).
+D3. Otherwise ``diff`` is the change of the medians; the interval is the range of
+    ``head_i / base_j - 1`` over all pairs (one point with one value a side); there is
+    no p-value. ``improved`` / ``regressed`` when ``|diff| > t``, ``|diff| >= e`` and
+    the medians differ by at least ``c`` counts; ``same`` otherwise. So +0.5%
+    instructions is ``regressed`` on every run, and a 0.05% wobble is ``same``. The
+    MDE of such a cell is ``max(t, e, 100 * c / base median)``.
+
+Minimum detectable effect (MDE)
+-------------------------------
+The smallest true change that the noisy rule above calls ``improved``/``regressed``
+in 80% of repetitions (``power``), at the cell's trial count and noise, before the
+multiple-comparison correction. With ``n`` the robust trials of the smaller side,
+``sigma`` the noise (the robust CV, ``1.4826 * MAD / median`` in percent, the root
+mean square of the two sides), ``s = sqrt(pi/2) * sigma * sqrt(2/n)`` the standard
+error of the change of two medians (a median of normal data has ``pi/2`` times the
+variance of a mean) and ``q(p)`` the ``p`` quantile of Student's t with ``2n - 2``
+degrees of freedom::
+
+    crit = max(q((1 + confidence) / 2) * s,                    # interval excludes 0
+               q(1 - alpha / 2) * sqrt(pi/3) * sigma * sqrt(2/n))  # Mann-Whitney, ARE 3/pi
+    mde  = max(crit, min_effect_pct) + q(power) * s
+
+The three gates of rule 3 (interval, p-value, ``|diff| >= m``) act on nearly the same
+statistic, so the change must clear the highest of them with 80% probability; the
+percentile bootstrap of medians is the binding one for normal noise. Checked by
+simulation (api/tests/test_stats.py): at 0.8 x MDE the simulated rule detects less
+than 80% of the time, at 1.2 x MDE more. ``None`` when fewer than ``min_trials``
+robust trials ran (rule 1: nothing is detectable). :func:`trials_for_mde` inverts it:
+the trials a side needs for a target MDE (``target_mde_pct``, default 2%).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -77,6 +132,7 @@ from numpy.typing import NDArray
 from scipy import stats as sps  # type: ignore[import-untyped]
 
 VERDICTS = ("same", "improved", "regressed", "unknown")
+DIAGNOSTIC = "diagnostic"  # the verdict column of a diagnostic cell: it has none
 
 # contracts.md section 4: measure -> (unit, higher_is_better)
 MEASURES: dict[str, tuple[str, bool]] = {
@@ -88,16 +144,23 @@ MEASURES: dict[str, tuple[str, bool]] = {
     "final_rss_bytes": ("bytes", False),
     "peak_rss_bytes": ("bytes", False),
     "instructions": ("count", False),
+    "d1_misses": ("count", False),
+    "llc_misses": ("count", False),
+    "hw_instructions": ("count", False),
+    "hw_cycles": ("count", False),
+    "hw_llc_misses": ("count", False),
     "ns_per_op": ("ns", False),
     "transfer_insert_hit_ratio": ("ratio", True),
     "transfer_remove_hit_ratio": ("ratio", True),
 }
 
+# Counted by simulation (valgrind cachegrind): the same on every run (module doc).
+DETERMINISTIC_MEASURES = frozenset({"instructions", "d1_misses", "llc_misses"})
+# Get a verdict; every other measure is a diagnostic (module doc).
+PRIMARY_MEASURES = frozenset({"ops_per_sec", "max_rss_bytes", "instructions", "llc_misses"})
 
-# Measures whose value does not depend on timing (see the verdict rule above).
-DETERMINISTIC_MEASURES = frozenset({"instructions"})
-
-LOWER_IS_BETTER_SUFFIXES = ("_seconds", "_bytes", "_ns", "_per_op", "_misses", "_instructions")
+LOWER_IS_BETTER_SUFFIXES = ("_seconds", "_bytes", "_ns", "_per_op", "_misses", "_instructions",
+                            "_cycles")
 
 
 def higher_is_better(measure: str, default: bool = True) -> bool:
@@ -112,6 +175,20 @@ def higher_is_better(measure: str, default: bool = True) -> bool:
     return default
 
 
+def is_deterministic(measure: str) -> bool:
+    """True for valgrind's counts; never for perf's ``hw_*`` counters."""
+    return measure in DETERMINISTIC_MEASURES
+
+
+def is_primary(measure: str, requested: Iterable[str] = ()) -> bool:
+    return measure in PRIMARY_MEASURES or measure in set(requested)
+
+
+def measure_role(measure: str, requested: Iterable[str] = ()) -> str:
+    """``primary`` (gets a verdict) or ``diagnostic`` (shown, never judged)."""
+    return "primary" if is_primary(measure, requested) else "diagnostic"
+
+
 @dataclass(frozen=True)
 class Policy:
     """The tunable numbers of the verdict rule (the API reads them from settings)."""
@@ -119,10 +196,16 @@ class Policy:
     alpha: float = 0.05
     min_effect_pct: float = 1.0
     min_trials: int = 5
-    min_trials_deterministic: int = 3
+    min_trials_deterministic: int = 1
+    deterministic_tolerance_pct: float = 0.1
+    deterministic_min_effect_pct: float = 0.25
+    deterministic_min_count: float = 20.0
     settle_trials: int = 10
     settle_max_half_width_pct: float = 3.0
     confidence: float = 0.95
+    power: float = 0.8
+    target_mde_pct: float = 2.0
+    max_trials: int = 1000
     n_resamples: int = 5000
     seed: int = 20261121
     outlier_k: float = 3.5
@@ -136,18 +219,80 @@ def robust_mask(values: Sequence[float] | NDArray[np.float64], k: float = 3.5) -
     x = np.asarray(values, dtype=np.float64)
     if x.size == 0:
         return np.zeros(0, dtype=bool)
-    med = float(np.median(x))
-    dev = np.abs(x - med)
-    scale = 1.4826 * float(np.median(dev))
-    if scale == 0.0:
-        scale = 1.2533 * float(np.mean(dev))
+    dev = np.abs(x - float(np.median(x)))
+    scale = _robust_scale(dev)
     if scale == 0.0:
         return np.ones(x.size, dtype=bool)
     return np.asarray(dev <= k * scale, dtype=bool)
 
 
+def _robust_scale(dev: NDArray[np.float64]) -> float:
+    """A normal sigma from absolute deviations from the median: 1.4826 * MAD, else (MAD 0)
+    1.2533 * the mean absolute deviation."""
+    scale = 1.4826 * float(np.median(dev))
+    return scale if scale != 0.0 else 1.2533 * float(np.mean(dev))
+
+
+def robust_cv_pct(values: Sequence[float] | NDArray[np.float64]) -> float | None:
+    """The noise of one side: ``1.4826 * MAD / median`` in percent (the mean absolute
+    deviation scaled likewise when the MAD is 0); ``None`` under 2 values or median 0."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size < 2:
+        return None
+    med = float(np.median(x))
+    if med == 0.0:
+        return None
+    return 100.0 * _robust_scale(np.abs(x - med)) / abs(med)
+
+
 def _median_ratio(head: NDArray[np.float64], base: NDArray[np.float64], axis: int = -1) -> Any:
     return np.median(head, axis=axis) / np.median(base, axis=axis)
+
+
+# Standard error factors relative to sigma * sqrt(2/n) (module doc, MDE).
+MEDIAN_SE = math.sqrt(math.pi / 2.0)  # a median's standard error over a mean's (normal data)
+RANK_SE = math.sqrt(math.pi / 3.0)  # Mann-Whitney's asymptotic relative efficiency is 3/pi
+
+
+def mde_pct(n: int, noise_pct: float | None, policy: Policy = DEFAULT_POLICY) -> float | None:
+    """The minimum detectable effect (percent) of the noisy rule with ``n`` robust trials a
+    side and noise ``noise_pct`` (robust CV, percent): the formula of the module doc."""
+    if noise_pct is None or not math.isfinite(noise_pct) or n < max(2, policy.min_trials):
+        return None
+    unit = noise_pct * math.sqrt(2.0 / n)
+    df = 2 * n - 2
+    q = sps.t.ppf
+    se = MEDIAN_SE * unit
+    crit = max(float(q((1.0 + policy.confidence) / 2.0, df)) * se,
+               float(q(1.0 - policy.alpha / 2.0, df)) * RANK_SE * unit)
+    return max(crit, policy.min_effect_pct) + float(q(policy.power, df)) * se
+
+
+def deterministic_mde_pct(policy: Policy = DEFAULT_POLICY, base: float | None = None) -> float:
+    """A deterministic cell decides any change above all three thresholds (rule D3)."""
+    floor = 100.0 * policy.deterministic_min_count / abs(base) if base else 0.0
+    return max(policy.deterministic_tolerance_pct, policy.deterministic_min_effect_pct, floor)
+
+
+def trials_for_mde(noise_pct: float, target_pct: float | None = None,
+                   policy: Policy = DEFAULT_POLICY) -> int | None:
+    """Trials a side needs so that the MDE is at most ``target_pct`` (default the policy's
+    ``target_mde_pct``) at this noise; ``None`` when no count up to ``max_trials`` reaches it
+    (a target at or below ``min_effect_pct`` never is)."""
+    target = policy.target_mde_pct if target_pct is None else target_pct
+    lo = max(2, policy.min_trials)
+    hi = policy.max_trials
+    top = mde_pct(hi, noise_pct, policy)
+    if top is None or top > target:
+        return None
+    while lo < hi:  # the MDE falls as n grows: the first n at or under the target
+        mid = (lo + hi) // 2
+        m = mde_pct(mid, noise_pct, policy)
+        if m is not None and m <= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 @dataclass
@@ -169,6 +314,9 @@ class CellStats:
     verdict: str = "unknown"
     higher_is_better: bool = True
     deterministic: bool = False
+    primary: bool = True
+    mde_pct: float | None = None
+    noise_pct: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -178,30 +326,52 @@ class CellStats:
         return (self.ci_high_pct - self.ci_low_pct) / 2.0
 
 
+def _spread_pct(x: NDArray[np.float64]) -> float:
+    """The largest deviation from the median, in percent of it (rule D2)."""
+    med = float(np.median(x))
+    if med == 0.0:
+        return 0.0 if not np.any(x) else math.inf
+    return float(np.max(np.abs(x / med - 1.0))) * 100.0
+
+
 def compare_samples(
     base: Sequence[float],
     head: Sequence[float],
     *,
     higher_is_better: bool = True,
     deterministic: bool = False,
+    primary: bool = True,
     policy: Policy = DEFAULT_POLICY,
 ) -> CellStats:
     """Everything for one cell except the multiple-comparison adjustment and verdict.
 
     Call :func:`adjust_and_decide` over all cells of a comparison afterwards (or
-    :func:`decide` with ``p_adjusted = p_value`` for a lone cell).
+    :func:`decide` with ``p_adjusted = p_value`` for a lone cell). A deterministic cell
+    whose values did not repeat (rule D2) comes back with ``deterministic=False`` and its
+    spread in ``extra["spread_pct"]``.
     """
     b_all = np.asarray([v for v in base if v is not None and math.isfinite(v)], dtype=np.float64)
     h_all = np.asarray([v for v in head if v is not None and math.isfinite(v)], dtype=np.float64)
+    if deterministic and b_all.size and h_all.size:
+        spread = max(_spread_pct(b_all), _spread_pct(h_all))
+        if spread > policy.deterministic_tolerance_pct:
+            out = compare_samples(base, head, higher_is_better=higher_is_better,
+                                  deterministic=False, primary=primary, policy=policy)
+            out.extra["spread_pct"] = spread
+            return out
+        return _compare_deterministic(b_all, h_all, higher_is_better, primary, policy)
     b = b_all[robust_mask(b_all, policy.outlier_k)]
     h = h_all[robust_mask(h_all, policy.outlier_k)]
+    noises = [c for c in (robust_cv_pct(b), robust_cv_pct(h)) if c is not None]
+    noise = math.sqrt(sum(c * c for c in noises) / len(noises)) if noises else None
     out = CellStats(
         n_base=int(b_all.size), n_head=int(h_all.size),
         robust_base=int(b.size), robust_head=int(h.size),
         base_median=float(np.median(b)) if b.size else None,
         head_median=float(np.median(h)) if h.size else None,
         ratio=None, diff_pct=None, ci_low_pct=None, ci_high_pct=None, p_value=None,
-        higher_is_better=higher_is_better, deterministic=deterministic,
+        higher_is_better=higher_is_better, deterministic=False, primary=primary,
+        noise_pct=noise, mde_pct=mde_pct(int(min(b.size, h.size)), noise, policy),
     )
     if b.size == 0 or h.size == 0 or out.base_median == 0.0:
         return out
@@ -232,19 +402,51 @@ def compare_samples(
     return out
 
 
+def _compare_deterministic(b: NDArray[np.float64], h: NDArray[np.float64], hib: bool,
+                           primary: bool, policy: Policy) -> CellStats:
+    """Rule D3: medians, the range of all pair ratios as the interval, no p-value."""
+    bm, hm = float(np.median(b)), float(np.median(h))
+    out = CellStats(
+        n_base=int(b.size), n_head=int(h.size), robust_base=int(b.size),
+        robust_head=int(h.size), base_median=bm, head_median=hm, ratio=None, diff_pct=None,
+        ci_low_pct=None, ci_high_pct=None, p_value=None, higher_is_better=hib,
+        deterministic=True, primary=primary, noise_pct=0.0,
+        mde_pct=deterministic_mde_pct(policy, bm))
+    if bm == 0.0:
+        return out
+    out.ratio = hm / bm
+    out.diff_pct = (out.ratio - 1.0) * 100.0
+    pairs = np.divide.outer(h, b)
+    out.ci_low_pct = (float(np.min(pairs)) - 1.0) * 100.0
+    out.ci_high_pct = (float(np.max(pairs)) - 1.0) * 100.0
+    return out
+
+
 def decide(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> str:
-    """The verdict rule of the module doc, for a cell whose ``p_adjusted`` is set."""
-    m = policy.min_effect_pct
+    """The verdict rule of the module doc, for a cell whose ``p_adjusted`` is set
+    (deterministic and diagnostic cells need none)."""
+    if not cell.primary:
+        return DIAGNOSTIC
     n = min(cell.robust_base, cell.robust_head)
-    need = policy.min_trials_deterministic if cell.deterministic else policy.min_trials
-    if n < need or cell.diff_pct is None:
+    if cell.deterministic:
+        if n < policy.min_trials_deterministic or cell.diff_pct is None:
+            return "unknown"
+        change = abs(cell.diff_pct)
+        counts = abs((cell.head_median or 0.0) - (cell.base_median or 0.0))
+        if change > policy.deterministic_tolerance_pct and (
+                change >= policy.deterministic_min_effect_pct) and (
+                counts >= policy.deterministic_min_count):
+            return "improved" if (cell.diff_pct > 0) == cell.higher_is_better else "regressed"
+        return "same"
+    m = policy.min_effect_pct
+    if n < policy.min_trials or cell.diff_pct is None:
         return "unknown"
     lo, hi, p, diff = cell.ci_low_pct, cell.ci_high_pct, cell.p_adjusted, cell.diff_pct
     if lo is None or hi is None or p is None:
         return "unknown"
     if -m < lo and hi < m:
         return "same"
-    if (cell.deterministic or p < policy.alpha) and (lo > 0 or hi < 0) and abs(diff) >= m:
+    if p < policy.alpha and (lo > 0 or hi < 0) and abs(diff) >= m:
         better = (diff > 0) == cell.higher_is_better
         return "improved" if better else "regressed"
     ran = min(cell.n_base, cell.n_head)
@@ -269,8 +471,9 @@ def adjust_pvalues(p_values: Sequence[float | None]) -> list[float | None]:
 def adjust_and_decide(
     cells: Sequence[CellStats], policy: Policy = DEFAULT_POLICY
 ) -> list[CellStats]:
-    """Adjust the p-values across all cells of one comparison, then give each its verdict."""
-    adjusted = adjust_pvalues([c.p_value for c in cells])
+    """Adjust the p-values across the primary cells of one comparison (diagnostics keep
+    ``p_adjusted = None``), then give each cell its verdict."""
+    adjusted = adjust_pvalues([c.p_value if c.primary else None for c in cells])
     out = []
     for c, p in zip(cells, adjusted, strict=True):
         c2 = replace(c, p_adjusted=p)

@@ -1,12 +1,14 @@
 """The executor: runs cells (allocator x variant x workload x params) pinned, interleaved.
 
-hyperfine is the timing engine. One trial is one hyperfine run of one command:
+hyperfine is the timing engine. One trial is one hyperfine run of one command, started
+in the trial's directory:
 
     hyperfine -N --runs 1 -i --style none --output <trial>/stdout \
         --export-json <trial>/hyperfine.json \
         'sh -c "f=$1; shift; exec \"$@\" 2>\"$f\"" sh <trial>/stderr \
-         taskset -c 1 env LD_PRELOAD=libmallard.so MALLARD_TRANSFER=ring \
-         MALLARD_STATS_FILE=<trial>/stats-%p.json <workload> --threads 2 ...'
+         taskset -c 1 setarch x86_64 -R env -i PATH=/usr/bin:/bin LC_ALL=C \
+         LD_PRELOAD=libmallard.so MALLARD_TRANSFER=ring MALLARD_STATS_FILE=stats-%p.json \
+         _PAD=... <workload> --threads 2 ...'
 
 `sh` only redirects stderr and execs, so the workload is hyperfine's direct
 child's image: its exit status or signal (hyperfine reports 128+N) is the
@@ -14,9 +16,18 @@ workload's. The preload is set by `env` after `taskset`, so only the workload
 runs with the allocator under test. Every file of every trial is kept under the
 raw directory; the per-trial record is a `Trial` (contracts §5).
 
+Noise control (setting `noise_control`, on by default): `setarch -R` turns address-space
+randomisation off for the workload, and `env -i` gives it a fixed minimal environment
+padded to a fixed size (`_PAD`), so its stack starts at the same address in every trial
+of every allocator (argv and environment sit at the top of the stack).
+
 Cells run INTERLEAVED: round i runs trial i of every cell, in an order shuffled
 by a seeded RNG, before round i+1 starts. Warm-up rounds come first and are
-recorded with warmup=true.
+recorded with warmup=true. Before them, every cell with deterministic params (and
+not a `peer`: a comparison judges base against head) gets one run under valgrind's
+cachegrind: `instructions`, `d1_misses`, `llc_misses`, the same on every run. When
+`perf stat` counts on the node, every timed trial also gets `hw_instructions`,
+`hw_cycles` and `hw_llc_misses`: hardware counts, as noisy as a timing.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from typing import Any
 
 from .models import AllocatorInfo, Trial, WorkloadRef
 from .settings import RunnerSettings, child_env
+from .testbed import setarch_prefix
 from .variants import show_variant, variant_env
 
 
@@ -77,7 +89,7 @@ class Cell:
     workload: str
     params: dict[str, Any]
     binary: Path
-    instructions_ops: int | None = None
+    deterministic_params: dict[str, Any] | None = None  # one cachegrind run at these
 
     @property
     def case(self) -> str:
@@ -162,39 +174,77 @@ def read_stats(trial_dir: Path) -> dict[str, Any] | None:
     return best
 
 
-def perf_instructions_work(perf: str = "perf") -> bool:
-    """True when `perf stat -e instructions true` really counts (not '<not supported>')."""
+# perf's generic events -> our measure names (never `instructions`: that name is valgrind's)
+PERF_EVENTS = {"instructions": "hw_instructions", "cycles": "hw_cycles",
+               "cache-misses": "hw_llc_misses"}
+# Fixed simulated caches, so the counts do not depend on the host's cache sizes.
+CACHEGRIND_CACHES = {"I1": "32768,8,64", "D1": "32768,8,64", "LL": "8388608,16,64"}
+MINIMAL_ENV = ("PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C")
+ENV_BLOCK = 512  # the workload's environment is padded to a multiple of this many bytes
+
+
+def perf_works(perf: str = "perf") -> bool:
+    """True when `perf stat` really counts here (not '<not supported>', as in VMs)."""
     if not shutil.which(perf):
         return False
     try:
-        out = subprocess.run([perf, "stat", "-x", ",", "-e", "instructions", "true"],
+        out = subprocess.run([perf, "stat", "-x", ",", "-e", ",".join(PERF_EVENTS), "true"],
                              capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return out.returncode == 0 and parse_perf_instructions(out.stderr) is not None
+    return out.returncode == 0 and bool(parse_perf_stat(out.stderr))
 
 
-def parse_perf_instructions(text: str) -> float | None:
-    """The count from `perf stat -x,` output (`12345,,instructions,...`)."""
+def parse_perf_stat(text: str) -> dict[str, float]:
+    """`perf stat -x,` output -> {hw_instructions, hw_cycles, hw_llc_misses} for the events
+    that were counted. Lines are `value,unit,event,run time,percent,...`; an event may carry
+    a modifier (`instructions:u`) or a PMU (`cpu_core/instructions/`: hybrid CPUs, summed)."""
+    out: dict[str, float] = {}
     for line in text.splitlines():
         fields = line.split(",")
-        if len(fields) >= 3 and fields[2].startswith("instructions"):
+        if len(fields) < 3 or line.startswith("#"):
+            continue
+        event = fields[2].strip()
+        m = re.fullmatch(r"(?:[\w.-]+/)?([\w-]+)(?:/[a-zA-Z]*)?(?::[a-zA-Z]+)?", event)
+        name = PERF_EVENTS.get(m.group(1)) if m else None
+        if name is None:
+            continue
+        try:
+            value = float(fields[0])
+        except ValueError:
+            continue  # <not counted> / <not supported>
+        out[name] = out.get(name, 0.0) + value
+    return out
+
+
+def parse_cachegrind(text: str) -> dict[str, float] | None:
+    """A cachegrind output file -> instructions (Ir), d1_misses (D1mr + D1mw) and llc_misses
+    (DLmr + DLmw), from its `events:` and `summary:` lines."""
+    events: list[str] = []
+    totals: list[int] = []
+    for line in text.splitlines():
+        if line.startswith("events:"):
+            events = line.split()[1:]
+        elif line.startswith("summary:"):
             try:
-                return float(fields[0])
+                totals = [int(v) for v in line.split()[1:]]
             except ValueError:
                 return None
-    return None
+    count = dict(zip(events, totals, strict=False))
+    if "Ir" not in count:
+        return None
+    out = {"instructions": float(count["Ir"])}
+    if {"D1mr", "D1mw", "DLmr", "DLmw"} <= count.keys():
+        out["d1_misses"] = float(count["D1mr"] + count["D1mw"])
+        out["llc_misses"] = float(count["DLmr"] + count["DLmw"])
+    return out
 
 
-def parse_callgrind_totals(text: str) -> int | None:
-    """The event total of a callgrind output file (`totals:` or `summary:` line)."""
-    for key in ("totals:", "summary:"):
-        for line in text.splitlines():
-            if line.startswith(key):
-                parts = line.split()
-                if len(parts) >= 2 and parts[1].isdigit():
-                    return int(parts[1])
-    return None
+def padded_env(pairs: list[str], block: int = ENV_BLOCK) -> list[str]:
+    """`pairs` plus `_PAD=xxx` so that the environment block (each string and its NUL) is a
+    multiple of `block` bytes: the same size for every allocator and variant."""
+    size = sum(len(p.encode()) + 1 for p in pairs) + len("_PAD=") + 1
+    return [*pairs, "_PAD=" + "x" * (-size % block)]
 
 
 class Executor:
@@ -206,7 +256,10 @@ class Executor:
         self.raw_dir = Path(raw_dir)
         self.on_trial = on_trial
         self.cancel = cancel or threading.Event()
-        self.use_perf = perf_instructions_work(settings.perf) if use_perf is None else use_perf
+        self.use_perf = perf_works(settings.perf) if use_perf is None else use_perf
+        self.noise_control = settings.noise_control
+        self.setarch = list(setarch_prefix() or ())
+        self.valgrind = shutil.which(settings.valgrind) is not None
         for tool in (settings.hyperfine, settings.taskset):
             if not shutil.which(tool):
                 raise RuntimeError(f"{tool} not found: install it (scripts/install-deps.sh)")
@@ -218,25 +271,42 @@ class Executor:
     def _child_env(self) -> dict[str, str]:
         return child_env()
 
-    def _workload_env(self, cell: Cell, trial_dir: Path) -> list[str]:
+    def _workload_env(self, cell: Cell, stats_file: bool = True) -> list[str]:
+        """The variables the workload runs with; the stats file is relative to the trial
+        directory (the working directory), so every trial's environment is the same."""
         pairs: list[str] = []
         if cell.target.preload is not None:
             pairs.append(f"LD_PRELOAD={cell.target.preload}")
         for k, v in cell.target.env.items():
             pairs.append(f"{k}={v}")
-        if cell.target.is_mallard:
-            pairs.append(f"MALLARD_STATS_FILE={trial_dir / 'stats-%p.json'}")
+        if cell.target.is_mallard and stats_file:
+            pairs.append("MALLARD_STATS_FILE=stats-%p.json")
         return pairs
+
+    def _pinned(self, minimal: bool, pairs: list[str]) -> tuple[list[str], list[str]]:
+        """(taskset [setarch -R], env [-i MINIMAL...] PAIRS [_PAD]): what runs the workload."""
+        pin = [self.settings.taskset, "-c", self._cpu_list()]
+        if minimal:
+            return [*pin, *self.setarch], ["env", "-i", *padded_env([*MINIMAL_ENV, *pairs])]
+        return pin, ["env", *pairs]
 
     def trial_command(self, cell: Cell, trial_dir: Path) -> list[str]:
         """The command hyperfine times for one trial (stderr kept, pinned, preloaded)."""
-        inner = [self.settings.taskset, "-c", self._cpu_list()]
+        pin, env = self._pinned(self.noise_control, self._workload_env(cell))
+        perf: list[str] = []
         if self.use_perf:
-            inner += [self.settings.perf, "stat", "-x", ",", "-e", "instructions",
-                      "-o", str(trial_dir / "perf.txt"), "--"]
-        inner += ["env", *self._workload_env(cell, trial_dir), *cell.argv()]
+            perf = [self.settings.perf, "stat", "-x", ",", "-e", ",".join(PERF_EVENTS),
+                    "-o", str(trial_dir / "perf.txt"), "--"]
         return ["sh", "-c", 'f=$1; shift; exec "$@" 2>"$f"', "sh", str(trial_dir / "stderr"),
-                *inner]
+                *pin, *perf, *env, *cell.argv()]
+
+    def deterministic_command(self, cell: Cell) -> list[str]:
+        """cachegrind at the cell's small params, always in the fixed environment."""
+        assert cell.deterministic_params is not None
+        caches = [f"--{k}={v}" for k, v in CACHEGRIND_CACHES.items()]
+        pin, env = self._pinned(True, self._workload_env(cell, stats_file=False))
+        return [*pin, *env, self.settings.valgrind, "--tool=cachegrind", "--cache-sim=yes", *caches,
+                "--cachegrind-out-file=cachegrind.out", *cell.argv(cell.deterministic_params)]
 
     # -- one trial ------------------------------------------------------------------
     def run_trial(self, cell: Cell, seq: int, warmup: bool) -> tuple[Trial, dict[str, Any] | None]:
@@ -256,7 +326,8 @@ class Executor:
         hf: dict[str, Any] | None = None
         try:
             proc = subprocess.Popen(hf_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=self._child_env(), start_new_session=True)
+                                    env=self._child_env(), cwd=trial_dir,
+                                    start_new_session=True)
             try:
                 _, hf_err = proc.communicate(timeout=self.settings.trial_timeout_seconds)
             except subprocess.TimeoutExpired:
@@ -308,9 +379,7 @@ class Executor:
         if counters:
             measures.update(derive_ratios(counters))
         if self.use_perf and (trial_dir / "perf.txt").exists():
-            n = parse_perf_instructions((trial_dir / "perf.txt").read_text())
-            if n is not None:
-                measures["instructions"] = n
+            measures.update(parse_perf_stat((trial_dir / "perf.txt").read_text()))
         stderr_tail = _tail(trial_dir / "stderr", self.settings.stderr_tail_chars)
         if note:
             stderr_tail = (stderr_tail + ("\n" if stderr_tail else "") + f"[runner] {note}")[
@@ -322,45 +391,53 @@ class Executor:
         (trial_dir / "trial.json").write_text(trial.model_dump_json(indent=2))
         return trial, hf
 
-    # -- instructions (callgrind) ---------------------------------------------------
-    def run_instructions(self, cell: Cell) -> Trial | None:
-        """One callgrind run of the cell at its small ops count: a deterministic count."""
-        if cell.instructions_ops is None:
+    # -- deterministic counts (cachegrind) ------------------------------------------
+    def wants_deterministic(self, cell: Cell) -> bool:
+        return (cell.deterministic_params is not None and self.valgrind
+                and cell.target.label != "peer")
+
+    def run_deterministic(self, cell: Cell) -> Trial | None:
+        """One cachegrind run of the cell at its small params: deterministic counts."""
+        if not self.wants_deterministic(cell):
             return None
-        if not shutil.which(self.settings.valgrind):
-            return None
-        params = {**cell.params, "ops": cell.instructions_ops}
-        trial_dir = self.raw_dir / cell.slug / "callgrind"
+        assert cell.deterministic_params is not None
+        params = dict(cell.deterministic_params)
+        trial_dir = self.raw_dir / cell.slug / "cachegrind"
         if trial_dir.exists():
             shutil.rmtree(trial_dir)
         trial_dir.mkdir(parents=True)
-        env = self._child_env()
-        env.update(cell.target.env)
-        if cell.target.preload is not None:
-            env["LD_PRELOAD"] = str(cell.target.preload)
-        out_file = trial_dir / "callgrind.out"
-        cmd = [self.settings.taskset, "-c", self._cpu_list(), self.settings.valgrind,
-               "--tool=callgrind", f"--callgrind-out-file={out_file}", *cell.argv(params)]
+        cmd = self.deterministic_command(cell)
         (trial_dir / "command").write_text(shlex.join(cmd) + "\n")
         started = _now()
+        note = ""
         with open(trial_dir / "stdout", "wb") as so, open(trial_dir / "stderr", "wb") as se:
             try:
-                proc = subprocess.run(cmd, stdout=so, stderr=se, env=env,
-                                      timeout=self.settings.trial_timeout_seconds)
+                proc = subprocess.run(cmd, stdout=so, stderr=se, env=self._child_env(),
+                                      cwd=trial_dir, timeout=self.settings.trial_timeout_seconds)
                 rc: int | None = proc.returncode
             except subprocess.TimeoutExpired:
-                rc = None
-        total = parse_callgrind_totals(out_file.read_text()) if out_file.exists() else None
-        ok = rc == 0 and total is not None
-        sig = -rc if rc is not None and rc < 0 else None
-        return Trial(uid=str(uuid.uuid4()), label=cell.target.label, allocator=cell.target.info,
-                     workload=WorkloadRef(name=cell.workload, params=params), seq=0,
-                     warmup=False, started_at=started, ok=ok,
-                     exit_code=rc if rc is not None and rc >= 0 else None, signal=sig,
-                     stderr_tail="" if ok else _tail(trial_dir / "stderr",
-                                                     self.settings.stderr_tail_chars),
-                     measures={"instructions": float(total)} if total is not None else {},
-                     counters=None)
+                rc, note = None, (f"timed out after {self.settings.trial_timeout_seconds:g}s "
+                                  "(killed)")
+        out_file = trial_dir / "cachegrind.out"
+        counts = parse_cachegrind(out_file.read_text()) if out_file.exists() else None
+        result = last_json_line((trial_dir / "stdout").read_text(errors="replace"))
+        ok = rc == 0 and counts is not None and result is not None
+        if not ok and not note:
+            note = ("no cachegrind summary" if counts is None else
+                    "the workload printed no JSON result line" if result is None else "")
+        tail = "" if ok else _tail(trial_dir / "stderr", self.settings.stderr_tail_chars)
+        if note:
+            tail = (tail + ("\n" if tail else "") + f"[runner] {note}")[
+                -self.settings.stderr_tail_chars:]
+        trial = Trial(uid=str(uuid.uuid4()), label=cell.target.label, allocator=cell.target.info,
+                      workload=WorkloadRef(name=cell.workload, params=params), seq=0,
+                      warmup=False, started_at=started, ok=ok,
+                      exit_code=rc if rc is not None and rc >= 0 else None,
+                      signal=-rc if rc is not None and rc < 0 else (
+                          signal.SIGKILL if rc is None else None),
+                      stderr_tail=tail, measures=counts or {}, counters=None)
+        (trial_dir / "trial.json").write_text(trial.model_dump_json(indent=2))
+        return trial
 
     # -- the interleaved run ------------------------------------------------------
     def run(self, cells: list[Cell], trials: int, warmup: int, seed: int = 42) -> RunOutput:
@@ -369,7 +446,7 @@ class Executor:
         for cell in cells:
             if self.cancel.is_set():
                 raise Cancelled("cancelled")
-            t = self.run_instructions(cell)
+            t = self.run_deterministic(cell)
             if t is not None:
                 out.trials.append(t)
                 if self.on_trial:
@@ -393,7 +470,5 @@ class Executor:
         return out
 
     def trial_count(self, cells: list[Cell], trials: int, warmup: int) -> int:
-        return len(cells) * (trials + warmup) + sum(
-            1 for c in cells if c.instructions_ops is not None and shutil.which(
-                self.settings.valgrind))
+        return len(cells) * (trials + warmup) + sum(map(self.wants_deterministic, cells))
 

@@ -59,13 +59,24 @@ def to_markdown(results: ResultsIn, baseline: str | None = "glibc") -> str:
                    f"{_fmt(s.iqr('ops_per_sec'))} | {_pct(s.cv('ops_per_sec'))} | "
                    f"{_mib(s.median('max_rss_bytes'))} | {s.n_ok} / {s.n} | "
                    f"{'-' if s.ratio is None else f'{s.ratio:.3f}'} |")
-    inst = [s for s in rows(results, None) if s.median("instructions") is not None
-            and s.median("ops_per_sec") is None]
-    if inst:
-        out += ["", "| workload (callgrind) | allocator | instructions |", "|---|---|---:|"]
-        for s in inst:
-            out.append(f"| {s.case} | {s.allocator} | {s.median('instructions'):.0f} |")
+    det = deterministic_rows(results)
+    if det:
+        out += ["", "| workload (cachegrind) | allocator | instructions | D1 misses | LLC misses |",
+                "|---|---|---:|---:|---:|"]
+        for s in det:
+            out.append(f"| {s.case} | {s.allocator} | {_count(s.median('instructions'))} | "
+                       f"{_count(s.median('d1_misses'))} | {_count(s.median('llc_misses'))} |")
     return "\n".join(out) + "\n"
+
+
+def _count(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def deterministic_rows(results: ResultsIn) -> list[CellSummary]:
+    """The cachegrind cells (their own small params, no timing)."""
+    return [s for s in rows(results, None) if s.median("instructions") is not None
+            and s.median("ops_per_sec") is None]
 
 
 def to_csv(results: ResultsIn) -> str:
@@ -99,8 +110,9 @@ def print_tables(results: ResultsIn, console: Console, baseline: str | None = "g
         for s in cells:
             params = s.case.removeprefix(workload).strip()
             if s.median("ops_per_sec") is None and s.median("instructions") is not None:
-                table.add_row(params, s.allocator, f"{s.median('instructions'):.0f} instr",
-                              "", "", "", f"{s.n_ok} / {s.n}", "", style="dim")
+                table.add_row(params, s.allocator, f"{_count(s.median('instructions'))} instr",
+                              f"{_count(s.median('llc_misses'))} LLC miss", "", "",
+                              f"{s.n_ok} / {s.n}", "", style="dim")
                 continue
             ratio = "-" if s.ratio is None else f"{s.ratio:.3f}"
             style = "red" if s.n_ok < s.n else None

@@ -25,6 +25,11 @@ class Testbed(BaseModel):
     compiler: str
     libc: str
     page_size: int
+    # noise controls (runner/README.md): the state the workloads ran in
+    turbo: str = "unknown"  # on | off | unknown
+    aslr: str = "on"  # off when workloads run under setarch -R
+    workload_env: str = "inherited"  # minimal: a fixed environment of fixed size
+    isolated: bool | None = None  # no other process may run on the pinned CPUs
 
 
 class AllocatorInfo(BaseModel):

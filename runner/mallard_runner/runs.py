@@ -2,6 +2,12 @@
 
 `bench`, the agent, runner/bench/noise.py and allocator/bench/bench.py all go
 through `run_suite`, so there is one timing loop and one result type.
+
+Before the first trial the pinned CPUs are tuned where the node allows (governor
+`performance`, turbo off; setting `tune_cpus`) and checked for other processes that may
+run on them; what was found and done goes into the artifacts (`noise_control`), the
+resulting state into the testbed fingerprint, and a CPU set that is not isolated into the
+run's notes as a warning.
 """
 
 from __future__ import annotations
@@ -10,14 +16,15 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .build import Builder
-from .executor import Cell, Executor, RunOutput
+from .executor import CACHEGRIND_CACHES, Cell, Executor, RunOutput
 from .models import ResultsIn, Trial
 from .settings import RunnerSettings
 from .suites import Suite, expand
 from .targets import Resolved, make_cells, resolve_targets
-from .testbed import collect
+from .testbed import collect, isolation, tune_cpus
 from .variants import AllocatorSelector
 
 
@@ -50,6 +57,7 @@ class Prepared:
     trials: int
     warmup: int
     notes: list[str] = field(default_factory=list)
+    noise: dict[str, Any] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -68,7 +76,16 @@ def prepare(settings: RunnerSettings, req: RunRequest,
     executor = Executor(settings, req.cpus, req.raw_dir, on_trial=on_trial, cancel=cancel)
     trials = req.trials if req.trials is not None else req.suite.trials
     warmup = req.warmup if req.warmup is not None else req.suite.warmup
-    return Prepared(req, resolved, cells, executor, trials, warmup, notes)
+    iso = isolation(req.cpus)
+    warning = iso.warning(req.cpus)
+    if warning:
+        notes.append(warning)
+    noise = {"cpu": tune_cpus(req.cpus, write=settings.tune_cpus),
+             "aslr_off": bool(settings.noise_control and executor.setarch),
+             "minimal_env": settings.noise_control, "isolated": iso.isolated,
+             "other_processes": len(iso.others), "isolcpus": iso.isolcpus,
+             "cachegrind_caches": CACHEGRIND_CACHES, "hw_counters": executor.use_perf}
+    return Prepared(req, resolved, cells, executor, trials, warmup, notes, noise)
 
 
 def execute(prep: Prepared) -> ResultsIn:
@@ -76,7 +93,8 @@ def execute(prep: Prepared) -> ResultsIn:
     seed = req.seed if req.seed is not None else req.suite.seed
     out: RunOutput = prep.executor.run(prep.cells, prep.trials, prep.warmup, seed)
     compilers = {b.compiler for b in prep.resolved.builds.values()}
-    testbed = collect(req.cpus, compilers.pop() if len(compilers) == 1 else None)
+    testbed = collect(req.cpus, compilers.pop() if len(compilers) == 1 else None,
+                      noise_control=prep.executor.noise_control)
     return ResultsIn(
         job_id=req.job_id, runner_id=req.runner_id, project=req.project, branch=req.branch,
         testbed=testbed, trials=out.trials,
@@ -84,7 +102,7 @@ def execute(prep: Prepared) -> ResultsIn:
                    "order": [[r, k] for r, k in out.order], "notes": prep.notes,
                    "missing_peers": prep.resolved.missing, "raw_dir": str(req.raw_dir),
                    "seed": seed, "trials": prep.trials, "warmup": prep.warmup,
-                   "perf_instructions": prep.executor.use_perf})
+                   "noise_control": prep.noise})
 
 
 def run_suite(settings: RunnerSettings, req: RunRequest,

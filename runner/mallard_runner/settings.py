@@ -69,6 +69,8 @@ class RunnerSettings(BaseSettings):
     valgrind: str = "valgrind"
     perf: str = "perf"
     trial_timeout_seconds: float = 600.0
+    noise_control: bool = True  # ASLR off (setarch -R) and a fixed minimal environment
+    tune_cpus: bool = True  # set the pinned CPUs' governor to performance, turbo off
     stderr_tail_chars: int = 2000
     seed: int = 42
 

@@ -9,8 +9,15 @@ value (a cross product); `threads` is a param like the others.
     allocators: [mallard:transfer=mutex, mallard:transfer=ring, glibc, jemalloc]
     baseline: glibc
     workloads:
-      larson: {params: {min: 8, max: 1000, ops: 200000, seed: 42}}
-      fastpath: {params: {ops: 1000000}, threads: [1], instructions: {ops: 20000}}
+      larson:
+        params: {min: 8, max: 1000, ops: 200000, seed: 42}
+        deterministic: {params: {ops: 20000, blocks: 500}, threads: [1]}
+      fastpath: {params: {ops: 1000000}, threads: [1]}
+
+`deterministic` asks for one valgrind (cachegrind) run per cell at small params (the
+workload's params with these overrides): `instructions`, `d1_misses`, `llc_misses`. Only
+at the listed thread counts, those whose counts were measured to repeat (runner/README.md);
+a workload without the block, or a thread count not listed, gets no deterministic measures.
 """
 
 from __future__ import annotations
@@ -30,11 +37,13 @@ class SuiteError(ValueError):
     pass
 
 
-class Instructions(BaseModel):
-    """Count instructions with callgrind, once per cell, at this (small) ops count."""
+class Deterministic(BaseModel):
+    """One cachegrind run per cell at small params: counts that repeat run to run."""
 
     model_config = ConfigDict(extra="forbid")
-    ops: int = Field(gt=0)
+    params: dict[str, Scalar] = Field(default_factory=dict)  # overrides of the size params
+    threads: list[int] | None = None  # thread counts whose counts repeat; None: every one
+    note: str = ""  # why some thread counts are left out (measured spread)
 
 
 class SuiteWorkload(BaseModel):
@@ -42,7 +51,7 @@ class SuiteWorkload(BaseModel):
 
     params: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
     threads: list[int] | None = None
-    instructions: Instructions | None = None
+    deterministic: Deterministic | None = None
 
 
 class Suite(BaseModel):
@@ -71,7 +80,7 @@ class Case(BaseModel):
 
     workload: str
     params: dict[str, Scalar]
-    instructions: Instructions | None = None
+    deterministic_params: dict[str, Scalar] | None = None  # the cachegrind run's, or none
 
 
 SUITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -138,5 +147,8 @@ def expand(suite: Suite, workloads: list[str] | None = None,
         for t in thread_list:
             for combo in itertools.product(*values):
                 params: dict[str, Scalar] = {"threads": t, **dict(zip(keys, combo, strict=True))}
-                cases.append(Case(workload=name, params=params, instructions=wl.instructions))
+                det = wl.deterministic
+                small = ({**params, **det.params} if det is not None and (
+                    det.threads is None or t in det.threads) else None)
+                cases.append(Case(workload=name, params=params, deterministic_params=small))
     return cases

@@ -57,6 +57,5 @@ def make_cells(targets: list[Target], cases: list[Case], workloads_dir: Path) ->
         for target in targets:
             cells.append(Cell(target=target, workload=case.workload, params=dict(case.params),
                               binary=workloads_dir / case.workload,
-                              instructions_ops=case.instructions.ops if case.instructions
-                              else None))
+                              deterministic_params=case.deterministic_params))
     return cells

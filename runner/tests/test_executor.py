@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 from mallard_runner.build import Builder
 from mallard_runner.executor import (
@@ -15,10 +17,13 @@ from mallard_runner.executor import (
     Target,
     derive_ratios,
     last_json_line,
-    parse_callgrind_totals,
-    parse_perf_instructions,
+    padded_env,
+    parse_cachegrind,
+    parse_perf_stat,
 )
 from mallard_runner.models import AllocatorInfo
+from mallard_runner.settings import REPO_ROOT, RunnerSettings
+from mallard_runner.suites import expand, load_suite
 from mallard_runner.testbed import format_cpus, parse_cpus
 
 from .conftest import first_cpu, last_cpu
@@ -154,15 +159,73 @@ def test_real_mallard_counters_and_transfer_ratios(make_settings, tiny_dir, real
                 assert t.measures[f"transfer_{kind}_hit_ratio"] == pytest.approx(hits / total)
 
 
-def test_callgrind_counts_instructions_at_the_small_ops_count(make_settings, tiny_dir, tmp_path):
+def test_cachegrind_counts_at_the_small_params(make_settings, tiny_dir, tmp_path):
     ex = Executor(make_settings(), [first_cpu()], tmp_path / "raw", use_perf=False)
-    c = Cell(target=GLIBC, workload="tiny", params={"threads": 1, "ops": 10**6},
-             binary=tiny_dir / "tiny", instructions_ops=2000)
-    t = ex.run_instructions(c)
+    head = Target("head", AllocatorInfo(name="glibc"))
+    c = Cell(target=head, workload="tiny", params={"threads": 1, "ops": 10**6},
+             binary=tiny_dir / "tiny", deterministic_params={"threads": 1, "ops": 2000})
+    t = ex.run_deterministic(c)
     assert t is not None and t.ok, t.stderr_tail if t else None
-    assert t.workload.params["ops"] == 2000
-    assert set(t.measures) == {"instructions"}
+    assert t.workload.params == {"threads": 1, "ops": 2000}
+    assert set(t.measures) == {"instructions", "d1_misses", "llc_misses"}
     assert t.measures["instructions"] > 2000 * 10
+    assert 0 < t.measures["llc_misses"] <= t.measures["d1_misses"] < t.measures["instructions"]
+    cmd = (tmp_path / "raw" / c.slug / "cachegrind" / "command").read_text()
+    assert "--tool=cachegrind" in cmd and "--D1=32768,8,64" in cmd and " env -i " in cmd
+    # a peer is reference only: no valgrind run for it; nor for a cell without small params
+    assert ex.run_deterministic(Cell(target=GLIBC, workload="tiny", params=c.params,
+                                     binary=c.binary, deterministic_params=c.params)) is None
+    assert ex.run_deterministic(cell(tiny_dir, head)) is None
+
+
+def test_a_deterministic_run_that_fails_is_a_failed_trial(make_settings, tiny_dir, tmp_path):
+    ex = Executor(make_settings(), [first_cpu()], tmp_path / "raw", use_perf=False)
+    head = Target("head", AllocatorInfo(name="glibc"))
+    c = Cell(target=head, workload="tiny", params={"threads": 1, "ops": 10},
+             binary=tiny_dir / "tiny", deterministic_params={"threads": 1, "ops": 10, "fail": 1})
+    t = ex.run_deterministic(c)
+    assert t is not None and not t.ok and t.exit_code == 3
+    assert "tiny: asked to fail" in t.stderr_tail
+
+
+def cachegrind_counts(ex: Executor, c: Cell, runs: int = 3) -> list[dict[str, float]]:
+    out = []
+    for _ in range(runs):
+        t = ex.run_deterministic(c)
+        assert t is not None and t.ok, t.stderr_tail if t else None
+        out.append(t.measures)
+    return out
+
+
+@pytest.mark.parametrize("workload", ["larson", "rpc"])
+def test_deterministic_counters_repeat_within_a_tenth_of_a_percent(
+        make_settings, real_mallard, tmp_path, workload):
+    """One thread, the quick suite's small params, glibc and mallard: three runs each give
+    instructions within +-0.1% of their median, and D1 and LLC misses too (or within +-10
+    counts: a few thousand misses wobble by a few, which the API's absolute floor of 20
+    counts absorbs)."""
+    quick = load_suite("quick", RunnerSettings().suites_dir)
+    (case,) = [c for c in expand(quick, [workload], [1])]
+    assert case.deterministic_params is not None
+    settings = make_settings(workloads_dir=REPO_ROOT / "build" / "workloads")
+    binary = settings.workloads_dir / workload
+    if not binary.exists():
+        pytest.fail(f"{binary} is missing: run `make workloads`")
+    ex = Executor(settings, [first_cpu()], tmp_path / "raw", use_perf=False)
+    mallard = Target("head", AllocatorInfo(name="mallard", commit=real_mallard.commit,
+                                           variant="transfer=ring"),
+                     preload=real_mallard.library_path)
+    for target in (Target("base", AllocatorInfo(name="glibc")), mallard):
+        c = Cell(target=target, workload=workload, params=case.params, binary=binary,
+                 deterministic_params=case.deterministic_params)
+        runs = cachegrind_counts(ex, c)
+        for measure in ("instructions", "d1_misses", "llc_misses"):
+            values = [r[measure] for r in runs]
+            med = float(np.median(values))
+            dev = max(abs(v / med - 1) for v in values)
+            wobble = 0 if measure == "instructions" else 10
+            assert dev <= 0.001 or max(abs(v - med) for v in values) <= wobble, (
+                target.label, measure, values)
 
 
 def test_workloads_never_see_the_runner_token(make_settings, tmp_path, monkeypatch):
@@ -202,12 +265,75 @@ def test_trial_command_shape(make_settings, tiny_dir, tmp_path):
         cmd = ex.trial_command(c, tmp_path / "t")
         i = cmd.index("taskset")
         assert cmd[i:i + 3] == ["taskset", "-c", "0,1"]
+        if ex.setarch:  # ASLR off for the workload
+            assert cmd[i + 3:i + 6] == ["setarch", platform.machine(), "-R"]
         j = cmd.index("env")
-        assert cmd[j + 1:j + 4] == [f"LD_PRELOAD={tmp_path / 'libmallard.so'}",
-                                    "MALLARD_TRANSFER=ring",
-                                    f"MALLARD_STATS_FILE={tmp_path / 't' / 'stats-%p.json'}"]
-        assert cmd[j + 4:] == [str(tiny_dir / "tiny"), "--threads", "1", "--ops", "20000"]
+        assert cmd[j + 1:j + 7] == ["-i", "PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C",
+                                    f"LD_PRELOAD={tmp_path / 'libmallard.so'}",
+                                    "MALLARD_TRANSFER=ring", "MALLARD_STATS_FILE=stats-%p.json"]
+        assert cmd[j + 7].startswith("_PAD=")
+        assert sum(len(a) + 1 for a in cmd[j + 2:j + 8]) % 512 == 0  # a fixed-size block
+        assert cmd[j + 8:] == [str(tiny_dir / "tiny"), "--threads", "1", "--ops", "20000"]
         assert ("perf" in cmd[i:j]) is use_perf  # perf counts only the workload, inside taskset
+    ex = Executor(make_settings(noise_control=False), [0], tmp_path, use_perf=False)
+    cmd = ex.trial_command(c, tmp_path / "t")
+    assert "setarch" not in cmd and "-i" not in cmd
+    j = cmd.index("env")
+    assert cmd[j + 1].startswith("LD_PRELOAD=")
+
+
+def test_every_trial_of_every_allocator_gets_the_same_environment_size(make_settings, tmp_path):
+    script = tmp_path / "envdump"
+    script.write_text('#!/bin/sh\nenv\necho \'{"operations": 1, "seconds": 1}\'\n')
+    script.chmod(0o755)
+    mallard = Target("head", AllocatorInfo(name="mallard", variant="transfer=mutex"),
+                     preload=tmp_path / "lib" / "libmallard.so")
+    ex = Executor(make_settings(), [first_cpu()], tmp_path / "raw", use_perf=False)
+    sizes = set()
+    for target in (GLIBC, mallard):
+        c = Cell(target=target, workload="envdump", params={"threads": 1}, binary=script)
+        ex.run([c], trials=2, warmup=0)
+        for out in (tmp_path / "raw" / c.slug).rglob("stdout"):
+            env = [ln for ln in out.read_text().splitlines() if "=" in ln and ln[0] != "{"]
+            # sh adds PWD (and may add SHLVL, _): the workload's own block is the rest
+            own = [e for e in env if e.split("=", 1)[0] not in ("PWD", "SHLVL", "_", "OLDPWD")]
+            assert {e.split("=", 1)[0] for e in own} <= {
+                "PATH", "LC_ALL", "LD_PRELOAD", "MALLARD_TRANSFER", "MALLARD_STATS_FILE", "_PAD"}
+            sizes.add(sum(len(e) + 1 for e in own))
+    assert sizes == {512}
+    assert padded_env(["A=" + "x" * 600])[-1] == "_PAD=" + "x" * (1024 - 603 - 6)
+
+
+# cachegrind 3.19's output file: `events:` names the columns of the `summary:` line
+CACHEGRIND_OUT = """desc: I1 cache:         32768 B, 64 B, 8-way associative
+desc: D1 cache:         32768 B, 64 B, 8-way associative
+desc: LL cache:         8388608 B, 64 B, 16-way associative
+cmd: /work/build/workloads/larson --threads 1 --ops 20000 --blocks 500
+events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw
+fl=???
+fn=0x0000000000001100
+0 3 1 1
+summary: 8680858 1979 1788 2043271 99005 2070 1196409 16294 8271
+"""
+
+# `perf stat -x, -o FILE`: this VM's real answer (no counters), then the documented layout
+# (value,unit,event,run time,percent,metric,metric unit) as a node with counters writes it:
+# a user-only event (`:u`), a metric column, and a hybrid CPU's two PMUs.
+PERF_VM = """<not supported>,,instructions,0,100.00,,
+<not supported>,,cycles,0,100.00,,
+<not supported>,,cache-misses,0,100.00,,
+"""
+PERF_COUNTS = """# started on Sat Nov 22 01:02:03 2026
+
+2043162812,,instructions:u,510296040,100.00,2.35,insn per cycle
+869425126,,cycles:u,510296040,100.00,,
+1294563,,cache-misses:u,510296040,100.00,,
+"""
+PERF_HYBRID = """1500000000,,cpu_core/instructions/u,300000000,100.00,,
+20000000,,cpu_atom/instructions/u,4000000,1.33,,
+700000000,,cpu_core/cycles/u,300000000,100.00,,
+<not counted>,,cpu_atom/cycles/u,0,0.00,,
+"""
 
 
 def test_parsers():
@@ -217,11 +343,22 @@ def test_parsers():
     assert derive_ratios({"transfer_insert_hits": 3, "transfer_insert_misses": 1,
                           "transfer_remove_hits": 0, "transfer_remove_misses": 0}) == {
         "transfer_insert_hit_ratio": 0.75}
-    assert parse_callgrind_totals("events: Ir\nfn=main\n1 2\ntotals: 123456\n") == 123456
-    assert parse_callgrind_totals("summary: 42\n") == 42
-    assert parse_callgrind_totals("events: Ir\n") is None
-    assert parse_perf_instructions("12345,,instructions:u,100,100.00,,\n") == 12345
-    assert parse_perf_instructions("<not supported>,,instructions:u,0,100.00,,\n") is None
+    assert parse_cachegrind(CACHEGRIND_OUT) == {
+        "instructions": 8680858, "d1_misses": 99005 + 16294, "llc_misses": 2070 + 8271}
+    assert parse_cachegrind("events: Ir\nsummary: 42\n") == {"instructions": 42}
+    assert parse_cachegrind("events: Ir\n") is None
+    assert parse_perf_stat(PERF_VM) == {}
+    assert parse_perf_stat(PERF_COUNTS) == {"hw_instructions": 2043162812,
+                                            "hw_cycles": 869425126, "hw_llc_misses": 1294563}
+    assert parse_perf_stat(PERF_HYBRID) == {"hw_instructions": 1520000000,
+                                            "hw_cycles": 700000000}
+
+
+def test_perf_counts_are_never_named_like_valgrind_counts():
+    """Hardware counts are noisy: they must not take the deterministic measures' names."""
+    for text in (PERF_COUNTS, PERF_HYBRID):
+        assert set(parse_perf_stat(text)) <= {"hw_instructions", "hw_cycles", "hw_llc_misses"}
+        assert not set(parse_perf_stat(text)) & {"instructions", "d1_misses", "llc_misses"}
 
 
 @pytest.mark.parametrize("text,cpus", [("1", [1]), ("2,3", [2, 3]), ("0-2,5", [0, 1, 2, 5])])

@@ -29,7 +29,33 @@ def test_quick_suite_shape():
     assert {t for c in expand(quick) for t in [c.params["threads"]]} == {1, 2}
     assert set(PEER_NAMES) <= set(quick.allocators)
     assert {"mallard:transfer=mutex", "mallard:transfer=ring"} <= set(quick.allocators)
-    assert quick.workloads["fastpath"].instructions is not None
+    # every workload has deterministic counts at 1 thread (the thread count where they repeat)
+    for c in expand(quick):
+        assert (c.deterministic_params is not None) == (c.params["threads"] == 1), c
+        if c.deterministic_params:
+            assert c.deterministic_params["threads"] == 1
+            assert set(c.deterministic_params) == set(c.params)
+
+
+def test_deterministic_params_override_the_size_params(tmp_path):
+    (tmp_path / "s.yaml").write_text(
+        "name: s\nthreads: [1, 2]\nworkloads:\n"
+        "  a: {params: {ops: 1000000, size: [8, 64]}, deterministic: {params: {ops: 2000}, "
+        "threads: [1]}}\n"
+        "  b: {params: {n: 3}, deterministic: {params: {n: 1}}}\n"
+        "  c: {params: {n: 3}}\n")
+    cases = expand(load_suite("s", tmp_path))
+    det = {(c.workload, c.params["threads"], c.params.get("size")): c.deterministic_params
+           for c in cases}
+    assert det[("a", 1, 8)] == {"threads": 1, "ops": 2000, "size": 8}
+    assert det[("a", 1, 64)] == {"threads": 1, "ops": 2000, "size": 64}
+    assert det[("a", 2, 8)] is None  # not a thread count whose counts repeat
+    assert det[("b", 2, None)] == {"threads": 2, "n": 1}  # no list: every thread count
+    assert det[("c", 1, None)] is None
+    (tmp_path / "bad.yaml").write_text(
+        "name: bad\nworkloads:\n  a: {deterministic: {ops: 5}}\n")
+    with pytest.raises(SuiteError, match="deterministic"):
+        load_suite("bad", tmp_path)
 
 
 def test_bench_allocator_suite_shape():

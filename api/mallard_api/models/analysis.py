@@ -1,7 +1,8 @@
 """Analysis tables: comparisons, their jobs and cells; change points and alerts;
 webhook endpoints and the webhook outbox.
 
-The schema is created only by `db/versions/0002_analysis.py`; these classes mirror it.
+The schema is created only by the migrations (`db/versions/0002_analysis.py`, later ones
+add columns); these classes mirror it.
 Analysis tables may point at core tables, never the reverse (contracts §8).
 """
 
@@ -96,6 +97,7 @@ class ComparisonCell(Base):
     robust_base: Mapped[int] = mapped_column(Integer)
     robust_head: Mapped[int] = mapped_column(Integer)
     verdict: Mapped[str] = mapped_column(Text)
+    mde_pct: Mapped[float | None] = mapped_column(Float)  # db/versions/0007_cell_mde.py
     line: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
 

@@ -95,7 +95,8 @@ class CellOut(BaseModel):
     n_head: int
     robust_base: int
     robust_head: int
-    verdict: str
+    verdict: str  # same | improved | regressed | unknown; diagnostic for a diagnostic measure
+    mde_pct: float | None = None  # minimum detectable effect at 80% power
     line: str
 
 
