@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers import results, trial
+from helpers import job_spec, results, trial
 from sqlalchemy import text
 
 
@@ -33,7 +33,7 @@ def test_runner_token_cannot_act_for_another_runner(client, make_runner, user_he
     mine, my_headers = make_runner()
     theirs, _ = make_runner(arch=mine["arch"])
     job = client.post("/api/v1/jobs", headers=user_headers,
-                      json={"kind": "commit", "arch": mine["arch"], "spec": {}}).json()
+                      json={"kind": "commit", "arch": mine["arch"], "spec": job_spec()}).json()
     calls = [
         ("post", f"/api/v1/runners/{theirs['id']}/heartbeat", {"testbed": None},
          ["path", "runner_id"]),

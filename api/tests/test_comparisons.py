@@ -128,6 +128,7 @@ def test_whole_report():
 # -- end to end through the API, real PostgreSQL --------------------------------------------
 import uuid  # noqa: E402
 
+from helpers import run_analysis  # noqa: E402
 from mallard_api import analysis  # noqa: E402
 
 SHA_BASE = "1" * 40
@@ -182,12 +183,14 @@ def comparison_trials(n, *, seed, shifts, noise=0.01, peers=(), warmup=True):
     return out
 
 
-def post_results(client, headers, runner, project, job_id, trials):
-    body = {"job_id": job_id, "runner_id": runner["id"], "project": project,
+def post_results(client, headers, runner, project, job_id, trials, attempt=1):
+    body = {"job_id": job_id, "attempt": attempt, "runner_id": runner["id"],
+            "project": project,
             "testbed": {"arch": runner["arch"], "cpu_model": "Test CPU", "cpus": "1"},
             "trials": trials}
     r = client.post("/api/v1/results", headers=headers, json=body)
     assert r.status_code == 201, r.text
+    run_analysis(client.app)
     return r.json()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
+from helpers import job_spec
 from mallard_api import db
 from mallard_api.sql import jobs as job_sql
 from sqlalchemy import text
@@ -14,7 +15,7 @@ def enqueue(client, headers, arch, n=1, max_attempts=3):
     ids = []
     for i in range(n):
         r = client.post("/api/v1/jobs", headers=headers, json={
-            "kind": "commit", "arch": arch, "spec": {"n": i}, "max_attempts": max_attempts})
+            "kind": "commit", "arch": arch, "spec": job_spec(trials=i + 1), "max_attempts": max_attempts})
         assert r.status_code == 201, r.text
         ids.append(r.json()["id"])
     return ids

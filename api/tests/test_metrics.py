@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from helpers import job_spec
+
 
 def test_metrics_exposes_the_contract_names(client, make_runner, user_headers):
     runner, headers = make_runner()
     client.post("/api/v1/jobs", headers=user_headers,
-                json={"kind": "commit", "arch": runner["arch"], "spec": {}})
+                json={"kind": "commit", "arch": runner["arch"], "spec": job_spec()})
     client.get("/api/v1/jobs/1", headers=user_headers)
     body = client.get("/metrics").text
     for name in ("mallard_http_requests_total", "mallard_http_request_duration_seconds_bucket",

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 
-def test_put_project_is_idempotent_and_hides_the_secret(client, user_headers, unique):
+def test_put_project_is_idempotent_and_hides_the_secret(client, user_headers, admin_headers,
+                                                        unique):
     name = "p-" + unique
     body = {"repo_url": "/srv/git/x.git", "default_branch": "trunk",
-            "tracked_branches": ["release"], "webhook_secret": "s3cret-value"}
+            "tracked_branches": ["release"], "webhook_secret": "s3cret-value-of-16+"}
     a = client.put(f"/api/v1/projects/{name}", headers=user_headers, json=body).json()
-    b = client.put(f"/api/v1/projects/{name}", headers=user_headers,
+    again = client.put(f"/api/v1/projects/{name}", headers=user_headers, json=body)
+    assert again.status_code == 200 and again.json()["id"] == a["id"]
+    b = client.put(f"/api/v1/projects/{name}", headers=admin_headers,
                    json={**body, "allocator_dir": "src/alloc"}).json()
     assert a["id"] == b["id"] and b["allocator_dir"] == "src/alloc"
     assert b["has_webhook_secret"] is True and "webhook_secret" not in b

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 
-from helpers import results, trial
+from helpers import job_spec, results, trial
 from sqlalchemy import text
 
 
@@ -39,7 +39,7 @@ def test_results_with_job_id_complete_the_job(client, make_runner, user_headers,
     project = make_project()
     runner, headers = make_runner()
     job = client.post("/api/v1/jobs", headers=user_headers, json={
-        "kind": "commit", "arch": runner["arch"], "spec": {}}).json()
+        "kind": "commit", "arch": runner["arch"], "spec": job_spec()}).json()
     claimed = client.post("/api/v1/jobs/claim", headers=headers,
                           json={"runner_id": runner["id"]}).json()
     assert claimed["id"] == job["id"]

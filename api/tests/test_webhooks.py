@@ -38,8 +38,13 @@ def test_github_push_with_valid_signature_records_and_queues(
         "Content-Type": "application/json"})
     assert r.status_code == 200, r.text
     out = r.json()
-    assert out["branch"] == "main" and out["commits"] == 3 and out["jobs"]
-    job = client.get(f"/api/v1/jobs/{out['jobs'][0]}", headers=user_headers).json()
+    assert out["branch"] == "main" and out["commits"] == 3 and out["queued"] == 3
+    jobs = [client.get(f"/api/v1/jobs/{j}", headers=user_headers).json() for j in out["jobs"]]
+    # every new commit gets its jobs, the oldest first
+    assert [j["spec"]["commit"] for j in jobs] == sorted(
+        [j["spec"]["commit"] for j in jobs], key=commits.index)
+    assert {j["spec"]["commit"] for j in jobs} == set(commits)
+    job = jobs[-1]
     spec = job["spec"]
     assert job["kind"] == "commit" and job["state"] == "queued"
     assert spec["project"] == project["name"] and spec["repo_url"] == project["repo_url"]
@@ -91,12 +96,19 @@ def test_github_bad_signature_is_rejected(client, make_project, unique, engine):
 def test_project_secret_takes_precedence(client, make_project, unique):
     project = make_project(webhook_secret="project-own-secret")
     body = github_payload(project, shas(1, unique))
-    bad = client.post("/api/v1/webhooks/github", content=body, headers={
+    own = f"/api/v1/webhooks/github/{project['name']}"
+    bad = client.post(own, content=body, headers={
         "X-Hub-Signature-256": "sha256=" + sign(GITHUB_SECRET, body)})
     assert bad.status_code == 401
-    good = client.post("/api/v1/webhooks/github", content=body, headers={
-        "X-Hub-Signature-256": "sha256=" + sign("project-own-secret", body)})
-    assert good.status_code == 200 and good.json()["jobs"]
+    # the old address takes the deployment's secret only, and not for this project
+    old = client.post("/api/v1/webhooks/github", content=body, headers={
+        "X-Hub-Signature-256": "sha256=" + sign(GITHUB_SECRET, body)})
+    assert old.status_code == 401 and own in old.json()["detail"][0]["msg"]
+    for url in ("/api/v1/webhooks/github", own):
+        r = client.post(url, content=body, headers={
+            "X-Hub-Signature-256": "sha256=" + sign("project-own-secret", body)})
+        assert (url, r.status_code) == (url, 200 if url == own else 401)
+    assert r.json()["jobs"]
 
 
 def test_gitlab_push_queues_jobs(client, make_project, unique):
@@ -160,5 +172,8 @@ def test_bad_push_body_names_the_field(client, user_headers, make_project):
     assert r.status_code == 422
     assert r.json()["detail"][0]["loc"] == ["body", "after"]
     body = b'{"ref": "refs/heads/main", "after": 5}'
-    r = client.post("/api/v1/webhooks/github", content=body)
+    r = client.post("/api/v1/webhooks/github", content=body)  # unsigned: never parsed
+    assert r.status_code == 401
+    r = client.post("/api/v1/webhooks/github", content=body,
+                    headers={"X-Hub-Signature-256": "sha256=" + sign(GITHUB_SECRET, body)})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "after"]

@@ -40,6 +40,17 @@ def link_job(session: Session, *, comparison_id: int, job_id: int, round: int,
     session.flush()
 
 
+def comparisons_of_jobs(session: Session, job_ids: list[int]) -> list[int]:
+    return [int(c) for c in session.scalars(
+        select(ComparisonJob.comparison_id).where(ComparisonJob.job_id.in_(job_ids))
+        .distinct().order_by(ComparisonJob.comparison_id))]
+
+
+def lock(session: Session, comparison_id: int) -> Comparison | None:
+    return session.scalar(select(Comparison).where(Comparison.id == comparison_id)
+                          .with_for_update().execution_options(populate_existing=True))
+
+
 def for_job(session: Session, job_id: int, *, lock: bool = False) -> Comparison | None:
     """The comparison that owns the job (locked FOR UPDATE when asked)."""
     cid = session.scalar(select(ComparisonJob.comparison_id).where(ComparisonJob.job_id == job_id))

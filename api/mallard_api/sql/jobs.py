@@ -7,6 +7,7 @@ ran out: the runner died). A job whose attempts reach max_attempts ends `failed`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select, text
@@ -73,8 +74,8 @@ def requeue_expired(session: Session, arch: str | None = None) -> list[int]:
 
 
 def claim(session: Session, *, runner_id: int, arch: str, lease_seconds: int) -> Job | None:
-    """Give the oldest queued job of `arch` to the runner, with a lease; None if none."""
-    requeue_expired(session, arch)
+    """Give the oldest queued job of `arch` to the runner, with a lease; None if none.
+    (The caller re-queues expired leases of the arch first: `requeue_expired`.)"""
     job_id = session.execute(text(
         "UPDATE jobs SET state = 'running', runner_id = :runner, attempt = attempt + 1, "
         "claimed_at = now(), lease_expires_at = now() + make_interval(secs => :secs) "
@@ -124,12 +125,41 @@ def fail(session: Session, *, job_id: int, runner_id: int, log: str, retryable: 
     return session.get(Job, job_id, populate_existing=True)
 
 
-def complete(session: Session, *, job_id: int, runner_id: int | None) -> None:
-    """Mark the job done (results arrived), closing its open attempt."""
+@dataclass(frozen=True)
+class Holding:
+    """A job as results see it, read with its row locked until the caller commits."""
+
+    state: str
+    runner_id: int | None
+    attempt: int
+    lease_live: bool
+
+
+def lock_for_results(session: Session, job_id: int) -> Holding | None:
+    """The job's state and holder, locked (FOR UPDATE: the lease cannot expire, and no
+    other post for the job can interleave, until the caller's transaction ends)."""
+    row = session.execute(text(
+        "SELECT state, runner_id, attempt, coalesce(lease_expires_at >= now(), false) "
+        "FROM jobs WHERE id = :id FOR UPDATE"), {"id": job_id}).first()
+    if row is None:
+        return None
+    return Holding(str(row[0]), row[1], int(row[2]), bool(row[3]))
+
+
+def stored_uids(session: Session, job_id: int, uids: list[str]) -> int:
+    """How many of these trial uids are stored for this job."""
+    return int(session.scalar(text(
+        "SELECT count(*) FROM trials WHERE job_id = :j AND uid = ANY(:u)"),
+        {"j": job_id, "u": uids}) or 0)
+
+
+def complete(session: Session, *, job_id: int, runner_id: int | None) -> bool:
+    """Mark the job done (results arrived), closing its open attempt; False when it was
+    done (or cancelled) already."""
     job = session.scalar(select(Job).where(Job.id == job_id).with_for_update()
                          .execution_options(populate_existing=True))
     if job is None or job.state in ("done", "cancelled"):
-        return
+        return False
     if job.attempt > 0:
         session.execute(_CLOSE_ATTEMPT, {"outcome": "done", "job_id": job_id,
                                          "attempt": job.attempt, "log": None})
@@ -137,6 +167,7 @@ def complete(session: Session, *, job_id: int, runner_id: int | None) -> None:
         "UPDATE jobs SET state = 'done', finished_at = now(), lease_expires_at = NULL, "
         "runner_id = COALESCE(CAST(:runner AS integer), runner_id) WHERE id = :id"),
         {"id": job_id, "runner": runner_id})
+    return True
 
 
 def active_commit_job(session: Session, *, project_id: int, sha: str, arch: str) -> int | None:

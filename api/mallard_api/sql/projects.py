@@ -21,8 +21,11 @@ class CommitInfo:
     time: datetime | None = None
 
 
-def get(session: Session, name: str) -> Project | None:
-    return session.scalar(select(Project).where(Project.name == name))
+def get(session: Session, name: str, *, lock: bool = False) -> Project | None:
+    q = select(Project).where(Project.name == name)
+    if lock:
+        q = q.with_for_update()
+    return session.scalar(q)
 
 
 def list_all(session: Session) -> list[Project]:
@@ -30,8 +33,10 @@ def list_all(session: Session) -> list[Project]:
 
 
 def upsert(session: Session, *, name: str, repo_url: str, allocator_dir: str,
-           default_branch: str, tracked_branches: list[str], webhook_secret: str | None
-           ) -> Project:
+           default_branch: str, tracked_branches: list[str], webhook_secret: str | None,
+           create_only: bool = False) -> Project | None:
+    """Create or update; with `create_only`, None when the project exists already (it
+    was created by another request since the caller looked)."""
     values = dict(name=name, repo_url=repo_url, allocator_dir=allocator_dir,
                   default_branch=default_branch, tracked_branches=tracked_branches)
     update = dict(values)
@@ -39,8 +44,13 @@ def upsert(session: Session, *, name: str, repo_url: str, allocator_dir: str,
         values["webhook_secret"] = webhook_secret
         update["webhook_secret"] = webhook_secret
     stmt = insert(Project).values(**values)
-    stmt = stmt.on_conflict_do_update(index_elements=[Project.name], set_=update)
-    session.execute(stmt)
+    if create_only:
+        done = session.execute(stmt.on_conflict_do_nothing(index_elements=[Project.name])
+                               .returning(Project.id)).first()
+        if done is None:
+            return None
+    else:
+        session.execute(stmt.on_conflict_do_update(index_elements=[Project.name], set_=update))
     project = get(session, name)
     assert project is not None
     session.refresh(project)
@@ -94,35 +104,81 @@ def ensure_commit(session: Session, project_id: int, info: CommitInfo) -> int:
     return int(session.execute(upsert).scalar_one())
 
 
-def record_push(session: Session, project: Project, branch_name: str, after: str,
-                commits: list[CommitInfo]) -> tuple[Branch, int]:
-    """Record the pushed commits (oldest first) on the branch; return (branch, number new).
+@dataclass
+class PushRecord:
+    branch: Branch
+    new: list[str]  # shas new on the branch, oldest first
+    stale: bool = False  # `after` is an older position of the branch: nothing was done
 
-    Each commit not yet on the branch gets the next position; the branch head becomes
-    `after`. The branch row is locked so concurrent pushes number consistently.
+
+_UPSERT_COMMITS = text("""
+INSERT INTO commits (project_id, sha, parent_sha, message, author, committed_at)
+SELECT CAST(:p AS integer), u.sha, u.parent, u.message, u.author, u.at
+FROM unnest(CAST(:sha AS text[]), CAST(:parent AS text[]), CAST(:message AS text[]),
+            CAST(:author AS text[]), CAST(:at AS timestamptz[]))
+     AS u(sha, parent, message, author, at)
+ON CONFLICT (project_id, sha) DO UPDATE SET
+    parent_sha = COALESCE(EXCLUDED.parent_sha, commits.parent_sha),
+    message = COALESCE(EXCLUDED.message, commits.message),
+    author = COALESCE(EXCLUDED.author, commits.author),
+    committed_at = COALESCE(EXCLUDED.committed_at, commits.committed_at)
+RETURNING id, sha
+""")
+
+# New commits get the next positions, in push order; the window runs after the filter.
+_ADD_TO_BRANCH = text("""
+INSERT INTO branch_commits (branch_id, commit_id, position)
+SELECT CAST(:b AS integer), u.id, CAST(:next AS integer) + row_number() OVER (ORDER BY u.ord) - 1
+FROM unnest(CAST(:ids AS bigint[])) WITH ORDINALITY AS u(id, ord)
+WHERE NOT EXISTS (SELECT 1 FROM branch_commits bc
+                  WHERE bc.branch_id = CAST(:b AS integer) AND bc.commit_id = u.id)
+RETURNING commit_id
+""")
+
+_POSITION_OF = text("""
+SELECT bc.position FROM branch_commits bc JOIN commits c ON c.id = bc.commit_id
+WHERE bc.branch_id = :b AND c.project_id = :p AND c.sha = :sha
+""")
+
+
+def record_push(session: Session, project: Project, branch_name: str, after: str,
+                commits: list[CommitInfo]) -> PushRecord:
+    """Record the pushed commits (oldest first) on the branch, in a few statements
+    whatever their number; each commit not yet on the branch gets the next position and
+    the head becomes `after`. The branch row is locked so concurrent pushes number
+    consistently.
+
+    A push whose `after` is already on the branch at an older position than the head (a
+    replayed delivery) changes nothing: a head never moves back to a known older commit.
     """
     branch = ensure_branch(session, project, branch_name)
     session.execute(select(Branch.id).where(Branch.id == branch.id).with_for_update())
-    infos = list(commits)
-    if after not in {c.sha for c in infos}:
-        infos.append(CommitInfo(sha=after))
-    new = 0
+    session.refresh(branch)
+    if branch.head_sha and branch.head_sha != after:
+        args = {"b": branch.id, "p": project.id}
+        at = session.scalar(_POSITION_OF, {**args, "sha": after})
+        head_at = session.scalar(_POSITION_OF, {**args, "sha": branch.head_sha})
+        if at is not None and head_at is not None and at < head_at:
+            return PushRecord(branch, [], stale=True)
+    infos: dict[str, CommitInfo] = {}
+    for info in commits:
+        infos.setdefault(info.sha, info)
+    infos.setdefault(after, CommitInfo(sha=after))
+    ordered = list(infos.values())
+    rows = session.execute(_UPSERT_COMMITS, {
+        "p": project.id, "sha": [c.sha for c in ordered], "parent": [c.parent for c in ordered],
+        "message": [c.message for c in ordered], "author": [c.author for c in ordered],
+        "at": [c.time for c in ordered]}).all()
+    id_of = {str(r.sha): int(r.id) for r in rows}
     next_pos = int(session.scalar(
         select(func.coalesce(func.max(BranchCommit.position), 0))
         .where(BranchCommit.branch_id == branch.id)) or 0) + 1
-    for info in infos:
-        commit_id = ensure_commit(session, project.id, info)
-        res = session.execute(
-            insert(BranchCommit).values(branch_id=branch.id, commit_id=commit_id,
-                                        position=next_pos)
-            .on_conflict_do_nothing().returning(BranchCommit.commit_id))
-        if res.first() is not None:
-            next_pos += 1
-            new += 1
+    added = {int(r[0]) for r in session.execute(_ADD_TO_BRANCH, {
+        "b": branch.id, "next": next_pos, "ids": [id_of[c.sha] for c in ordered]})}
     branch.head_sha = after
     branch.updated_at = session.scalar(select(func.now()))  # type: ignore[assignment]
     session.flush()
-    return branch, new
+    return PushRecord(branch, [c.sha for c in ordered if id_of[c.sha] in added])
 
 
 def commits_on_branch(session: Session, branch: Branch, limit: int, offset: int
