@@ -59,8 +59,9 @@ _REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
 
 def check_ref(value: str) -> str:
     """A full commit sha (40 or 64 hex digits) or a ref name git accepts
-    (`git check-ref-format --allow-onelevel`), never starting with `-`: so the value can
-    only ever be read by git as a revision, never as an option."""
+    (`git check-ref-format --allow-onelevel`) none of whose components starts with `-`
+    (as git requires of branch names): so the value, or the branch name taken from it,
+    can only ever be read by git as a revision, never as an option."""
     if FULL_SHA.match(value):
         return value.lower()
     if value.startswith("-"):
@@ -74,9 +75,9 @@ def check_ref(value: str) -> str:
         raise ValueError("must be a git ref name: not starting with '/' nor ending with "
                          "'/' or '.'")
     for part in value.split("/"):
-        if part.startswith(".") or part.endswith(".lock"):
+        if part.startswith((".", "-")) or part.endswith(".lock"):
             raise ValueError("must be a git ref name: no component starting with '.' or "
-                             "ending with '.lock'")
+                             "'-' or ending with '.lock'")
     return value
 
 

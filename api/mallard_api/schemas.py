@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -45,13 +46,14 @@ Text = Annotated[str, StringConstraints(max_length=1_000_000, pattern=NO_NUL)]
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
-def _clean_log(value: str) -> str:
+def _clean_log(value: Any) -> Any:
     """Logs and stderr tails are kept, not rejected: characters PostgreSQL cannot store
-    (NUL, lone surrogates) become U+FFFD."""
-    return _UNSTORABLE.sub("\ufffd", value)
+    (NUL, lone surrogates) become U+FFFD (before the string is validated: pydantic
+    refuses lone surrogates in any constrained string)."""
+    return _UNSTORABLE.sub("\ufffd", value) if isinstance(value, str) else value
 
 
-LogText = Annotated[str, StringConstraints(max_length=1_000_000), AfterValidator(_clean_log)]
+LogText = Annotated[str, StringConstraints(max_length=1_000_000), BeforeValidator(_clean_log)]
 
 
 Str200 = Annotated[str, StringConstraints(max_length=200, pattern=NO_NUL)]

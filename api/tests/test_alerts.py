@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import run_analysis
 from mallard_api import analysis, notify
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql.projects import CommitInfo
-from helpers import run_analysis
 from sqlalchemy import text
 
 

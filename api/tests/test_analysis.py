@@ -7,11 +7,11 @@ import uuid
 
 import numpy as np
 import pytest
+from helpers import run_analysis
 from mallard_api import analysis
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql.projects import CommitInfo
-from helpers import run_analysis
 from sqlalchemy import text
 
 

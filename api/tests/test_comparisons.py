@@ -362,3 +362,32 @@ def test_counters_without_throughput():
     i = next(n for n, ln in enumerate(lines) if ln.startswith("fragmentation threads=1 final"))
     assert lines[i + 1] == "  counters: transfer_remove_hit_ratio 0.500 -> 0.525 (+5.0%)"
     assert "fastpath threads=1 counters: transfer_remove_hit_ratio 0.500 -> 0.500 (+0.0%)" in lines
+
+
+# -- what a comparison may name (issue 15) -------------------------------------------------
+@pytest.mark.parametrize("field,value,loc", [
+    ("base", {"commit": "--upload-pack=touch${IFS}marker;git-upload-pack"},
+     ["body", "base", "commit"]),
+    ("head", {"commit": "main", "variant": "transfer"}, ["body", "head", "variant"]),
+    ("head", {"commit": "main", "variant": "transfer="}, ["body", "head", "variant"]),
+    ("head", {"commit": "main", "variant": "transfer=ring;id"}, ["body", "head", "variant"]),
+    ("head", {"commit": "main", "variant": "bogus=1"}, ["body", "head", "variant"]),
+    ("head", {"commit": "main", "variant": "stats_file=/tmp/x"}, ["body", "head", "variant"]),
+    ("head", {"commit": "main", "branch": "x"}, ["body", "head", "branch"]),
+    ("peers", ["glibc", "evil"], ["body", "peers", 1]),
+    ("workloads", ["larson", "nosuch"], ["body", "workloads"]),
+    ("suite", "quick.yaml", ["body", "suite"]),
+    ("suite", "../../etc/passwd", ["body", "suite"]),
+    ("suite", "nosuch", ["body", "suite"]),
+    ("trial", 5, ["body", "trial"]),
+])
+def test_bad_comparisons_are_422_and_create_nothing(client, user_headers, make_project, field,
+                                                    value, loc):
+    project = make_project()
+    body = {"project": project["name"], "base": {"commit": SHA_BASE},
+            "head": {"commit": SHA_HEAD}, field: value}
+    r = client.post("/api/v1/comparisons", headers=user_headers, json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"][:len(loc)] == loc
+    assert client.get("/api/v1/comparisons", headers=user_headers,
+                      params={"project": project["name"]}).json() == []

@@ -21,3 +21,14 @@ def test_metrics_exposes_the_contract_names(client, make_runner, user_headers):
     # labelled by route template, not by raw path
     assert 'route="/api/v1/jobs/{job_id}"' in body
     assert 'route="/api/v1/jobs/1"' not in body
+
+
+def test_made_up_methods_do_not_grow_the_metrics(client):
+    for i in range(30):
+        client.request(f"X{i}FOO", "/api/v1/health")
+        client.request(f"Y{i}", "/metrics")
+    body = client.get("/metrics").text
+    methods = {line.split('method="')[1].split('"')[0] for line in body.splitlines()
+               if line.startswith("mallard_http_requests_total{")}
+    assert methods <= {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"}
+    assert "other" in methods
