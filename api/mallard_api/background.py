@@ -14,32 +14,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from mallard_api.errors import DB_UNAVAILABLE
 
 log = logging.getLogger("mallard_api.background")
-
-
-class Throttle:
-    """True at most once per `interval` seconds (for log lines in hot paths)."""
-
-    def __init__(self, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.interval = interval
-        self.clock = clock
-        self._last: float | None = None
-        self.suppressed = 0
-        self._lock = threading.Lock()
-
-    def ready(self) -> bool:
-        with self._lock:
-            now = self.clock()
-            if self._last is None or now - self._last >= self.interval:
-                self._last = now
-                return True
-            self.suppressed += 1
-            return False
 
 
 class BackgroundLoop:

@@ -8,9 +8,11 @@ import sys
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from mallard_api import db
 from mallard_api.config import Settings
+from mallard_api.known import CatalogError
 
 app = typer.Typer(help="Mallard API: serve, migrate, tokens.", no_args_is_help=True)
 token_app = typer.Typer(help="API tokens (stored hashed; printed once).", no_args_is_help=True)
@@ -25,7 +27,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
 
     from mallard_api.main import create_app
 
-    settings = Settings()
+    settings = load_settings()
     # SIGTERM before uvicorn takes over (while migrating): unwind, so `finally` runs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
@@ -43,10 +45,25 @@ def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
                         host=host, port=port, log_level=log_level)
         else:
             uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+    except CatalogError as exc:
+        typer.echo(f"mallard-api: configuration error: {exc}", err=True)
+        raise typer.Exit(2) from exc
     except KeyboardInterrupt:
         pass
     finally:
         db.stop_embedded()
+
+
+def load_settings() -> Settings:
+    """The settings, or exit 2 with one line per bad variable (placeholder or short
+    secrets, unknown peers, a bad allow-list...)."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        for err in exc.errors():
+            field = ".".join(str(x) for x in err["loc"]) or "settings"
+            typer.echo(f"mallard-api: configuration error: {field}: {err['msg']}", err=True)
+        raise typer.Exit(2) from exc
 
 
 def _redact(url: str) -> str:
@@ -59,7 +76,7 @@ def _redact(url: str) -> str:
 @app.command()
 def migrate(revision: str = "head") -> None:
     """Upgrade the database schema (Alembic) to REVISION."""
-    settings = Settings()
+    settings = load_settings()
     try:
         db.migrate(db.database_url(settings), settings.migrations_dir, revision)
         typer.echo(f"migrated to {revision}")
@@ -70,7 +87,7 @@ def migrate(revision: str = "head") -> None:
 @app.command("db-url")
 def db_url() -> None:
     """Print the database URL (of the running embedded server when no DATABASE_URL)."""
-    settings = Settings()
+    settings = load_settings()
     try:
         url = db.database_url(settings, start=False)
     except RuntimeError as exc:
@@ -80,7 +97,7 @@ def db_url() -> None:
 
 
 def _session():  # type: ignore[no-untyped-def]
-    settings = Settings()
+    settings = load_settings()
     url = db.database_url(settings)
     engine = db.make_engine(url, 1)
     return engine, db.make_sessionmaker(engine)()

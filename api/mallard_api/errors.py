@@ -15,16 +15,19 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 import psycopg
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from sqlalchemy.exc import DataError, DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 log = logging.getLogger("mallard_api")
@@ -104,6 +107,18 @@ def install(app: FastAPI, retry_after: int) -> None:
                            "msg": printable(msg, 500), "type": printable(str(e.get("type")))})
         return JSONResponse(status_code=422, content={"detail": detail})
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 405:
+            # FastAPI makes one route per method: answer with every method of the path
+            allowed = sorted({m for r in app.routes if isinstance(r, APIRoute)
+                              and r.path_regex.match(request.url.path)
+                              for m in r.methods or ()})
+            return error(405, ["method"], f"{printable(request.method, 20)} is not allowed "
+                         f"here; allowed: {', '.join(allowed)}", "method_not_allowed",
+                         headers={"Allow": ", ".join(allowed)})
+        return await http_exception_handler(request, exc)
+
     @app.exception_handler(DataError)
     async def data_error(request: Request, exc: DataError) -> JSONResponse:
         # A value PostgreSQL cannot store; validation should have caught it first.
@@ -111,12 +126,17 @@ def install(app: FastAPI, retry_after: int) -> None:
         return error(422, ["body"], printable(f"value rejected by the database: {msg}", 500),
                      "data_error")
 
+    last_logged = [0.0, 0]  # when, and how many 503s since
+
     async def unavailable(request: Request, exc: Exception) -> JSONResponse:
         if isinstance(exc, DBAPIError) and not isinstance(exc, DB_UNAVAILABLE) \
                 and not exc.connection_invalidated:
             raise exc
-        log.warning("database unavailable (%s): %s %s answered 503", type(exc).__name__,
-                    request.method, request.url.path)
+        last_logged[1] += 1
+        if time.monotonic() - last_logged[0] >= 10:  # one line per 10 s, however many
+            log.warning("database unavailable (%s): %d request(s) answered 503 since the "
+                        "last line", type(exc).__name__, last_logged[1])
+            last_logged[:] = [time.monotonic(), 0]
         return error(503, [], "the database is unavailable; retry later", "unavailable",
                      headers={"Retry-After": str(retry_after)})
 

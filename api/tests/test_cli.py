@@ -53,3 +53,21 @@ def test_token_list_and_revoke(client, database_url, monkeypatch):
     assert runner.invoke(app, ["token", "revoke", token_id]).exit_code == 0
     assert client.get("/api/v1/projects", headers=headers).status_code == 401
     assert runner.invoke(app, ["token", "revoke", token_id]).exit_code == 1
+
+
+def test_serve_refuses_placeholder_secrets_with_a_clear_message(monkeypatch):
+    monkeypatch.setenv("MALLARD_BOOTSTRAP_ADMIN_TOKEN", "CHANGE-ME")
+    monkeypatch.setenv("MALLARD_GITEA_WEBHOOK_SECRET", "short")
+    res = CliRunner().invoke(app, ["serve"])
+    assert res.exit_code == 2
+    assert "bootstrap_admin_token: Value error, MALLARD_BOOTSTRAP_ADMIN_TOKEN is a " \
+           "placeholder" in res.output
+    assert "MALLARD_GITEA_WEBHOOK_SECRET is shorter than 16 bytes" in res.output
+
+
+def test_serve_refuses_an_unknown_default_suite(monkeypatch, database_url):
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setenv("MALLARD_MIGRATE_ON_START", "false")
+    monkeypatch.setenv("MALLARD_SUITE", "nosuch")
+    res = CliRunner().invoke(app, ["serve"])
+    assert res.exit_code == 2 and "MALLARD_SUITE: unknown suite 'nosuch'" in res.output

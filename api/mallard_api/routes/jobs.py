@@ -162,7 +162,7 @@ def list_jobs(session: DB, _: AnyRole,
                                               limit=limit, offset=offset)]
 
 
-@router.get("/{job_id}", response_model=JobDetail, responses={404: {"model": ErrorOut}})
+@router.get("/{job_id:int}", response_model=JobDetail, responses={404: {"model": ErrorOut}})
 def get_job(job_id: JobPath, session: DB, _: AnyRole) -> JobDetail:
     job = sql.get(session, job_id)
     if job is None:
