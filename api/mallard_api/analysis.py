@@ -51,7 +51,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from mallard_api import changepoints, notify, report, stats
@@ -97,14 +96,16 @@ def after_ingest(session: Session, *, job_id: int | None, trial_ids: list[int],
     """Called by results ingest after the trials are stored: queue the comparison that
     owns the job, and change detection for the new trials of a commit job (or of results
     without a job). A re-post that stored nothing queues nothing. True when queued."""
+    kind, comparison_id = None, None
+    if job_id is not None:
+        kind, comparison_id = sql.job_kind_and_comparison(session, job_id)
     queued = False
-    if job_id is not None and (trial_ids or job_completed):
-        queued = jobs_changed(session, [job_id])
-    if trial_ids:
-        kind = session.scalar(select(Job.kind).where(Job.id == job_id)) if job_id else None
-        if kind in (None, "commit"):
-            queue_sql.enqueue_changes(session, trial_ids)
-            queued = True
+    if comparison_id is not None and (trial_ids or job_completed):
+        queue_sql.enqueue_comparison(session, comparison_id)
+        queued = True
+    if trial_ids and kind in (None, "commit"):
+        queue_sql.enqueue_changes(session, trial_ids)
+        queued = True
     return queued
 
 

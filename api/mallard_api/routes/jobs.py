@@ -20,7 +20,7 @@ from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.known import Catalog
-from mallard_api.models.core import Job, Runner
+from mallard_api.models.core import Job
 from mallard_api.schemas import (
     INT64_MAX,
     AttemptOut,
@@ -53,8 +53,8 @@ def job_out(j: Job) -> JobOut:
                   created_at=j.created_at, claimed_at=j.claimed_at, finished_at=j.finished_at)
 
 
-def acting_runner(session: Session, p: Principal, runner_id: int) -> Runner:
-    runner = runner_sql.get(session, runner_id)
+def acting_runner(session: Session, p: Principal, runner_id: int) -> runner_sql.RunnerRef:
+    runner = runner_sql.ref(session, runner_id=runner_id)
     if runner is None:
         raise field_error(422, ["body", "runner_id"], f"no runner with id {runner_id}")
     check_runner(p, runner.name, ["body", "runner_id"])

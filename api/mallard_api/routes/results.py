@@ -31,14 +31,14 @@ DB = Annotated[Session, Depends(get_session)]
 def poster(session: Session, p: Principal, body: ResultsIn) -> int | None:
     """The id of the runner posting (None: an admin posting without runner_id)."""
     if body.runner_id is not None:
-        runner = runner_sql.get(session, body.runner_id)
+        runner = runner_sql.ref(session, runner_id=body.runner_id)
         if runner is None:
             raise field_error(422, ["body", "runner_id"], f"no runner with id {body.runner_id}")
         check_runner(p, runner.name, ["body", "runner_id"])
         return runner.id
     if p.role == "runner":
         assert p.runner_name is not None
-        runner = runner_sql.get_by_name(session, p.runner_name)
+        runner = runner_sql.ref(session, name=p.runner_name)
         if runner is None:
             raise field_error(422, ["body", "runner_id"],
                               f"runner '{p.runner_name}' is not registered")
@@ -90,10 +90,9 @@ def post_results(body: ResultsIn, request: Request, session: DB, p: RunnerOrAdmi
     runner_id = poster(session, p, body)
     project_id = None
     if body.project is not None:
-        project = project_sql.get(session, body.project)
-        if project is None:
+        project_id = project_sql.id_of(session, body.project)
+        if project_id is None:
             raise field_error(422, ["body", "project"], f"no project named '{body.project}'")
-        project_id = project.id
     if body.job_id is not None and check_holder(session, body, runner_id):
         session.rollback()
         return ResultsOut(stored=0, duplicates=len(body.trials), job_id=body.job_id)

@@ -46,6 +46,15 @@ def comparisons_of_jobs(session: Session, job_ids: list[int]) -> list[int]:
         .distinct().order_by(ComparisonJob.comparison_id))]
 
 
+def job_kind_and_comparison(session: Session, job_id: int) -> tuple[str | None, int | None]:
+    """The job's kind and the comparison that owns it (if any), in one statement."""
+    row = session.execute(text(
+        "SELECT j.kind, cj.comparison_id FROM jobs j "
+        "LEFT JOIN comparison_jobs cj ON cj.job_id = j.id WHERE j.id = :j LIMIT 1"),
+        {"j": job_id}).first()
+    return (None, None) if row is None else (str(row[0]), row[1])
+
+
 def lock(session: Session, comparison_id: int) -> Comparison | None:
     return session.scalar(select(Comparison).where(Comparison.id == comparison_id)
                           .with_for_update().execution_options(populate_existing=True))

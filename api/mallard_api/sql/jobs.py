@@ -7,6 +7,7 @@ ran out: the runner died). A job whose attempts reach max_attempts ends `failed`
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,8 @@ from sqlalchemy.orm import Session
 
 from mallard_api.models.core import Job, JobAttempt
 
+JOB_COLUMNS = ("id, kind, state, attempt, max_attempts, arch, lease_expires_at, spec, "
+               "project_id, runner_id, created_at, claimed_at, finished_at")
 _CLOSE_ATTEMPT = text(
     "UPDATE job_attempts SET ended_at = now(), outcome = :outcome, log = :log "
     "WHERE job_id = :job_id AND attempt = :attempt AND ended_at IS NULL")
@@ -23,12 +26,13 @@ _CLOSE_ATTEMPT = text(
 def enqueue(session: Session, *, kind: str, arch: str, spec: dict[str, Any],
             project_id: int | None = None, max_attempts: int = 3) -> Job:
     """Queue a job (contracts §8). The caller commits."""
-    job = Job(kind=kind, arch=arch, spec=spec, project_id=project_id,
-              max_attempts=max_attempts, state="queued", attempt=0)
-    session.add(job)
-    session.flush()
-    session.refresh(job)
-    return job
+    row = session.execute(text(
+        "INSERT INTO jobs (kind, arch, spec, project_id, max_attempts, state, attempt) "
+        "VALUES (:kind, :arch, CAST(:spec AS jsonb), :project, :max, 'queued', 0) "
+        "RETURNING " + JOB_COLUMNS),
+        {"kind": kind, "arch": arch, "spec": json.dumps(spec), "project": project_id,
+         "max": max_attempts}).one()
+    return row  # type: ignore[return-value]  # a Row with the Job's columns
 
 
 def get(session: Session, job_id: int) -> Job | None:
@@ -76,20 +80,19 @@ def requeue_expired(session: Session, arch: str | None = None) -> list[int]:
 def claim(session: Session, *, runner_id: int, arch: str, lease_seconds: int) -> Job | None:
     """Give the oldest queued job of `arch` to the runner, with a lease; None if none.
     (The caller re-queues expired leases of the arch first: `requeue_expired`.)"""
-    job_id = session.execute(text(
+    job = session.execute(text(
         "UPDATE jobs SET state = 'running', runner_id = :runner, attempt = attempt + 1, "
         "claimed_at = now(), lease_expires_at = now() + make_interval(secs => :secs) "
         "WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND arch = :arch "
         "            ORDER BY created_at, id FOR UPDATE SKIP LOCKED LIMIT 1) "
-        "RETURNING id, attempt"),
+        "RETURNING " + JOB_COLUMNS),
         {"runner": runner_id, "arch": arch, "secs": lease_seconds}).first()
-    if job_id is None:
+    if job is None:
         return None
     session.execute(text(
         "INSERT INTO job_attempts (job_id, attempt, runner_id) VALUES (:j, :a, :r)"),
-        {"j": job_id[0], "a": job_id[1], "r": runner_id})
-    job = session.get(Job, int(job_id[0]), populate_existing=True)
-    return job
+        {"j": job.id, "a": job.attempt, "r": runner_id})
+    return job  # type: ignore[return-value]  # a Row with the Job's columns
 
 
 def renew(session: Session, *, job_id: int, runner_id: int, lease_seconds: int) -> Job | None:
@@ -156,17 +159,16 @@ def stored_uids(session: Session, job_id: int, uids: list[str]) -> int:
 def complete(session: Session, *, job_id: int, runner_id: int | None) -> bool:
     """Mark the job done (results arrived), closing its open attempt; False when it was
     done (or cancelled) already."""
-    job = session.scalar(select(Job).where(Job.id == job_id).with_for_update()
-                         .execution_options(populate_existing=True))
-    if job is None or job.state in ("done", "cancelled"):
-        return False
-    if job.attempt > 0:
-        session.execute(_CLOSE_ATTEMPT, {"outcome": "done", "job_id": job_id,
-                                         "attempt": job.attempt, "log": None})
-    session.execute(text(
+    attempt = session.scalar(text(
         "UPDATE jobs SET state = 'done', finished_at = now(), lease_expires_at = NULL, "
-        "runner_id = COALESCE(CAST(:runner AS integer), runner_id) WHERE id = :id"),
+        "runner_id = COALESCE(CAST(:runner AS integer), runner_id) "
+        "WHERE id = :id AND state NOT IN ('done', 'cancelled') RETURNING attempt"),
         {"id": job_id, "runner": runner_id})
+    if attempt is None:
+        return False
+    if attempt > 0:
+        session.execute(_CLOSE_ATTEMPT, {"outcome": "done", "job_id": job_id,
+                                         "attempt": attempt, "log": None})
     return True
 
 

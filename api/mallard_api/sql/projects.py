@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select, text
+from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -26,6 +26,10 @@ def get(session: Session, name: str, *, lock: bool = False) -> Project | None:
     if lock:
         q = q.with_for_update()
     return session.scalar(q)
+
+
+def id_of(session: Session, name: str) -> int | None:
+    return session.scalar(text("SELECT id FROM projects WHERE name = :n"), {"n": name})
 
 
 def list_all(session: Session) -> list[Project]:
@@ -80,33 +84,46 @@ def get_branch(session: Session, project: Project, name: str) -> Branch | None:
         select(Branch).where(Branch.project_id == project.id, Branch.name == name))
 
 
+def ensure_branch_id(session: Session, project_id: int, name: str) -> int:
+    """The branch's id, inserting it when new (read in a statement of its own: see
+    runners.ensure_testbed)."""
+    args = {"p": project_id, "n": name}
+    row = session.execute(text(
+        "INSERT INTO branches (project_id, name) VALUES (:p, :n) "
+        "ON CONFLICT (project_id, name) DO NOTHING RETURNING id"), args).first()
+    if row is not None:
+        return int(row[0])
+    return int(session.execute(text(
+        "SELECT id FROM branches WHERE project_id = :p AND name = :n"), args).scalar_one())
+
+
 def ensure_branch(session: Session, project: Project, name: str) -> Branch:
-    session.execute(
-        insert(Branch).values(project_id=project.id, name=name)
-        .on_conflict_do_nothing(index_elements=[Branch.project_id, Branch.name]))
-    branch = get_branch(session, project, name)
+    branch = session.get(Branch, ensure_branch_id(session, project.id, name))
     assert branch is not None
     return branch
 
 
+def upsert_commits(session: Session, project_id: int, infos: list[CommitInfo]
+                   ) -> dict[str, int]:
+    """Insert the commits that are new (filling in details known now for the others),
+    in one statement; sha -> id. `infos` must not repeat a sha."""
+    if not infos:
+        return {}
+    rows = session.execute(_UPSERT_COMMITS, {
+        "p": project_id, "sha": [c.sha for c in infos], "parent": [c.parent for c in infos],
+        "message": [c.message for c in infos], "author": [c.author for c in infos],
+        "at": [c.time for c in infos]})
+    return {str(r.sha): int(r.id) for r in rows}
+
+
 def ensure_commit(session: Session, project_id: int, info: CommitInfo) -> int:
     """Insert the commit if new (fill in missing details if known now); return its id."""
-    stmt = insert(Commit).values(project_id=project_id, sha=info.sha, parent_sha=info.parent,
-                                 message=info.message, author=info.author,
-                                 committed_at=info.time)
-    upsert = stmt.on_conflict_do_update(
-        index_elements=[Commit.project_id, Commit.sha],
-        set_=dict(parent_sha=func.coalesce(stmt.excluded.parent_sha, Commit.parent_sha),
-                  message=func.coalesce(stmt.excluded.message, Commit.message),
-                  author=func.coalesce(stmt.excluded.author, Commit.author),
-                  committed_at=func.coalesce(stmt.excluded.committed_at, Commit.committed_at)),
-    ).returning(Commit.id)
-    return int(session.execute(upsert).scalar_one())
+    return upsert_commits(session, project_id, [info])[info.sha]
 
 
 @dataclass
 class PushRecord:
-    branch: Branch
+    branch_id: int
     new: list[str]  # shas new on the branch, oldest first
     stale: bool = False  # `after` is an older position of the branch: nothing was done
 
@@ -151,34 +168,29 @@ def record_push(session: Session, project: Project, branch_name: str, after: str
     A push whose `after` is already on the branch at an older position than the head (a
     replayed delivery) changes nothing: a head never moves back to a known older commit.
     """
-    branch = ensure_branch(session, project, branch_name)
-    session.execute(select(Branch.id).where(Branch.id == branch.id).with_for_update())
-    session.refresh(branch)
-    if branch.head_sha and branch.head_sha != after:
-        args = {"b": branch.id, "p": project.id}
+    branch_id = ensure_branch_id(session, project.id, branch_name)
+    head = session.execute(text("SELECT head_sha FROM branches WHERE id = :b FOR UPDATE"),
+                           {"b": branch_id}).scalar()
+    if head and head != after:
+        args = {"b": branch_id, "p": project.id}
         at = session.scalar(_POSITION_OF, {**args, "sha": after})
-        head_at = session.scalar(_POSITION_OF, {**args, "sha": branch.head_sha})
+        head_at = session.scalar(_POSITION_OF, {**args, "sha": head})
         if at is not None and head_at is not None and at < head_at:
-            return PushRecord(branch, [], stale=True)
+            return PushRecord(branch_id, [], stale=True)
     infos: dict[str, CommitInfo] = {}
     for info in commits:
         infos.setdefault(info.sha, info)
     infos.setdefault(after, CommitInfo(sha=after))
     ordered = list(infos.values())
-    rows = session.execute(_UPSERT_COMMITS, {
-        "p": project.id, "sha": [c.sha for c in ordered], "parent": [c.parent for c in ordered],
-        "message": [c.message for c in ordered], "author": [c.author for c in ordered],
-        "at": [c.time for c in ordered]}).all()
-    id_of = {str(r.sha): int(r.id) for r in rows}
-    next_pos = int(session.scalar(
-        select(func.coalesce(func.max(BranchCommit.position), 0))
-        .where(BranchCommit.branch_id == branch.id)) or 0) + 1
+    id_of = upsert_commits(session, project.id, ordered)
+    next_pos = int(session.scalar(text(
+        "SELECT coalesce(max(position), 0) + 1 FROM branch_commits WHERE branch_id = :b"),
+        {"b": branch_id}) or 1)
     added = {int(r[0]) for r in session.execute(_ADD_TO_BRANCH, {
-        "b": branch.id, "next": next_pos, "ids": [id_of[c.sha] for c in ordered]})}
-    branch.head_sha = after
-    branch.updated_at = session.scalar(select(func.now()))  # type: ignore[assignment]
-    session.flush()
-    return PushRecord(branch, [c.sha for c in ordered if id_of[c.sha] in added])
+        "b": branch_id, "next": next_pos, "ids": [id_of[c.sha] for c in ordered]})}
+    session.execute(text("UPDATE branches SET head_sha = :h, updated_at = now() WHERE id = :b"),
+                    {"h": after, "b": branch_id})
+    return PushRecord(branch_id, [c.sha for c in ordered if id_of[c.sha] in added])
 
 
 def commits_on_branch(session: Session, branch: Branch, limit: int, offset: int

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -24,12 +25,19 @@ def fingerprint(testbed: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def ensure_testbed(session: Session, testbed: dict[str, Any]) -> int:
+    """The testbed's id, inserting it when new (the read is a statement of its own, so it
+    sees a row a concurrent request inserted meanwhile)."""
     fp, fields = fingerprint(testbed)
-    session.execute(
-        insert(Testbed).values(fingerprint=fp, arch=str(fields.get("arch") or ""),
-                               cpu_model=fields.get("cpu_model"), fields=fields)
-        .on_conflict_do_nothing(index_elements=[Testbed.fingerprint]))
-    return int(session.scalar(select(Testbed.id).where(Testbed.fingerprint == fp)) or 0)
+    row = session.execute(text(
+        "INSERT INTO testbeds (fingerprint, arch, cpu_model, fields) "
+        "VALUES (:fp, :arch, :cpu, CAST(:fields AS jsonb)) "
+        "ON CONFLICT (fingerprint) DO NOTHING RETURNING id"),
+        {"fp": fp, "arch": str(fields.get("arch") or ""), "cpu": fields.get("cpu_model"),
+         "fields": json.dumps(fields)}).first()
+    if row is not None:
+        return int(row[0])
+    return int(session.execute(text("SELECT id FROM testbeds WHERE fingerprint = :fp"),
+                               {"fp": fp}).scalar_one())
 
 
 def get(session: Session, runner_id: int) -> Runner | None:
@@ -38,6 +46,26 @@ def get(session: Session, runner_id: int) -> Runner | None:
 
 def get_by_name(session: Session, name: str) -> Runner | None:
     return session.scalar(select(Runner).where(Runner.name == name))
+
+
+@dataclass(frozen=True)
+class RunnerRef:
+    """What most calls need of a runner (a plain statement, no ORM object)."""
+
+    id: int
+    name: str
+    arch: str
+
+
+def ref(session: Session, *, runner_id: int | None = None, name: str | None = None
+        ) -> RunnerRef | None:
+    if runner_id is not None:
+        row = session.execute(text("SELECT id, name, arch FROM runners WHERE id = :id"),
+                              {"id": runner_id}).first()
+    else:
+        row = session.execute(text("SELECT id, name, arch FROM runners WHERE name = :n"),
+                              {"n": name}).first()
+    return None if row is None else RunnerRef(int(row[0]), str(row[1]), str(row[2]))
 
 
 def register(session: Session, *, name: str, arch: str, cpus: str | None,
@@ -68,8 +96,8 @@ def heartbeat(session: Session, runner: Runner, testbed: dict[str, Any] | None) 
 
 
 def touch(session: Session, runner_id: int) -> None:
-    session.execute(update(Runner).where(Runner.id == runner_id)
-                    .values(last_seen_at=func.now()))
+    session.execute(text("UPDATE runners SET last_seen_at = now() WHERE id = :id"),
+                    {"id": runner_id})
 
 
 def list_all(session: Session) -> list[tuple[Runner, str | None]]:
