@@ -92,12 +92,15 @@ def change_policy(settings: Settings | None = None) -> changepoints.ChangePolicy
 
 # -- the hooks (in the caller's transaction; they only queue work) --------------------------
 def after_ingest(session: Session, *, job_id: int | None, trial_ids: list[int],
-                 job_completed: bool = False) -> bool:
+                 job_completed: bool = False, job: job_sql.Holding | None = None) -> bool:
     """Called by results ingest after the trials are stored: queue the comparison that
     owns the job, and change detection for the new trials of a commit job (or of results
-    without a job). A re-post that stored nothing queues nothing. True when queued."""
+    without a job). A re-post that stored nothing queues nothing. True when queued.
+    `job`: the job as ingest read it (kind, comparison), saving a query."""
     kind, comparison_id = None, None
-    if job_id is not None:
+    if job is not None:
+        kind, comparison_id = job.kind, job.comparison_id
+    elif job_id is not None:
         kind, comparison_id = sql.job_kind_and_comparison(session, job_id)
     queued = False
     if comparison_id is not None and (trial_ids or job_completed):

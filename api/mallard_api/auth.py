@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
 from mallard_api.deps import get_session
@@ -50,7 +51,10 @@ def _unauthorized(msg: str) -> HTTPException:
     return exc
 
 
-def principal(request: Request, session: Annotated[Session, Depends(get_session)]) -> Principal:
+async def principal(request: Request, session: Annotated[Session, Depends(get_session)]
+                    ) -> Principal:
+    """The token's principal (the lookup is the request's first statement, in the thread
+    pool; the rest runs on the event loop)."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
@@ -59,14 +63,14 @@ def principal(request: Request, session: Annotated[Session, Depends(get_session)
     boot = request.app.state.settings.bootstrap_admin_token
     if boot and hmac.compare_digest(token.encode(), boot.encode()):
         return Principal(role="admin")
-    row = token_sql.lookup(session, hash_token(token))
+    row = await run_in_threadpool(token_sql.lookup, session, hash_token(token))
     if row is None:
         raise _unauthorized("unknown or revoked token")
     return Principal(role=row.role, runner_name=row.runner_name, token_id=row.id)
 
 
 def require(*roles: str):  # type: ignore[no-untyped-def]
-    def dependency(p: Annotated[Principal, Depends(principal)]) -> Principal:
+    async def dependency(p: Annotated[Principal, Depends(principal)]) -> Principal:
         if p.role not in roles:
             raise field_error(403, ["header", "authorization"],
                               f"a {p.role} token cannot do this (needs {' or '.join(roles)})",

@@ -54,7 +54,7 @@ def job_out(j: Job) -> JobOut:
 
 
 def acting_runner(session: Session, p: Principal, runner_id: int) -> runner_sql.RunnerRef:
-    runner = runner_sql.ref(session, runner_id=runner_id)
+    runner = runner_sql.ref(session, runner_id=runner_id, touch=True)
     if runner is None:
         raise field_error(422, ["body", "runner_id"], f"no runner with id {runner_id}")
     check_runner(p, runner.name, ["body", "runner_id"])
@@ -73,7 +73,6 @@ def claim(body: ClaimIn, session: DB, p: RunnerOrAdmin,
     analysis.jobs_changed(session, sql.requeue_expired(session, runner.arch))
     job = sql.claim(session, runner_id=runner.id, arch=runner.arch,
                     lease_seconds=body.lease_seconds)
-    runner_sql.touch(session, runner.id)
     session.commit()
     if job is None:
         return Response(status_code=204)
@@ -89,7 +88,6 @@ def renew(job_id: JobPath, body: LeaseIn, session: DB, p: RunnerOrAdmin) -> JobO
         raise field_error(404, ["path", "job_id"], f"no job with id {job_id}", "not_found")
     job = sql.renew(session, job_id=job_id, runner_id=runner.id,
                     lease_seconds=body.lease_seconds)
-    runner_sql.touch(session, runner.id)
     session.commit()
     if job is None:
         raise field_error(409, ["path", "job_id"],

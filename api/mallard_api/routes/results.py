@@ -31,14 +31,14 @@ DB = Annotated[Session, Depends(get_session)]
 def poster(session: Session, p: Principal, body: ResultsIn) -> int | None:
     """The id of the runner posting (None: an admin posting without runner_id)."""
     if body.runner_id is not None:
-        runner = runner_sql.ref(session, runner_id=body.runner_id)
+        runner = runner_sql.ref(session, runner_id=body.runner_id, touch=True)
         if runner is None:
             raise field_error(422, ["body", "runner_id"], f"no runner with id {body.runner_id}")
         check_runner(p, runner.name, ["body", "runner_id"])
         return runner.id
     if p.role == "runner":
         assert p.runner_name is not None
-        runner = runner_sql.ref(session, name=p.runner_name)
+        runner = runner_sql.ref(session, name=p.runner_name, touch=True)
         if runner is None:
             raise field_error(422, ["body", "runner_id"],
                               f"runner '{p.runner_name}' is not registered")
@@ -50,10 +50,11 @@ def lease_lost(msg: str) -> Exception:
     return field_error(409, ["body", "job_id"], msg, "lease_lost")
 
 
-def check_holder(session: Session, body: ResultsIn, runner_id: int | None) -> bool:
-    """Raise 409 unless `runner_id` holds the job's current lease and attempt. True when
-    the post is a re-post of a job this runner already completed in this attempt with
-    exactly these trials (answered as duplicates; nothing is stored)."""
+def check_holder(session: Session, body: ResultsIn, runner_id: int | None
+                 ) -> job_sql.Holding | None:
+    """Raise 409 unless `runner_id` holds the job's current lease and attempt; return the
+    job. None when the post is a re-post of a job this runner already completed in this
+    attempt with exactly these trials (answered as duplicates; nothing is stored)."""
     assert body.job_id is not None and body.attempt is not None
     job = job_sql.lock_for_results(session, body.job_id)
     if job is None:
@@ -62,7 +63,7 @@ def check_holder(session: Session, body: ResultsIn, runner_id: int | None) -> bo
     if job.state == "done" and mine:
         uids = [t.uid for t in body.trials]
         if job_sql.stored_uids(session, body.job_id, uids) == len(set(uids)):
-            return True
+            return None
         raise lease_lost(f"job {body.job_id} is done: it takes no new trials")
     if job.state != "running":
         raise lease_lost(f"job {body.job_id} is {job.state}, not running: results are "
@@ -73,7 +74,7 @@ def check_holder(session: Session, body: ResultsIn, runner_id: int | None) -> bo
                          f"{body.attempt})")
     if not job.lease_live:
         raise lease_lost(f"the lease of job {body.job_id} expired")
-    return False
+    return job
 
 
 @router.post("", response_model=ResultsOut, status_code=201,
@@ -93,9 +94,12 @@ def post_results(body: ResultsIn, request: Request, session: DB, p: RunnerOrAdmi
         project_id = project_sql.id_of(session, body.project)
         if project_id is None:
             raise field_error(422, ["body", "project"], f"no project named '{body.project}'")
-    if body.job_id is not None and check_holder(session, body, runner_id):
-        session.rollback()
-        return ResultsOut(stored=0, duplicates=len(body.trials), job_id=body.job_id)
+    job = None
+    if body.job_id is not None:
+        job = check_holder(session, body, runner_id)
+        if job is None:
+            session.rollback()
+            return ResultsOut(stored=0, duplicates=len(body.trials), job_id=body.job_id)
 
     new_ids, duplicates = sql.ingest(session, body, runner_id=runner_id, project_id=project_id)
     if body.artifacts and new_ids:  # a re-post (all duplicates) does not store them twice
@@ -104,10 +108,8 @@ def post_results(body: ResultsIn, request: Request, session: DB, p: RunnerOrAdmi
     completed = False
     if body.job_id is not None:
         completed = job_sql.complete(session, job_id=body.job_id, runner_id=runner_id)
-    if runner_id is not None:
-        runner_sql.touch(session, runner_id)
     queued = analysis.after_ingest(session, job_id=body.job_id, trial_ids=new_ids,
-                                   job_completed=completed)
+                                   job_completed=completed, job=job)
     session.commit()
     if queued:
         request.app.state.analysis.wake()

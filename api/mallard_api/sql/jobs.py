@@ -81,18 +81,17 @@ def claim(session: Session, *, runner_id: int, arch: str, lease_seconds: int) ->
     """Give the oldest queued job of `arch` to the runner, with a lease; None if none.
     (The caller re-queues expired leases of the arch first: `requeue_expired`.)"""
     job = session.execute(text(
-        "UPDATE jobs SET state = 'running', runner_id = :runner, attempt = attempt + 1, "
-        "claimed_at = now(), lease_expires_at = now() + make_interval(secs => :secs) "
-        "WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND arch = :arch "
-        "            ORDER BY created_at, id FOR UPDATE SKIP LOCKED LIMIT 1) "
-        "RETURNING " + JOB_COLUMNS),
+        "WITH job AS ("
+        "  UPDATE jobs SET state = 'running', runner_id = :runner, attempt = attempt + 1, "
+        "  claimed_at = now(), lease_expires_at = now() + make_interval(secs => :secs) "
+        "  WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND arch = :arch "
+        "              ORDER BY created_at, id FOR UPDATE SKIP LOCKED LIMIT 1) "
+        "  RETURNING " + JOB_COLUMNS + "), "
+        "attempt AS (INSERT INTO job_attempts (job_id, attempt, runner_id) "
+        "            SELECT id, attempt, :runner FROM job) "
+        "SELECT * FROM job"),
         {"runner": runner_id, "arch": arch, "secs": lease_seconds}).first()
-    if job is None:
-        return None
-    session.execute(text(
-        "INSERT INTO job_attempts (job_id, attempt, runner_id) VALUES (:j, :a, :r)"),
-        {"j": job.id, "a": job.attempt, "r": runner_id})
-    return job  # type: ignore[return-value]  # a Row with the Job's columns
+    return job  # type: ignore[return-value]  # a Row with the Job's columns, or None
 
 
 def renew(session: Session, *, job_id: int, runner_id: int, lease_seconds: int) -> Job | None:
@@ -136,17 +135,20 @@ class Holding:
     runner_id: int | None
     attempt: int
     lease_live: bool
+    kind: str
+    comparison_id: int | None  # the comparison that owns the job, if any
 
 
 def lock_for_results(session: Session, job_id: int) -> Holding | None:
     """The job's state and holder, locked (FOR UPDATE: the lease cannot expire, and no
     other post for the job can interleave, until the caller's transaction ends)."""
     row = session.execute(text(
-        "SELECT state, runner_id, attempt, coalesce(lease_expires_at >= now(), false) "
-        "FROM jobs WHERE id = :id FOR UPDATE"), {"id": job_id}).first()
+        "SELECT j.state, j.runner_id, j.attempt, coalesce(j.lease_expires_at >= now(), false), "
+        "j.kind, (SELECT cj.comparison_id FROM comparison_jobs cj WHERE cj.job_id = j.id "
+        "LIMIT 1) FROM jobs j WHERE j.id = :id FOR UPDATE OF j"), {"id": job_id}).first()
     if row is None:
         return None
-    return Holding(str(row[0]), row[1], int(row[2]), bool(row[3]))
+    return Holding(str(row[0]), row[1], int(row[2]), bool(row[3]), str(row[4]), row[5])
 
 
 def stored_uids(session: Session, job_id: int, uids: list[str]) -> int:
@@ -159,17 +161,16 @@ def stored_uids(session: Session, job_id: int, uids: list[str]) -> int:
 def complete(session: Session, *, job_id: int, runner_id: int | None) -> bool:
     """Mark the job done (results arrived), closing its open attempt; False when it was
     done (or cancelled) already."""
-    attempt = session.scalar(text(
-        "UPDATE jobs SET state = 'done', finished_at = now(), lease_expires_at = NULL, "
-        "runner_id = COALESCE(CAST(:runner AS integer), runner_id) "
-        "WHERE id = :id AND state NOT IN ('done', 'cancelled') RETURNING attempt"),
-        {"id": job_id, "runner": runner_id})
-    if attempt is None:
-        return False
-    if attempt > 0:
-        session.execute(_CLOSE_ATTEMPT, {"outcome": "done", "job_id": job_id,
-                                         "attempt": attempt, "log": None})
-    return True
+    done = session.scalar(text(
+        "WITH done AS ("
+        "  UPDATE jobs SET state = 'done', finished_at = now(), lease_expires_at = NULL, "
+        "  runner_id = COALESCE(CAST(:runner AS integer), runner_id) "
+        "  WHERE id = :id AND state NOT IN ('done', 'cancelled') RETURNING id, attempt), "
+        "closed AS ("
+        "  UPDATE job_attempts a SET ended_at = now(), outcome = 'done' FROM done "
+        "  WHERE a.job_id = done.id AND a.attempt = done.attempt AND a.ended_at IS NULL) "
+        "SELECT count(*) FROM done"), {"id": job_id, "runner": runner_id})
+    return bool(done)
 
 
 def active_commit_job(session: Session, *, project_id: int, sha: str, arch: str) -> int | None:

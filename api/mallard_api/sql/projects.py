@@ -10,6 +10,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from mallard_api.models.core import Branch, BranchCommit, Commit, Project
+from mallard_api.sql import runners
 
 
 @dataclass
@@ -85,16 +86,10 @@ def get_branch(session: Session, project: Project, name: str) -> Branch | None:
 
 
 def ensure_branch_id(session: Session, project_id: int, name: str) -> int:
-    """The branch's id, inserting it when new (read in a statement of its own: see
-    runners.ensure_testbed)."""
-    args = {"p": project_id, "n": name}
-    row = session.execute(text(
+    return runners.get_or_insert(
+        session, "SELECT id FROM branches WHERE project_id = :p AND name = :n",
         "INSERT INTO branches (project_id, name) VALUES (:p, :n) "
-        "ON CONFLICT (project_id, name) DO NOTHING RETURNING id"), args).first()
-    if row is not None:
-        return int(row[0])
-    return int(session.execute(text(
-        "SELECT id FROM branches WHERE project_id = :p AND name = :n"), args).scalar_one())
+        "ON CONFLICT (project_id, name) DO NOTHING RETURNING id", {"p": project_id, "n": name})
 
 
 def ensure_branch(session: Session, project: Project, name: str) -> Branch:
@@ -145,16 +140,23 @@ RETURNING id, sha
 # New commits get the next positions, in push order; the window runs after the filter.
 _ADD_TO_BRANCH = text("""
 INSERT INTO branch_commits (branch_id, commit_id, position)
-SELECT CAST(:b AS integer), u.id, CAST(:next AS integer) + row_number() OVER (ORDER BY u.ord) - 1
+SELECT CAST(:b AS integer), u.id,
+       (SELECT coalesce(max(position), 0) FROM branch_commits
+        WHERE branch_id = CAST(:b AS integer)) + row_number() OVER (ORDER BY u.ord)
 FROM unnest(CAST(:ids AS bigint[])) WITH ORDINALITY AS u(id, ord)
 WHERE NOT EXISTS (SELECT 1 FROM branch_commits bc
                   WHERE bc.branch_id = CAST(:b AS integer) AND bc.commit_id = u.id)
 RETURNING commit_id
 """)
 
-_POSITION_OF = text("""
-SELECT bc.position FROM branch_commits bc JOIN commits c ON c.id = bc.commit_id
-WHERE bc.branch_id = :b AND c.project_id = :p AND c.sha = :sha
+# The branch locked, with the positions of its head and of the pushed `after`.
+_LOCK_BRANCH = text("""
+SELECT b.head_sha,
+       (SELECT bc.position FROM branch_commits bc JOIN commits c ON c.id = bc.commit_id
+        WHERE bc.branch_id = b.id AND c.project_id = :p AND c.sha = b.head_sha) AS head_at,
+       (SELECT bc.position FROM branch_commits bc JOIN commits c ON c.id = bc.commit_id
+        WHERE bc.branch_id = b.id AND c.project_id = :p AND c.sha = :after) AS after_at
+FROM branches b WHERE b.id = :b FOR UPDATE OF b
 """)
 
 
@@ -169,25 +171,18 @@ def record_push(session: Session, project: Project, branch_name: str, after: str
     replayed delivery) changes nothing: a head never moves back to a known older commit.
     """
     branch_id = ensure_branch_id(session, project.id, branch_name)
-    head = session.execute(text("SELECT head_sha FROM branches WHERE id = :b FOR UPDATE"),
-                           {"b": branch_id}).scalar()
-    if head and head != after:
-        args = {"b": branch_id, "p": project.id}
-        at = session.scalar(_POSITION_OF, {**args, "sha": after})
-        head_at = session.scalar(_POSITION_OF, {**args, "sha": head})
-        if at is not None and head_at is not None and at < head_at:
-            return PushRecord(branch_id, [], stale=True)
+    lock = session.execute(_LOCK_BRANCH, {"b": branch_id, "p": project.id, "after": after}
+                           ).one()
+    if lock.after_at is not None and lock.head_at is not None and lock.after_at < lock.head_at:
+        return PushRecord(branch_id, [], stale=True)
     infos: dict[str, CommitInfo] = {}
     for info in commits:
         infos.setdefault(info.sha, info)
     infos.setdefault(after, CommitInfo(sha=after))
     ordered = list(infos.values())
     id_of = upsert_commits(session, project.id, ordered)
-    next_pos = int(session.scalar(text(
-        "SELECT coalesce(max(position), 0) + 1 FROM branch_commits WHERE branch_id = :b"),
-        {"b": branch_id}) or 1)
     added = {int(r[0]) for r in session.execute(_ADD_TO_BRANCH, {
-        "b": branch_id, "next": next_pos, "ids": [id_of[c.sha] for c in ordered]})}
+        "b": branch_id, "ids": [id_of[c.sha] for c in ordered]})}
     session.execute(text("UPDATE branches SET head_sha = :h, updated_at = now() WHERE id = :b"),
                     {"h": after, "b": branch_id})
     return PushRecord(branch_id, [c.sha for c in ordered if id_of[c.sha] in added])

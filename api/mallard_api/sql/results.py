@@ -61,9 +61,10 @@ AllocKey = tuple[str, str, str, str, str, str]
 _known_measures: dict[str, set[str]] = {}  # database URL -> measure names seen
 
 
-# Insert what is new, then read every wanted row in a second statement: a row that a
-# concurrent post inserted (our insert waited for it, then skipped it) is visible only to
-# a statement that starts after that post committed.
+# Read what exists; insert only what is missing, then read those again in a statement of
+# their own: a row that a concurrent post inserted (our insert waited for it, then
+# skipped it) is visible only to a statement that starts after that post committed. The
+# usual post (everything known) is one statement per table.
 _INSERT_WORKLOADS = text("""
 INSERT INTO workloads (name, params_sha256, params, threads)
 SELECT u.name, u.sha, CAST(u.params AS jsonb), u.threads
@@ -82,14 +83,20 @@ def ensure_workloads(session: Session, wanted: dict[tuple[str, str], dict[str, A
                      ) -> dict[tuple[str, str], int]:
     """(name, params sha256) -> workload id, inserting the new ones (rows inserted in
     one global order, so concurrent posts cannot deadlock)."""
-    keys = sorted(wanted)
-    names, shas = [k[0] for k in keys], [k[1] for k in keys]
-    session.execute(_INSERT_WORKLOADS, {
-        "name": names, "sha": shas,
-        "params": [json.dumps(wanted[k], sort_keys=True, separators=(",", ":")) for k in keys],
-        "threads": [_threads(wanted[k]) for k in keys]})
-    rows = session.execute(_SELECT_WORKLOADS, {"name": names, "sha": shas})
-    found = {(str(r.name), str(r.params_sha256)): int(r.id) for r in rows}
+    def select(keys: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        rows = session.execute(_SELECT_WORKLOADS, {"name": [k[0] for k in keys],
+                                                   "sha": [k[1] for k in keys]})
+        return {(str(r.name), str(r.params_sha256)): int(r.id) for r in rows}
+
+    found = select(sorted(wanted))
+    missing = sorted(set(wanted) - set(found))
+    if missing:
+        session.execute(_INSERT_WORKLOADS, {
+            "name": [k[0] for k in missing], "sha": [k[1] for k in missing],
+            "params": [json.dumps(wanted[k], sort_keys=True, separators=(",", ":"))
+                       for k in missing],
+            "threads": [_threads(wanted[k]) for k in missing]})
+        found.update(select(missing))
     return {k: found[k] for k in wanted}
 
 
@@ -111,10 +118,18 @@ FROM allocators a JOIN {_UNNEST_ALLOCATORS}
 
 def ensure_allocators(session: Session, wanted: set[AllocKey]) -> dict[AllocKey, int]:
     """The allocator rows for these keys, inserting the new ones (in one global order)."""
-    keys = sorted(wanted)
-    args = {c: [k[i] for k in keys] for i, c in enumerate(ALLOC_COLS)}
-    session.execute(_INSERT_ALLOCATORS, args)
-    found = {tuple(r[1:]): int(r[0]) for r in session.execute(_SELECT_ALLOCATORS, args)}
+    def args(keys: list[AllocKey]) -> dict[str, list[str]]:
+        return {c: [k[i] for k in keys] for i, c in enumerate(ALLOC_COLS)}
+
+    def select(keys: list[AllocKey]) -> dict[AllocKey, int]:
+        return {tuple(r[1:]): int(r[0])  # type: ignore[misc]
+                for r in session.execute(_SELECT_ALLOCATORS, args(keys))}
+
+    found = select(sorted(wanted))
+    missing = sorted(wanted - set(found))
+    if missing:
+        session.execute(_INSERT_ALLOCATORS, args(missing))
+        found.update(select(missing))
     return {k: found[k] for k in wanted}
 
 

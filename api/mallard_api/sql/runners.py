@@ -24,20 +24,28 @@ def fingerprint(testbed: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return hashlib.sha256(canonical.encode()).hexdigest(), fields
 
 
+def get_or_insert(session: Session, select_sql: str, insert_sql: str, args: dict[str, Any]
+                  ) -> int:
+    """The id a SELECT finds, else the one the INSERT ... ON CONFLICT DO NOTHING RETURNING
+    id makes, else (a concurrent request inserted it meanwhile) the SELECT's again, in a
+    statement of its own so that it sees the other request's row. Usually one statement."""
+    found = session.execute(text(select_sql), args).scalar()
+    if found is None:
+        found = session.execute(text(insert_sql), args).scalar()
+    if found is None:
+        found = session.execute(text(select_sql), args).scalar_one()
+    return int(found)
+
+
 def ensure_testbed(session: Session, testbed: dict[str, Any]) -> int:
-    """The testbed's id, inserting it when new (the read is a statement of its own, so it
-    sees a row a concurrent request inserted meanwhile)."""
     fp, fields = fingerprint(testbed)
-    row = session.execute(text(
+    return get_or_insert(
+        session, "SELECT id FROM testbeds WHERE fingerprint = :fp",
         "INSERT INTO testbeds (fingerprint, arch, cpu_model, fields) "
         "VALUES (:fp, :arch, :cpu, CAST(:fields AS jsonb)) "
-        "ON CONFLICT (fingerprint) DO NOTHING RETURNING id"),
+        "ON CONFLICT (fingerprint) DO NOTHING RETURNING id",
         {"fp": fp, "arch": str(fields.get("arch") or ""), "cpu": fields.get("cpu_model"),
-         "fields": json.dumps(fields)}).first()
-    if row is not None:
-        return int(row[0])
-    return int(session.execute(text("SELECT id FROM testbeds WHERE fingerprint = :fp"),
-                               {"fp": fp}).scalar_one())
+         "fields": json.dumps(fields)})
 
 
 def get(session: Session, runner_id: int) -> Runner | None:
@@ -57,14 +65,14 @@ class RunnerRef:
     arch: str
 
 
-def ref(session: Session, *, runner_id: int | None = None, name: str | None = None
-        ) -> RunnerRef | None:
-    if runner_id is not None:
-        row = session.execute(text("SELECT id, name, arch FROM runners WHERE id = :id"),
-                              {"id": runner_id}).first()
-    else:
-        row = session.execute(text("SELECT id, name, arch FROM runners WHERE name = :n"),
-                              {"n": name}).first()
+def ref(session: Session, *, runner_id: int | None = None, name: str | None = None,
+        touch: bool = False) -> RunnerRef | None:
+    """The runner by id or name; with `touch`, its last-seen time is set in the same
+    statement (undone with the transaction if the caller then refuses the request)."""
+    where = "id = :id" if runner_id is not None else "name = :n"
+    sql = (f"UPDATE runners SET last_seen_at = now() WHERE {where} RETURNING id, name, arch"
+           if touch else f"SELECT id, name, arch FROM runners WHERE {where}")
+    row = session.execute(text(sql), {"id": runner_id, "n": name}).first()
     return None if row is None else RunnerRef(int(row[0]), str(row[1]), str(row[2]))
 
 
