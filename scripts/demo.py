@@ -130,7 +130,9 @@ def main() -> int:
     api = f"http://127.0.0.1:{port}"
     env = dict(os.environ)
     env.pop("DATABASE_URL", None)  # embedded PostgreSQL, the default way
-    env.update({"MALLARD_DATA_DIR": str(STATE / "pgdata"), "PATH": f"{VENV_BIN}:{env['PATH']}"})
+    env.update({"MALLARD_DATA_DIR": str(STATE / "pgdata"), "PATH": f"{VENV_BIN}:{env['PATH']}",
+                # the runner fetches this checkout: allow it as a repository URL
+                "MALLARD_REPO_URL_ALLOW": f"file://{ROOT}"})
 
     api_proc = runner_proc = None
     try:

@@ -10,7 +10,9 @@ route, dependency or parser ever sees more than its cap. Caps are settings:
 
 from __future__ import annotations
 
+import asyncio
 import json
+import weakref
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -101,3 +103,36 @@ class BodyLimitMiddleware:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+class AdmissionMiddleware:
+    """At most `limit` requests inside the app at once; the others wait here, in arrival
+    order, before anything is done for them (pure ASGI).
+
+    A request may hold one database connection from its first statement to its end,
+    across several hops between the event loop and the thread pool. With no more
+    requests inside than connections in the pool, no request ever waits for a
+    connection, let alone while holding a thread that the request owning the connection
+    needs to finish (api/README.md, "Load"). `exempt` paths (/metrics: its own pool) skip
+    the queue.
+    """
+
+    def __init__(self, app: ASGIApp, *, limit: int, exempt: tuple[str, ...] = ()) -> None:
+        self.app = app
+        self.limit = limit
+        self.exempt = exempt
+        # one queue per event loop (an app is served by one loop per process; tests may
+        # drive the same app from several)
+        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] \
+            = weakref.WeakKeyDictionary()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or str(scope.get("path", "")).startswith(self.exempt):
+            await self.app(scope, receive, send)
+            return
+        loop = asyncio.get_running_loop()
+        slots = self._slots.get(loop)
+        if slots is None:
+            slots = self._slots[loop] = asyncio.Semaphore(self.limit)
+        async with slots:
+            await self.app(scope, receive, send)

@@ -4,11 +4,11 @@
 MALLARD_DATA_DIR), runs the Alembic migrations unless MALLARD_MIGRATE_ON_START=false,
 reads the suites, and mounts one router per resource.
 
-Two connection pools: one for requests (MALLARD_DB_POOL_SIZE connections, and as many
-request threads, so a request never holds a thread while it waits for a connection;
-api/README.md says why), one small one for the background loops (lease sweep, analysis
-worker, outbox, the metrics collector), which therefore never take a request's
-connection.
+Two connection pools: one for requests (MALLARD_DB_POOL_SIZE connections; at most as
+many requests are let in at once, the rest wait in arrival order, and there are as many
+request threads, so no request ever waits for a connection; api/README.md says why), one
+small one for the background loops (lease sweep, analysis worker, outbox, the metrics
+collector), which therefore never take a request's connection.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from mallard_api.background import BackgroundLoop
 from mallard_api.config import Settings, get_settings
 from mallard_api.deps import get_session
 from mallard_api.known import Catalog, CatalogError
-from mallard_api.limits import BodyLimitMiddleware
+from mallard_api.limits import AdmissionMiddleware, BodyLimitMiddleware
 from mallard_api.metrics import REGISTRY, DatabaseCollector, MetricsMiddleware
 from mallard_api.notify import start_outbox_worker
 from mallard_api.routes import (
@@ -126,6 +126,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sweep = sweep
     db_registry = CollectorRegistry()
     db_registry.register(DatabaseCollector(background_engine))
+    app.add_middleware(AdmissionMiddleware, limit=settings.db_pool_size, exempt=("/metrics",))
     app.add_middleware(BodyLimitMiddleware, default=settings.max_body_bytes, by_prefix={
         f"{API_PREFIX}/results": settings.max_results_body_bytes,
         f"{API_PREFIX}/webhooks/": settings.max_webhook_body_bytes})

@@ -77,3 +77,33 @@ def test_the_app_caps_bodies_before_auth_or_parsing(client, app):
     r = client.post("/api/v1/webhooks/github",
                     content=b"x" * (app.state.settings.max_webhook_body_bytes + 1))
     assert r.status_code == 413
+
+
+def test_admission_lets_in_at_most_the_limit_in_arrival_order():
+    from mallard_api.limits import AdmissionMiddleware
+
+    inside, peak, order = 0, 0, []
+    gate = asyncio.Event()
+
+    async def app(scope, receive, send):
+        nonlocal inside, peak
+        inside += 1
+        peak = max(peak, inside)
+        order.append(scope["path"])
+        await gate.wait()
+        inside -= 1
+
+    mw = AdmissionMiddleware(app, limit=3, exempt=("/metrics",))
+
+    async def main():
+        tasks = [asyncio.create_task(mw({"type": "http", "path": f"/r{i}"}, None, None))
+                 for i in range(10)]
+        metrics = asyncio.create_task(mw({"type": "http", "path": "/metrics"}, None, None))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert peak == 4 and order[:3] == ["/r0", "/r1", "/r2"] and "/metrics" in order
+        gate.set()
+        await asyncio.gather(*tasks, metrics)
+
+    asyncio.run(main())
+    assert [p for p in order if p != "/metrics"] == [f"/r{i}" for i in range(10)]
