@@ -8,9 +8,10 @@ these sets at the API, and a request naming anything else is a 422 naming the fi
 - Variant keys: the allocator's runtime options (`allocator/src/options.c`, without the
   `MALLARD_` prefix, lower case) that a variant may set. `stats_file` is left out on
   purpose: it is a path the allocator writes to.
-- Suites: the runner's suite files, `<suites_dir>/<name>.yaml`, read once when the app
-  starts (`MALLARD_SUITES_DIR`, by default the repository's `runner/suites`); a job's
-  suite is one of their names and its workloads are among that suite's workloads.
+- Suites: the runner's suite files, `<suites_dir>/<name>.yaml` (`MALLARD_SUITES_DIR`, by
+  default the repository's `runner/suites`), read when the app starts and again when a
+  request names a suite not seen yet (a file added since); a job's suite is one of
+  their names and its workloads are among that suite's workloads.
 """
 
 from __future__ import annotations
@@ -28,15 +29,26 @@ class CatalogError(ValueError):
     """The suites folder cannot be read; the message says why (start-up stops)."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class Catalog:
     """Suite name -> the workloads it runs."""
 
     suites: dict[str, frozenset[str]]
+    folder: Path | None = None
 
     @classmethod
     def load(cls, folder: Path) -> Catalog:
-        folder = Path(folder)
+        return cls(cls._read(Path(folder)), Path(folder))
+
+    def _reload(self) -> None:
+        if self.folder is not None:
+            try:
+                self.suites = self._read(self.folder)
+            except CatalogError:
+                pass  # keep what was read at start
+
+    @staticmethod
+    def _read(folder: Path) -> dict[str, frozenset[str]]:
         if not folder.is_dir():
             raise CatalogError(f"MALLARD_SUITES_DIR: {folder} is not a folder of suite files")
         suites: dict[str, frozenset[str]] = {}
@@ -51,16 +63,20 @@ class Catalog:
             suites[path.stem] = frozenset(str(w) for w in workloads)
         if not suites:
             raise CatalogError(f"MALLARD_SUITES_DIR: no *.yaml suite in {folder}")
-        return cls(suites)
+        return suites
 
     def check_suite(self, name: str) -> str | None:
-        """None when the suite is known, else the reason."""
+        """None when the suite is known (read again once if not), else the reason."""
+        if name not in self.suites:
+            self._reload()
         if name in self.suites:
             return None
         return f"unknown suite {name!r}; known: {', '.join(sorted(self.suites))}"
 
     def check_workloads(self, suite: str, workloads: list[str] | None) -> str | None:
         """None when every workload is in the suite, else the reason."""
+        if suite not in self.suites:
+            self._reload()
         unknown = sorted(set(workloads or ()) - self.suites.get(suite, frozenset()))
         if not unknown:
             return None

@@ -106,3 +106,12 @@ def test_catalog_errors(tmp_path):
     (tmp_path / "bad.yaml").write_text("name: bad\n")
     with pytest.raises(CatalogError, match="names no workloads"):
         Catalog.load(tmp_path)
+
+
+def test_catalog_reads_a_suite_added_since(tmp_path):
+    (tmp_path / "a.yaml").write_text("name: a\nworkloads: {larson: {}}\n")
+    catalog = Catalog.load(tmp_path)
+    assert catalog.check_suite("b") is not None
+    (tmp_path / "b.yaml").write_text("name: b\nworkloads: {gate: {}}\n")
+    assert catalog.check_suite("b") is None
+    assert catalog.check_workloads("b", ["gate"]) is None
