@@ -181,6 +181,10 @@ JobKind = Literal["commit", "comparison"]
 
 Arch = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
 Label = Literal["base", "head", "peer"]
+# what a job or comparison may ask the runner to run (None: the whole suite)
+Workloads = Annotated[list[Word], Field(min_length=1, max_length=100)]
+Threads = Annotated[list[Annotated[int, Field(ge=1, le=4096)]], Field(min_length=1, max_length=64)]
+Warmup = Annotated[int, Field(ge=0, le=100)]
 
 
 class SpecAllocatorIn(InModel):
@@ -198,11 +202,10 @@ class JobSpecIn(InModel):
     repo_url: RepoUrl
     allocator_dir: RelativePath = "allocator"
     suite: Word = "quick"
-    workloads: Annotated[list[Word], Field(min_length=1, max_length=100)] | None = None
-    threads: Annotated[list[Annotated[int, Field(ge=1, le=4096)]],
-                       Field(min_length=1, max_length=64)] | None = None
+    workloads: Workloads | None = None
+    threads: Threads | None = None
     trials: Annotated[int, Field(ge=1, le=1000)] | None = None
-    warmup: Annotated[int, Field(ge=0, le=100)] | None = None
+    warmup: Warmup | None = None
     branch: BranchName | None = None
     commit: GitRef | None = None
     allocators: Annotated[list[SpecAllocatorIn], Field(min_length=1, max_length=20)]

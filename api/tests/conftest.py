@@ -37,6 +37,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,17 +61,24 @@ GITLAB_TOKEN = "gitlab-test-token"
 GITEA_SECRET = "gitea-test-secret"
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[EmbeddedPostgres]:
+@contextmanager
+def embedded_server(prefix: str, port: int = 0) -> Iterator[EmbeddedPostgres]:
+    """A started PostgreSQL in a temporary folder, stopped and removed afterwards."""
     # Not pytest's tmp_path: other sessions of the same user prune those concurrently.
-    base = Path(tempfile.mkdtemp(prefix="mallard-api-test-"))
-    server = EmbeddedPostgres(base / "data", fast=True)
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    server = EmbeddedPostgres(base / "data", port=port, fast=True)
     try:
         server.start()
         yield server
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[EmbeddedPostgres]:
+    with embedded_server("mallard-api-test-") as server:
+        yield server
 
 
 def create_database(server: EmbeddedPostgres, name: str) -> str:

@@ -6,13 +6,10 @@ stop and start return when done), not by timing."""
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from conftest import MIGRATIONS, create_database
+from conftest import MIGRATIONS, create_database, embedded_server
 from fastapi.testclient import TestClient
 from helpers import results, trial
 from mallard_api.auth import hash_token, new_token
@@ -25,14 +22,8 @@ from mallard_api.sql import tokens
 
 @pytest.fixture
 def own_server() -> Iterator[EmbeddedPostgres]:
-    base = Path(tempfile.mkdtemp(prefix="mallard-api-outage-"))
-    server = EmbeddedPostgres(base / "data", port=free_port(), fast=True)
-    try:
-        server.start()
+    with embedded_server("mallard-api-outage-", port=free_port()) as server:  # a fixed port
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_the_api_answers_503_while_the_database_is_down_and_recovers(own_server, caplog):

@@ -18,7 +18,7 @@ from mallard_api.errors import StrictJsonRoute
 from mallard_api.fields import GitRef, Peer, Variant, Word, check_text
 from mallard_api.models.analysis import Comparison
 from mallard_api.report import hypothesis_outcome, is_counter, parse_hypothesis
-from mallard_api.schemas import INT32_MAX, Arch, ErrorOut, InModel
+from mallard_api.schemas import INT32_MAX, Arch, ErrorOut, InModel, Threads, Warmup, Workloads
 from mallard_api.sql import comparisons as sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import projects as project_sql
@@ -42,11 +42,10 @@ class ComparisonIn(InModel):
                        AfterValidator(check_text)]
     base: Side
     head: Side
-    workloads: Annotated[list[Word], Field(min_length=1, max_length=100)] | None = None
-    threads: Annotated[list[Annotated[int, Field(ge=1, le=4096)]],
-                       Field(min_length=1, max_length=64)] | None = None
+    workloads: Workloads | None = None
+    threads: Threads | None = None
     trials: Annotated[int, Field(ge=2, le=1000)] | None = None
-    warmup: Annotated[int, Field(ge=0, le=100)] | None = None
+    warmup: Warmup | None = None
     arch: Arch | None = None
     hypothesis: Annotated[str, StringConstraints(max_length=200)] | None = None
     peers: Annotated[list[Peer], Field(max_length=20)] | None = None
