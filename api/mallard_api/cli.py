@@ -1,4 +1,5 @@
-"""The admin CLI: `mallard-api serve | migrate | db-url | token create|list|revoke`."""
+"""The admin CLI: `mallard-api serve | analysis-worker | migrate | db-url |
+token create|list|revoke`."""
 
 from __future__ import annotations
 
@@ -71,6 +72,34 @@ def _redact(url: str) -> str:
     from sqlalchemy.engine import make_url
 
     return make_url(url).render_as_string(hide_password=True)
+
+
+@app.command("analysis-worker")
+def analysis_worker(poll_seconds: float = 1.0) -> None:
+    """Run only the analysis worker (comparisons, change detection) until stopped: for API
+    processes started with MALLARD_ANALYSIS_POLL_SECONDS=0, so that analysis never takes
+    CPU from requests."""
+    import threading
+
+    from mallard_api.analysis_worker import AnalysisService, AnalysisWorker
+
+    settings = load_settings()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        engine = db.make_engine(db.database_url(settings), 2, overflow=0,
+                                connect_timeout=settings.db_connect_timeout_seconds)
+        service = AnalysisService(AnalysisWorker(db.make_sessionmaker(engine), settings),
+                                  poll_seconds=poll_seconds,
+                                  max_backoff=settings.background_max_backoff_seconds)
+        service.start()
+        typer.echo("mallard-api: analysis worker running", err=True)
+        stop.wait()
+        service.stop()
+        engine.dispose()
+    finally:
+        db.stop_embedded()
 
 
 @app.command()
