@@ -170,6 +170,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         body = generate_latest(REGISTRY) + generate_latest(db_registry)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
+    app.openapi()  # built now, not on the event loop of the first request (metrics use it)
     return app
 
 
