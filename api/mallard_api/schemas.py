@@ -18,9 +18,10 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationInfo,
     field_validator,
-    model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from mallard_api.config import check_secret
 from mallard_api.fields import (
@@ -314,7 +315,9 @@ class ResultsIn(InModel):
     without a job (no job_id, no attempt)."""
 
     job_id: JobId | None = None
-    attempt: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
+    attempt: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = Field(
+        default=None, validate_default=True,
+        description="the job's attempt as the runner claimed it; required with job_id")
     runner_id: RunnerId | None = None
     project: Name | None = None
     branch: BranchName | None = None
@@ -322,14 +325,13 @@ class ResultsIn(InModel):
     trials: Annotated[list[TrialIn], Field(max_length=20000)]
     artifacts: JsonObject | None = None
 
-    @model_validator(mode="after")
-    def _attempt_with_job(self) -> ResultsIn:
-        from pydantic_core import PydanticCustomError
-
-        if self.job_id is not None and self.attempt is None:
+    @field_validator("attempt")
+    @classmethod
+    def _attempt_with_job(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is None and info.data.get("job_id") is not None:
             raise PydanticCustomError("missing", "required with job_id: the attempt of the "
                                       "job this runner holds (the job's `attempt`)")
-        return self
+        return value
 
 
 class ResultsOut(BaseModel):

@@ -299,8 +299,8 @@ def test_a_job_needs_trials_and_an_attempt(client, user_headers, make_runner):
     body = results([trial()], job_id=job_id, runner_id=runner["id"])
     del body["attempt"]
     r = client.post("/api/v1/results", headers=headers, json=body)
-    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body"]
-    assert "attempt" in r.json()["detail"][0]["msg"]
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "attempt"]
+    assert r.json()["detail"][0]["type"] == "missing"
     assert job_state(client, user_headers, job_id)[0] == "running"
 
 
