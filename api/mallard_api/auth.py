@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -51,10 +52,35 @@ def _unauthorized(msg: str) -> HTTPException:
     return exc
 
 
+class TokenCache:
+    """Principals of tokens looked up in the last `seconds` (by token sha256), so most
+    requests skip a database round trip and a thread hop. Only found tokens are kept (an
+    unknown one is looked up every time); a revoked token stops working within `seconds`
+    (MALLARD_TOKEN_CACHE_SECONDS; 0: no cache)."""
+
+    def __init__(self, seconds: float, size: int = 10_000) -> None:
+        self.seconds = seconds
+        self.size = size
+        self._entries: dict[str, tuple[float, Principal]] = {}
+
+    def get(self, digest: str) -> Principal | None:
+        hit = self._entries.get(digest)
+        if hit is None or time.monotonic() - hit[0] > self.seconds:
+            return None
+        return hit[1]
+
+    def put(self, digest: str, p: Principal) -> None:
+        if self.seconds <= 0:
+            return
+        if len(self._entries) >= self.size:
+            self._entries.clear()  # rare: more live tokens than slots; start over
+        self._entries[digest] = (time.monotonic(), p)
+
+
 async def principal(request: Request, session: Annotated[Session, Depends(get_session)]
                     ) -> Principal:
-    """The token's principal (the lookup is the request's first statement, in the thread
-    pool; the rest runs on the event loop)."""
+    """The token's principal: from the token cache, else looked up (the request's first
+    statement, in the thread pool; the rest runs on the event loop)."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
@@ -63,10 +89,17 @@ async def principal(request: Request, session: Annotated[Session, Depends(get_se
     boot = request.app.state.settings.bootstrap_admin_token
     if boot and hmac.compare_digest(token.encode(), boot.encode()):
         return Principal(role="admin")
-    row = await run_in_threadpool(token_sql.lookup, session, hash_token(token))
+    digest = hash_token(token)
+    cache: TokenCache = request.app.state.token_cache
+    found = cache.get(digest)
+    if found is not None:
+        return found
+    row = await run_in_threadpool(token_sql.lookup, session, digest)
     if row is None:
         raise _unauthorized("unknown or revoked token")
-    return Principal(role=row.role, runner_name=row.runner_name, token_id=row.id)
+    found = Principal(role=row.role, runner_name=row.runner_name, token_id=row.id)
+    cache.put(digest, found)
+    return found
 
 
 def require(*roles: str):  # type: ignore[no-untyped-def]

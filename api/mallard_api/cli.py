@@ -22,8 +22,10 @@ app.add_typer(token_app, name="token")
 
 @app.command()
 def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
-          log_level: str = "info") -> None:
-    """Run the API with uvicorn (starting the embedded PostgreSQL when no DATABASE_URL)."""
+          log_level: str = "info", keep_alive_seconds: int = 75) -> None:
+    """Run the API with uvicorn (starting the embedded PostgreSQL when no DATABASE_URL).
+    Idle keep-alive connections are kept 75 s, longer than clients keep theirs (httpx: 5
+    s), so a client never sends on a connection the server is closing."""
     import uvicorn
 
     from mallard_api.main import create_app
@@ -43,9 +45,11 @@ def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
             os.environ["DATABASE_URL"] = url
             os.environ["MALLARD_MIGRATE_ON_START"] = "false"
             uvicorn.run("mallard_api.main:app_factory", factory=True, workers=workers,
-                        host=host, port=port, log_level=log_level)
+                        host=host, port=port, log_level=log_level,
+                        timeout_keep_alive=keep_alive_seconds)
         else:
-            uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+            uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level,
+                        timeout_keep_alive=keep_alive_seconds)
     except CatalogError as exc:
         typer.echo(f"mallard-api: configuration error: {exc}", err=True)
         raise typer.Exit(2) from exc

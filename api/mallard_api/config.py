@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     # An admin token accepted without being in the database (for bootstrapping a
     # cluster before anyone can run the CLI). Unset: none.
     bootstrap_admin_token: str | None = None
+    # Tokens found are remembered this long per process (a revoked one keeps working at
+    # most this long); 0: every request looks its token up.
+    token_cache_seconds: float = Field(default=5.0, ge=0, le=300)
 
     # Analysis (owned by the analysis modules: stats.py, changepoints.py, notify.py).
     # Verdict policy (stats.py docstring has the exact rule).

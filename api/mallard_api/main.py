@@ -27,6 +27,7 @@ from starlette.responses import Response
 
 from mallard_api import analysis, db, errors
 from mallard_api.analysis_worker import AnalysisService, AnalysisWorker
+from mallard_api.auth import TokenCache
 from mallard_api.background import BackgroundLoop
 from mallard_api.config import Settings, get_settings
 from mallard_api.deps import get_session
@@ -118,6 +119,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                               "webhooks, runners, the job queue, results, series, "
                               "comparisons and alerts.")
     app.state.settings = settings
+    app.state.token_cache = TokenCache(settings.token_cache_seconds)
     app.state.catalog = catalog
     app.state.engine = engine
     app.state.sessionmaker = factory

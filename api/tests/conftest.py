@@ -9,7 +9,8 @@ Fixture names are stable (the analysis tests use them too):
 - `settings`     (session) `Settings` for that database (migrations off, webhook secrets set:
                  GITHUB_SECRET, GITLAB_TOKEN, GITEA_SECRET below; any file:// repo_url
                  allowed; no background analysis worker: tests call `analyze`; the outbox
-                 worker polls once an hour: tests deliver with `notify.deliver_due`).
+                 worker polls once an hour: tests deliver with `notify.deliver_due`;
+                 no token cache: a revoked token fails at once).
 - `app`          (session) the FastAPI app from `create_app(settings)`.
 - `client`       (session) a `fastapi.testclient.TestClient` on `app`.
 - `engine`       (session) a SQLAlchemy engine on the test database.
@@ -102,7 +103,8 @@ def settings(database_url: str) -> Settings:
                     migrations_dir=MIGRATIONS, github_webhook_secret=GITHUB_SECRET,
                     gitlab_webhook_token=GITLAB_TOKEN, gitea_webhook_secret=GITEA_SECRET,
                     bootstrap_admin_token=None, db_pool_size=10, repo_url_allow="file:///",
-                    analysis_poll_seconds=0, outbox_poll_seconds=3600)
+                    analysis_poll_seconds=0, outbox_poll_seconds=3600,
+                    token_cache_seconds=0)
 
 
 @pytest.fixture(scope="session")
