@@ -131,8 +131,9 @@ def main() -> int:
     env = dict(os.environ)
     env.pop("DATABASE_URL", None)  # embedded PostgreSQL, the default way
     env.update({"MALLARD_DATA_DIR": str(STATE / "pgdata"), "PATH": f"{VENV_BIN}:{env['PATH']}",
-                # the runner may fetch the one repository the demo's project names: this one
+                # the runner fetches this checkout, and the API lets projects name it
                 "MALLARD_RUNNER_REPO_ALLOW": f"file://{ROOT}",
+                "MALLARD_REPO_URL_ALLOW": f"file://{ROOT}",
                 "MALLARD_PUBLIC_URL": api})
 
     api_proc = runner_proc = None

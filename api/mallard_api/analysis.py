@@ -1,6 +1,8 @@
 """Analysis entry points called by the core (contracts §8): after results are stored,
-update the comparison that owns the job, and search the touched branch series for
-change points (opening alerts and queueing their webhook events).
+or when a job ends without them, queue the work (`after_ingest`, `jobs_changed`); the
+analysis worker (`analysis_worker.py`) then updates the comparison that owns the job and
+searches the touched branch series for change points (opening alerts and queueing their
+webhook events). Nothing here runs inside a request, and a read never writes.
 
 Comparisons
 -----------
@@ -18,8 +20,8 @@ another testbed are left out and the report says so). When every job has reporte
 
 A job of a comparison that fails for good leaves the comparison ``failed`` when no cells
 exist; otherwise the comparison settles as above from the cells it has (each follow-up,
-failed or not, counts against the cap). :func:`refresh_state` also runs on GET, so a
-comparison whose last job failed (no ingest to trigger it) still settles.
+failed or not, counts against the cap). A job that fails, or whose lease expires, queues
+its comparison for the worker (:func:`jobs_changed`), so no comparison stays ``running``.
 
 Branch history
 --------------
@@ -33,7 +35,8 @@ opens an alert, unless the series already has an alert whose first bad commit li
 grows). An open alert resolves itself when a later improvement brings the series back
 within the minimum magnitude of its median before the change.
 
-Analysis runs in a savepoint: a failure here is logged and never loses the ingest.
+The worker runs each queued item in its own transaction; a failure is logged and the
+item retried later (the ingest is never lost: it was committed before).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from mallard_api.config import Settings, get_settings
 from mallard_api.models.analysis import Alert, Comparison, ComparisonCell
 from mallard_api.models.core import Job
 from mallard_api.sql import alerts as alert_sql
+from mallard_api.sql import analysis_queue as queue_sql
 from mallard_api.sql import comparisons as sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import series as series_sql
@@ -84,31 +88,41 @@ def stats_policy(settings: Settings | None = None) -> stats.Policy:
 
 def change_policy(settings: Settings | None = None) -> changepoints.ChangePolicy:
     s = settings or get_settings()
-    d = changepoints.ChangePolicy()
     return changepoints.ChangePolicy(
-        max_pvalue=getattr(s, "changepoint_max_pvalue", d.max_pvalue),
-        min_magnitude=getattr(s, "changepoint_min_magnitude_pct", d.min_magnitude * 100) / 100,
-        min_segment=getattr(s, "changepoint_min_segment", d.min_segment),
+        max_pvalue=s.changepoint_max_pvalue,
+        min_magnitude=s.changepoint_min_magnitude_pct / 100,
+        min_segment=s.changepoint_min_segment,
     )
 
 
-# -- the hook -------------------------------------------------------------------------------
-def after_ingest(session: Session, *, job_id: int | None, trial_ids: list[int]) -> None:
-    """Called by results ingest, in the ingest transaction, after the trials are stored:
-    updates the comparison that owns the job and runs change detection on the touched
-    series."""
-    settings = get_settings()
-    job = session.get(Job, job_id) if job_id is not None else None
-    try:
-        with session.begin_nested():
-            if job_id is not None:
-                comp = sql.for_job(session, job_id, lock=True)
-                if comp is not None:
-                    update_comparison(session, comp, settings)
-            if trial_ids and (job is None or job.kind == "commit"):
-                detect_changes(session, trial_ids, settings)
-    except Exception:
-        log.exception("analysis after ingest failed (job %s); the trials are stored", job_id)
+# -- the hooks (in the caller's transaction; they only queue work) --------------------------
+def after_ingest(session: Session, *, job_id: int | None, trial_ids: list[int],
+                 job_completed: bool = False, job: job_sql.Holding | None = None) -> bool:
+    """Called by results ingest after the trials are stored: queue the comparison that
+    owns the job, and change detection for the new trials of a commit job (or of results
+    without a job). A re-post that stored nothing queues nothing. True when queued.
+    `job`: the job as ingest read it (kind, comparison), saving a query."""
+    kind, comparison_id = None, None
+    if job is not None:
+        kind, comparison_id = job.kind, job.comparison_id
+    elif job_id is not None:
+        kind, comparison_id = sql.job_kind_and_comparison(session, job_id)
+    queued = False
+    if comparison_id is not None and (trial_ids or job_completed):
+        queue_sql.enqueue_comparison(session, comparison_id)
+        queued = True
+    if trial_ids and kind in (None, "commit"):
+        queue_sql.enqueue_changes(session, trial_ids)
+        queued = True
+    return queued
+
+
+def jobs_changed(session: Session, job_ids: list[int]) -> bool:
+    """Jobs that ended (results, failure, expired lease): queue their comparisons."""
+    comparisons = sql.comparisons_of_jobs(session, job_ids) if job_ids else []
+    for comparison_id in comparisons:
+        queue_sql.enqueue_comparison(session, comparison_id)
+    return bool(comparisons)
 
 
 # -- comparisons ----------------------------------------------------------------------------
@@ -334,7 +348,7 @@ def detect_changes(session: Session, trial_ids: list[int], settings: Settings | 
     settings = settings or get_settings()
     cpol = change_policy(settings)
     spol = stats_policy(settings)
-    to = notify.targets(session, getattr(settings, "alert_webhooks", ""))
+    to = notify.targets(session, settings.alert_webhooks)
     opened: list[Alert] = []
     for s in alert_sql.touched_series(session, trial_ids):
         points = series_sql.series(
@@ -417,5 +431,5 @@ def resolve(session: Session, alert: Alert, to: list[notify.Target] | None = Non
     if reason and reason not in alert.text:
         alert.text = f"{alert.text}; resolved: {reason}"
     if to is None:
-        to = notify.targets(session, getattr(get_settings(), "alert_webhooks", ""))
+        to = notify.targets(session, get_settings().alert_webhooks)
     notify.enqueue_alert_event(session, alert, "alert.resolved", to)

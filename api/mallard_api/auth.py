@@ -11,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
 from mallard_api.deps import get_session
@@ -44,36 +46,86 @@ def field_error(status: int, loc: list[str | int], msg: str, kind: str = "value_
     return HTTPException(status, detail=[{"loc": loc, "msg": msg, "type": kind}])
 
 
-def _unauthorized(msg: str) -> HTTPException:
+def unauthorized(msg: str) -> HTTPException:
     exc = field_error(401, ["header", "authorization"], msg, "unauthorized")
     exc.headers = {"WWW-Authenticate": "Bearer"}
     return exc
 
 
-def principal(request: Request, session: Annotated[Session, Depends(get_session)]) -> Principal:
+class TokenCache:
+    """Principals of tokens looked up in the last `seconds` (by token sha256), so most
+    requests skip a database round trip and a thread hop. Only found tokens are kept (an
+    unknown one is looked up every time); a revoked token stops working within `seconds`
+    (MALLARD_TOKEN_CACHE_SECONDS; 0: no cache)."""
+
+    def __init__(self, seconds: float, size: int = 10_000) -> None:
+        self.seconds = seconds
+        self.size = size
+        self._entries: dict[str, tuple[float, Principal]] = {}
+
+    def get(self, digest: str) -> Principal | None:
+        hit = self._entries.get(digest)
+        if hit is None or time.monotonic() - hit[0] > self.seconds:
+            return None
+        return hit[1]
+
+    def put(self, digest: str, p: Principal) -> None:
+        if self.seconds <= 0:
+            return
+        if len(self._entries) >= self.size:
+            self._entries.clear()  # rare: more live tokens than slots; start over
+        self._entries[digest] = (time.monotonic(), p)
+
+
+def bearer_token(request: Request) -> str:
+    """The token of the Authorization header; 401 when there is none."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise _unauthorized("missing bearer token (Authorization: Bearer <token>)")
-    found = token_principal(request, session, token.strip())
-    if found is None:
-        raise _unauthorized("unknown or revoked token")
+        raise unauthorized("missing bearer token (Authorization: Bearer <token>)")
+    return token.strip()
+
+
+def _known(request: Request, token: str) -> tuple[str, Principal | None]:
+    """(sha256, principal) without the database: the bootstrap admin token or the cache."""
+    boot = request.app.state.settings.bootstrap_admin_token
+    if boot and hmac.compare_digest(token.encode(), boot.encode()):
+        return "", Principal(role="admin")
+    digest = hash_token(token)
+    cache: TokenCache = request.app.state.token_cache
+    return digest, cache.get(digest)
+
+
+def _stored(request: Request, session: Session, digest: str) -> Principal | None:
+    row = token_sql.lookup(session, digest)
+    if row is None:
+        return None
+    found = Principal(role=row.role, runner_name=row.runner_name, token_id=row.id)
+    request.app.state.token_cache.put(digest, found)
     return found
 
 
 def token_principal(request: Request, session: Session, token: str) -> Principal | None:
-    """Who a token is (the bootstrap admin token, or a stored one); None: unknown/revoked."""
-    boot = request.app.state.settings.bootstrap_admin_token
-    if boot and hmac.compare_digest(token.encode(), boot.encode()):
-        return Principal(role="admin")
-    row = token_sql.lookup(session, hash_token(token))
-    if row is None:
-        return None
-    return Principal(role=row.role, runner_name=row.runner_name, token_id=row.id)
+    """Who a token is (the bootstrap admin token, or a stored one); None: unknown/revoked.
+    Synchronous (the pages call it from their worker threads)."""
+    digest, found = _known(request, token)
+    return found if found is not None else _stored(request, session, digest)
+
+
+async def principal(request: Request, session: Annotated[Session, Depends(get_session)]
+                    ) -> Principal:
+    """The token's principal: from the token cache, else looked up (the request's first
+    statement, in the thread pool; the rest runs on the event loop)."""
+    digest, found = _known(request, bearer_token(request))
+    if found is None:
+        found = await run_in_threadpool(_stored, request, session, digest)
+    if found is None:
+        raise unauthorized("unknown or revoked token")
+    return found
 
 
 def require(*roles: str):  # type: ignore[no-untyped-def]
-    def dependency(p: Annotated[Principal, Depends(principal)]) -> Principal:
+    async def dependency(p: Annotated[Principal, Depends(principal)]) -> Principal:
         if p.role not in roles:
             raise field_error(403, ["header", "authorization"],
                               f"a {p.role} token cannot do this (needs {' or '.join(roles)})",

@@ -1,4 +1,5 @@
-"""The admin CLI: `mallard-api serve | migrate | db-url | token create|list|revoke`."""
+"""The admin CLI: `mallard-api serve | analysis-worker | migrate | db-url |
+token create|list|revoke`."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import sys
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from mallard_api import db
 from mallard_api.config import Settings
+from mallard_api.known import CatalogError
 
 app = typer.Typer(help="Mallard API: serve, migrate, tokens.", no_args_is_help=True)
 token_app = typer.Typer(help="API tokens (stored hashed; printed once).", no_args_is_help=True)
@@ -19,13 +22,15 @@ app.add_typer(token_app, name="token")
 
 @app.command()
 def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
-          log_level: str = "info") -> None:
-    """Run the API with uvicorn (starting the embedded PostgreSQL when no DATABASE_URL)."""
+          log_level: str = "info", keep_alive_seconds: int = 75) -> None:
+    """Run the API with uvicorn (starting the embedded PostgreSQL when no DATABASE_URL).
+    Idle keep-alive connections are kept 75 s, longer than clients keep theirs (httpx: 5
+    s), so a client never sends on a connection the server is closing."""
     import uvicorn
 
     from mallard_api.main import create_app
 
-    settings = Settings()
+    settings = load_settings()
     # SIGTERM before uvicorn takes over (while migrating): unwind, so `finally` runs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
@@ -40,13 +45,30 @@ def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
             os.environ["DATABASE_URL"] = url
             os.environ["MALLARD_MIGRATE_ON_START"] = "false"
             uvicorn.run("mallard_api.main:app_factory", factory=True, workers=workers,
-                        host=host, port=port, log_level=log_level)
+                        host=host, port=port, log_level=log_level,
+                        timeout_keep_alive=keep_alive_seconds)
         else:
-            uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+            uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level,
+                        timeout_keep_alive=keep_alive_seconds)
+    except CatalogError as exc:
+        typer.echo(f"mallard-api: configuration error: {exc}", err=True)
+        raise typer.Exit(2) from exc
     except KeyboardInterrupt:
         pass
     finally:
         db.stop_embedded()
+
+
+def load_settings() -> Settings:
+    """The settings, or exit 2 with one line per bad variable (placeholder or short
+    secrets, unknown peers, a bad allow-list...)."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        for err in exc.errors():
+            field = ".".join(str(x) for x in err["loc"]) or "settings"
+            typer.echo(f"mallard-api: configuration error: {field}: {err['msg']}", err=True)
+        raise typer.Exit(2) from exc
 
 
 def _redact(url: str) -> str:
@@ -56,10 +78,38 @@ def _redact(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+@app.command("analysis-worker")
+def analysis_worker(poll_seconds: float = 1.0) -> None:
+    """Run only the analysis worker (comparisons, change detection) until stopped: for API
+    processes started with MALLARD_ANALYSIS_POLL_SECONDS=0, so that analysis never takes
+    CPU from requests."""
+    import threading
+
+    from mallard_api.analysis_worker import AnalysisService, AnalysisWorker
+
+    settings = load_settings()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        engine = db.make_engine(db.database_url(settings), 2, overflow=0,
+                                connect_timeout=settings.db_connect_timeout_seconds)
+        service = AnalysisService(AnalysisWorker(db.make_sessionmaker(engine), settings),
+                                  poll_seconds=poll_seconds,
+                                  max_backoff=settings.background_max_backoff_seconds)
+        service.start()
+        typer.echo("mallard-api: analysis worker running", err=True)
+        stop.wait()
+        service.stop()
+        engine.dispose()
+    finally:
+        db.stop_embedded()
+
+
 @app.command()
 def migrate(revision: str = "head") -> None:
     """Upgrade the database schema (Alembic) to REVISION."""
-    settings = Settings()
+    settings = load_settings()
     try:
         db.migrate(db.database_url(settings), settings.migrations_dir, revision)
         typer.echo(f"migrated to {revision}")
@@ -70,7 +120,7 @@ def migrate(revision: str = "head") -> None:
 @app.command("db-url")
 def db_url() -> None:
     """Print the database URL (of the running embedded server when no DATABASE_URL)."""
-    settings = Settings()
+    settings = load_settings()
     try:
         url = db.database_url(settings, start=False)
     except RuntimeError as exc:
@@ -80,7 +130,7 @@ def db_url() -> None:
 
 
 def _session():  # type: ignore[no-untyped-def]
-    settings = Settings()
+    settings = load_settings()
     url = db.database_url(settings)
     engine = db.make_engine(url, 1)
     return engine, db.make_sessionmaker(engine)()

@@ -6,14 +6,35 @@ no defaults. Every variable is documented in the repository's `.env.example`.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from mallard_api.known import KNOWN_PEERS
+
 _REPO_ROOT = Path(__file__).resolve().parents[2]
+SECRET_MIN_BYTES = 16
+# "CHANGE-ME", "changeme", "change_me", "<change me>" ... as copied from an example file.
+_PLACEHOLDER = re.compile(r"change[-_ ]?me|replace[-_ ]?me|^x+$|^\.+$|example|placeholder",
+                          re.IGNORECASE)
+
+
+def check_secret(name: str, value: str | None) -> str | None:
+    """A secret is unset (None, or empty: treated as unset) or a real one: at least
+    SECRET_MIN_BYTES bytes and not a placeholder from an example file."""
+    if value is None or value == "":
+        return None
+    if _PLACEHOLDER.search(value):
+        raise ValueError(f"{name} is a placeholder ({value[:12]!r}...): set a real secret, "
+                         f"e.g. `python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`")
+    if len(value.encode()) < SECRET_MIN_BYTES:
+        raise ValueError(f"{name} is shorter than {SECRET_MIN_BYTES} bytes: set a longer "
+                         "secret")
+    return value
 
 
 class Settings(BaseSettings):
@@ -27,7 +48,30 @@ class Settings(BaseSettings):
     embedded_port: int = 0  # 0: pick a free port on 127.0.0.1
     migrate_on_start: bool = True
     migrations_dir: Path = _REPO_ROOT / "db"
-    db_pool_size: int = 10
+    # Connections for requests. The request thread pool is sized to the same number, so
+    # a request never waits for a connection while holding a thread (api/README.md).
+    db_pool_size: int = Field(default=20, ge=1, le=500)
+    db_pool_timeout_seconds: float = Field(default=10.0, gt=0)
+    db_connect_timeout_seconds: int = Field(default=5, ge=1)
+    # A database outage is answered 503 with this Retry-After.
+    retry_after_seconds: int = Field(default=5, ge=1)
+
+    # What a job may ask for. Suites are the runner's suite files (<name>.yaml, read once at
+    # start): a job's suite must be one of their names and its workloads in that suite.
+    suites_dir: Path = _REPO_ROOT / "runner" / "suites"
+    # Where a project's or job's repo_url may point: comma-separated `scheme://host[:port]
+    # [/path]` prefixes (https, http, ssh, git, file). A local path is file://. Empty: none.
+    repo_url_allow: str = ""
+
+    # Request bounds (bytes), checked before the body is read; larger bodies get 413.
+    max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    max_results_body_bytes: int = Field(default=32 << 20, ge=1024)
+    max_webhook_body_bytes: int = Field(default=4 << 20, ge=1024)
+    max_artifacts_bytes: int = Field(default=8 << 20, ge=0)
+    # Commits of one push that get commit jobs (the newest ones); all are recorded.
+    push_max_queued: int = Field(default=20, ge=0)
+    # Forge delivery ids are kept this long to refuse replays (besides the head rule).
+    webhook_delivery_keep_days: int = Field(default=30, ge=1)
 
     # Jobs queued by a push.
     suite: str = "quick"
@@ -39,6 +83,12 @@ class Settings(BaseSettings):
     lease_seconds_max: int = 86400
     # Besides every claim, a periodic sweep re-queues jobs whose lease expired (0: off).
     sweep_seconds: float = 30
+    # The analysis worker (comparisons, change detection) polls its queue this often
+    # (and is woken by ingest in this process); 0: no worker in this process.
+    analysis_poll_seconds: float = Field(default=1.0, ge=0)
+    analysis_max_attempts: int = Field(default=5, ge=1)
+    # Background loops back off up to this long while the database is unreachable.
+    background_max_backoff_seconds: float = Field(default=30.0, gt=0)
 
     # Webhook secrets (no defaults). A project's own `webhook_secret` takes precedence.
     github_webhook_secret: str | None = None
@@ -48,6 +98,9 @@ class Settings(BaseSettings):
     # An admin token accepted without being in the database (for bootstrapping a
     # cluster before anyone can run the CLI). Unset: none.
     bootstrap_admin_token: str | None = None
+    # Tokens found are remembered this long per process (a revoked one keeps working at
+    # most this long); 0: every request looks its token up.
+    token_cache_seconds: float = Field(default=5.0, ge=0, le=300)
 
     # Analysis (owned by the analysis modules: stats.py, changepoints.py, notify.py).
     # Verdict policy (stats.py docstring has the exact rule).
@@ -75,6 +128,31 @@ class Settings(BaseSettings):
     outbox_max_delay_seconds: float = 3600.0
     outbox_max_attempts: int = 25
     webhook_timeout_seconds: float = 5.0
+    # Receivers delivered to at once (each in its own thread, so a slow one holds back
+    # only its own events).
+    outbox_concurrency: int = Field(default=8, ge=1, le=64)
+
+    @field_validator("bootstrap_admin_token", "github_webhook_secret", "gitlab_webhook_token",
+                     "gitea_webhook_secret")
+    @classmethod
+    def _real_secret(cls, value: str | None, info) -> str | None:  # type: ignore[no-untyped-def]
+        return check_secret(f"MALLARD_{str(info.field_name).upper()}", value)
+
+    @field_validator("peers")
+    @classmethod
+    def _known_peers(cls, value: str) -> str:
+        unknown = [p for p in _split(value) if p not in KNOWN_PEERS]
+        if unknown:
+            raise ValueError(f"MALLARD_PEERS: unknown peer(s) {', '.join(unknown)}; known: "
+                             f"{', '.join(KNOWN_PEERS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _allow_list_parses(self) -> Settings:
+        from mallard_api.urls import parse_allow_list
+
+        parse_allow_list(self.repo_url_allow)  # ValueError names the bad entry
+        return self
 
     # Web pages (mallard_api/ui). The address people reach the API at, e.g.
     # https://mallard.example.org: absolute links in reports, webhooks and dashboards are
@@ -99,7 +177,11 @@ class Settings(BaseSettings):
 
     @property
     def peer_list(self) -> list[str]:
-        return [p.strip() for p in self.peers.split(",") if p.strip()]
+        return _split(self.peers)
+
+
+def _split(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
 
 
 @lru_cache

@@ -53,8 +53,15 @@ def stop_embedded() -> None:
                 logging.getLogger(__name__).warning("stopping embedded PostgreSQL: %s", exc)
 
 
-def make_engine(url: str, pool_size: int = 10) -> Engine:
-    return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+def make_engine(url: str, pool_size: int = 10, *, overflow: int | None = None,
+                timeout: float = 30.0, connect_timeout: int = 5) -> Engine:
+    """An engine whose pool tests each connection as it is checked out (pre-ping), so
+    after a database restart the stale connections are replaced instead of failing the
+    request: the API recovers by itself. Connecting gives up after `connect_timeout`."""
+    return create_engine(url, pool_size=pool_size,
+                         max_overflow=pool_size if overflow is None else overflow,
+                         pool_timeout=timeout, pool_pre_ping=True,
+                         connect_args={"connect_timeout": connect_timeout})
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

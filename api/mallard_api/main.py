@@ -2,124 +2,151 @@
 
 `create_app()` resolves the database (DATABASE_URL, or the embedded PostgreSQL in
 MALLARD_DATA_DIR), runs the Alembic migrations unless MALLARD_MIGRATE_ON_START=false,
-and mounts one router per resource.
+reads the suites, and mounts one router per resource.
+
+Two connection pools: one for requests (MALLARD_DB_POOL_SIZE connections; at most as
+many requests are let in at once, the rest wait in arrival order, and there are as many
+request threads, so no request ever waits for a connection; api/README.md says why), one
+small one for the background loops (lease sweep, analysis worker, outbox, the metrics
+collector), which therefore never take a request's connection.
 """
 
 from __future__ import annotations
 
-import asyncio
-import importlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
+import anyio.to_thread
+from fastapi import APIRouter, Depends, FastAPI
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from sqlalchemy import text
-from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session
 from starlette.responses import Response
 
-from mallard_api import db
+from mallard_api import analysis, db, errors
+from mallard_api.analysis_worker import AnalysisService, AnalysisWorker
+from mallard_api.auth import TokenCache
+from mallard_api.background import BackgroundLoop
 from mallard_api.config import Settings, get_settings
 from mallard_api.deps import get_session
+from mallard_api.known import Catalog, CatalogError
+from mallard_api.limits import AdmissionMiddleware, BodyLimitMiddleware
 from mallard_api.metrics import REGISTRY, DatabaseCollector, MetricsMiddleware
-from mallard_api.routes import jobs, projects, results, runners, series, webhooks
+from mallard_api.notify import start_outbox_worker
+from mallard_api.routes import (
+    alerts,
+    comparisons,
+    jobs,
+    projects,
+    results,
+    runners,
+    series,
+    webhooks,
+)
 from mallard_api.schemas import ErrorOut, Health
+from mallard_api.sql import deliveries
 from mallard_api.sql import jobs as job_sql
 from mallard_api.ui import routes as ui_routes
 
 API_PREFIX = "/api/v1"
-# Routers written by the analysis engineer, included when their modules exist.
-OPTIONAL_ROUTERS = ("comparisons", "alerts", "webhook_endpoints")
+ROUTERS = (projects.router, runners.router, jobs.router, results.router, series.router,
+           webhooks.router, comparisons.router, alerts.router)
+log = logging.getLogger("mallard_api")
 
 
-def _optional_routers() -> list[APIRouter]:
-    out = []
-    for name in OPTIONAL_ROUTERS:
-        try:
-            module = importlib.import_module(f"mallard_api.routes.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"mallard_api.routes.{name}":
-                raise
-            continue
-        out.append(module.router)
-    return out
+def check_settings(settings: Settings, catalog: Catalog) -> None:
+    """What Settings cannot check alone: the default suite of pushes exists."""
+    reason = catalog.check_suite(settings.suite)
+    if reason:
+        raise CatalogError(f"MALLARD_SUITE: {reason}")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    catalog = Catalog.load(settings.suites_dir)
+    check_settings(settings, catalog)
     url = db.database_url(settings)
     if settings.migrate_on_start:
         db.migrate(url, settings.migrations_dir)
-    engine = db.make_engine(url, settings.db_pool_size)
-
+    engine = db.make_engine(url, settings.db_pool_size, overflow=settings.db_pool_size // 2 + 2,
+                            timeout=settings.db_pool_timeout_seconds,
+                            connect_timeout=settings.db_connect_timeout_seconds)
+    background_engine = db.make_engine(url, settings.outbox_concurrency + 3, overflow=2,
+                                       timeout=settings.db_pool_timeout_seconds,
+                                       connect_timeout=settings.db_connect_timeout_seconds)
     factory = db.make_sessionmaker(engine)
+    background = db.make_sessionmaker(background_engine)
+    service = AnalysisService(AnalysisWorker(background, settings),
+                              poll_seconds=settings.analysis_poll_seconds,
+                              max_backoff=settings.background_max_backoff_seconds)
 
-    def sweep() -> list[int]:
-        """Re-queue (or fail) running jobs whose lease expired, whatever their arch."""
-        with factory() as session:
+    def sweep() -> bool:
+        """Re-queue (or fail) running jobs whose lease expired, whatever their arch; tell
+        the analysis; forget old forge delivery ids."""
+        with background() as session:
             ids = job_sql.requeue_expired(session, None)
+            queued = analysis.jobs_changed(session, ids)
+            deliveries.prune(session, settings.webhook_delivery_keep_days)
             session.commit()
-        return ids
-
-    async def sweeper(interval: float) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await run_in_threadpool(sweep)
-            except Exception:  # noqa: BLE001 - the next round tries again
-                logging.getLogger(__name__).exception("lease sweep failed")
+        if queued:
+            service.wake()
+        return False
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        from mallard_api.notify import start_outbox_worker  # alert webhook delivery
-
+        # as many request threads as request connections (module doc)
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.db_pool_size
         start_outbox_worker(app)  # sets app.state.outbox_worker
-        task = None
+        service.start()
+        sweeper = None
         if settings.sweep_seconds > 0:
-            task = asyncio.create_task(sweeper(settings.sweep_seconds))
+            sweeper = BackgroundLoop("lease-sweep", sweep, interval=settings.sweep_seconds,
+                                     max_backoff=settings.background_max_backoff_seconds)
+            sweeper.start()
         try:
             yield
         finally:
-            if task is not None:
-                task.cancel()
+            if sweeper is not None:
+                sweeper.stop()
+            service.stop()
             app.state.outbox_worker.stop()
             engine.dispose()
+            background_engine.dispose()
 
     app = FastAPI(title="Mallard API", version="1", lifespan=lifespan,
                   description="Continuous benchmarking of memory allocators: projects, "
                               "webhooks, runners, the job queue, results, series, "
                               "comparisons and alerts.")
     app.state.settings = settings
+    app.state.token_cache = TokenCache(settings.token_cache_seconds)
+    app.state.catalog = catalog
     app.state.engine = engine
     app.state.sessionmaker = factory
+    app.state.background_sessionmaker = background
+    app.state.analysis = service
     app.state.sweep = sweep
     db_registry = CollectorRegistry()
-    db_registry.register(DatabaseCollector(engine))
-    app.add_middleware(MetricsMiddleware)
-
-    @app.exception_handler(DataError)
-    async def data_error(request: Request, exc: DataError) -> JSONResponse:
-        # A value PostgreSQL cannot store; validation should have caught it first.
-        msg = str(exc.orig).splitlines()[0] if exc.orig else str(exc)
-        return JSONResponse(status_code=422, content={"detail": [
-            {"loc": ["body"], "msg": f"value rejected by the database: {msg}",
-             "type": "data_error"}]})
+    db_registry.register(DatabaseCollector(background_engine))
+    app.add_middleware(AdmissionMiddleware, limit=settings.db_pool_size, exempt=("/metrics",))
+    app.add_middleware(BodyLimitMiddleware, default=settings.max_body_bytes, by_prefix={
+        f"{API_PREFIX}/results": settings.max_results_body_bytes,
+        f"{API_PREFIX}/webhooks/": settings.max_webhook_body_bytes})
+    app.add_middleware(MetricsMiddleware)  # outermost: 413s are counted too
+    errors.install(app, settings.retry_after_seconds)
 
     api = APIRouter(prefix=API_PREFIX, responses={
-        400: {"model": ErrorOut, "description": "the body is not parseable"}})
+        400: {"model": ErrorOut, "description": "the body is not parseable"},
+        503: {"model": ErrorOut, "description": "the database is unavailable; retry after "
+                                                 "the Retry-After header's seconds"}})
 
     @api.get("/health", response_model=Health, tags=["health"])
     def health(session: Annotated[Session, Depends(get_session)]) -> Health:
         session.execute(text("SELECT 1"))
         return Health(status="ok", database="ok")
 
-    for router in (projects.router, runners.router, jobs.router, results.router,
-                   series.router, webhooks.router, *_optional_routers()):
+    for router in ROUTERS:
         api.include_router(router)
     app.include_router(api)
     app.include_router(ui_routes.router)  # the web pages under /ui
@@ -147,6 +174,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         body = generate_latest(REGISTRY) + generate_latest(db_registry)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
+    app.openapi()  # built now, not on the event loop of the first request (metrics use it)
     return app
 
 

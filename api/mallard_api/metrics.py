@@ -1,7 +1,8 @@
 """Prometheus metrics (contracts §6).
 
 Request counters and latency are recorded by a middleware, labelled by the route
-template (`/api/v1/jobs/{job_id}/lease`, never the raw path). Queue, runner and alert
+template (`/api/v1/jobs/{job_id}/lease`, never the raw path; `unmatched` for any
+other path) and method (`other` for any method outside HTTP's usual seven). Queue, runner and alert
 gauges are computed at scrape time by a collector that queries the database, so every
 API replica reports the same truth. `mallard_trials_ingested_total` counts the trials
 this process stored.
@@ -28,6 +29,7 @@ HTTP_LATENCY = Histogram("mallard_http_request_duration_seconds",
                          "HTTP request latency by route template", ["method", "route"],
                          registry=REGISTRY,
                          buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 TRIALS_INGESTED = Counter("mallard_trials_ingested_total", "Trials stored by results ingest",
                           registry=REGISTRY)
 
@@ -77,6 +79,7 @@ class MetricsMiddleware:
         finally:
             template = self.template(scope)
             method = str(scope.get("method", ""))
+            method = method if method in METHODS else "other"  # labels stay bounded
             HTTP_REQUESTS.labels(method, template, str(status)).inc()
             HTTP_LATENCY.labels(method, template).observe(time.perf_counter() - start)
 

@@ -1,5 +1,6 @@
-"""A push, whatever forge it came from: record its commits on the branch and queue one
-`commit` job per runner architecture known (default x86_64 when no runner registered)."""
+"""A push, whatever forge it came from: record its commits on the branch and queue
+`commit` jobs, one per runner architecture known (default x86_64 when no runner
+registered), for the push's newest new commits (at most MALLARD_PUSH_MAX_QUEUED)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql
 from mallard_api.sql.projects import CommitInfo
+from mallard_api.urls import check_repo_url, parse_allow_list
 
 ZERO = "0" * 40
 
@@ -36,6 +38,8 @@ def is_tracked(project: Project, branch: str) -> bool:
 
 def handle_push(session: Session, settings: Settings, project: Project, *, ref: str,
                 after: str, commits: list[CommitInfo]) -> PushOut:
+    """Record the push and queue commit jobs for its newest new commits (at most
+    `push_max_queued`, oldest of them first) on a tracked branch; commits the caller."""
     if not ref.startswith("refs/heads/"):
         return PushOut(project=project.name, branch=None, commits=0, jobs=[],
                        ignored=f"{ref} is not a branch")
@@ -44,21 +48,37 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
         return PushOut(project=project.name, branch=branch, commits=0, jobs=[],
                        ignored="branch deleted")
     after = after.lower()
-    _, new = project_sql.record_push(session, project, branch, after, commits)
+    record = project_sql.record_push(session, project, branch, after, commits)
+    if record.stale:
+        session.commit()  # nothing changed but the delivery id (when there is one)
+        return PushOut(project=project.name, branch=branch, commits=0, jobs=[],
+                       ignored=f"{after[:12]} is older than the head of {branch}: "
+                               "a branch head never moves back (a replayed delivery?)")
     jobs: list[int] = []
-    if is_tracked(project, branch):
-        for arch in runner_sql.arches(session) or [settings.default_arch]:
-            if job_sql.active_commit_job(session, project_id=project.id, sha=after,
-                                         arch=arch) is not None:
-                continue
-            job = job_sql.enqueue(session, kind="commit", arch=arch,
-                                  spec=commit_spec(settings, project, branch, after),
-                                  project_id=project.id, max_attempts=settings.job_max_attempts)
-            jobs.append(job.id)
+    queued: set[str] = set()
+    ignored = None
+    wanted = record.new[-settings.push_max_queued:] if settings.push_max_queued else []
+    if not is_tracked(project, branch):
+        ignored = f"branch {branch} is not tracked"
+    elif check_repo_url(project.repo_url, parse_allow_list(settings.repo_url_allow)):
+        ignored = "the project's repo_url is not allowed by MALLARD_REPO_URL_ALLOW: " \
+                  "commits recorded, no job queued"
+    else:
+        arches = runner_sql.arches(session) or [settings.default_arch]
+        for sha in wanted:
+            for arch in arches:
+                if job_sql.active_commit_job(session, project_id=project.id, sha=sha,
+                                             arch=arch) is not None:
+                    continue
+                job = job_sql.enqueue(session, kind="commit", arch=arch,
+                                      spec=commit_spec(settings, project, branch, sha),
+                                      project_id=project.id,
+                                      max_attempts=settings.job_max_attempts)
+                jobs.append(job.id)
+                queued.add(sha)
     session.commit()
-    return PushOut(project=project.name, branch=branch, commits=new, jobs=jobs,
-                   ignored=None if jobs or is_tracked(project, branch)
-                   else f"branch {branch} is not tracked")
+    return PushOut(project=project.name, branch=branch, commits=len(record.new),
+                   queued=len(queued), jobs=jobs, ignored=ignored)
 
 
 def chain(before: str | None, raw: list[tuple[str, str | None, str | None, Any]]

@@ -7,47 +7,35 @@ integers within their column's range. A violation is a 422 that names the field.
 
 from __future__ import annotations
 
-import math
 import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from mallard_api.config import check_secret
+from mallard_api.fields import (
+    FullSha,
+    GitRef,
+    Peer,
+    RelativePath,
+    Variant,
+    Word,
+    check_json,
+)
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-
-
-def _check_text(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError("must be valid UTF-8 (no lone surrogates)") from exc
-    return value
-
-
-def _check_json(value: Any, depth: int = 0) -> Any:
-    if depth > 32:
-        raise ValueError("nested too deeply (more than 32 levels)")
-    if isinstance(value, str):
-        return _check_text(value)
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        if abs(value) > 10**300:
-            raise ValueError("number too large")
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError("numbers must be finite (no NaN or Infinity)")
-        return value
-    if isinstance(value, list):
-        return [_check_json(v, depth + 1) for v in value]
-    if isinstance(value, dict):
-        return {_check_text(str(k)): _check_json(v, depth + 1) for k, v in value.items()}
-    raise ValueError(f"unsupported JSON value of type {type(value).__name__}")
 
 
 # Text PostgreSQL can store: no NUL (the pattern), no lone surrogates (pydantic-core
@@ -59,13 +47,14 @@ Text = Annotated[str, StringConstraints(max_length=1_000_000, pattern=NO_NUL)]
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
-def _clean_log(value: str) -> str:
+def _clean_log(value: Any) -> Any:
     """Logs and stderr tails are kept, not rejected: characters PostgreSQL cannot store
-    (NUL, lone surrogates) become U+FFFD."""
-    return _UNSTORABLE.sub("\ufffd", value)
+    (NUL, lone surrogates) become U+FFFD (before the string is validated: pydantic
+    refuses lone surrogates in any constrained string)."""
+    return _UNSTORABLE.sub("\ufffd", value) if isinstance(value, str) else value
 
 
-LogText = Annotated[str, StringConstraints(max_length=1_000_000), AfterValidator(_clean_log)]
+LogText = Annotated[str, StringConstraints(max_length=1_000_000), BeforeValidator(_clean_log)]
 
 
 Str200 = Annotated[str, StringConstraints(max_length=200, pattern=NO_NUL)]
@@ -79,12 +68,18 @@ Name = Annotated[
 Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
 MeasureName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.]{0,63}$")]
 MAX_MEASURES = 24  # per trial: the measures object is kept inside the series index entry
-JsonObject = Annotated[dict[str, Any], AfterValidator(_check_json)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(check_json)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 Int32 = Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]
 RunnerId = Annotated[int, Field(ge=1, le=INT32_MAX)]
 JobId = Annotated[int, Field(ge=1, le=INT64_MAX)]
 LeaseSeconds = Annotated[int, Field(ge=1, le=7 * 86400)]
+
+
+class InModel(BaseModel):
+    """Every request body: a field it does not know (a misspelling) is a 422 naming it."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class ErrorItem(BaseModel):
@@ -103,14 +98,25 @@ class Health(BaseModel):
 
 
 # --- projects, branches, commits -------------------------------------------------------
-class ProjectIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    repo_url: Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=NO_NUL)]
-    allocator_dir: Name = "allocator"
-    default_branch: Name = "main"
-    tracked_branches: Annotated[list[Name], Field(max_length=100)] = []
-    webhook_secret: Annotated[str, StringConstraints(min_length=8, max_length=200,
-                                                     pattern=NO_NUL)] | None = None
+RepoUrl = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=NO_NUL)]
+BranchName = Annotated[GitRef, StringConstraints(max_length=200)]
+
+
+class ProjectIn(InModel):
+    # checked against MALLARD_REPO_URL_ALLOW by the route (urls.py)
+    repo_url: RepoUrl
+    allocator_dir: RelativePath = "allocator"
+    default_branch: BranchName = "main"
+    tracked_branches: Annotated[list[BranchName], Field(max_length=100)] = []
+    webhook_secret: Annotated[str, StringConstraints(max_length=200, pattern=NO_NUL)] \
+        | None = None
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _real_secret(cls, value: str | None) -> str | None:
+        if value is not None and not value:
+            raise ValueError("must not be empty (leave it out to keep the current one)")
+        return check_secret("webhook_secret", value)
 
 
 class ProjectOut(BaseModel):
@@ -147,14 +153,14 @@ class CommitOut(BaseModel):
 
 
 # --- runners ------------------------------------------------------------------------------
-class RunnerRegister(BaseModel):
+class RunnerRegister(InModel):
     name: Name
     arch: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
     cpus: Str200 | None = None
     testbed: JsonObject | None = None
 
 
-class Heartbeat(BaseModel):
+class Heartbeat(InModel):
     testbed: JsonObject | None = None
 
 
@@ -174,25 +180,57 @@ JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 JobKind = Literal["commit", "comparison"]
 
 
-class JobIn(BaseModel):
+Arch = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
+Label = Literal["base", "head", "peer"]
+# what a job or comparison may ask the runner to run (None: the whole suite)
+Workloads = Annotated[list[Word], Field(min_length=1, max_length=100)]
+Threads = Annotated[list[Annotated[int, Field(ge=1, le=4096)]], Field(min_length=1, max_length=64)]
+Warmup = Annotated[int, Field(ge=0, le=100)]
+
+
+class SpecAllocatorIn(InModel):
+    label: Label
+    name: Literal["mallard"] | Peer
+    commit: GitRef | None = None
+    variant: Variant | None = None
+
+
+class JobSpecIn(InModel):
+    """The spec of a job queued by hand (contracts §5). repo_url is checked against
+    MALLARD_REPO_URL_ALLOW and suite/workloads against the suites by the route."""
+
+    project: Name | None = None
+    repo_url: RepoUrl
+    allocator_dir: RelativePath = "allocator"
+    suite: Word = "quick"
+    workloads: Workloads | None = None
+    threads: Threads | None = None
+    trials: Annotated[int, Field(ge=1, le=1000)] | None = None
+    warmup: Warmup | None = None
+    branch: BranchName | None = None
+    commit: GitRef | None = None
+    allocators: Annotated[list[SpecAllocatorIn], Field(min_length=1, max_length=20)]
+
+
+class JobIn(InModel):
     kind: JobKind
-    arch: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
-    spec: JsonObject
+    arch: Arch
+    spec: JobSpecIn
     project: Name | None = None
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
 
 
-class ClaimIn(BaseModel):
+class ClaimIn(InModel):
     runner_id: RunnerId
     lease_seconds: LeaseSeconds = 900
 
 
-class LeaseIn(BaseModel):
+class LeaseIn(InModel):
     runner_id: RunnerId
     lease_seconds: LeaseSeconds = 900
 
 
-class FailIn(BaseModel):
+class FailIn(InModel):
     runner_id: RunnerId
     log: LogText = ""
     retryable: bool = True
@@ -228,7 +266,7 @@ class JobDetail(JobOut):
 
 
 # --- results ------------------------------------------------------------------------------
-class TestbedIn(BaseModel):
+class TestbedIn(InModel):
     arch: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
     cpu_model: Text | None = None
     cpus: Text | None = None
@@ -246,7 +284,7 @@ class TestbedIn(BaseModel):
     isolated: bool | None = None
 
 
-class AllocatorIn(BaseModel):
+class AllocatorIn(InModel):
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]{1,100}$")]
     commit: Str200 | None = None
     variant: Str500 | None = None
@@ -256,12 +294,12 @@ class AllocatorIn(BaseModel):
                                                      pattern=NO_NUL)] | None = None
 
 
-class WorkloadIn(BaseModel):
+class WorkloadIn(InModel):
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]
     params: JsonObject = {}
 
 
-class TrialIn(BaseModel):
+class TrialIn(InModel):
     uid: Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_NUL)]
     label: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")] = "head"
     allocator: AllocatorIn
@@ -277,14 +315,28 @@ class TrialIn(BaseModel):
     counters: JsonObject | None = None
 
 
-class ResultsIn(BaseModel):
+class ResultsIn(InModel):
+    """Trials of a job (job_id and the attempt the runner holds), or history uploaded
+    without a job (no job_id, no attempt)."""
+
     job_id: JobId | None = None
+    attempt: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = Field(
+        default=None, validate_default=True,
+        description="the job's attempt as the runner claimed it; required with job_id")
     runner_id: RunnerId | None = None
     project: Name | None = None
-    branch: Name | None = None
+    branch: BranchName | None = None
     testbed: TestbedIn
     trials: Annotated[list[TrialIn], Field(max_length=20000)]
     artifacts: JsonObject | None = None
+
+    @field_validator("attempt")
+    @classmethod
+    def _attempt_with_job(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is None and info.data.get("job_id") is not None:
+            raise PydanticCustomError("missing", "required with job_id: the attempt of the "
+                                      "job this runner holds (the job's `attempt`)")
+        return value
 
 
 class ResultsOut(BaseModel):
@@ -323,7 +375,7 @@ class SeriesOut(BaseModel):
 
 
 # --- webhooks -----------------------------------------------------------------------------
-class PushCommit(BaseModel):
+class PushCommit(InModel):
     sha: Sha
     parent: Sha | None = None
     message: Text | None = None
@@ -331,17 +383,19 @@ class PushCommit(BaseModel):
     time: datetime | None = None
 
 
-class PlainPush(BaseModel):
+class PlainPush(InModel):
     project: Name
-    ref: Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=NO_NUL)]
-    before: Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")] | None = None
-    after: Sha
-    commits: Annotated[list[PushCommit], Field(max_length=10000)] = []
+    ref: GitRef
+    before: FullSha | None = None
+    after: FullSha
+    commits: Annotated[list[PushCommit], Field(max_length=100_000)] = []
 
 
 class PushOut(BaseModel):
     project: str | None
     branch: str | None
-    commits: int
+    commits: int = Field(description="commits recorded that were new on the branch")
+    queued: int = Field(default=0, description="commits that got commit jobs (at most "
+                                       "MALLARD_PUSH_MAX_QUEUED, the newest ones)")
     jobs: list[int]
     ignored: str | None = None

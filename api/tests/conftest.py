@@ -7,7 +7,10 @@ Fixture names are stable (the analysis tests use them too):
 - `database_url` (session) URL of the test database `mallard_test`, migrated to head with
                  Alembic (postgresql+psycopg://...).
 - `settings`     (session) `Settings` for that database (migrations off, webhook secrets set:
-                 GITHUB_SECRET, GITLAB_TOKEN, GITEA_SECRET below).
+                 GITHUB_SECRET, GITLAB_TOKEN, GITEA_SECRET below; any file:// repo_url
+                 allowed; no background analysis worker: tests call `analyze`; the outbox
+                 worker polls once an hour: tests deliver with `notify.deliver_due`;
+                 no token cache: a revoked token fails at once).
 - `app`          (session) the FastAPI app from `create_app(settings)`.
 - `client`       (session) a `fastapi.testclient.TestClient` on `app`.
 - `engine`       (session) a SQLAlchemy engine on the test database.
@@ -21,6 +24,8 @@ Fixture names are stable (the analysis tests use them too):
                  registers a runner (its own unique arch by default, so its queue is
                  private to the test) with a runner token of its own.
 - `make_project` (function) `make_project(name=None, **fields) -> project_json`.
+- `analyze`      (session) `analyze(settings=None) -> int`: run the queued analysis now (the
+                 comparisons and change detection that ingest queued): helpers.run_analysis.
 - `live_server`  (session) base URL (http://127.0.0.1:PORT) of a real uvicorn server
                  running `app` in a thread, for clients outside Python (curl, git hooks).
 
@@ -33,6 +38,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,17 +62,24 @@ GITLAB_TOKEN = "gitlab-test-token"
 GITEA_SECRET = "gitea-test-secret"
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[EmbeddedPostgres]:
+@contextmanager
+def embedded_server(prefix: str, port: int = 0) -> Iterator[EmbeddedPostgres]:
+    """A started PostgreSQL in a temporary folder, stopped and removed afterwards."""
     # Not pytest's tmp_path: other sessions of the same user prune those concurrently.
-    base = Path(tempfile.mkdtemp(prefix="mallard-api-test-"))
-    server = EmbeddedPostgres(base / "data", fast=True)
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    server = EmbeddedPostgres(base / "data", port=port, fast=True)
     try:
         server.start()
         yield server
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[EmbeddedPostgres]:
+    with embedded_server("mallard-api-test-") as server:
+        yield server
 
 
 def create_database(server: EmbeddedPostgres, name: str) -> str:
@@ -89,7 +102,9 @@ def settings(database_url: str) -> Settings:
     return Settings(database_url=database_url, migrate_on_start=False,
                     migrations_dir=MIGRATIONS, github_webhook_secret=GITHUB_SECRET,
                     gitlab_webhook_token=GITLAB_TOKEN, gitea_webhook_secret=GITEA_SECRET,
-                    bootstrap_admin_token=None, db_pool_size=10)
+                    bootstrap_admin_token=None, db_pool_size=10, repo_url_allow="file:///",
+                    analysis_poll_seconds=0, outbox_poll_seconds=3600,
+                    token_cache_seconds=0)
 
 
 @pytest.fixture(scope="session")
@@ -101,6 +116,13 @@ def app(settings: Settings) -> FastAPI:
 def client(app: FastAPI) -> Iterator[TestClient]:
     with TestClient(app) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def analyze(app: FastAPI) -> Callable[..., int]:
+    from helpers import run_analysis
+
+    return lambda settings=None: run_analysis(app, settings)
 
 
 @pytest.fixture(scope="session")

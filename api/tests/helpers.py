@@ -32,9 +32,34 @@ def trial(commit: str | None = "a" * 40, *, value: float = 1.0e7, threads: int =
     }
 
 
+def job_spec(**fields: Any) -> dict[str, Any]:
+    """A valid spec for POST /jobs (contracts §5), with `fields` replacing its values."""
+    return {"project": "mallard", "repo_url": "/srv/git/mallard.git",
+            "allocator_dir": "allocator", "suite": "quick", "workloads": ["larson"],
+            "threads": [1], "trials": 3, "warmup": 1, "branch": "main", "commit": "main",
+            "allocators": [{"label": "head", "name": "mallard", "commit": "main",
+                            "variant": "transfer=ring"}, {"label": "peer", "name": "glibc"}],
+            **fields}
+
+
 def results(trials: list[dict[str, Any]], *, job_id: int | None = None,
             runner_id: int | None = None, project: str | None = None,
-            branch: str | None = None, testbed: dict[str, Any] | None = None
-            ) -> dict[str, Any]:
-    return {"job_id": job_id, "runner_id": runner_id, "project": project, "branch": branch,
-            "testbed": testbed or TESTBED, "trials": trials, "artifacts": None}
+            branch: str | None = None, testbed: dict[str, Any] | None = None,
+            attempt: int | None = None) -> dict[str, Any]:
+    """A results body; with a job, `attempt` defaults to 1 (the first claim's)."""
+    if job_id is not None and attempt is None:
+        attempt = 1
+    return {"job_id": job_id, "attempt": attempt, "runner_id": runner_id, "project": project,
+            "branch": branch, "testbed": testbed or TESTBED, "trials": trials,
+            "artifacts": None}
+
+
+def run_analysis(app: Any, settings: Any = None) -> int:
+    """Run the analysis that ingest queued, now, in this thread (the tests' apps run no
+    background worker): with `settings`, else the analysis' own (`analysis.get_settings`,
+    which tests patch for a leaner bootstrap). Returns how many queue items ran."""
+    from mallard_api import analysis
+    from mallard_api.analysis_worker import AnalysisWorker
+
+    return AnalysisWorker(app.state.background_sessionmaker,
+                          settings or analysis.get_settings()).drain()

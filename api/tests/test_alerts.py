@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import run_analysis
 from mallard_api import analysis, notify
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql.projects import CommitInfo
@@ -92,6 +93,7 @@ def post(client, headers, runner, project, trials):
         "runner_id": runner["id"], "project": project, "branch": "main",
         "testbed": {"arch": runner["arch"], "cpu_model": "Test CPU"}, "trials": trials})
     assert r.status_code == 201, r.text
+    run_analysis(client.app)
 
 
 def alerts_of(client, headers, project, **params) -> list[dict]:

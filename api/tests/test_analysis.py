@@ -7,6 +7,7 @@ import uuid
 
 import numpy as np
 import pytest
+from helpers import run_analysis
 from mallard_api import analysis
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import projects as project_sql
@@ -52,6 +53,7 @@ def _post(client, headers, runner, project, trials):
         "runner_id": runner["id"], "project": project, "branch": "main",
         "testbed": {"arch": runner["arch"]}, "trials": trials})
     assert r.status_code == 201, r.text
+    run_analysis(client.app)
     return r.json()
 
 
@@ -107,6 +109,13 @@ def test_analysis_failure_never_loses_the_ingest(client, app, make_project, make
         n = s.execute(text("SELECT count(*) FROM v_measurements WHERE project = :p"),
                       {"p": project}).scalar_one()
         assert n == 3
+        # the queue item stays, with its error, to be retried later
+        failed = s.execute(text(
+            "SELECT id, attempts, last_error FROM analysis_queue WHERE kind = 'changes' "
+            "AND last_error LIKE '%analysis bug%'")).all()
+        assert [(a, "analysis bug" in e) for _, a, e in failed] == [(1, True)]
+        s.execute(text("DELETE FROM analysis_queue WHERE id = :i"), {"i": failed[0][0]})
+        s.commit()
 
 
 def test_failed_job_fails_the_comparison(client, user_headers, make_project, make_runner,
@@ -127,6 +136,15 @@ def test_failed_job_fails_the_comparison(client, user_headers, make_project, mak
                     json={"runner_id": runner["id"], "log": "build failed",
                           "retryable": False})
     assert r.status_code == 200 and r.json()["state"] == "failed", r.text
+    # a read never writes: the state is settled by the analysis worker, which the
+    # failure queued
+    before = client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json()
+    assert before["state"] == "queued"
+    assert client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json() == before
+    with client.app.state.sessionmaker() as s:
+        assert s.execute(text("SELECT count(*) FROM analysis_queue WHERE comparison_id = :c"),
+                         {"c": cid}).scalar_one() == 1
+    run_analysis(client.app)
     d = client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json()
     assert d["state"] == "failed"
     assert "no results" in d["report"]

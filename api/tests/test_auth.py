@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers import results, trial
+from helpers import job_spec, results, trial
 from sqlalchemy import text
 
 
@@ -33,7 +33,7 @@ def test_runner_token_cannot_act_for_another_runner(client, make_runner, user_he
     mine, my_headers = make_runner()
     theirs, _ = make_runner(arch=mine["arch"])
     job = client.post("/api/v1/jobs", headers=user_headers,
-                      json={"kind": "commit", "arch": mine["arch"], "spec": {}}).json()
+                      json={"kind": "commit", "arch": mine["arch"], "spec": job_spec()}).json()
     calls = [
         ("post", f"/api/v1/runners/{theirs['id']}/heartbeat", {"testbed": None},
          ["path", "runner_id"]),
@@ -81,3 +81,21 @@ def test_register_is_idempotent_by_name(client, make_token, unique, user_headers
     listed = [r for r in client.get("/api/v1/runners", headers=user_headers).json()
               if r["name"] == name]
     assert len(listed) == 1 and listed[0]["last_seen_at"]
+
+
+def test_token_cache_keeps_found_tokens_for_its_ttl(monkeypatch):
+    from mallard_api import auth
+
+    now = [1000.0]
+    monkeypatch.setattr(auth.time, "monotonic", lambda: now[0])
+    cache = auth.TokenCache(5)
+    p = auth.Principal(role="user", token_id=1)
+    assert cache.get("h") is None
+    cache.put("h", p)
+    now[0] += 5
+    assert cache.get("h") is p
+    now[0] += 0.1  # a revoked token stops working at most 5 s after it was last looked up
+    assert cache.get("h") is None
+    off = auth.TokenCache(0)
+    off.put("h", p)
+    assert off.get("h") is None

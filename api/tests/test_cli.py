@@ -53,3 +53,56 @@ def test_token_list_and_revoke(client, database_url, monkeypatch):
     assert runner.invoke(app, ["token", "revoke", token_id]).exit_code == 0
     assert client.get("/api/v1/projects", headers=headers).status_code == 401
     assert runner.invoke(app, ["token", "revoke", token_id]).exit_code == 1
+
+
+def test_serve_refuses_placeholder_secrets_with_a_clear_message(monkeypatch):
+    monkeypatch.setenv("MALLARD_BOOTSTRAP_ADMIN_TOKEN", "CHANGE-ME")
+    monkeypatch.setenv("MALLARD_GITEA_WEBHOOK_SECRET", "short")
+    res = CliRunner().invoke(app, ["serve"])
+    assert res.exit_code == 2
+    assert "bootstrap_admin_token: Value error, MALLARD_BOOTSTRAP_ADMIN_TOKEN is a " \
+           "placeholder" in res.output
+    assert "MALLARD_GITEA_WEBHOOK_SECRET is shorter than 16 bytes" in res.output
+
+
+def test_serve_refuses_an_unknown_default_suite(monkeypatch, database_url):
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setenv("MALLARD_MIGRATE_ON_START", "false")
+    monkeypatch.setenv("MALLARD_SUITE", "nosuch")
+    res = CliRunner().invoke(app, ["serve"])
+    assert res.exit_code == 2 and "MALLARD_SUITE: unknown suite 'nosuch'" in res.output
+
+
+def test_analysis_worker_runs_the_queue_until_stopped(client, database_url, make_runner,
+                                                      make_project, engine):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from helpers import results, trial
+    from sqlalchemy import text
+
+    project = make_project()
+    runner, headers = make_runner()
+    body = results([trial()], runner_id=runner["id"], project=project["name"], branch="main")
+    assert client.post("/api/v1/results", headers=headers, json=body).status_code == 201
+    env = {**os.environ, "DATABASE_URL": database_url}
+    exe = Path(sys.executable).parent / "mallard-api"
+    proc = subprocess.Popen([str(exe), "analysis-worker", "--poll-seconds", "0.2"], env=env,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with engine.connect() as conn:
+                left = conn.execute(text("SELECT count(*) FROM analysis_queue "
+                                         "WHERE failed_at IS NULL")).scalar_one()
+            if left == 0:
+                break
+            assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0

@@ -5,6 +5,7 @@ import uuid
 
 import numpy as np
 import pytest
+from helpers import run_analysis
 from mallard_api import analysis
 
 SHA_BASE = "1" * 40
@@ -59,12 +60,14 @@ def comparison_trials(n, *, seed, shifts, noise=0.01, peers=(), warmup=True):
     return out
 
 
-def post_results(client, headers, runner, project, job_id, trials):
-    body = {"job_id": job_id, "runner_id": runner["id"], "project": project,
+def post_results(client, headers, runner, project, job_id, trials, attempt=1):
+    body = {"job_id": job_id, "attempt": attempt, "runner_id": runner["id"],
+            "project": project,
             "testbed": {"arch": runner["arch"], "cpu_model": "Test CPU", "cpus": "1"},
             "trials": trials}
     r = client.post("/api/v1/results", headers=headers, json=body)
     assert r.status_code == 201, r.text
+    run_analysis(client.app)
     return r.json()
 
 
@@ -256,3 +259,32 @@ def test_deterministic_counts_decide_with_one_run_a_side(client, user_headers, m
     assert v["d1_misses"]["verdict"] == "diagnostic"
     assert d["state"] == "done", d["report"]
     assert "  " + v["d1_misses"]["line"] in d["report"].splitlines()
+
+
+# -- what a comparison may name (issue 15) -------------------------------------------------
+@pytest.mark.parametrize("field,value,loc", [
+    ("base", {"commit": "--upload-pack=touch${IFS}marker;git-upload-pack"},
+     ["body", "base", "commit"]),
+    ("head", {"commit": "main", "variant": "transfer"}, ["body", "head", "variant"]),
+    ("head", {"commit": "main", "variant": "transfer="}, ["body", "head", "variant"]),
+    ("head", {"commit": "main", "variant": "transfer=ring;id"}, ["body", "head", "variant"]),
+    ("head", {"commit": "main", "variant": "bogus=1"}, ["body", "head", "variant"]),
+    ("head", {"commit": "main", "variant": "stats_file=/tmp/x"}, ["body", "head", "variant"]),
+    ("head", {"commit": "main", "branch": "x"}, ["body", "head", "branch"]),
+    ("peers", ["glibc", "evil"], ["body", "peers", 1]),
+    ("workloads", ["larson", "nosuch"], ["body", "workloads"]),
+    ("suite", "quick.yaml", ["body", "suite"]),
+    ("suite", "../../etc/passwd", ["body", "suite"]),
+    ("suite", "nosuch", ["body", "suite"]),
+    ("trial", 5, ["body", "trial"]),
+])
+def test_bad_comparisons_are_422_and_create_nothing(client, user_headers, make_project, field,
+                                                    value, loc):
+    project = make_project()
+    body = {"project": project["name"], "base": {"commit": SHA_BASE},
+            "head": {"commit": SHA_HEAD}, field: value}
+    r = client.post("/api/v1/comparisons", headers=user_headers, json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"][:len(loc)] == loc
+    assert client.get("/api/v1/comparisons", headers=user_headers,
+                      params={"project": project["name"]}).json() == []

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
+import pytest
+from helpers import job_spec, run_analysis
 from mallard_api import db
 from mallard_api.sql import jobs as job_sql
 from sqlalchemy import text
@@ -14,7 +16,8 @@ def enqueue(client, headers, arch, n=1, max_attempts=3):
     ids = []
     for i in range(n):
         r = client.post("/api/v1/jobs", headers=headers, json={
-            "kind": "commit", "arch": arch, "spec": {"n": i}, "max_attempts": max_attempts})
+            "kind": "commit", "arch": arch, "spec": job_spec(trials=i + 1),
+            "max_attempts": max_attempts})
         assert r.status_code == 201, r.text
         ids.append(r.json()["id"])
     return ids
@@ -229,3 +232,56 @@ def test_eight_runners_claiming_over_http_get_each_job_once(
     for t in threads:
         t.join(120)
     assert sorted(got) == sorted(ids)
+
+
+# -- a job spec names only what is allowed (issue 15) ---------------------------------------
+@pytest.mark.parametrize("path,value", [
+    (("suite",), "/etc/passwd"), (("suite",), "../../etc/passwd"), (("suite",), "nosuch"),
+    (("allocator_dir",), "../../../../tmp/evil"), (("allocator_dir",), "/tmp/evil"),
+    (("repo_url",), "http://127.0.0.1:8401/internal-only/secret.git"),
+    (("repo_url",), "file:///srv/../etc"), (("workloads",), ["larson", "nosuch"]),
+    (("commit",), "--upload-pack=touch${IFS}marker;git-upload-pack"),
+    (("branch",), "-b"), (("allocators", 0, "commit"), "--output=/tmp/x"),
+    (("allocators", 0, "variant"), "transfer=ring;touch /tmp/x"),
+    (("allocators", 0, "variant"), "stats_file=/etc/x"), (("allocators", 1, "name"), "evil"),
+    (("allocators", 0, "label"), "other"), (("extra",), 1),
+])
+def test_bad_job_specs_are_422_and_queue_nothing(client, user_headers, unique, path, value):
+    arch = f"spec-{unique}"
+    spec = job_spec()
+    target = spec
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    r = client.post("/api/v1/jobs", headers=user_headers,
+                    json={"kind": "commit", "arch": arch, "spec": spec})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"][:2 + len(path)] == ["body", "spec", *path]
+    assert client.get("/api/v1/jobs", headers=user_headers,
+                      params={"arch": arch}).json() == []
+
+
+def test_expired_lease_queues_the_comparison_for_the_analysis(client, app, user_headers,
+                                                              make_runner, make_project,
+                                                              engine):
+    """A comparison job whose lease expires tells the analysis (a queue entry): the
+    comparison does not stay `running` unnoticed."""
+    project = make_project()
+    runner, headers = make_runner()
+    r = client.post("/api/v1/comparisons", headers=user_headers, json={
+        "project": project["name"], "base": {"commit": "main"}, "head": {"commit": "topic"},
+        "arch": runner["arch"], "trials": 5})
+    cid = r.json()["id"]
+    job = client.post("/api/v1/jobs/claim", headers=headers,
+                      json={"runner_id": runner["id"], "lease_seconds": 60}).json()
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM analysis_queue WHERE comparison_id = :c"), {"c": cid})
+        conn.execute(text("UPDATE jobs SET lease_expires_at = now() - interval '1 second', "
+                          "max_attempts = 1 WHERE id = :i"), {"i": job["id"]})
+    app.state.sweep()
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM analysis_queue WHERE comparison_id = :c"),
+                            {"c": cid}).scalar_one() == 1
+    run_analysis(app)
+    d = client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json()
+    assert d["state"] == "failed" and d["jobs"][0]["state"] == "failed"

@@ -22,7 +22,8 @@ def test_upgrade_downgrade_upgrade(pg_server):
     url = create_database(pg_server, "mallard_migrations")
     db.migrate(url, MIGRATIONS)
     tables, views = objects(url)
-    assert {"trials", "jobs", "runners", "commits", "branch_commits"} <= tables
+    assert {"trials", "jobs", "runners", "commits", "branch_commits", "analysis_queue",
+            "webhook_deliveries"} <= tables
     assert VIEWS <= views
     db.downgrade(url, MIGRATIONS, "base")
     tables, views = objects(url)
@@ -68,3 +69,22 @@ def test_0003_makes_an_old_series_index_covering(pg_server):
                                 "WHERE indexname = 'trials_series_idx'").fetchone()[0]
         assert "INCLUDE (ok, warmup, id, measures)" in indexdef
         assert conn.execute("SELECT to_regclass('result_artifacts')").fetchone()[0]
+
+
+def test_0005_queues_the_comparisons_still_open(pg_server):
+    url = create_database(pg_server, "mallard_migrations_0005")
+    db.migrate(url, MIGRATIONS, "0004_comparison_jobs_view")
+    plain = url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        for state in ("queued", "running", "done", "failed"):
+            conn.execute("INSERT INTO comparisons (project, arch, base, head, base_label, "
+                         "head_label, trials, state) VALUES ('p', 'x86_64', '{}', '{}', 'a', "
+                         "'b', 5, %s)", (state,))
+    db.migrate(url, MIGRATIONS)
+    with psycopg.connect(plain) as conn:
+        queued = conn.execute("SELECT c.state FROM analysis_queue q JOIN comparisons c "
+                              "ON c.id = q.comparison_id ORDER BY c.id").fetchall()
+    assert [r[0] for r in queued] == ["queued", "running"]
+    db.downgrade(url, MIGRATIONS, "0004_comparison_jobs_view")
+    tables, _ = objects(url)
+    assert "analysis_queue" not in tables and "webhook_deliveries" not in tables

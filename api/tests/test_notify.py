@@ -241,3 +241,92 @@ def test_one_worker_per_app(app):
     finally:
         first.stop()
     assert not first.alive
+
+
+class BlockingReceiver(Receiver):
+    """Holds every POST until `release` is set (a receiver that takes 30 s, without
+    waiting 30 s)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        super().__init__()
+        outer = self
+        handler = self.server.RequestHandlerClass
+
+        class Slow(handler):  # type: ignore[misc, valid-type]
+            def do_POST(self) -> None:  # noqa: N802
+                outer.entered.set()
+                outer.release.wait(60)
+                super().do_POST()
+
+        self.server.RequestHandlerClass = Slow
+
+
+def wait_for(check, what: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def test_a_slow_receiver_holds_back_only_its_own_events(engine):
+    factory = make_sessionmaker(engine)
+    slow, fast = BlockingReceiver(), Receiver()
+    worker = notify.OutboxWorker(factory, policy=notify.DeliveryPolicy(timeout=30),
+                                 poll_seconds=0.05, concurrency=4).start()
+    try:
+        with factory() as s:
+            alert = make_alert(s)
+            mine = notify.enqueue_alert_event(
+                s, alert, "alert.opened", [notify.Target("generic", slow.url("/slow")),
+                                           notify.Target("generic", fast.url("/fast"))])
+            mine += notify.enqueue_alert_event(
+                s, alert, "alert.resolved", [notify.Target("generic", slow.url("/slow")),
+                                             notify.Target("generic", fast.url("/fast"))])
+            s.commit()
+        worker.wake()
+        wait_for(lambda: len(fast.requests) == 2 and slow.entered.is_set(),
+                 "the fast receiver's events while the slow one is busy")
+        assert slow.requests == []  # still inside its first POST
+        with factory() as s:  # each message's state committed on its own
+            states = {m.url.rsplit("/", 1)[1] + "-" + m.event:
+                      s.get(OutboxMessage, m.id).state for m in mine}
+        assert states == {"fast-alert.opened": "delivered", "fast-alert.resolved": "delivered",
+                          "slow-alert.opened": "pending", "slow-alert.resolved": "pending"}
+        slow.release.set()
+        wait_for(lambda: len(slow.requests) == 2, "the slow receiver's events")
+        assert [b["event"] for _, b, _ in slow.requests] == ["alert.opened", "alert.resolved"]
+    finally:
+        slow.release.set()
+        worker.stop()
+        slow.close()
+        fast.close()
+
+
+def test_a_crash_mid_post_re_sends_only_the_message_in_flight(engine):
+    factory = make_sessionmaker(engine)
+    receiver = Receiver()
+    policy = notify.DeliveryPolicy(timeout=2)
+    try:
+        with factory() as s:
+            alert = make_alert(s)
+            url = receiver.url(f"/crash-{uuid.uuid4().hex}")
+            msgs = [notify.enqueue_alert_event(s, alert, e, [notify.Target("generic", url)])[0]
+                    for e in ("alert.opened", "alert.resolved")]
+            s.commit()
+        now = datetime.now(UTC)
+        with factory() as s:  # a worker leases the first message, then dies before the POST
+            assert outbox_sql.lease_next(s, url, now=now, lease_seconds=32).id == msgs[0].id
+            s.commit()
+        with factory() as s:  # another worker: the leased message is not sent again yet
+            notify.deliver_due(s, policy=policy, now=now)
+        assert [b["event"] for _, b, _ in receiver.requests] == ["alert.resolved"]
+        with factory() as s:  # the lease runs out: sent once
+            notify.deliver_due(s, policy=policy, now=now + timedelta(seconds=33))
+            notify.deliver_due(s, policy=policy, now=now + timedelta(seconds=34))
+        assert [b["event"] for _, b, _ in receiver.requests] == ["alert.resolved",
+                                                                 "alert.opened"]
+    finally:
+        receiver.close()

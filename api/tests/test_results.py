@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 
-from helpers import results, trial
+import pytest
+from helpers import job_spec, results, trial
 from sqlalchemy import text
 
 
@@ -39,7 +41,7 @@ def test_results_with_job_id_complete_the_job(client, make_runner, user_headers,
     project = make_project()
     runner, headers = make_runner()
     job = client.post("/api/v1/jobs", headers=user_headers, json={
-        "kind": "commit", "arch": runner["arch"], "spec": {}}).json()
+        "kind": "commit", "arch": runner["arch"], "spec": job_spec()}).json()
     claimed = client.post("/api/v1/jobs/claim", headers=headers,
                           json={"runner_id": runner["id"]}).json()
     assert claimed["id"] == job["id"]
@@ -176,3 +178,226 @@ def test_concurrent_posts_creating_the_same_rows_all_succeed(live_server, make_r
     for t in threads:
         t.join(120)
     assert statuses == [201] * 8
+
+
+# -- leases and attempts (issue 15) ---------------------------------------------------------
+def queue_job(client, user_headers, arch: str) -> int:
+    r = client.post("/api/v1/jobs", headers=user_headers,
+                    json={"kind": "commit", "arch": arch, "spec": job_spec()})
+    assert r.status_code == 201, r.text
+    return int(r.json()["id"])
+
+
+def claim(client, headers, runner) -> dict:
+    r = client.post("/api/v1/jobs/claim", headers=headers,
+                    json={"runner_id": runner["id"], "lease_seconds": 600})
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def stored(engine, uids: list[str]) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(text("SELECT count(*) FROM trials WHERE uid = ANY(:u)"),
+                                {"u": uids}).scalar_one())
+
+
+def job_state(client, user_headers, job_id: int) -> tuple[str, int | None, int]:
+    j = client.get(f"/api/v1/jobs/{job_id}", headers=user_headers).json()
+    return j["state"], j["runner_id"], j["attempt"]
+
+
+def assert_lease_lost(r) -> None:
+    assert r.status_code == 409, r.text
+    assert r.json()["detail"][0]["type"] == "lease_lost"
+
+
+def test_a_runner_without_the_lease_cannot_post_a_jobs_trials(client, user_headers, engine,
+                                                               make_runner, unique):
+    arch = f"lease-{unique}"
+    holder, holder_h = make_runner(arch=arch)
+    other, other_h = make_runner(arch=arch)
+    job_id = queue_job(client, user_headers, arch)
+    # a queued job nobody claimed
+    ts = [trial()]
+    r = client.post("/api/v1/results", headers=other_h,
+                    json=results(ts, job_id=job_id, runner_id=other["id"]))
+    assert_lease_lost(r)
+    job = claim(client, holder_h, holder)
+    # another runner's token, naming itself or the holder
+    for runner_id, headers in ((other["id"], other_h), (holder["id"], other_h)):
+        r = client.post("/api/v1/results", headers=headers,
+                        json=results(ts, job_id=job_id, runner_id=runner_id))
+        assert r.status_code in (403, 409), r.text
+    r = client.post("/api/v1/results", headers=other_h, json=results(ts, job_id=job_id))
+    assert_lease_lost(r)
+    # the holder with a wrong attempt
+    r = client.post("/api/v1/results", headers=holder_h,
+                    json=results(ts, job_id=job_id, runner_id=holder["id"], attempt=2))
+    assert_lease_lost(r)
+    assert stored(engine, [t["uid"] for t in ts]) == 0
+    assert job_state(client, user_headers, job_id) == ("running", holder["id"], 1)
+    # the holder, right attempt: stored, done
+    r = client.post("/api/v1/results", headers=holder_h,
+                    json=results(ts, job_id=job_id, runner_id=holder["id"],
+                                 attempt=job["attempt"]))
+    assert r.status_code == 201 and r.json()["stored"] == 1
+    assert job_state(client, user_headers, job_id)[0] == "done"
+
+
+def test_a_late_post_from_an_expired_lease_is_refused(client, app, user_headers, engine,
+                                                      make_runner, unique):
+    arch = f"late-{unique}"
+    first, first_h = make_runner(arch=arch)
+    second, second_h = make_runner(arch=arch)
+    job_id = queue_job(client, user_headers, arch)
+    claim(client, first_h, first)
+    with engine.begin() as conn:  # the lease runs out (no waiting: set it in the past)
+        conn.execute(text("UPDATE jobs SET lease_expires_at = now() - interval '1 second' "
+                          "WHERE id = :i"), {"i": job_id})
+    late = [trial()]
+    r = client.post("/api/v1/results", headers=first_h,
+                    json=results(late, job_id=job_id, runner_id=first["id"], attempt=1))
+    assert_lease_lost(r)
+    assert "expired" in r.json()["detail"][0]["msg"]
+    again = claim(client, second_h, second)  # re-queued on claim, taken by the second runner
+    assert (again["id"], again["attempt"]) == (job_id, 2)
+    r = client.post("/api/v1/results", headers=first_h,
+                    json=results(late, job_id=job_id, runner_id=first["id"], attempt=1))
+    assert_lease_lost(r)
+    assert stored(engine, [t["uid"] for t in late]) == 0
+    mine = [trial(), trial()]
+    r = client.post("/api/v1/results", headers=second_h,
+                    json=results(mine, job_id=job_id, runner_id=second["id"], attempt=2))
+    assert r.status_code == 201 and r.json()["stored"] == 2
+    with engine.connect() as conn:
+        n = conn.execute(text("SELECT count(*) FROM trials WHERE job_id = :j"),
+                         {"j": job_id}).scalar_one()
+    assert n == 2  # nothing of the expired attempt is counted beside the holder's
+
+
+def test_results_for_a_failed_job_are_refused(client, user_headers, engine, make_runner):
+    runner, headers = make_runner()
+    job_id = queue_job(client, user_headers, runner["arch"])
+    claim(client, headers, runner)
+    r = client.post(f"/api/v1/jobs/{job_id}/fail", headers=headers,
+                    json={"runner_id": runner["id"], "log": "boom", "retryable": False})
+    assert r.status_code == 200 and r.json()["state"] == "failed"
+    ts = [trial()]
+    r = client.post("/api/v1/results", headers=headers,
+                    json=results(ts, job_id=job_id, runner_id=runner["id"]))
+    assert_lease_lost(r)
+    assert stored(engine, [t["uid"] for t in ts]) == 0
+
+
+def test_a_job_needs_trials_and_an_attempt(client, user_headers, make_runner):
+    runner, headers = make_runner()
+    job_id = queue_job(client, user_headers, runner["arch"])
+    claim(client, headers, runner)
+    r = client.post("/api/v1/results", headers=headers,
+                    json=results([], job_id=job_id, runner_id=runner["id"]))
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "trials"]
+    body = results([trial()], job_id=job_id, runner_id=runner["id"])
+    del body["attempt"]
+    r = client.post("/api/v1/results", headers=headers, json=body)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "attempt"]
+    assert r.json()["detail"][0]["type"] == "missing"
+    assert job_state(client, user_headers, job_id)[0] == "running"
+
+
+def test_a_re_post_of_a_done_job_is_recognised_and_adds_nothing(client, user_headers, engine,
+                                                                make_runner):
+    runner, headers = make_runner()
+    job_id = queue_job(client, user_headers, runner["arch"])
+    claim(client, headers, runner)
+    body = results([trial(), trial()], job_id=job_id, runner_id=runner["id"])
+    assert client.post("/api/v1/results", headers=headers, json=body).status_code == 201
+    again = client.post("/api/v1/results", headers=headers, json=body)  # the spool re-posts
+    assert again.status_code == 201
+    assert (again.json()["stored"], again.json()["duplicates"]) == (0, 2)
+    extra = trial()
+    r = client.post("/api/v1/results", headers=headers,
+                    json={**body, "trials": body["trials"] + [extra]})
+    assert_lease_lost(r)
+    assert stored(engine, [extra["uid"]]) == 0
+
+
+# -- bad values: 4xx naming the field, nothing stored (issue 15) ---------------------------
+@pytest.mark.parametrize("raw", ["NaN", "Infinity", "-Infinity", "1e309"])
+@pytest.mark.parametrize("where", ["measures", "counters"])
+def test_non_finite_numbers_are_422(client, make_runner, engine, raw, where):
+    runner, headers = make_runner()
+    t = trial()
+    key = "ops_per_sec" if where == "measures" else "allocs"
+    t[where][key] = 1.5
+    text_body = json.dumps(results([t], runner_id=runner["id"])).replace(
+        f'"{key}": 1.5', f'"{key}": {raw}')
+    assert raw in text_body
+    r = client.post("/api/v1/results", headers={**headers, "Content-Type": "application/json"},
+                    content=text_body)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"][0] == "body"
+    assert stored(engine, [t["uid"]]) == 0
+
+
+def test_lone_surrogates_never_give_a_500(client, make_runner, engine, user_headers):
+    runner, headers = make_runner()
+
+    def post(t, artifacts=None):
+        body = results([t], runner_id=runner["id"])
+        body["artifacts"] = artifacts
+        raw = json.dumps(body).replace("SURROGATE", "\\ud800")
+        return client.post("/api/v1/results", content=raw,
+                           headers={**headers, "Content-Type": "application/json"})
+
+    t = trial(uid="uid-SURROGATE")
+    r = post(t)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][:4] == ["body", "trials", 0,
+                                                                         "uid"]
+    r = post(trial(), {"note": "SURROGATE"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][:2] == ["body", "artifacts"]
+    kept = trial(ok=False)
+    kept["stderr_tail"] = "crash SURROGATE here"
+    r = post(kept)
+    assert r.status_code == 201, r.text
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT stderr_tail FROM trials WHERE uid = :u"),
+                            {"u": kept["uid"]}).scalar() == "crash \ufffd here"
+    # a key with a surrogate: the 422 names it without failing to encode it
+    bad_key = trial()
+    bad_key["measures"] = {"SURROGATE": 1.0}
+    r = post(bad_key)
+    assert r.status_code == 422 and "measures" in r.json()["detail"][0]["loc"]
+    # a failure log with one is kept, cleaned
+    job_id = queue_job(client, user_headers, runner["arch"])
+    claim(client, headers, runner)
+    raw = json.dumps({"runner_id": runner["id"], "log": "log SURROGATE", "retryable": False})
+    r = client.post(f"/api/v1/jobs/{job_id}/fail", content=raw.replace("SURROGATE", "\\ud800"),
+                    headers={**headers, "Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    attempts = client.get(f"/api/v1/jobs/{job_id}", headers=user_headers).json()["attempts"]
+    assert attempts[0]["log"] == "log \ufffd"
+
+
+def test_a_misspelled_field_is_422_naming_it(client, make_runner, engine):
+    runner, headers = make_runner()
+    t = trial()
+    t["measure"] = t.pop("measures")
+    r = client.post("/api/v1/results", headers=headers, json=results([t], runner_id=runner["id"]))
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "trials", 0, "measure"]
+    assert r.json()["detail"][0]["type"] == "extra_forbidden"
+    body = results([trial()], runner_id=runner["id"])
+    body["job"] = 1
+    r = client.post("/api/v1/results", headers=headers, json=body)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "job"]
+    assert stored(engine, [t["uid"]]) == 0
+
+
+def test_artifacts_are_capped(client, app, make_runner, engine):
+    runner, headers = make_runner()
+    body = results([trial()], runner_id=runner["id"])
+    cap = app.state.settings.max_artifacts_bytes
+    body["artifacts"] = {"blob": "x" * (cap + 1)}
+    r = client.post("/api/v1/results", headers=headers, json=body)
+    assert r.status_code == 413 and r.json()["detail"][0]["loc"] == ["body", "artifacts"]
+    assert stored(engine, [body["trials"][0]["uid"]]) == 0

@@ -20,14 +20,14 @@ secrets, webhook_endpoints Slack URLs, tokens their hashes).
   cluster-wide (other databases, its password) and is left in place.
 
 Revision ID: 0006
-Revises: 0004_comparison_jobs_view (TEMPORARY: becomes 0005 when 0005_security_api lands)
+Revises: 0005
 Create Date: 2026-11-22
 """
 
 from alembic import op
 
 revision = "0006"
-down_revision = "0004_comparison_jobs_view"  # TEMPORARY: "0005" once 0005_security_api lands
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

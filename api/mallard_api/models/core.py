@@ -211,7 +211,17 @@ class ResultArtifacts(Base):
     artifacts: Mapped[dict[str, Any]] = mapped_column(JSONB)
 
 
+class WebhookDelivery(Base):
+    """A forge delivery id seen (migration 0005): a replayed delivery does nothing."""
+
+    __tablename__ = "webhook_deliveries"
+    forge: Mapped[str] = mapped_column(Text, primary_key=True)
+    delivery_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    received_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
+
+
 __all__ = [
     "Allocator", "ApiToken", "Branch", "BranchCommit", "Commit", "Job", "JobAttempt",
-    "Measure", "Project", "ResultArtifacts", "Runner", "Testbed", "Trial", "Workload",
+    "Measure", "Project", "ResultArtifacts", "Runner", "Testbed", "Trial", "WebhookDelivery",
+    "Workload",
 ]

@@ -6,17 +6,18 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
 from mallard_api import analysis
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.deps import get_session
+from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.analysis import Alert
-from mallard_api.schemas import INT32_MAX, ErrorOut
+from mallard_api.schemas import INT32_MAX, ErrorOut, InModel
 from mallard_api.sql import alerts as sql
 
-router = APIRouter(prefix="/alerts", tags=["alerts"],
+router = APIRouter(prefix="/alerts", tags=["alerts"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
 DB = Annotated[Session, Depends(get_session)]
 AlertPath = Annotated[int, Path(ge=1, le=INT32_MAX)]
@@ -53,8 +54,7 @@ class AlertOut(BaseModel):
     text: str
 
 
-class LabelIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class LabelIn(InModel):
     label: Literal["true_positive", "false_positive"] | None
 
 

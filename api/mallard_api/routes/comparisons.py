@@ -5,61 +5,50 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    field_validator,
-)
+from pydantic import AfterValidator, BaseModel, Field, StringConstraints, field_validator
 from sqlalchemy.orm import Session
 
 from mallard_api import analysis
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
+from mallard_api.errors import StrictJsonRoute
+from mallard_api.fields import GitRef, Peer, Variant, Word, check_text
 from mallard_api.models.analysis import Comparison
 from mallard_api.report import hypothesis_outcome, is_counter, parse_hypothesis
-from mallard_api.schemas import INT32_MAX, ErrorOut, _check_text
+from mallard_api.schemas import INT32_MAX, Arch, ErrorOut, InModel, Threads, Warmup, Workloads
 from mallard_api.sql import comparisons as sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import projects as project_sql
+from mallard_api.urls import check_repo_url, parse_allow_list
 
-router = APIRouter(prefix="/comparisons", tags=["comparisons"],
+router = APIRouter(prefix="/comparisons", tags=["comparisons"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
 DB = Annotated[Session, Depends(get_session)]
 ComparisonPath = Annotated[int, Path(ge=1, le=INT32_MAX)]
 
-Ref = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True,
-                                       pattern=r"^[^\s\x00]+$"), AfterValidator(_check_text)]
-Variant = Annotated[str, StringConstraints(max_length=500), AfterValidator(_check_text)]
-Word = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]
-Arch = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
+class Side(InModel):
+    """One side: a full sha or a git ref name (never an option), and a variant of known
+    keys."""
 
-
-class Side(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    commit: Ref
+    commit: GitRef
     variant: Variant | None = None
 
 
-class ComparisonIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ComparisonIn(InModel):
     project: Annotated[str, StringConstraints(min_length=1, max_length=200),
-                       AfterValidator(_check_text)]
+                       AfterValidator(check_text)]
     base: Side
     head: Side
-    workloads: Annotated[list[Word], Field(min_length=1, max_length=100)] | None = None
-    threads: Annotated[list[Annotated[int, Field(ge=1, le=4096)]],
-                       Field(min_length=1, max_length=64)] | None = None
+    workloads: Workloads | None = None
+    threads: Threads | None = None
     trials: Annotated[int, Field(ge=2, le=1000)] | None = None
-    warmup: Annotated[int, Field(ge=0, le=100)] | None = None
+    warmup: Warmup | None = None
     arch: Arch | None = None
     hypothesis: Annotated[str, StringConstraints(max_length=200)] | None = None
-    peers: Annotated[list[Word], Field(max_length=20)] | None = None
+    peers: Annotated[list[Peer], Field(max_length=20)] | None = None
     suite: Word | None = None
     max_follow_ups: Annotated[int, Field(ge=0, le=5)] | None = None
 
@@ -170,11 +159,20 @@ def comparison_out(session: Session, c: Comparison) -> dict[str, Any]:
 
 @router.post("", response_model=ComparisonOut, status_code=201,
              responses={422: {"model": ErrorOut}})
-def create_comparison(body: ComparisonIn, session: DB, _: UserOrAdmin,
+def create_comparison(body: ComparisonIn, request: Request, session: DB, _: UserOrAdmin,
                       settings: Annotated[Settings, Depends(get_settings)]) -> ComparisonOut:
+    suite = body.suite or settings.suite
+    catalog = request.app.state.catalog
+    for field, reason in (("suite", catalog.check_suite(suite)),
+                          ("workloads", catalog.check_workloads(suite, body.workloads))):
+        if reason:
+            raise field_error(422, ["body", field], reason)
     project = project_sql.get(session, body.project)
     if project is None:
         raise field_error(422, ["body", "project"], f"no project named '{body.project}'")
+    reason = check_repo_url(project.repo_url, parse_allow_list(settings.repo_url_allow))
+    if reason:
+        raise field_error(422, ["body", "project"], f"project '{project.name}': {reason}")
     hyp = parse_hypothesis(body.hypothesis)
     trials = body.trials or max(settings.trials, 2)
     arch = body.arch or settings.default_arch
@@ -183,13 +181,13 @@ def create_comparison(body: ComparisonIn, session: DB, _: UserOrAdmin,
     comp = sql.create(
         session, project_id=project.id, project=project.name, arch=arch, base=base, head=head,
         base_label=analysis.allocator_label(base), head_label=analysis.allocator_label(head),
-        workloads=body.workloads, threads=body.threads, suite=body.suite or settings.suite,
+        workloads=body.workloads, threads=body.threads, suite=suite,
         trials=trials, warmup=settings.warmup if body.warmup is None else body.warmup,
         peers=body.peers or [], hypothesis=body.hypothesis,
         hypothesis_low_pct=hyp.low_pct if hyp else None,
         hypothesis_high_pct=hyp.high_pct if hyp else None,
         hypothesis_measure=hyp.measure if hyp else None, state="queued",
-        max_follow_ups=(getattr(settings, "comparison_max_follow_ups", 2)
+        max_follow_ups=(settings.comparison_max_follow_ups
                         if body.max_follow_ups is None else body.max_follow_ups))
     spec = analysis.comparison_spec(
         comp, project_repo=project.repo_url, allocator_dir=project.allocator_dir,
@@ -214,14 +212,11 @@ def list_comparisons(
 
 
 def _load(session: Session, comparison_id: int) -> Comparison:
+    """Read only: the state is settled by the analysis worker, never by a read."""
     comp = sql.get(session, comparison_id)
     if comp is None:
         raise field_error(404, ["path", "comparison_id"], f"no comparison {comparison_id}",
                           "not_found")
-    before = comp.state
-    analysis.refresh_state(session, comp)
-    if comp.state != before:
-        session.commit()
     return comp
 
 

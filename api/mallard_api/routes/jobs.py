@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from sqlalchemy.orm import Session
 
+from mallard_api import analysis
 from mallard_api.auth import (
     AnyRole,
     Principal,
@@ -17,7 +18,9 @@ from mallard_api.auth import (
 )
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
-from mallard_api.models.core import Job, Runner
+from mallard_api.errors import StrictJsonRoute
+from mallard_api.known import Catalog
+from mallard_api.models.core import Job
 from mallard_api.schemas import (
     INT64_MAX,
     AttemptOut,
@@ -28,14 +31,16 @@ from mallard_api.schemas import (
     JobIn,
     JobKind,
     JobOut,
+    JobSpecIn,
     JobState,
     LeaseIn,
 )
 from mallard_api.sql import jobs as sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql
+from mallard_api.urls import check_repo_url, parse_allow_list
 
-router = APIRouter(prefix="/jobs", tags=["jobs"],
+router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
 DB = Annotated[Session, Depends(get_session)]
 JobPath = Annotated[int, Path(ge=1, le=INT64_MAX)]
@@ -48,8 +53,8 @@ def job_out(j: Job) -> JobOut:
                   created_at=j.created_at, claimed_at=j.claimed_at, finished_at=j.finished_at)
 
 
-def acting_runner(session: Session, p: Principal, runner_id: int) -> Runner:
-    runner = runner_sql.get(session, runner_id)
+def acting_runner(session: Session, p: Principal, runner_id: int) -> runner_sql.RunnerRef:
+    runner = runner_sql.ref(session, runner_id=runner_id, touch=True)
     if runner is None:
         raise field_error(422, ["body", "runner_id"], f"no runner with id {runner_id}")
     check_runner(p, runner.name, ["body", "runner_id"])
@@ -65,9 +70,9 @@ def claim(body: ClaimIn, session: DB, p: RunnerOrAdmin,
     if body.lease_seconds > settings.lease_seconds_max:
         raise field_error(422, ["body", "lease_seconds"],
                           f"at most {settings.lease_seconds_max} seconds")
+    analysis.jobs_changed(session, sql.requeue_expired(session, runner.arch))
     job = sql.claim(session, runner_id=runner.id, arch=runner.arch,
                     lease_seconds=body.lease_seconds)
-    runner_sql.touch(session, runner.id)
     session.commit()
     if job is None:
         return Response(status_code=204)
@@ -83,7 +88,6 @@ def renew(job_id: JobPath, body: LeaseIn, session: DB, p: RunnerOrAdmin) -> JobO
         raise field_error(404, ["path", "job_id"], f"no job with id {job_id}", "not_found")
     job = sql.renew(session, job_id=job_id, runner_id=runner.id,
                     lease_seconds=body.lease_seconds)
-    runner_sql.touch(session, runner.id)
     session.commit()
     if job is None:
         raise field_error(409, ["path", "job_id"],
@@ -95,30 +99,50 @@ def renew(job_id: JobPath, body: LeaseIn, session: DB, p: RunnerOrAdmin) -> JobO
 @router.post("/{job_id}/fail", response_model=JobOut,
              responses={404: {"model": ErrorOut}, 409: {"model": ErrorOut},
                         422: {"model": ErrorOut}})
-def fail(job_id: JobPath, body: FailIn, session: DB, p: RunnerOrAdmin) -> JobOut:
+def fail(job_id: JobPath, body: FailIn, request: Request, session: DB, p: RunnerOrAdmin
+         ) -> JobOut:
     runner = acting_runner(session, p, body.runner_id)
     if sql.get(session, job_id) is None:
         raise field_error(404, ["path", "job_id"], f"no job with id {job_id}", "not_found")
     job = sql.fail(session, job_id=job_id, runner_id=runner.id, log=body.log,
                    retryable=body.retryable)
-    session.commit()
     if job is None:
         raise field_error(409, ["path", "job_id"],
                           f"job {job_id} is not running for runner {runner.id}", "lease_lost")
+    analysis.jobs_changed(session, [job_id])  # a comparison settles when its job fails
+    session.commit()
+    request.app.state.analysis.wake()
     return job_out(job)
+
+
+def check_spec(spec: JobSpecIn, settings: Settings, catalog: Catalog,
+               loc: list[str | int]) -> None:
+    """What a spec names must be allowed here: its repo_url, suite and workloads."""
+    reason = check_repo_url(spec.repo_url, parse_allow_list(settings.repo_url_allow))
+    if reason:
+        raise field_error(422, [*loc, "repo_url"], reason)
+    reason = catalog.check_suite(spec.suite)
+    if reason:
+        raise field_error(422, [*loc, "suite"], reason)
+    reason = catalog.check_workloads(spec.suite, spec.workloads)
+    if reason:
+        raise field_error(422, [*loc, "workloads"], reason)
 
 
 @router.post("", response_model=JobOut, status_code=201,
              responses={422: {"model": ErrorOut}})
-def create_job(body: JobIn, session: DB, _: UserOrAdmin) -> JobOut:
+def create_job(body: JobIn, request: Request, session: DB, _: UserOrAdmin,
+               settings: Annotated[Settings, Depends(get_settings)]) -> JobOut:
     """Queue a job by hand (operators; comparisons queue their own)."""
+    check_spec(body.spec, settings, request.app.state.catalog, ["body", "spec"])
     project_id = None
     if body.project is not None:
         project = project_sql.get(session, body.project)
         if project is None:
             raise field_error(422, ["body", "project"], f"no project named '{body.project}'")
         project_id = project.id
-    job = sql.enqueue(session, kind=body.kind, arch=body.arch, spec=body.spec,
+    job = sql.enqueue(session, kind=body.kind, arch=body.arch,
+                      spec=body.spec.model_dump(exclude_none=True),
                       project_id=project_id, max_attempts=body.max_attempts)
     session.commit()
     return job_out(job)
@@ -136,7 +160,7 @@ def list_jobs(session: DB, _: AnyRole,
                                               limit=limit, offset=offset)]
 
 
-@router.get("/{job_id}", response_model=JobDetail, responses={404: {"model": ErrorOut}})
+@router.get("/{job_id:int}", response_model=JobDetail, responses={404: {"model": ErrorOut}})
 def get_job(job_id: JobPath, session: DB, _: AnyRole) -> JobDetail:
     job = sql.get(session, job_id)
     if job is None:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import hmac
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
 from sqlalchemy.orm import Session
 
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
-from mallard_api.deps import get_session
+from mallard_api.config import Settings
+from mallard_api.deps import get_session, get_settings
+from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.core import Project
 from mallard_api.schemas import BranchOut, CommitOut, ErrorOut, Membership, ProjectIn, ProjectOut
 from mallard_api.sql import projects as sql
+from mallard_api.urls import check_repo_url, parse_allow_list
 
-router = APIRouter(prefix="/projects", tags=["projects"],
+router = APIRouter(prefix="/projects", tags=["projects"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
 DB = Annotated[Session, Depends(get_session)]
 ProjectName = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00/]+$")]
@@ -37,13 +41,43 @@ def list_projects(session: DB, _: AnyRole) -> list[ProjectOut]:
     return [project_out(p) for p in sql.list_all(session)]
 
 
-@router.put("/{name}", response_model=ProjectOut)
-def put_project(name: ProjectName, body: ProjectIn, session: DB, _: UserOrAdmin) -> ProjectOut:
-    """Create or update a project (idempotent)."""
+ADMIN_FIELDS = ("repo_url", "allocator_dir", "webhook_secret")
+
+
+def changed_admin_fields(project: Project, body: ProjectIn) -> list[str]:
+    """The fields of an existing project that only an admin may change, which `body`
+    would change: where runners fetch from, what they build, who may push."""
+    changed = [f for f in ("repo_url", "allocator_dir") if getattr(body, f) != getattr(project, f)]
+    if body.webhook_secret is not None and not hmac.compare_digest(
+            body.webhook_secret.encode(), (project.webhook_secret or "").encode()):
+        changed.append("webhook_secret")
+    return changed
+
+
+@router.put("/{name}", response_model=ProjectOut,
+            responses={422: {"model": ErrorOut}})
+def put_project(name: ProjectName, body: ProjectIn, session: DB, p: UserOrAdmin,
+                settings: Annotated[Settings, Depends(get_settings)]) -> ProjectOut:
+    """Create a project (user or admin), or update one. Changing an existing project's
+    repo_url, allocator_dir or webhook_secret is for admins (403 naming the field);
+    a user may re-send the same values, and change the branches."""
+    reason = check_repo_url(body.repo_url, parse_allow_list(settings.repo_url_allow))
+    if reason:
+        raise field_error(422, ["body", "repo_url"], reason)
+    existing = sql.get(session, name, lock=True)
+    if existing is not None and p.role != "admin":
+        changed = changed_admin_fields(existing, body)
+        if changed:
+            raise field_error(403, ["body", changed[0]],
+                              f"project '{name}' exists: only an admin may change its "
+                              f"{', '.join(changed)}", "forbidden")
     project = sql.upsert(session, name=name, repo_url=body.repo_url,
                          allocator_dir=body.allocator_dir, default_branch=body.default_branch,
                          tracked_branches=body.tracked_branches,
-                         webhook_secret=body.webhook_secret)
+                         webhook_secret=body.webhook_secret, create_only=existing is None)
+    if project is None:  # created by someone else meanwhile: ask again
+        raise field_error(409, ["path", "name"], f"project '{name}' was just created; "
+                          "send the request again", "conflict")
     session.commit()
     return project_out(project)
 

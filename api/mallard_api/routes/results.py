@@ -1,15 +1,21 @@
-"""Results ingest: idempotent by trial uid; completes the job in the same transaction."""
+"""Results ingest: idempotent by trial uid. A job's trials are accepted only from the
+runner that holds the job's current lease and attempt, while the job runs and the lease
+is live; the job is completed in the same transaction. The analysis (comparison cells,
+change detection) is queued for the analysis worker, never done here."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy.orm import Session
 
 from mallard_api import analysis
-from mallard_api.auth import RunnerOrAdmin, check_runner, field_error
-from mallard_api.deps import get_session
+from mallard_api.auth import Principal, RunnerOrAdmin, check_runner, field_error
+from mallard_api.config import Settings
+from mallard_api.deps import get_session, get_settings
+from mallard_api.errors import StrictJsonRoute
 from mallard_api.metrics import TRIALS_INGESTED
 from mallard_api.schemas import ErrorOut, ResultsIn, ResultsOut
 from mallard_api.sql import jobs as job_sql
@@ -17,46 +23,95 @@ from mallard_api.sql import projects as project_sql
 from mallard_api.sql import results as sql
 from mallard_api.sql import runners as runner_sql
 
-router = APIRouter(prefix="/results", tags=["results"],
+router = APIRouter(prefix="/results", tags=["results"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
 DB = Annotated[Session, Depends(get_session)]
 
 
-@router.post("", response_model=ResultsOut, status_code=201,
-             responses={422: {"model": ErrorOut}})
-def post_results(body: ResultsIn, request: Request, session: DB, p: RunnerOrAdmin
-                 ) -> ResultsOut:
-    runner_id = body.runner_id
-    if runner_id is not None:
-        runner = runner_sql.get(session, runner_id)
+def poster(session: Session, p: Principal, body: ResultsIn) -> int | None:
+    """The id of the runner posting (None: an admin posting without runner_id)."""
+    if body.runner_id is not None:
+        runner = runner_sql.ref(session, runner_id=body.runner_id, touch=True)
         if runner is None:
-            raise field_error(422, ["body", "runner_id"], f"no runner with id {runner_id}")
+            raise field_error(422, ["body", "runner_id"], f"no runner with id {body.runner_id}")
         check_runner(p, runner.name, ["body", "runner_id"])
-    elif p.role == "runner":
+        return runner.id
+    if p.role == "runner":
         assert p.runner_name is not None
-        runner = runner_sql.get_by_name(session, p.runner_name)
+        runner = runner_sql.ref(session, name=p.runner_name, touch=True)
         if runner is None:
             raise field_error(422, ["body", "runner_id"],
                               f"runner '{p.runner_name}' is not registered")
-        runner_id = runner.id
+        return runner.id
+    return None
+
+
+def lease_lost(msg: str) -> Exception:
+    return field_error(409, ["body", "job_id"], msg, "lease_lost")
+
+
+def check_holder(session: Session, body: ResultsIn, runner_id: int | None
+                 ) -> job_sql.Holding | None:
+    """Raise 409 unless `runner_id` holds the job's current lease and attempt; return the
+    job. None when the post is a re-post of a job this runner already completed in this
+    attempt with exactly these trials (answered as duplicates; nothing is stored)."""
+    assert body.job_id is not None and body.attempt is not None
+    job = job_sql.lock_for_results(session, body.job_id)
+    if job is None:
+        raise field_error(422, ["body", "job_id"], f"no job with id {body.job_id}")
+    mine = runner_id is not None and job.runner_id == runner_id and job.attempt == body.attempt
+    if job.state == "done" and mine:
+        uids = [t.uid for t in body.trials]
+        if job_sql.stored_uids(session, body.job_id, uids) == len(set(uids)):
+            return None
+        raise lease_lost(f"job {body.job_id} is done: it takes no new trials")
+    if job.state != "running":
+        raise lease_lost(f"job {body.job_id} is {job.state}, not running: results are "
+                         "taken only from the runner holding its lease")
+    if not mine:
+        raise lease_lost(f"job {body.job_id} attempt {job.attempt} is held by another "
+                         f"runner or attempt (posted: runner {runner_id}, attempt "
+                         f"{body.attempt})")
+    if not job.lease_live:
+        raise lease_lost(f"the lease of job {body.job_id} expired")
+    return job
+
+
+@router.post("", response_model=ResultsOut, status_code=201,
+             responses={409: {"model": ErrorOut}, 413: {"model": ErrorOut},
+                        422: {"model": ErrorOut}})
+def post_results(body: ResultsIn, request: Request, session: DB, p: RunnerOrAdmin,
+                 settings: Annotated[Settings, Depends(get_settings)]) -> ResultsOut:
+    if body.job_id is not None and not body.trials:
+        raise field_error(422, ["body", "trials"], "a job's results must carry its trials")
+    if body.artifacts and len(json.dumps(body.artifacts)) > settings.max_artifacts_bytes:
+        raise field_error(413, ["body", "artifacts"], f"artifacts are larger than "
+                          f"{settings.max_artifacts_bytes} bytes (MALLARD_MAX_ARTIFACTS_BYTES)",
+                          "too_large")
+    runner_id = poster(session, p, body)
     project_id = None
     if body.project is not None:
-        project = project_sql.get(session, body.project)
-        if project is None:
+        project_id = project_sql.id_of(session, body.project)
+        if project_id is None:
             raise field_error(422, ["body", "project"], f"no project named '{body.project}'")
-        project_id = project.id
-    if body.job_id is not None and not sql.job_exists(session, body.job_id):
-        raise field_error(422, ["body", "job_id"], f"no job with id {body.job_id}")
+    job = None
+    if body.job_id is not None:
+        job = check_holder(session, body, runner_id)
+        if job is None:
+            session.rollback()
+            return ResultsOut(stored=0, duplicates=len(body.trials), job_id=body.job_id)
 
     new_ids, duplicates = sql.ingest(session, body, runner_id=runner_id, project_id=project_id)
     if body.artifacts and new_ids:  # a re-post (all duplicates) does not store them twice
         sql.store_artifacts(session, job_id=body.job_id, runner_id=runner_id,
                             artifacts=body.artifacts)
+    completed = False
     if body.job_id is not None:
-        job_sql.complete(session, job_id=body.job_id, runner_id=runner_id)
-    if runner_id is not None:
-        runner_sql.touch(session, runner_id)
-    analysis.after_ingest(session, job_id=body.job_id, trial_ids=new_ids)
+        completed = job_sql.complete(session, job_id=body.job_id, runner_id=runner_id)
+    queued = analysis.after_ingest(session, job_id=body.job_id, trial_ids=new_ids,
+                                   job_completed=completed, job=job)
     session.commit()
+    if queued:
+        request.app.state.analysis.wake()
     TRIALS_INGESTED.inc(len(new_ids))
     return ResultsOut(stored=len(new_ids), duplicates=duplicates, job_id=body.job_id)

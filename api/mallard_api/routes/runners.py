@@ -9,11 +9,12 @@ from sqlalchemy.orm import Session
 
 from mallard_api.auth import AnyRole, RunnerOrAdmin, check_runner, field_error
 from mallard_api.deps import get_session
+from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.core import Runner
 from mallard_api.schemas import INT32_MAX, ErrorOut, Heartbeat, RunnerOut, RunnerRegister
 from mallard_api.sql import runners as sql
 
-router = APIRouter(prefix="/runners", tags=["runners"],
+router = APIRouter(prefix="/runners", tags=["runners"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
 DB = Annotated[Session, Depends(get_session)]
 

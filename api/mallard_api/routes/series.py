@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
@@ -10,12 +9,14 @@ from sqlalchemy.orm import Session
 
 from mallard_api.auth import AnyRole, field_error
 from mallard_api.deps import get_session
-from mallard_api.schemas import INT32_MAX, ErrorOut, SeriesOut, _check_json
+from mallard_api.errors import StrictJsonRoute, printable, strict_json
+from mallard_api.fields import check_json
+from mallard_api.schemas import INT32_MAX, ErrorOut, SeriesOut
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import series as sql
 from mallard_api.sql.results import canonical_params
 
-router = APIRouter(prefix="/series", tags=["series"],
+router = APIRouter(prefix="/series", tags=["series"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
 DB = Annotated[Session, Depends(get_session)]
 Word = r"^[A-Za-z0-9_.+=,:/@-]+$"
@@ -45,13 +46,13 @@ def get_series(
     params_sha = None
     if params is not None:
         try:
-            parsed = json.loads(params)
+            parsed = strict_json(params)
             if not isinstance(parsed, dict):
                 raise ValueError("not an object")
-            _check_json(parsed)
+            check_json(parsed)
         except ValueError as exc:
-            raise field_error(422, ["query", "params"],
-                              f"must be a JSON object of workload params ({exc})") from exc
+            raise field_error(422, ["query", "params"], printable(
+                f"must be a JSON object of workload params ({exc})")) from exc
         params_sha = canonical_params(parsed)[1]
     proj = project_sql.get(session, project)
     if proj is None:

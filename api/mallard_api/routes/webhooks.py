@@ -1,35 +1,56 @@
 """Push webhooks: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token), Gitea
 (X-Gitea-Signature), and the plain JSON form the post-receive hook posts (bearer token).
 
-Forge webhooks carry no bearer token: the signature (HMAC-SHA256 of the raw body with
-the project's secret, or the settings' secret) authenticates them.
+Forge webhooks carry no bearer token: the signature (HMAC-SHA256 of the raw body) or
+GitLab's token authenticates them, and it is checked over the raw bytes before the body
+is parsed. Two addresses per forge:
+
+- `/webhooks/{forge}/{project}`: the project is named by the URL; its own
+  `webhook_secret` (else the deployment's secret for that forge) must sign the body.
+  An unknown project, a project without any secret and a wrong signature get the same
+  401, so the answer never tells whether a project exists.
+- `/webhooks/{forge}` (the old address): only the deployment's secret
+  (`MALLARD_GITHUB_WEBHOOK_SECRET`, ...) signs; the project is then found from the
+  payload's repository. A project with a secret of its own is refused there (401): its
+  deliveries must go to its own address.
+
+Replays: a delivery id seen before (X-GitHub-Delivery, X-Gitea-Delivery, GitLab's
+X-Gitlab-Event-UUID or Idempotency-Key) is answered `ignored` and does nothing; and a
+branch head never moves back to an older commit of the branch (pushes.py), whatever the
+delivery id says.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import json
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Depends, Path, Request
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session
 
 from mallard_api.auth import UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
+from mallard_api.errors import StrictJsonRoute, printable, strict_json
+from mallard_api.fields import FullSha, GitRef
 from mallard_api.models.core import Project
 from mallard_api.pushes import chain, handle_push
 from mallard_api.schemas import ErrorOut, Name, PlainPush, PushOut, Sha, Text
+from mallard_api.sql import deliveries
 from mallard_api.sql import projects as project_sql
 
-router = APIRouter(prefix="/webhooks", tags=["webhooks"],
+router = APIRouter(prefix="/webhooks", tags=["webhooks"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut},
-                              422: {"model": ErrorOut}})
+                              413: {"model": ErrorOut}, 422: {"model": ErrorOut}})
 DB = Annotated[Session, Depends(get_session)]
 Conf = Annotated[Settings, Depends(get_settings)]
+ProjectName = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00/]+$")]
 
 
 async def raw_body(request: Request) -> bytes:
@@ -65,9 +86,11 @@ class ForgeRepo(BaseModel):
 
 
 class ForgePush(BaseModel):
-    ref: Text
-    before: Text | None = None
-    after: Text
+    """The fields of a forge's push event that are used (the rest is ignored)."""
+
+    ref: GitRef
+    before: FullSha | None = None
+    after: FullSha
     repository: ForgeRepo | None = None
     project: ForgeRepo | None = None  # GitLab names it project
     commits: list[ForgeCommit] = []
@@ -75,17 +98,18 @@ class ForgePush(BaseModel):
 
 def parse(raw: bytes) -> ForgePush:
     try:
-        data: Any = json.loads(raw)
+        data = strict_json(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise field_error(422, ["body"], f"not valid JSON: {exc}", "json_invalid") from exc
+        raise field_error(422, ["body"], printable(f"not valid JSON: {exc}"),
+                          "json_invalid") from exc
     if not isinstance(data, dict):
         raise field_error(422, ["body"], "must be a JSON object", "type_error")
     try:
         return ForgePush.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise field_error(422, ["body", *[str(x) for x in err["loc"]]], err["msg"],
-                          err["type"]) from exc
+        raise field_error(422, ["body", *[printable(str(x)) for x in err["loc"]]],
+                          printable(err["msg"]), err["type"]) from exc
 
 
 def find_project(session: Session, push: ForgePush) -> Project:
@@ -100,20 +124,53 @@ def find_project(session: Session, push: ForgePush) -> Project:
     return project
 
 
-def secret_for(project: Project, fallback: str | None, header: str) -> bytes:
-    secret = project.webhook_secret or fallback
-    if not secret:
-        raise field_error(401, ["header", header],
-                          f"no webhook secret configured for project '{project.name}'",
-                          "unauthorized")
-    return secret.encode()
+@dataclass(frozen=True)
+class Forge:
+    name: str
+    signature_header: str
+    event_header: str
+    push_events: tuple[str | None, ...]
+    delivery_headers: tuple[str, ...]
+    deployment_secret: Callable[[Settings], str | None]
+    matches: Callable[[bytes, bytes, str], bool]  # (secret, raw body, header value)
 
 
-def check_hmac(secret: bytes, raw: bytes, given: str | None, header: str, prefix: str) -> None:
-    expected = prefix + hmac.new(secret, raw, hashlib.sha256).hexdigest()
-    if not given or not hmac.compare_digest(expected.encode(), given.strip().encode()):
-        raise field_error(401, ["header", header], "signature does not match the body",
-                          "unauthorized")
+def _hmac_hex(prefix: str) -> Callable[[bytes, bytes, str], bool]:
+    def matches(secret: bytes, raw: bytes, given: str) -> bool:
+        expected = prefix + hmac.new(secret, raw, hashlib.sha256).hexdigest()
+        return hmac.compare_digest(expected.encode(), given.strip().encode())
+
+    return matches
+
+
+def _same_token(secret: bytes, raw: bytes, given: str) -> bool:
+    return hmac.compare_digest(secret, given.encode())
+
+
+GITHUB = Forge("github", "x-hub-signature-256", "x-github-event", (None, "push"),
+               ("x-github-delivery",), lambda s: s.github_webhook_secret, _hmac_hex("sha256="))
+GITLAB = Forge("gitlab", "x-gitlab-token", "x-gitlab-event", (None, "Push Hook"),
+               ("x-gitlab-event-uuid", "idempotency-key"), lambda s: s.gitlab_webhook_token,
+               _same_token)
+GITEA = Forge("gitea", "x-gitea-signature", "x-gitea-event", (None, "push"),
+              ("x-gitea-delivery",), lambda s: s.gitea_webhook_secret, _hmac_hex(""))
+
+
+def authentic(forge: Forge, secret: str | None, raw: bytes, given: str | None) -> bool:
+    """Whether the header matches; with no secret, a throwaway one (same work, so the
+    answer and its timing do not tell a missing secret or project from a wrong one)."""
+    key = secret.encode() if secret else secrets.token_bytes(32)
+    try:
+        ok = forge.matches(key, raw, given or "")
+    except (UnicodeError, TypeError):
+        return False
+    return ok and bool(secret) and bool(given)
+
+
+def denied(forge: Forge) -> Exception:
+    return field_error(401, ["header", forge.signature_header],
+                       "signature or token does not match (or no secret is configured)",
+                       "unauthorized")
 
 
 def run_push(session: Session, settings: Settings, project: Project, push: ForgePush
@@ -124,55 +181,80 @@ def run_push(session: Session, settings: Settings, project: Project, push: Forge
                        commits=chain(push.before, raw))
 
 
-def ignored(event: str | None) -> PushOut:
-    return PushOut(project=None, branch=None, commits=0, jobs=[],
-                   ignored=f"event {event!r} is not a push")
+def ignored(reason: str) -> PushOut:
+    return PushOut(project=None, branch=None, commits=0, jobs=[], ignored=reason)
+
+
+def deliver(forge: Forge, request: Request, raw: bytes, session: Session, settings: Settings,
+            project_name: str | None) -> PushOut:
+    """Authenticate, then parse, then act (module doc)."""
+    fallback = forge.deployment_secret(settings)
+    project = None
+    if project_name is None:
+        secret = fallback
+    else:
+        project = project_sql.get(session, project_name)
+        secret = (project.webhook_secret or fallback) if project is not None else None
+    if not authentic(forge, secret, raw, request.headers.get(forge.signature_header)):
+        raise denied(forge)
+    event = request.headers.get(forge.event_header)
+    if event not in forge.push_events:
+        return ignored(f"event {printable(event or '', 100)!r} is not a push")
+    push = parse(raw)
+    if project is None:
+        project = find_project(session, push)
+        if project.webhook_secret:
+            raise field_error(401, ["header", forge.signature_header],
+                              f"project '{project.name}' has a secret of its own: deliver "
+                              f"its pushes to /api/v1/webhooks/{forge.name}/{project.name}",
+                              "unauthorized")
+    delivery = next((request.headers[h] for h in forge.delivery_headers
+                     if request.headers.get(h)), None)
+    if delivery and not deliveries.first_time(session, forge.name, delivery[:200]):
+        session.commit()
+        return ignored(f"delivery {printable(delivery, 100)} was received before")
+    return run_push(session, settings, project, push)
 
 
 @router.post("/github", response_model=PushOut, openapi_extra=PAYLOAD_DOC)
-def github(raw: Raw, session: DB, settings: Conf,
-           x_hub_signature_256: Annotated[str | None, Header(max_length=200)] = None,
-           x_github_event: Annotated[str | None, Header(max_length=100)] = None) -> PushOut:
-    """GitHub push events; X-Hub-Signature-256 is `sha256=` + HMAC-SHA256(secret, body)."""
-    if x_github_event == "ping":
-        return ignored("ping")
-    push = parse(raw)
-    project = find_project(session, push)
-    check_hmac(secret_for(project, settings.github_webhook_secret, "x-hub-signature-256"),
-               raw, x_hub_signature_256, "x-hub-signature-256", "sha256=")
-    if x_github_event not in (None, "push"):
-        return ignored(x_github_event)
-    return run_push(session, settings, project, push)
+def github(request: Request, raw: Raw, session: DB, settings: Conf) -> PushOut:
+    """GitHub pushes signed with the deployment's secret; X-Hub-Signature-256 is
+    `sha256=` + HMAC-SHA256(secret, body)."""
+    return deliver(GITHUB, request, raw, session, settings, None)
+
+
+@router.post("/github/{project}", response_model=PushOut, openapi_extra=PAYLOAD_DOC)
+def github_project(project: ProjectName, request: Request, raw: Raw, session: DB,
+                   settings: Conf) -> PushOut:
+    """GitHub pushes for one project, signed with its own secret (or the deployment's)."""
+    return deliver(GITHUB, request, raw, session, settings, project)
 
 
 @router.post("/gitlab", response_model=PushOut, openapi_extra=PAYLOAD_DOC)
-def gitlab(raw: Raw, session: DB, settings: Conf,
-           x_gitlab_token: Annotated[str | None, Header(max_length=500)] = None,
-           x_gitlab_event: Annotated[str | None, Header(max_length=100)] = None) -> PushOut:
-    """GitLab push hooks; X-Gitlab-Token must equal the secret."""
-    push = parse(raw)
-    project = find_project(session, push)
-    secret = secret_for(project, settings.gitlab_webhook_token, "x-gitlab-token")
-    if not x_gitlab_token or not hmac.compare_digest(secret, x_gitlab_token.encode()):
-        raise field_error(401, ["header", "x-gitlab-token"], "token does not match",
-                          "unauthorized")
-    if x_gitlab_event not in (None, "Push Hook"):
-        return ignored(x_gitlab_event)
-    return run_push(session, settings, project, push)
+def gitlab(request: Request, raw: Raw, session: DB, settings: Conf) -> PushOut:
+    """GitLab push hooks; X-Gitlab-Token must equal the deployment's token."""
+    return deliver(GITLAB, request, raw, session, settings, None)
+
+
+@router.post("/gitlab/{project}", response_model=PushOut, openapi_extra=PAYLOAD_DOC)
+def gitlab_project(project: ProjectName, request: Request, raw: Raw, session: DB,
+                   settings: Conf) -> PushOut:
+    """GitLab push hooks for one project; X-Gitlab-Token is its own secret (or the
+    deployment's token)."""
+    return deliver(GITLAB, request, raw, session, settings, project)
 
 
 @router.post("/gitea", response_model=PushOut, openapi_extra=PAYLOAD_DOC)
-def gitea(raw: Raw, session: DB, settings: Conf,
-          x_gitea_signature: Annotated[str | None, Header(max_length=200)] = None,
-          x_gitea_event: Annotated[str | None, Header(max_length=100)] = None) -> PushOut:
+def gitea(request: Request, raw: Raw, session: DB, settings: Conf) -> PushOut:
     """Gitea (and Forgejo) pushes; X-Gitea-Signature is hex HMAC-SHA256(secret, body)."""
-    push = parse(raw)
-    project = find_project(session, push)
-    check_hmac(secret_for(project, settings.gitea_webhook_secret, "x-gitea-signature"),
-               raw, x_gitea_signature, "x-gitea-signature", "")
-    if x_gitea_event not in (None, "push"):
-        return ignored(x_gitea_event)
-    return run_push(session, settings, project, push)
+    return deliver(GITEA, request, raw, session, settings, None)
+
+
+@router.post("/gitea/{project}", response_model=PushOut, openapi_extra=PAYLOAD_DOC)
+def gitea_project(project: ProjectName, request: Request, raw: Raw, session: DB,
+                  settings: Conf) -> PushOut:
+    """Gitea (and Forgejo) pushes for one project, signed with its own secret."""
+    return deliver(GITEA, request, raw, session, settings, project)
 
 
 @router.post("/push", response_model=PushOut, responses={403: {"model": ErrorOut}})

@@ -40,6 +40,26 @@ def link_job(session: Session, *, comparison_id: int, job_id: int, round: int,
     session.flush()
 
 
+def comparisons_of_jobs(session: Session, job_ids: list[int]) -> list[int]:
+    return [int(c) for c in session.scalars(
+        select(ComparisonJob.comparison_id).where(ComparisonJob.job_id.in_(job_ids))
+        .distinct().order_by(ComparisonJob.comparison_id))]
+
+
+def job_kind_and_comparison(session: Session, job_id: int) -> tuple[str | None, int | None]:
+    """The job's kind and the comparison that owns it (if any), in one statement."""
+    row = session.execute(text(
+        "SELECT j.kind, cj.comparison_id FROM jobs j "
+        "LEFT JOIN comparison_jobs cj ON cj.job_id = j.id WHERE j.id = :j LIMIT 1"),
+        {"j": job_id}).first()
+    return (None, None) if row is None else (str(row[0]), row[1])
+
+
+def lock(session: Session, comparison_id: int) -> Comparison | None:
+    return session.scalar(select(Comparison).where(Comparison.id == comparison_id)
+                          .with_for_update().execution_options(populate_existing=True))
+
+
 def for_job(session: Session, job_id: int, *, lock: bool = False) -> Comparison | None:
     """The comparison that owns the job (locked FOR UPDATE when asked)."""
     cid = session.scalar(select(ComparisonJob.comparison_id).where(ComparisonJob.job_id == job_id))

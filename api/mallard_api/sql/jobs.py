@@ -7,6 +7,8 @@ ran out: the runner died). A job whose attempts reach max_attempts ends `failed`
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select, text
@@ -14,6 +16,8 @@ from sqlalchemy.orm import Session
 
 from mallard_api.models.core import Job, JobAttempt
 
+JOB_COLUMNS = ("id, kind, state, attempt, max_attempts, arch, lease_expires_at, spec, "
+               "project_id, runner_id, created_at, claimed_at, finished_at")
 _CLOSE_ATTEMPT = text(
     "UPDATE job_attempts SET ended_at = now(), outcome = :outcome, log = :log "
     "WHERE job_id = :job_id AND attempt = :attempt AND ended_at IS NULL")
@@ -22,12 +26,13 @@ _CLOSE_ATTEMPT = text(
 def enqueue(session: Session, *, kind: str, arch: str, spec: dict[str, Any],
             project_id: int | None = None, max_attempts: int = 3) -> Job:
     """Queue a job (contracts §8). The caller commits."""
-    job = Job(kind=kind, arch=arch, spec=spec, project_id=project_id,
-              max_attempts=max_attempts, state="queued", attempt=0)
-    session.add(job)
-    session.flush()
-    session.refresh(job)
-    return job
+    row = session.execute(text(
+        "INSERT INTO jobs (kind, arch, spec, project_id, max_attempts, state, attempt) "
+        "VALUES (:kind, :arch, CAST(:spec AS jsonb), :project, :max, 'queued', 0) "
+        "RETURNING " + JOB_COLUMNS),
+        {"kind": kind, "arch": arch, "spec": json.dumps(spec), "project": project_id,
+         "max": max_attempts}).one()
+    return row  # type: ignore[return-value]  # a Row with the Job's columns
 
 
 def get(session: Session, job_id: int) -> Job | None:
@@ -73,22 +78,20 @@ def requeue_expired(session: Session, arch: str | None = None) -> list[int]:
 
 
 def claim(session: Session, *, runner_id: int, arch: str, lease_seconds: int) -> Job | None:
-    """Give the oldest queued job of `arch` to the runner, with a lease; None if none."""
-    requeue_expired(session, arch)
-    job_id = session.execute(text(
-        "UPDATE jobs SET state = 'running', runner_id = :runner, attempt = attempt + 1, "
-        "claimed_at = now(), lease_expires_at = now() + make_interval(secs => :secs) "
-        "WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND arch = :arch "
-        "            ORDER BY created_at, id FOR UPDATE SKIP LOCKED LIMIT 1) "
-        "RETURNING id, attempt"),
+    """Give the oldest queued job of `arch` to the runner, with a lease; None if none.
+    (The caller re-queues expired leases of the arch first: `requeue_expired`.)"""
+    job = session.execute(text(
+        "WITH job AS ("
+        "  UPDATE jobs SET state = 'running', runner_id = :runner, attempt = attempt + 1, "
+        "  claimed_at = now(), lease_expires_at = now() + make_interval(secs => :secs) "
+        "  WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND arch = :arch "
+        "              ORDER BY created_at, id FOR UPDATE SKIP LOCKED LIMIT 1) "
+        "  RETURNING " + JOB_COLUMNS + "), "
+        "attempt AS (INSERT INTO job_attempts (job_id, attempt, runner_id) "
+        "            SELECT id, attempt, :runner FROM job) "
+        "SELECT * FROM job"),
         {"runner": runner_id, "arch": arch, "secs": lease_seconds}).first()
-    if job_id is None:
-        return None
-    session.execute(text(
-        "INSERT INTO job_attempts (job_id, attempt, runner_id) VALUES (:j, :a, :r)"),
-        {"j": job_id[0], "a": job_id[1], "r": runner_id})
-    job = session.get(Job, int(job_id[0]), populate_existing=True)
-    return job
+    return job  # type: ignore[return-value]  # a Row with the Job's columns, or None
 
 
 def renew(session: Session, *, job_id: int, runner_id: int, lease_seconds: int) -> Job | None:
@@ -124,19 +127,50 @@ def fail(session: Session, *, job_id: int, runner_id: int, log: str, retryable: 
     return session.get(Job, job_id, populate_existing=True)
 
 
-def complete(session: Session, *, job_id: int, runner_id: int | None) -> None:
-    """Mark the job done (results arrived), closing its open attempt."""
-    job = session.scalar(select(Job).where(Job.id == job_id).with_for_update()
-                         .execution_options(populate_existing=True))
-    if job is None or job.state in ("done", "cancelled"):
-        return
-    if job.attempt > 0:
-        session.execute(_CLOSE_ATTEMPT, {"outcome": "done", "job_id": job_id,
-                                         "attempt": job.attempt, "log": None})
-    session.execute(text(
-        "UPDATE jobs SET state = 'done', finished_at = now(), lease_expires_at = NULL, "
-        "runner_id = COALESCE(CAST(:runner AS integer), runner_id) WHERE id = :id"),
-        {"id": job_id, "runner": runner_id})
+@dataclass(frozen=True)
+class Holding:
+    """A job as results see it, read with its row locked until the caller commits."""
+
+    state: str
+    runner_id: int | None
+    attempt: int
+    lease_live: bool
+    kind: str
+    comparison_id: int | None  # the comparison that owns the job, if any
+
+
+def lock_for_results(session: Session, job_id: int) -> Holding | None:
+    """The job's state and holder, locked (FOR UPDATE: the lease cannot expire, and no
+    other post for the job can interleave, until the caller's transaction ends)."""
+    row = session.execute(text(
+        "SELECT j.state, j.runner_id, j.attempt, coalesce(j.lease_expires_at >= now(), false), "
+        "j.kind, (SELECT cj.comparison_id FROM comparison_jobs cj WHERE cj.job_id = j.id "
+        "LIMIT 1) FROM jobs j WHERE j.id = :id FOR UPDATE OF j"), {"id": job_id}).first()
+    if row is None:
+        return None
+    return Holding(str(row[0]), row[1], int(row[2]), bool(row[3]), str(row[4]), row[5])
+
+
+def stored_uids(session: Session, job_id: int, uids: list[str]) -> int:
+    """How many of these trial uids are stored for this job."""
+    return int(session.scalar(text(
+        "SELECT count(*) FROM trials WHERE job_id = :j AND uid = ANY(:u)"),
+        {"j": job_id, "u": uids}) or 0)
+
+
+def complete(session: Session, *, job_id: int, runner_id: int | None) -> bool:
+    """Mark the job done (results arrived), closing its open attempt; False when it was
+    done (or cancelled) already."""
+    done = session.scalar(text(
+        "WITH done AS ("
+        "  UPDATE jobs SET state = 'done', finished_at = now(), lease_expires_at = NULL, "
+        "  runner_id = COALESCE(CAST(:runner AS integer), runner_id) "
+        "  WHERE id = :id AND state NOT IN ('done', 'cancelled') RETURNING id, attempt), "
+        "closed AS ("
+        "  UPDATE job_attempts a SET ended_at = now(), outcome = 'done' FROM done "
+        "  WHERE a.job_id = done.id AND a.attempt = done.attempt AND a.ended_at IS NULL) "
+        "SELECT count(*) FROM done"), {"id": job_id, "runner": runner_id})
+    return bool(done)
 
 
 def active_commit_job(session: Session, *, project_id: int, sha: str, arch: str) -> int | None:

@@ -1,7 +1,8 @@
 """The webhook outbox and webhook endpoints: add messages, claim due ones, record outcomes.
 
-A message is claimed with ``FOR UPDATE SKIP LOCKED``, so several API processes can run
-delivery workers without sending one message twice.
+A message is leased with ``FOR UPDATE SKIP LOCKED`` (its next attempt pushed past the
+delivery timeout, committed before the POST), so several API processes can run delivery
+workers without sending one message twice, and no transaction is open during a POST.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from mallard_api.models.analysis import OutboxMessage, WebhookEndpoint
@@ -24,16 +25,34 @@ def add(session: Session, *, event: str, alert_id: int | None, kind: str, url: s
     return msg
 
 
-def claim_due(session: Session, *, now: datetime | None = None, limit: int = 50
-              ) -> list[OutboxMessage]:
-    """Pending messages whose time has come, locked for this transaction."""
+def due_receivers(session: Session, *, now: datetime | None = None) -> list[str]:
+    """The receivers (URLs) that have messages due."""
     due = func.now() if now is None else now
-    q = (select(OutboxMessage)
-         .where(OutboxMessage.state == "pending", OutboxMessage.next_attempt_at <= due)
-         .order_by(OutboxMessage.next_attempt_at, OutboxMessage.id)
-         .limit(limit)
-         .with_for_update(skip_locked=True))
-    return list(session.scalars(q))
+    return [str(u) for u in session.scalars(
+        select(OutboxMessage.url).where(OutboxMessage.state == "pending",
+                                        OutboxMessage.next_attempt_at <= due)
+        .distinct().order_by(OutboxMessage.url))]
+
+
+_LEASE_NEXT = text("""
+UPDATE webhook_outbox SET next_attempt_at = COALESCE(CAST(:now AS timestamptz), now())
+                                            + make_interval(secs => :lease)
+WHERE id = (SELECT id FROM webhook_outbox
+            WHERE state = 'pending' AND url = :url
+              AND next_attempt_at <= COALESCE(CAST(:now AS timestamptz), now())
+            ORDER BY next_attempt_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+RETURNING id
+""")
+
+
+def lease_next(session: Session, url: str, *, now: datetime | None, lease_seconds: float
+               ) -> OutboxMessage | None:
+    """The receiver's next due message, leased: not due again for `lease_seconds` unless
+    its outcome is recorded first. The caller commits the lease before POSTing."""
+    row = session.execute(_LEASE_NEXT, {"now": now, "lease": lease_seconds, "url": url}).first()
+    if row is None:
+        return None
+    return session.get(OutboxMessage, int(row[0]), populate_existing=True)
 
 
 def list_messages(session: Session, *, alert_id: int | None = None) -> list[OutboxMessage]:

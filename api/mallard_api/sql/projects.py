@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select, text
+from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from mallard_api.models.core import Branch, BranchCommit, Commit, Project
+from mallard_api.sql import runners
 
 
 @dataclass
@@ -21,8 +22,15 @@ class CommitInfo:
     time: datetime | None = None
 
 
-def get(session: Session, name: str) -> Project | None:
-    return session.scalar(select(Project).where(Project.name == name))
+def get(session: Session, name: str, *, lock: bool = False) -> Project | None:
+    q = select(Project).where(Project.name == name)
+    if lock:
+        q = q.with_for_update()
+    return session.scalar(q)
+
+
+def id_of(session: Session, name: str) -> int | None:
+    return session.scalar(text("SELECT id FROM projects WHERE name = :n"), {"n": name})
 
 
 def list_all(session: Session) -> list[Project]:
@@ -30,8 +38,10 @@ def list_all(session: Session) -> list[Project]:
 
 
 def upsert(session: Session, *, name: str, repo_url: str, allocator_dir: str,
-           default_branch: str, tracked_branches: list[str], webhook_secret: str | None
-           ) -> Project:
+           default_branch: str, tracked_branches: list[str], webhook_secret: str | None,
+           create_only: bool = False) -> Project | None:
+    """Create or update; with `create_only`, None when the project exists already (it
+    was created by another request since the caller looked)."""
     values = dict(name=name, repo_url=repo_url, allocator_dir=allocator_dir,
                   default_branch=default_branch, tracked_branches=tracked_branches)
     update = dict(values)
@@ -39,8 +49,13 @@ def upsert(session: Session, *, name: str, repo_url: str, allocator_dir: str,
         values["webhook_secret"] = webhook_secret
         update["webhook_secret"] = webhook_secret
     stmt = insert(Project).values(**values)
-    stmt = stmt.on_conflict_do_update(index_elements=[Project.name], set_=update)
-    session.execute(stmt)
+    if create_only:
+        done = session.execute(stmt.on_conflict_do_nothing(index_elements=[Project.name])
+                               .returning(Project.id)).first()
+        if done is None:
+            return None
+    else:
+        session.execute(stmt.on_conflict_do_update(index_elements=[Project.name], set_=update))
     project = get(session, name)
     assert project is not None
     session.refresh(project)
@@ -70,59 +85,107 @@ def get_branch(session: Session, project: Project, name: str) -> Branch | None:
         select(Branch).where(Branch.project_id == project.id, Branch.name == name))
 
 
+def ensure_branch_id(session: Session, project_id: int, name: str) -> int:
+    return runners.get_or_insert(
+        session, "SELECT id FROM branches WHERE project_id = :p AND name = :n",
+        "INSERT INTO branches (project_id, name) VALUES (:p, :n) "
+        "ON CONFLICT (project_id, name) DO NOTHING RETURNING id", {"p": project_id, "n": name})
+
+
 def ensure_branch(session: Session, project: Project, name: str) -> Branch:
-    session.execute(
-        insert(Branch).values(project_id=project.id, name=name)
-        .on_conflict_do_nothing(index_elements=[Branch.project_id, Branch.name]))
-    branch = get_branch(session, project, name)
+    branch = session.get(Branch, ensure_branch_id(session, project.id, name))
     assert branch is not None
     return branch
 
 
+def upsert_commits(session: Session, project_id: int, infos: list[CommitInfo]
+                   ) -> dict[str, int]:
+    """Insert the commits that are new (filling in details known now for the others),
+    in one statement; sha -> id. `infos` must not repeat a sha."""
+    if not infos:
+        return {}
+    rows = session.execute(_UPSERT_COMMITS, {
+        "p": project_id, "sha": [c.sha for c in infos], "parent": [c.parent for c in infos],
+        "message": [c.message for c in infos], "author": [c.author for c in infos],
+        "at": [c.time for c in infos]})
+    return {str(r.sha): int(r.id) for r in rows}
+
+
 def ensure_commit(session: Session, project_id: int, info: CommitInfo) -> int:
     """Insert the commit if new (fill in missing details if known now); return its id."""
-    stmt = insert(Commit).values(project_id=project_id, sha=info.sha, parent_sha=info.parent,
-                                 message=info.message, author=info.author,
-                                 committed_at=info.time)
-    upsert = stmt.on_conflict_do_update(
-        index_elements=[Commit.project_id, Commit.sha],
-        set_=dict(parent_sha=func.coalesce(stmt.excluded.parent_sha, Commit.parent_sha),
-                  message=func.coalesce(stmt.excluded.message, Commit.message),
-                  author=func.coalesce(stmt.excluded.author, Commit.author),
-                  committed_at=func.coalesce(stmt.excluded.committed_at, Commit.committed_at)),
-    ).returning(Commit.id)
-    return int(session.execute(upsert).scalar_one())
+    return upsert_commits(session, project_id, [info])[info.sha]
+
+
+@dataclass
+class PushRecord:
+    branch_id: int
+    new: list[str]  # shas new on the branch, oldest first
+    stale: bool = False  # `after` is an older position of the branch: nothing was done
+
+
+_UPSERT_COMMITS = text("""
+INSERT INTO commits (project_id, sha, parent_sha, message, author, committed_at)
+SELECT CAST(:p AS integer), u.sha, u.parent, u.message, u.author, u.at
+FROM unnest(CAST(:sha AS text[]), CAST(:parent AS text[]), CAST(:message AS text[]),
+            CAST(:author AS text[]), CAST(:at AS timestamptz[]))
+     AS u(sha, parent, message, author, at)
+ON CONFLICT (project_id, sha) DO UPDATE SET
+    parent_sha = COALESCE(EXCLUDED.parent_sha, commits.parent_sha),
+    message = COALESCE(EXCLUDED.message, commits.message),
+    author = COALESCE(EXCLUDED.author, commits.author),
+    committed_at = COALESCE(EXCLUDED.committed_at, commits.committed_at)
+RETURNING id, sha
+""")
+
+# New commits get the next positions, in push order; the window runs after the filter.
+_ADD_TO_BRANCH = text("""
+INSERT INTO branch_commits (branch_id, commit_id, position)
+SELECT CAST(:b AS integer), u.id,
+       (SELECT coalesce(max(position), 0) FROM branch_commits
+        WHERE branch_id = CAST(:b AS integer)) + row_number() OVER (ORDER BY u.ord)
+FROM unnest(CAST(:ids AS bigint[])) WITH ORDINALITY AS u(id, ord)
+WHERE NOT EXISTS (SELECT 1 FROM branch_commits bc
+                  WHERE bc.branch_id = CAST(:b AS integer) AND bc.commit_id = u.id)
+RETURNING commit_id
+""")
+
+# The branch locked, with the positions of its head and of the pushed `after`.
+_LOCK_BRANCH = text("""
+SELECT b.head_sha,
+       (SELECT bc.position FROM branch_commits bc JOIN commits c ON c.id = bc.commit_id
+        WHERE bc.branch_id = b.id AND c.project_id = :p AND c.sha = b.head_sha) AS head_at,
+       (SELECT bc.position FROM branch_commits bc JOIN commits c ON c.id = bc.commit_id
+        WHERE bc.branch_id = b.id AND c.project_id = :p AND c.sha = :after) AS after_at
+FROM branches b WHERE b.id = :b FOR UPDATE OF b
+""")
 
 
 def record_push(session: Session, project: Project, branch_name: str, after: str,
-                commits: list[CommitInfo]) -> tuple[Branch, int]:
-    """Record the pushed commits (oldest first) on the branch; return (branch, number new).
+                commits: list[CommitInfo]) -> PushRecord:
+    """Record the pushed commits (oldest first) on the branch, in a few statements
+    whatever their number; each commit not yet on the branch gets the next position and
+    the head becomes `after`. The branch row is locked so concurrent pushes number
+    consistently.
 
-    Each commit not yet on the branch gets the next position; the branch head becomes
-    `after`. The branch row is locked so concurrent pushes number consistently.
+    A push whose `after` is already on the branch at an older position than the head (a
+    replayed delivery) changes nothing: a head never moves back to a known older commit.
     """
-    branch = ensure_branch(session, project, branch_name)
-    session.execute(select(Branch.id).where(Branch.id == branch.id).with_for_update())
-    infos = list(commits)
-    if after not in {c.sha for c in infos}:
-        infos.append(CommitInfo(sha=after))
-    new = 0
-    next_pos = int(session.scalar(
-        select(func.coalesce(func.max(BranchCommit.position), 0))
-        .where(BranchCommit.branch_id == branch.id)) or 0) + 1
-    for info in infos:
-        commit_id = ensure_commit(session, project.id, info)
-        res = session.execute(
-            insert(BranchCommit).values(branch_id=branch.id, commit_id=commit_id,
-                                        position=next_pos)
-            .on_conflict_do_nothing().returning(BranchCommit.commit_id))
-        if res.first() is not None:
-            next_pos += 1
-            new += 1
-    branch.head_sha = after
-    branch.updated_at = session.scalar(select(func.now()))  # type: ignore[assignment]
-    session.flush()
-    return branch, new
+    branch_id = ensure_branch_id(session, project.id, branch_name)
+    lock = session.execute(_LOCK_BRANCH, {"b": branch_id, "p": project.id, "after": after}
+                           ).one()
+    if lock.after_at is not None and lock.head_at is not None and lock.after_at < lock.head_at:
+        return PushRecord(branch_id, [], stale=True)
+    infos: dict[str, CommitInfo] = {}
+    for info in commits:
+        infos.setdefault(info.sha, info)
+    infos.setdefault(after, CommitInfo(sha=after))
+    ordered = list(infos.values())
+    id_of = upsert_commits(session, project.id, ordered)
+    added = {int(r[0]) for r in session.execute(_ADD_TO_BRANCH, {
+        "b": branch_id, "ids": [id_of[c.sha] for c in ordered]})}
+    session.execute(text("UPDATE branches SET head_sha = :h, updated_at = now() WHERE id = :b"),
+                    {"h": after, "b": branch_id})
+    return PushRecord(branch_id, [c.sha for c in ordered if id_of[c.sha] in added])
 
 
 def commits_on_branch(session: Session, branch: Branch, limit: int, offset: int

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, select, text
+from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from mallard_api.models.core import Allocator, Measure, Workload
+from mallard_api.models.core import Measure
 from mallard_api.schemas import ResultsIn, TrialIn
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql
@@ -61,31 +61,75 @@ AllocKey = tuple[str, str, str, str, str, str]
 _known_measures: dict[str, set[str]] = {}  # database URL -> measure names seen
 
 
+# Read what exists; insert only what is missing, then read those again in a statement of
+# their own: a row that a concurrent post inserted (our insert waited for it, then
+# skipped it) is visible only to a statement that starts after that post committed. The
+# usual post (everything known) is one statement per table.
+_INSERT_WORKLOADS = text("""
+INSERT INTO workloads (name, params_sha256, params, threads)
+SELECT u.name, u.sha, CAST(u.params AS jsonb), u.threads
+FROM unnest(CAST(:name AS text[]), CAST(:sha AS text[]), CAST(:params AS text[]),
+            CAST(:threads AS integer[])) AS u(name, sha, params, threads)
+ON CONFLICT (name, params_sha256) DO NOTHING
+""")
+_SELECT_WORKLOADS = text("""
+SELECT w.id, w.name, w.params_sha256 FROM workloads w
+JOIN unnest(CAST(:name AS text[]), CAST(:sha AS text[])) AS u(name, sha)
+  ON u.name = w.name AND u.sha = w.params_sha256
+""")
+
+
 def ensure_workloads(session: Session, wanted: dict[tuple[str, str], dict[str, Any]]
                      ) -> dict[tuple[str, str], int]:
-    """(name, params sha256) -> workload id, inserting the new ones (one executemany)."""
-    table = cast(Table, Workload.__table__)
-    conn = session.connection()
-    conn.execute(insert(table).on_conflict_do_nothing(index_elements=["name", "params_sha256"]),
-                 [{"name": name, "params_sha256": digest, "params": wanted[(name, digest)],
-                   "threads": _threads(wanted[(name, digest)])}
-                  for name, digest in sorted(wanted)])  # one global order: no deadlocks
-    rows = conn.execute(select(table.c.id, table.c.name, table.c.params_sha256)
-                        .where(table.c.params_sha256.in_({d for _, d in wanted})))
-    found = {(r.name, r.params_sha256): int(r.id) for r in rows}
+    """(name, params sha256) -> workload id, inserting the new ones (rows inserted in
+    one global order, so concurrent posts cannot deadlock)."""
+    def select(keys: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        rows = session.execute(_SELECT_WORKLOADS, {"name": [k[0] for k in keys],
+                                                   "sha": [k[1] for k in keys]})
+        return {(str(r.name), str(r.params_sha256)): int(r.id) for r in rows}
+
+    found = select(sorted(wanted))
+    missing = sorted(set(wanted) - set(found))
+    if missing:
+        session.execute(_INSERT_WORKLOADS, {
+            "name": [k[0] for k in missing], "sha": [k[1] for k in missing],
+            "params": [json.dumps(wanted[k], sort_keys=True, separators=(",", ":"))
+                       for k in missing],
+            "threads": [_threads(wanted[k]) for k in missing]})
+        found.update(select(missing))
     return {k: found[k] for k in wanted}
 
 
+_UNNEST_ALLOCATORS = """unnest(CAST(:name AS text[]), CAST(:commit_sha AS text[]),
+       CAST(:variant AS text[]), CAST(:build_flags AS text[]), CAST(:compiler AS text[]),
+       CAST(:library_sha256 AS text[]))
+  AS u(name, commit_sha, variant, build_flags, compiler, library_sha256)"""
+_INSERT_ALLOCATORS = text(f"""
+INSERT INTO allocators (name, commit_sha, variant, build_flags, compiler, library_sha256)
+SELECT * FROM {_UNNEST_ALLOCATORS}
+ON CONFLICT (name, commit_sha, variant, build_flags, compiler, library_sha256) DO NOTHING
+""")
+_SELECT_ALLOCATORS = text(f"""
+SELECT a.id, a.name, a.commit_sha, a.variant, a.build_flags, a.compiler, a.library_sha256
+FROM allocators a JOIN {_UNNEST_ALLOCATORS}
+  USING (name, commit_sha, variant, build_flags, compiler, library_sha256)
+""")
+
+
 def ensure_allocators(session: Session, wanted: set[AllocKey]) -> dict[AllocKey, int]:
-    """The allocator rows for these keys, inserting the new ones (one executemany)."""
-    table = cast(Table, Allocator.__table__)
-    conn = session.connection()
-    conn.execute(insert(table).on_conflict_do_nothing(index_elements=list(ALLOC_COLS)),
-                 [dict(zip(ALLOC_COLS, key, strict=True)) for key in sorted(wanted)])
-    rows = conn.execute(select(table.c.id, *[table.c[c] for c in ALLOC_COLS])
-                        .where(table.c.name.in_({k[0] for k in wanted}),
-                               table.c.commit_sha.in_({k[1] for k in wanted})))
-    found = {tuple(r[1:]): int(r[0]) for r in rows}
+    """The allocator rows for these keys, inserting the new ones (in one global order)."""
+    def args(keys: list[AllocKey]) -> dict[str, list[str]]:
+        return {c: [k[i] for k in keys] for i, c in enumerate(ALLOC_COLS)}
+
+    def select(keys: list[AllocKey]) -> dict[AllocKey, int]:
+        return {tuple(r[1:]): int(r[0])  # type: ignore[misc]
+                for r in session.execute(_SELECT_ALLOCATORS, args(keys))}
+
+    found = select(sorted(wanted))
+    missing = sorted(wanted - set(found))
+    if missing:
+        session.execute(_INSERT_ALLOCATORS, args(missing))
+        found.update(select(missing))
     return {k: found[k] for k in wanted}
 
 
@@ -112,9 +156,7 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     testbed_id = runner_sql.ensure_testbed(session, body.testbed.model_dump())
     branch_id = None
     if project_id is not None and body.branch:
-        project = session.get(project_sql.Project, project_id)
-        assert project is not None
-        branch_id = project_sql.ensure_branch(session, project, body.branch).id
+        branch_id = project_sql.ensure_branch_id(session, project_id, body.branch)
 
     wkeys = [(t.workload.name, canonical_params(t.workload.params)) for t in body.trials]
     workloads = ensure_workloads(session, {(name, digest): json.loads(canonical)
@@ -122,9 +164,9 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     allocators = ensure_allocators(session, {_alloc_key(t) for t in body.trials})
     commits: dict[str, int] = {}
     if project_id is not None:
-        for sha in sorted({t.allocator.commit for t in body.trials if t.allocator.commit}):
-            commits[sha] = project_sql.ensure_commit(session, project_id,
-                                                     project_sql.CommitInfo(sha=sha))
+        shas = sorted({t.allocator.commit for t in body.trials if t.allocator.commit})
+        commits = project_sql.upsert_commits(
+            session, project_id, [project_sql.CommitInfo(sha=sha) for sha in shas])
     ensure_measures(session, {m for t in body.trials for m in t.measures})
 
     # Peers (no commit of their own) belong to the commit they ran beside: the head's.
@@ -163,5 +205,4 @@ def store_artifacts(session: Session, *, job_id: int | None, runner_id: int | No
         {"j": job_id, "r": runner_id, "a": json.dumps(artifacts)})
 
 
-def job_exists(session: Session, job_id: int) -> bool:
-    return session.scalar(text("SELECT 1 FROM jobs WHERE id = :id"), {"id": job_id}) is not None
+

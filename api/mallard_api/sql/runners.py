@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -23,13 +24,28 @@ def fingerprint(testbed: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return hashlib.sha256(canonical.encode()).hexdigest(), fields
 
 
+def get_or_insert(session: Session, select_sql: str, insert_sql: str, args: dict[str, Any]
+                  ) -> int:
+    """The id a SELECT finds, else the one the INSERT ... ON CONFLICT DO NOTHING RETURNING
+    id makes, else (a concurrent request inserted it meanwhile) the SELECT's again, in a
+    statement of its own so that it sees the other request's row. Usually one statement."""
+    found = session.execute(text(select_sql), args).scalar()
+    if found is None:
+        found = session.execute(text(insert_sql), args).scalar()
+    if found is None:
+        found = session.execute(text(select_sql), args).scalar_one()
+    return int(found)
+
+
 def ensure_testbed(session: Session, testbed: dict[str, Any]) -> int:
     fp, fields = fingerprint(testbed)
-    session.execute(
-        insert(Testbed).values(fingerprint=fp, arch=str(fields.get("arch") or ""),
-                               cpu_model=fields.get("cpu_model"), fields=fields)
-        .on_conflict_do_nothing(index_elements=[Testbed.fingerprint]))
-    return int(session.scalar(select(Testbed.id).where(Testbed.fingerprint == fp)) or 0)
+    return get_or_insert(
+        session, "SELECT id FROM testbeds WHERE fingerprint = :fp",
+        "INSERT INTO testbeds (fingerprint, arch, cpu_model, fields) "
+        "VALUES (:fp, :arch, :cpu, CAST(:fields AS jsonb)) "
+        "ON CONFLICT (fingerprint) DO NOTHING RETURNING id",
+        {"fp": fp, "arch": str(fields.get("arch") or ""), "cpu": fields.get("cpu_model"),
+         "fields": json.dumps(fields)})
 
 
 def get(session: Session, runner_id: int) -> Runner | None:
@@ -38,6 +54,26 @@ def get(session: Session, runner_id: int) -> Runner | None:
 
 def get_by_name(session: Session, name: str) -> Runner | None:
     return session.scalar(select(Runner).where(Runner.name == name))
+
+
+@dataclass(frozen=True)
+class RunnerRef:
+    """What most calls need of a runner (a plain statement, no ORM object)."""
+
+    id: int
+    name: str
+    arch: str
+
+
+def ref(session: Session, *, runner_id: int | None = None, name: str | None = None,
+        touch: bool = False) -> RunnerRef | None:
+    """The runner by id or name; with `touch`, its last-seen time is set in the same
+    statement (undone with the transaction if the caller then refuses the request)."""
+    where = "id = :id" if runner_id is not None else "name = :n"
+    sql = (f"UPDATE runners SET last_seen_at = now() WHERE {where} RETURNING id, name, arch"
+           if touch else f"SELECT id, name, arch FROM runners WHERE {where}")
+    row = session.execute(text(sql), {"id": runner_id, "n": name}).first()
+    return None if row is None else RunnerRef(int(row[0]), str(row[1]), str(row[2]))
 
 
 def register(session: Session, *, name: str, arch: str, cpus: str | None,
@@ -68,8 +104,8 @@ def heartbeat(session: Session, runner: Runner, testbed: dict[str, Any] | None) 
 
 
 def touch(session: Session, runner_id: int) -> None:
-    session.execute(update(Runner).where(Runner.id == runner_id)
-                    .values(last_seen_at=func.now()))
+    session.execute(text("UPDATE runners SET last_seen_at = now() WHERE id = :id"),
+                    {"id": runner_id})
 
 
 def list_all(session: Session) -> list[tuple[Runner, str | None]]:

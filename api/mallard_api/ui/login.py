@@ -103,7 +103,10 @@ def page_principal(request: Request, session: Session) -> auth.Principal:
     """The bearer header when sent (a bad one is a 401), else the session cookie; neither:
     LoginRequired."""
     if request.headers.get("authorization"):
-        return auth.principal(request, session)
+        who = auth.token_principal(request, session, auth.bearer_token(request))
+        if who is None:
+            raise auth.unauthorized("unknown or revoked token")
+        return who
     who = read_cookie(request.app.state.settings, session, request.cookies.get(COOKIE))
     if who is None:
         raise LoginRequired()

@@ -15,7 +15,6 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
-from mallard_api import analysis
 from mallard_api.auth import Principal, field_error
 from mallard_api.deps import get_session
 from mallard_api.models.core import Project
@@ -128,10 +127,6 @@ def comparison_page(request: Request, comparison_id: Id, session: DB, who: Viewe
     if comp is None:
         raise field_error(404, ["path", "comparison_id"], f"There is no comparison "
                           f"#{comparison_id}.", "not_found")
-    before = comp.state
-    analysis.refresh_state(session, comp)  # as GET /api/v1/comparisons/{id} does
-    if comp.state != before:
-        session.commit()
     return page(request, "comparison.html", viewer=who, **comparison.build(session, comp))
 
 

@@ -1,0 +1,110 @@
+"""The analysis worker: takes work from the analysis queue (sql/analysis_queue.py) and
+runs it outside any request.
+
+- `comparison`: lock the comparison, recompute its cells from all its trials, settle its
+  state or queue a follow-up (analysis.update_comparison).
+- `changes`: change detection over every series the queued trials touched
+  (analysis.detect_changes); alerts it opens queue their webhook events.
+
+Each item is taken with SKIP LOCKED and done, and deleted, in one transaction; a failure
+rolls back and counts an attempt (retried after `30 s * attempts`, kept as failed after
+MALLARD_ANALYSIS_MAX_ATTEMPTS, with its error). A process runs it in a background loop
+every MALLARD_ANALYSIS_POLL_SECONDS and when woken by its own ingest; tests call
+`drain()` instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from sqlalchemy.orm import Session
+
+from mallard_api import analysis
+from mallard_api.background import BackgroundLoop
+from mallard_api.config import Settings
+from mallard_api.errors import DB_UNAVAILABLE
+from mallard_api.sql import analysis_queue as queue
+from mallard_api.sql import comparisons as comparison_sql
+
+log = logging.getLogger("mallard_api.analysis")
+
+
+class AnalysisWorker:
+    def __init__(self, factory: Callable[[], Session], settings: Settings,
+                 on_commit: Callable[[], None] | None = None) -> None:
+        self.factory = factory
+        self.settings = settings
+        self.on_commit = on_commit  # e.g. wake the outbox after alerts were opened
+
+    def run(self, session: Session, task: queue.Task) -> None:
+        if task.kind == "comparison":
+            assert task.comparison_id is not None
+            comp = comparison_sql.lock(session, task.comparison_id)
+            if comp is not None:
+                analysis.update_comparison(session, comp, self.settings)
+        else:
+            analysis.detect_changes(session, sorted(set(task.trial_ids)), self.settings)
+
+    def step(self) -> bool:
+        """Take and run one item; False when none is due."""
+        with self.factory() as session:
+            task = queue.take(session)
+            if task is None:
+                session.rollback()
+                return False
+            try:
+                self.run(session, task)
+                queue.finish(session, task)
+                session.commit()
+            except DB_UNAVAILABLE:
+                raise  # the loop backs off; the item stays queued
+            except Exception as exc:
+                session.rollback()
+                log.exception("analysis of %s %s failed", task.kind,
+                              task.comparison_id or f"({len(task.trial_ids)} trials)")
+                with self.factory() as s:
+                    queue.record_failure(s, task, f"{type(exc).__name__}: {exc}",
+                                         max_attempts=self.settings.analysis_max_attempts,
+                                         delay_seconds=30.0)
+                    s.commit()
+                return True
+        if self.on_commit is not None:
+            self.on_commit()
+        return True
+
+    def drain(self, limit: int = 10_000) -> int:
+        """Run due items until none is left (or `limit`); returns how many ran."""
+        done = 0
+        while done < limit and self.step():
+            done += 1
+        return done
+
+
+class AnalysisService:
+    """The worker as an app runs it: a background loop when `poll_seconds` > 0, woken
+    by this process's ingest; otherwise nothing runs until someone calls `drain()`."""
+
+    def __init__(self, worker: AnalysisWorker, *, poll_seconds: float,
+                 max_backoff: float) -> None:
+        self.worker = worker
+        self.poll_seconds = poll_seconds
+        self.max_backoff = max_backoff
+        self._loop: BackgroundLoop | None = None
+
+    def start(self) -> None:
+        if self.poll_seconds > 0 and (self._loop is None or not self._loop.alive):
+            self._loop = BackgroundLoop("analysis", self.worker.step,
+                                        interval=self.poll_seconds,
+                                        max_backoff=self.max_backoff).start()
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.stop()
+
+    def wake(self) -> None:
+        if self._loop is not None:
+            self._loop.wake()
+
+    def drain(self) -> int:
+        return self.worker.drain()

@@ -1,0 +1,117 @@
+"""The field rules (fields.py, known.py): refs, relative paths, variants, peers, suites;
+the ref rule checked against git itself."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from mallard_api.fields import check_ref, check_relative_path, check_variant
+from mallard_api.known import VARIANT_KEYS, Catalog, CatalogError
+
+REPO = Path(__file__).resolve().parents[2]
+
+REFS_OK = ["main", "v1.2", "refs/heads/main", "feature/x-y_z", "HEAD", "a" * 40, "B" * 64,
+           "release-2026.11", "user@host", "a.b"]
+REFS_BAD = ["--upload-pack=touch${IFS}marker;git-upload-pack", "-x", "refs/heads/-x",
+            "main~1", "a^", "a:b", "a b", "a\tb", "a?", "a*", "a[", "a\\b", "a..b", ".hidden",
+            "a/.b", "a.lock", "a/b.lock", "/a", "a/", "a//b", "a.", "@", "a@{1}", "a\x7f"]
+
+
+@pytest.mark.parametrize("ref", REFS_OK)
+def test_good_refs(ref):
+    assert check_ref(ref) == (ref.lower() if len(ref) in (40, 64) else ref)
+
+
+@pytest.mark.parametrize("ref", REFS_BAD)
+def test_bad_refs(ref):
+    with pytest.raises(ValueError):
+        check_ref(ref)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+@pytest.mark.parametrize("ref", REFS_OK + REFS_BAD)
+def test_what_we_accept_git_accepts(ref):
+    """Anything accepted is a ref name git accepts (or a full sha); what git would take
+    as a branch name option (leading '-') is refused even where git's plain check
+    allows it."""
+    try:
+        check_ref(ref)
+    except ValueError:
+        return
+    if len(ref) in (40, 64) and all(c in "0123456789abcdefABCDEF" for c in ref):
+        return
+    r = subprocess.run(["git", "check-ref-format", "--allow-onelevel", ref],
+                       capture_output=True)
+    assert r.returncode == 0, ref
+
+
+@pytest.mark.parametrize("path", ["allocator", "src/alloc", "a-b/c_d.e", "x/y/z"])
+def test_relative_paths_inside(path):
+    assert check_relative_path(path) == path
+
+
+@pytest.mark.parametrize("path", ["../../../../tmp/evil", "a/../b", "/abs", "-x", "a/-b",
+                                  ".", "a/./b", "", "a//b", "a/", ".git", "a b", "a\\b",
+                                  "~/x", "a/..", "$(touch x)"])
+def test_relative_paths_outside_are_refused(path):
+    with pytest.raises(ValueError):
+        check_relative_path(path)
+
+
+@pytest.mark.parametrize("variant", ["", "transfer=ring", "transfer=mutex,decay_ms=10",
+                                     "remote=page,verbose=1,on_misuse=abort"])
+def test_variants(variant):
+    assert check_variant(variant) == variant
+
+
+@pytest.mark.parametrize("variant", ["transfer", "transfer=", "=ring", "nokey=1",
+                                     "stats_file=/tmp/x", "transfer=ring;rm -rf /",
+                                     "transfer=$(id)", "transfer=ring,transfer=mutex",
+                                     "transfer=a b", "TRANSFER=ring", "transfer=ring,"])
+def test_bad_variants(variant):
+    with pytest.raises(ValueError):
+        check_variant(variant)
+
+
+def test_variant_keys_are_the_allocators_options():
+    """The keys are the allocator's option table (allocator/src/options.c) minus
+    STATS_FILE, which is a path the allocator writes to."""
+    source = (REPO / "allocator" / "src" / "options.c").read_text()
+    import re
+
+    names = set(re.findall(r'\[MLD_OPT_[A-Z_]+\] = \{"([A-Z_]+)"', source))
+    assert names and {n.lower() for n in names} - {"stats_file"} == set(VARIANT_KEYS)
+
+
+def test_catalog_is_the_runner_suites():
+    folder = REPO / "runner" / "suites"
+    catalog = Catalog.load(folder)
+    for path in folder.glob("*.yaml"):
+        assert catalog.suites[path.stem] == set(yaml.safe_load(path.read_text())["workloads"])
+    assert catalog.check_suite("quick") is None
+    assert "unknown suite" in (catalog.check_suite("/etc/passwd") or "")
+    assert catalog.check_workloads("quick", ["larson", "rpc"]) is None
+    assert "nope" in (catalog.check_workloads("quick", ["larson", "nope"]) or "")
+
+
+def test_catalog_errors(tmp_path):
+    with pytest.raises(CatalogError, match="not a folder"):
+        Catalog.load(tmp_path / "missing")
+    with pytest.raises(CatalogError, match="no \\*.yaml"):
+        Catalog.load(tmp_path)
+    (tmp_path / "bad.yaml").write_text("name: bad\n")
+    with pytest.raises(CatalogError, match="names no workloads"):
+        Catalog.load(tmp_path)
+
+
+def test_catalog_reads_a_suite_added_since(tmp_path):
+    (tmp_path / "a.yaml").write_text("name: a\nworkloads: {larson: {}}\n")
+    catalog = Catalog.load(tmp_path)
+    assert catalog.check_suite("b") is not None
+    (tmp_path / "b.yaml").write_text("name: b\nworkloads: {gate: {}}\n")
+    assert catalog.check_suite("b") is None
+    assert catalog.check_workloads("b", ["gate"]) is None
