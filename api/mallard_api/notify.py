@@ -35,8 +35,8 @@ from typing import Any
 import httpx
 from sqlalchemy.orm import Session
 
-from mallard_api.config import get_settings
 from mallard_api.background import BackgroundLoop
+from mallard_api.config import get_settings
 from mallard_api.models.analysis import Alert, OutboxMessage
 from mallard_api.sql import outbox
 from mallard_api.ui import links

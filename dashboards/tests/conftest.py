@@ -125,6 +125,7 @@ def api(pg_url, tmp_path_factory):
         "MALLARD_PEERS": "glibc,jemalloc",
         "MALLARD_TRIALS": "3",
         "MALLARD_WARMUP": "0",
+        "MALLARD_REPO_URL_ALLOW": "file:///",
     }
     exe = Path(sys.executable).parent / "mallard-api"
     proc = Process(

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+from stack import wait_for
 
 PROJECT = "mallard"
 BRANCH = "main"
@@ -201,6 +202,7 @@ def run_job(
         "/results",
         {
             "job_id": job["id"],
+            "attempt": job["attempt"],
             "runner_id": runner_id,
             "project": PROJECT,
             "branch": spec.get("branch"),
@@ -296,8 +298,13 @@ def seed(base_url: str, token: str) -> Seeded:
         datetime.now(UTC),
         {("head", "larson", 2): 0.83},
     )
-    done = c.call("GET", f"/comparisons/{s.comparison_id}")
-    assert done["state"] == "done", done
+    # The API's analysis worker settles the comparison (and the history's change
+    # points) in the background: wait for it, as a user polling the comparison would.
+    wait_for(
+        f"comparison {s.comparison_id} to be done",
+        lambda: c.call("GET", f"/comparisons/{s.comparison_id}")["state"] == "done",
+        180,
+    )
 
     # A last push whose jobs nobody has claimed yet: the queue is not empty.
     last = sha(COMMITS)

@@ -33,7 +33,12 @@ class RealApi:
     def __init__(self, base: Path):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "MALLARD_DATA_DIR": str(base / "pgdata")}
+        # the API checks a job's suite by name: it reads the suites the test writes
+        self.suites_dir = base / "suites"
+        shutil.copytree(REPO_ROOT / "runner" / "suites", self.suites_dir)
+        self.env = {**os.environ, "MALLARD_DATA_DIR": str(base / "pgdata"),
+                    "MALLARD_REPO_URL_ALLOW": "file:///",
+                    "MALLARD_SUITES_DIR": str(self.suites_dir)}
         self.env.pop("DATABASE_URL", None)
         self.log = base / "api.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -89,8 +94,9 @@ def test_agent_survives_a_real_api_restart(real_api, make_settings, toy_repo, tm
     wl = tmp_path / "wl"
     gate, started = tmp_path / "gate.open", tmp_path / "gate.started"
     gate_workload(wl, gate, started)  # the first trial waits until the API is down
-    write_suite(settings, "t", {"trials": 3, "warmup": 0, "threads": [1],
-                                "allocators": ["glibc"], "workloads": {"gate": {}}})
+    suite = write_suite(settings, "t", {"trials": 3, "warmup": 0, "threads": [1],
+                                        "allocators": ["glibc"], "workloads": {"gate": {}}})
+    shutil.copy(suite, real_api.suites_dir / suite.name)
     user = real_api.token("--role", "user")
     runner_token = real_api.token("--role", "runner", "--runner", "node-real")
     api = httpx.Client(base_url=real_api.url, timeout=30,
@@ -102,7 +108,7 @@ def test_agent_survives_a_real_api_restart(real_api, make_settings, toy_repo, tm
             "warmup": 0}
     job = api.post("/api/v1/jobs", json={"kind": "commit", "arch": platform.machine(),
                                          "project": "mallard", "spec": spec})
-    job.raise_for_status()
+    assert job.status_code == 201, job.text
     job_id = job.json()["id"]
     env = {**os.environ, "MALLARD_RUNNER_WORKLOADS_DIR": str(wl),
            "MALLARD_RUNNER_SUITES_DIR": str(settings.suites_dir),

@@ -26,6 +26,8 @@ import pytest
 from mallard_api import analysis, notify
 from mallard_api.sql import projects as project_sql
 
+from helpers import run_analysis
+
 CHROMIUM = os.environ.get("MALLARD_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
                   "--disable-background-networking", "--disable-component-update",
@@ -48,7 +50,8 @@ def _trial(label: str, name: str, commit: str | None, variant: str | None, workl
 def _post(client: Any, headers: dict[str, str], runner: dict[str, Any], project: str,
           trials: list[dict[str, Any]], job_id: int | None = None) -> None:
     r = client.post("/api/v1/results", headers=headers, json={
-        "job_id": job_id, "runner_id": runner["id"], "project": project, "branch": "main",
+        "job_id": job_id, "attempt": 1 if job_id is not None else None,
+        "runner_id": runner["id"], "project": project, "branch": "main",
         "testbed": {"arch": runner["arch"], "cpu_model": "Test CPU", "cpus": "1"},
         "trials": trials})
     assert r.status_code == 201, r.text
@@ -104,6 +107,7 @@ def _build(client: Any, make_token: Any, user_token: str) -> dict[str, Any]:
                     "ops_per_sec": level * (1 + 0.004 * rng.standard_normal()),
                     "max_rss_bytes": 14e6}, 10 + k) for k in range(3)]
         _post(client, runner_headers, runner, project, trials)
+    run_analysis(client.app)
     alerts = client.get("/api/v1/alerts", headers=user, params={"project": project}).json()
     assert len(alerts) == 1, alerts
 
@@ -140,6 +144,7 @@ def _build(client: Any, make_token: Any, user_token: str) -> dict[str, Any]:
     # one wild trial, marked as an outlier on the page
     trials[5]["measures"]["ops_per_sec"] *= 0.5
     _post(client, runner_headers, runner, project, trials, job_id=job["id"])
+    run_analysis(client.app)
     detail = client.get(f"/api/v1/comparisons/{comp['id']}", headers=user).json()
     assert detail["state"] == "done", detail["report"]
     return dict(project=project, commits=commits, comparison=comp["id"],

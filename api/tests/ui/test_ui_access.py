@@ -72,9 +72,9 @@ def test_unknown_branch_is_404(app, pages_data):
 
 
 def test_no_page_contains_a_token_or_a_webhook_secret(app, client, pages_data, settings,
-                                                      make_token):
+                                                      make_token, admin_headers):
     secret = "project-webhook-secret-f00d"
-    r = client.put(f"/api/v1/projects/{pages_data['project']}", headers=pages_data["user"],
+    r = client.put(f"/api/v1/projects/{pages_data['project']}", headers=admin_headers,
                    json={"repo_url": f"/srv/git/{pages_data['project']}.git",
                          "allocator_dir": "allocator", "default_branch": "main",
                          "webhook_secret": secret})
@@ -133,12 +133,12 @@ def test_tampered_expired_and_revoked_sessions_are_refused(app, pages_data, make
     settings = app.state.settings
     token = make_token("user")
     path = f"/ui/comparisons/{pages_data['comparison']}"
+    digest = auth.hash_token(token)
     with app.state.sessionmaker() as s:
-        row = token_sql.lookup(s, auth.hash_token(token))
+        row = token_sql.lookup(s, digest)
         assert row is not None
-        good, _ = login.make_cookie(settings, row.id, row.token_sha256)
-        old, _ = login.make_cookie(settings, row.id, row.token_sha256,
-                                   now=time.time() - 2 * 86400)
+        good, _ = login.make_cookie(settings, row.id, digest)
+        old, _ = login.make_cookie(settings, row.id, digest, now=time.time() - 2 * 86400)
     head, tid, exp, sig = good.split(".")
     forged = f"{head}.{tid}.{int(exp) + 86400 * 365}.{sig}"
     other = f"{head}.{int(tid) - 1}.{exp}.{sig}"
