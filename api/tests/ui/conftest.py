@@ -23,10 +23,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import run_analysis
 from mallard_api import analysis, notify
 from mallard_api.sql import projects as project_sql
-
-from helpers import run_analysis
 
 CHROMIUM = os.environ.get("MALLARD_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
