@@ -85,7 +85,7 @@ def analysis_worker(poll_seconds: float = 1.0) -> None:
     CPU from requests."""
     import threading
 
-    from mallard_api.analysis_worker import AnalysisService, AnalysisWorker
+    from mallard_api.analysis.worker import AnalysisService, AnalysisWorker
 
     settings = load_settings()
     stop = threading.Event()

@@ -12,7 +12,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from mallard_api.models.core import Measure
-from mallard_api.schemas import ResultsIn, TrialIn
+from mallard_api.schemas.core import ResultsIn, TrialIn
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql
 
