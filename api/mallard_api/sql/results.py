@@ -122,7 +122,7 @@ def ensure_allocators(session: Session, wanted: set[AllocKey]) -> dict[AllocKey,
         return {c: [k[i] for k in keys] for i, c in enumerate(ALLOC_COLS)}
 
     def select(keys: list[AllocKey]) -> dict[AllocKey, int]:
-        return {tuple(r[1:]): int(r[0])  # type: ignore[misc]
+        return {tuple(r[1:]): int(r[0])
                 for r in session.execute(_SELECT_ALLOCATORS, args(keys))}
 
     found = select(sorted(wanted))
