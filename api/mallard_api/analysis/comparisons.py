@@ -21,7 +21,6 @@ its comparison for the worker (:func:`jobs_changed`), so no comparison stays ``r
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from collections import defaultdict
@@ -31,12 +30,14 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import report, stats
+from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.hypothesis import Hypothesis
 from mallard_api.analysis.measures import THROUGHPUT, higher_is_better, is_deterministic, is_primary
 from mallard_api.analysis.policy import Policy, stats_policy
 from mallard_api.config import Settings, get_settings
-from mallard_api.models.analysis import Comparison, ComparisonCell
+from mallard_api.models.analysis import Comparison
 from mallard_api.models.core import Job
+from mallard_api.params import params_key
 from mallard_api.sql import comparisons as sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.ui import links
@@ -67,17 +68,13 @@ def comparison_spec(comp: Comparison, *, project_repo: str, allocator_dir: str,
     }
 
 
-def _pkey(params: dict[str, Any]) -> str:
-    return json.dumps(params, sort_keys=True, separators=(",", ":"))
-
-
 def _direction(measure: str, known: dict[str, bool]) -> bool:
     return known.get(measure, higher_is_better(measure))
 
 
 def compute_cells(session: Session, comp: Comparison, policy: Policy
-                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
-    """(cell rows, peer medians, note) from the comparison's trials."""
+                  ) -> tuple[list[CellRow], list[dict[str, Any]], str | None]:
+    """(cells, peer medians, note) from the comparison's trials."""
     rows = sql.trials(session, comp.id)
     if not rows:
         return [], [], None
@@ -94,7 +91,7 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
     params_of: dict[tuple[str, str], tuple[dict[str, Any], int | None]] = {}
     peer_values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for r in rows:
-        pk = _pkey(r.params)
+        pk = params_key(r.params)
         params_of[(r.workload, pk)] = (r.params, r.threads)
         for m, v in r.measures.items():
             if r.label in ("base", "head"):
@@ -115,17 +112,9 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
     rcells = [report.ReportCell(k[0], params_of[(k[0], k[1])][0], k[2], s)
               for k, s in zip(keys, decided, strict=True)]
     lines = report.cell_lines(rcells)
-    out = []
-    for k, s, line in zip(keys, decided, lines, strict=True):
-        params, threads = params_of[(k[0], k[1])]
-        out.append(dict(
-            workload=k[0], params=params, threads=threads, measure=k[2],
-            higher_is_better=s.higher_is_better, base_median=s.base_median,
-            head_median=s.head_median, ratio=s.ratio, diff_pct=s.diff_pct,
-            ci_low_pct=s.ci_low_pct, ci_high_pct=s.ci_high_pct, p_value=s.p_value,
-            p_adjusted=s.p_adjusted, n_base=s.n_base, n_head=s.n_head,
-            robust_base=s.robust_base, robust_head=s.robust_head, verdict=s.verdict,
-            mde_pct=s.mde_pct, line=line))
+    out = [CellRow.of(s, workload=k[0], params=params_of[(k[0], k[1])][0],
+                      threads=params_of[(k[0], k[1])][1], measure=k[2], line=line)
+           for k, s, line in zip(keys, decided, lines, strict=True)]
     peers = [
         {"workload": wl, "params": params_of[(wl, pk)][0], "allocator": alloc,
          "median": float(statistics.median(vs))}
@@ -146,12 +135,12 @@ def update_comparison(session: Session, comp: Comparison, settings: Settings | N
     refresh_state(session, comp, cells=cells)
 
 
-def _follow_up_unknowns(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [c for c in cells if c["verdict"] == "unknown" and not report.is_counter(c["measure"])]
+def _follow_up_unknowns(cells: list[CellRow]) -> list[CellRow]:
+    return [c for c in cells if c.verdict == "unknown" and not report.is_counter(c.measure)]
 
 
 def refresh_state(session: Session, comp: Comparison,
-                  cells: list[dict[str, Any]] | None = None) -> None:
+                  cells: list[CellRow] | None = None) -> None:
     """Settle ``comp.state`` from its jobs and cells; queue a follow-up when due."""
     if comp.state in ("done", "failed"):
         return
@@ -161,11 +150,7 @@ def refresh_state(session: Session, comp: Comparison,
             comp.state = "running"
         return
     if cells is None:
-        cells = [
-            {"verdict": c.verdict, "measure": c.measure, "workload": c.workload,
-             "threads": c.threads}
-            for c in sql.cells(session, comp.id)
-        ]
+        cells = sql.cells(session, comp.id)
     if not cells:
         if jobs and all(j.state in ("failed", "cancelled") for j in jobs):
             comp.state = "failed"
@@ -180,12 +165,12 @@ def refresh_state(session: Session, comp: Comparison,
     comp.finished_at = datetime.now(UTC)
 
 
-def queue_follow_up(session: Session, comp: Comparison, unknown: list[dict[str, Any]],
+def queue_follow_up(session: Session, comp: Comparison, unknown: list[CellRow],
                     jobs: list[sql.JobState]) -> Job:
     round_ = comp.follow_ups + 1
-    workloads = sorted({c["workload"] for c in unknown})
-    thread_set = {c["threads"] for c in unknown}
-    threads = None if None in thread_set else sorted(int(t) for t in thread_set)
+    workloads = sorted({c.workload for c in unknown})
+    thread_set = {c.threads for c in unknown if c.threads is not None}
+    threads = None if any(c.threads is None for c in unknown) else sorted(thread_set)
     trials = comp.trials * 2 ** (round_ - 1)
     first = session.get(Job, jobs[0].job_id) if jobs else None
     spec0 = dict(first.spec) if first is not None else {}
@@ -201,16 +186,6 @@ def queue_follow_up(session: Session, comp: Comparison, unknown: list[dict[str, 
     return job
 
 
-def cell_stats(c: ComparisonCell) -> stats.CellStats:
-    return stats.CellStats(
-        n_base=c.n_base, n_head=c.n_head, robust_base=c.robust_base, robust_head=c.robust_head,
-        base_median=c.base_median, head_median=c.head_median, ratio=c.ratio,
-        diff_pct=c.diff_pct, ci_low_pct=c.ci_low_pct, ci_high_pct=c.ci_high_pct,
-        p_value=c.p_value, p_adjusted=c.p_adjusted, verdict=c.verdict,
-        higher_is_better=c.higher_is_better, primary=c.verdict != stats.DIAGNOSTIC,
-        mde_pct=c.mde_pct)
-
-
 def hypothesis_of(comp: Comparison) -> Hypothesis | None:
     if comp.hypothesis_low_pct is None or comp.hypothesis_high_pct is None:
         return None
@@ -221,10 +196,10 @@ def hypothesis_of(comp: Comparison) -> Hypothesis | None:
 def render_report(session: Session, comp: Comparison) -> str:
     """The text report of GET /comparisons/{id}/report."""
     cells = sql.cells(session, comp.id)
-    rcells = [report.ReportCell(c.workload, c.params, c.measure, cell_stats(c)) for c in cells]
+    rcells = [report.ReportCell(c.workload, c.params, c.measure, c.stats()) for c in cells]
     peers: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     for p in comp.peer_medians or []:
-        peers[(p["workload"], report.params_key(p["params"]))][p["allocator"]] = p["median"]
+        peers[(p["workload"], params_key(p["params"]))][p["allocator"]] = p["median"]
     testbed = None
     if comp.testbed_fingerprint:
         testbed = f"{comp.cpu_model or 'unknown CPU'} ({comp.testbed_fingerprint[:12]})"

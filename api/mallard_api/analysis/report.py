@@ -37,6 +37,7 @@ from typing import Any
 from mallard_api.analysis.hypothesis import Hypothesis, hypothesis_outcome
 from mallard_api.analysis.measures import THROUGHPUT
 from mallard_api.analysis.stats import DIAGNOSTIC, CellStats
+from mallard_api.params import params_key
 
 
 def is_counter(measure: str) -> bool:
@@ -134,10 +135,6 @@ class ReportHeader:
     notes: list[str] = field(default_factory=list)
 
 
-def _params_key(params: Mapping[str, Any]) -> str:
-    return repr(sorted(params.items()))
-
-
 def _measure_order(measure: str) -> tuple[int, str]:
     if measure == THROUGHPUT:
         return (0, measure)
@@ -188,7 +185,7 @@ def format_report(
     vary = varying_keys(cells)
     groups: dict[str, dict[str, list[ReportCell]]] = {}
     for c in cells:
-        groups.setdefault(c.workload, {}).setdefault(_params_key(c.params), []).append(c)
+        groups.setdefault(c.workload, {}).setdefault(params_key(c.params), []).append(c)
     outcomes: list[str] = []
     for workload in sorted(groups):
         out.append("")
@@ -257,8 +254,3 @@ def peer_lines(ref: Mapping[str, float], group: Sequence[ReportCell]) -> list[st
         for name, val in sorted(values.items())
         if name != ref_name
     ]
-
-
-def params_key(params: Mapping[str, Any]) -> str:
-    """The key ``format_report`` uses to match peer medians to cells."""
-    return _params_key(params)

@@ -91,7 +91,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -141,8 +141,9 @@ def _median_ratio(head: NDArray[np.float64], base: NDArray[np.float64], axis: in
 
 
 @dataclass
-class CellStats:
-    """Statistics of one cell. Percentages are of the base median."""
+class CellNumbers:
+    """The numbers of one cell that are stored and shown (`cells.CellRow` adds what the
+    cell is). Percentages are of the base median."""
 
     n_base: int
     n_head: int
@@ -158,9 +159,20 @@ class CellStats:
     p_adjusted: float | None = None
     verdict: str = "unknown"
     higher_is_better: bool = True
+    mde_pct: float | None = None
+
+
+def numbers_of(cell: CellNumbers) -> dict[str, Any]:
+    """The `CellNumbers` fields of any cell record, by name."""
+    return {f.name: getattr(cell, f.name) for f in fields(CellNumbers)}
+
+
+@dataclass
+class CellStats(CellNumbers):
+    """Statistics of one cell as computed, with what only the computation knows."""
+
     deterministic: bool = False
     primary: bool = True
-    mde_pct: float | None = None
     noise_pct: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -17,7 +17,6 @@ from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.analysis import Comparison
 from mallard_api.schemas.analysis import (
-    CellOut,
     ComparisonDetail,
     ComparisonIn,
     ComparisonOut,
@@ -115,16 +114,15 @@ def _load(session: Session, comparison_id: int) -> Comparison:
             responses={404: {"model": ErrorOut}})
 def get_comparison(comparison_id: ComparisonPath, session: DB, _: AnyRole) -> ComparisonDetail:
     comp = _load(session, comparison_id)
-    rows = sql.cells(session, comp.id)
-    cells = [CellOut.model_validate(c, from_attributes=True) for c in rows]
+    cells = sql.cells(session, comp.id)
     hyp = comparisons.hypothesis_of(comp)
     checks = [] if hyp is None else [
         HypothesisCheck(
             workload=c.workload, params=c.params, threads=c.threads, measure=c.measure,
             expected_low_pct=hyp.low_pct, expected_high_pct=hyp.high_pct,
             diff_pct=c.diff_pct, ci_low_pct=c.ci_low_pct, ci_high_pct=c.ci_high_pct,
-            outcome=hypothesis_outcome(hyp, comparisons.cell_stats(c)))
-        for c in rows if c.measure == hyp.measure
+            outcome=hypothesis_outcome(hyp, c.stats()))
+        for c in cells if c.measure == hyp.measure
     ]
     return ComparisonDetail(
         **comparison_out(session, comp), cells=cells,

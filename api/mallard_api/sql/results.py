@@ -3,7 +3,6 @@ dedup tables, then insert the raw trials with `ON CONFLICT (uid) DO NOTHING`."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -12,14 +11,10 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from mallard_api.models.core import Measure
+from mallard_api.params import params_key, params_sha256
 from mallard_api.schemas.core import ResultsIn, TrialIn
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql
-
-
-def canonical_params(params: dict[str, Any]) -> tuple[str, str]:
-    canonical = json.dumps(params, sort_keys=True, separators=(",", ":"))
-    return canonical, hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _threads(params: dict[str, Any]) -> int | None:
@@ -93,8 +88,7 @@ def ensure_workloads(session: Session, wanted: dict[tuple[str, str], dict[str, A
     if missing:
         session.execute(_INSERT_WORKLOADS, {
             "name": [k[0] for k in missing], "sha": [k[1] for k in missing],
-            "params": [json.dumps(wanted[k], sort_keys=True, separators=(",", ":"))
-                       for k in missing],
+            "params": [params_key(wanted[k]) for k in missing],
             "threads": [_threads(wanted[k]) for k in missing]})
         found.update(select(missing))
     return {k: found[k] for k in wanted}
@@ -158,9 +152,10 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     if project_id is not None and body.branch:
         branch_id = project_sql.ensure_branch_id(session, project_id, body.branch)
 
-    wkeys = [(t.workload.name, canonical_params(t.workload.params)) for t in body.trials]
-    workloads = ensure_workloads(session, {(name, digest): json.loads(canonical)
-                                           for name, (canonical, digest) in wkeys})
+    wkeys = [(t.workload.name, params_sha256(t.workload.params), t.workload.params)
+             for t in body.trials]
+    workloads = ensure_workloads(session, {(name, digest): params
+                                           for name, digest, params in wkeys})
     allocators = ensure_allocators(session, {_alloc_key(t) for t in body.trials})
     commits: dict[str, int] = {}
     if project_id is not None:
@@ -182,7 +177,7 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
         uid=[t.uid for t in ts],
         commit_id=[commits.get(t.allocator.commit or "", context_commit) for t in ts],
         allocator_id=[allocators[_alloc_key(t)] for t in ts],
-        workload_id=[workloads[(name, digest)] for name, (_, digest) in wkeys],
+        workload_id=[workloads[(name, digest)] for name, digest, _ in wkeys],
         label=[t.label for t in ts], seq=[t.seq for t in ts], warmup=[t.warmup for t in ts],
         ok=[t.ok for t in ts], exit_code=[t.exit_code for t in ts],
         signal=[t.signal for t in ts], stderr_tail=[t.stderr_tail for t in ts],

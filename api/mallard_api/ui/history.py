@@ -13,12 +13,12 @@ from sqlalchemy.orm import Session
 
 from mallard_api.models.analysis import Alert
 from mallard_api.models.core import Branch, Project
+from mallard_api.params import params_key, params_sha256
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import pages as pages_sql
 from mallard_api.sql import series as series_sql
-from mallard_api.sql.results import canonical_params
 from mallard_api.ui import fmt, links, svg
-from mallard_api.ui.comparison import PRIMARY, measure_order, pkey
+from mallard_api.ui.comparison import PRIMARY, measure_order
 
 ALLOCATOR = "mallard"
 
@@ -64,14 +64,14 @@ def branch_trends(session: Session, project: Project, branch: Branch, public_url
     marks: dict[tuple[str, str, str], list[svg.Marker]] = defaultdict(list)
     for cp in pages_sql.change_points(session, project.name, branch.name):
         if cp.allocator == ALLOCATOR and cp.commit_sha in index:
-            marks[(cp.workload, pkey(cp.params), cp.measure)].append(svg.Marker(
+            marks[(cp.workload, params_key(cp.params), cp.measure)].append(svg.Marker(
                 index[cp.commit_sha], "change", fmt.pct(cp.change_pct),
                 title=f"change point at {cp.commit_sha[:7]}: {fmt.pct(cp.change_pct)} "
                       f"({cp.variant or 'default'}, {cp.direction})"))
     alerts = pages_sql.branch_alerts(session, project.name, branch.name)
     for a in alerts:
         if a.allocator == ALLOCATOR and a.first_bad_commit in index:
-            marks[(a.workload, pkey(a.params), a.measure)].append(svg.Marker(
+            marks[(a.workload, params_key(a.params), a.measure)].append(svg.Marker(
                 index[a.first_bad_commit], "alert", href=links.path(public_url, links.alert(a.id)),
                 title=f"alert #{a.id} ({a.state}): {a.text}"))
     many = len({p.fingerprint for p in points}) > 1
@@ -80,7 +80,7 @@ def branch_trends(session: Session, project: Project, branch: Branch, public_url
         lambda: defaultdict(list))
     params_of: dict[tuple[str, str], dict[str, Any]] = {}
     for p in points:
-        key = (p.workload, pkey(p.params))
+        key = (p.workload, params_key(p.params))
         params_of[key] = p.params
         by_cell[key][p.measure].append(p)
     workloads = []
@@ -135,7 +135,7 @@ def alert_series(session: Session, alert: Alert, branch: Branch | None,
         return dict(plot=None, points=0, changes=[])
     points = series_sql.series(
         session, branch_id=branch.id, workload=alert.workload,
-        params_sha=canonical_params(alert.params)[1], threads=None, allocator=alert.allocator,
+        params_sha=params_sha256(alert.params), threads=None, allocator=alert.allocator,
         variant=alert.variant, measure=alert.measure, arch=alert.arch,
         testbed=alert.testbed_fingerprint)
     points = [p for p in points if p["median"] is not None]
