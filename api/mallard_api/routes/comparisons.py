@@ -68,8 +68,8 @@ def create_comparison(body: ComparisonIn, request: Request, session: DB, _: User
     arch = body.arch or settings.default_arch
     base = body.base.model_dump()
     head = body.head.model_dump()
-    comp = sql.create(
-        session, project_id=project.id, project=project.name, arch=arch, base=base, head=head,
+    comp = sql.create(session, Comparison(
+        project_id=project.id, project=project.name, arch=arch, base=base, head=head,
         base_label=comparisons.allocator_label(base), head_label=comparisons.allocator_label(head),
         workloads=body.workloads, threads=body.threads, suite=suite,
         trials=trials, warmup=settings.warmup if body.warmup is None else body.warmup,
@@ -78,7 +78,7 @@ def create_comparison(body: ComparisonIn, request: Request, session: DB, _: User
         hypothesis_high_pct=hyp.high_pct if hyp else None,
         hypothesis_measure=hyp.measure if hyp else None, state="queued",
         max_follow_ups=(settings.comparison_max_follow_ups
-                        if body.max_follow_ups is None else body.max_follow_ups))
+                        if body.max_follow_ups is None else body.max_follow_ups)))
     spec = comparisons.comparison_spec(
         comp, project_repo=project.repo_url, allocator_dir=project.allocator_dir,
         workloads=body.workloads, threads=body.threads, trials=trials, peers=comp.peers)

@@ -13,8 +13,8 @@ from mallard_api.analysis.cells import CellRow
 from mallard_api.models.analysis import Comparison, ComparisonCell, ComparisonJob
 
 
-def create(session: Session, **fields: Any) -> Comparison:
-    c = Comparison(**fields)
+def create(session: Session, c: Comparison) -> Comparison:
+    """Store a new comparison; returns it with its id and server defaults."""
     session.add(c)
     session.flush()
     session.refresh(c)
