@@ -287,3 +287,69 @@ def test_bad_comparisons_are_422_and_create_nothing(client, user_headers, make_p
     assert r.json()["detail"][0]["loc"][:len(loc)] == loc
     assert client.get("/api/v1/comparisons", headers=user_headers,
                       params={"project": project["name"]}).json() == []
+
+
+def test_a_failed_follow_up_settles_the_comparison_with_what_it_has(
+        client, user_headers, make_project, make_runner, fast_analysis):
+    """A follow-up job that fails for good counts against the cap: at the cap the
+    comparison does not stay `running`; it is `done` with the cells of the rounds that
+    reported, the unknowns as they are."""
+    project = make_project()
+    runner, rheaders = make_runner()
+    r = client.post("/api/v1/comparisons", headers=user_headers, json={
+        "project": project["name"], "base": {"commit": SHA_BASE}, "head": {"commit": SHA_HEAD},
+        "workloads": ["larson"], "threads": [1, 2], "trials": 5, "arch": runner["arch"],
+        "max_follow_ups": 1})
+    cid = r.json()["id"]
+    job = claim(client, rheaders, runner)
+    post_results(client, rheaders, runner, project["name"], job["id"],
+                 comparison_trials(5, seed=3, shifts={1: 1.0, 2: 0.8}))
+    follow = claim(client, rheaders, runner)
+    r = client.post(f"/api/v1/jobs/{follow['id']}/fail", headers=rheaders,
+                    json={"runner_id": runner["id"], "log": "node lost", "retryable": False})
+    assert r.status_code == 200 and r.json()["state"] == "failed", r.text
+    assert client.get(f"/api/v1/comparisons/{cid}",
+                      headers=user_headers).json()["state"] == "running"  # not yet analysed
+    run_analysis(client.app)
+    d = client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json()
+    assert d["state"] == "done" and d["finished_at"] is not None, d["report"]
+    v = {(c["threads"], c["measure"]): c["verdict"] for c in d["cells"]}
+    assert v[(1, "ops_per_sec")] == "unknown" and v[(2, "ops_per_sec")] == "regressed"
+    assert [j["state"] for j in d["jobs"]] == ["done", "failed"]
+    assert client.post("/api/v1/jobs/claim", headers=rheaders, json={
+        "runner_id": runner["id"], "lease_seconds": 60}).status_code == 204  # no new round
+
+
+def test_reads_never_write(client, app, user_headers, make_project, make_runner,
+                           fast_analysis):
+    """GET of a comparison (JSON, report, list) and its page send no INSERT, UPDATE or
+    DELETE to the database, even while the comparison's jobs have ended unanalysed."""
+    from sqlalchemy import event
+
+    project = make_project()
+    runner, rheaders = make_runner()
+    cid = client.post("/api/v1/comparisons", headers=user_headers, json={
+        "project": project["name"], "base": {"commit": SHA_BASE}, "head": {"commit": SHA_HEAD},
+        "workloads": ["larson"], "threads": [2], "trials": 5,
+        "arch": runner["arch"]}).json()["id"]
+    job = claim(client, rheaders, runner)
+    client.post(f"/api/v1/jobs/{job['id']}/fail", headers=rheaders,
+                json={"runner_id": runner["id"], "log": "x", "retryable": False})
+    writes: list[str] = []
+
+    def record(conn, cursor, statement, *args):
+        if statement.lstrip().split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE"):
+            writes.append(statement)
+
+    event.listen(app.state.engine, "before_cursor_execute", record)
+    try:
+        for path in (f"/api/v1/comparisons/{cid}", f"/api/v1/comparisons/{cid}/report",
+                     f"/api/v1/comparisons?project={project['name']}",
+                     f"/ui/comparisons/{cid}"):
+            r = client.get(path, headers=user_headers)
+            assert r.status_code == 200, (path, r.text)
+    finally:
+        event.remove(app.state.engine, "before_cursor_execute", record)
+    assert writes == []
+    assert client.get(f"/api/v1/comparisons/{cid}",
+                      headers=user_headers).json()["state"] == "queued"  # the worker settles
