@@ -27,6 +27,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
+from mallard_wire.jobs import JobSpec, SpecAllocator
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import report, stats
@@ -52,20 +53,19 @@ def allocator_label(side: dict[str, Any], name: str = "mallard") -> str:
 
 def comparison_spec(comp: Comparison, *, project_repo: str, allocator_dir: str,
                     workloads: list[str] | None, threads: list[int] | None, trials: int,
-                    peers: list[str], round: int = 0) -> dict[str, Any]:
+                    peers: list[str], round: int = 0) -> JobSpec:
     """The job spec of contracts §5 for a comparison (labels base, head, peer)."""
-    return {
-        "project": comp.project, "repo_url": project_repo, "allocator_dir": allocator_dir,
-        "suite": comp.suite, "workloads": workloads, "threads": threads, "trials": trials,
-        "warmup": comp.warmup,
-        "allocators": [
-            {"label": "base", "name": "mallard", "commit": comp.base.get("commit"),
-             "variant": comp.base.get("variant")},
-            {"label": "head", "name": "mallard", "commit": comp.head.get("commit"),
-             "variant": comp.head.get("variant")},
-        ] + [{"label": "peer", "name": p} for p in peers],
-        "comparison_id": comp.id, "round": round,
-    }
+    return JobSpec(
+        project=comp.project, repo_url=project_repo, allocator_dir=allocator_dir,
+        suite=comp.suite, workloads=workloads, threads=threads, trials=trials,
+        warmup=comp.warmup,
+        allocators=[
+            SpecAllocator(label="base", name="mallard", commit=comp.base.get("commit"),
+                          variant=comp.base.get("variant")),
+            SpecAllocator(label="head", name="mallard", commit=comp.head.get("commit"),
+                          variant=comp.head.get("variant")),
+        ] + [SpecAllocator(label="peer", name=p) for p in peers],
+        comparison_id=comp.id, round=round)
 
 
 def _direction(measure: str, known: dict[str, bool]) -> bool:

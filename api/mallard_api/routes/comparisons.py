@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse
+from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import comparisons
@@ -24,7 +25,7 @@ from mallard_api.schemas.analysis import (
     JobRef,
     PeerOut,
 )
-from mallard_api.schemas.base import INT32_MAX, ErrorOut
+from mallard_api.schemas.base import ErrorOut
 from mallard_api.sql import comparisons as sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import projects as project_sql

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
+from mallard_wire.fields import INT32_MAX, check_json
 from sqlalchemy.orm import Session
 
 from mallard_api.auth import AnyRole, field_error
 from mallard_api.deps import get_session
 from mallard_api.errors import StrictJsonRoute, printable, strict_json
-from mallard_api.fields import check_json
 from mallard_api.params import params_sha256
-from mallard_api.schemas.base import INT32_MAX, ErrorOut
+from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.core import SeriesOut
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import series as sql

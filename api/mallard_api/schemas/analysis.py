@@ -5,12 +5,22 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from mallard_wire.fields import (
+    Arch,
+    GitRef,
+    InModel,
+    Peer,
+    Threads,
+    Variant,
+    Warmup,
+    Word,
+    Workloads,
+    check_text,
+)
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints, field_validator
 
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.hypothesis import parse_hypothesis
-from mallard_api.fields import GitRef, Peer, Variant, Word, check_text
-from mallard_api.schemas.base import Arch, InModel, Threads, Warmup, Workloads
 
 
 class Side(InModel):

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from mallard_wire.results import ResultsIn, TrialIn
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from mallard_api.models.core import Measure
 from mallard_api.params import params_key, params_sha256
-from mallard_api.schemas.core import ResultsIn, TrialIn
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql
 
