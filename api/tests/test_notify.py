@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from mallard_api import notify
+from mallard_api import delivery, notify
 from mallard_api.db import make_sessionmaker
 from mallard_api.models.analysis import Alert, OutboxMessage
 from mallard_api.sql import alerts as alert_sql
@@ -63,7 +63,7 @@ def pause_app_worker(app):
         worker.stop()
     yield
     if worker is not None:
-        notify.start_outbox_worker(app)
+        delivery.start_outbox_worker(app)
 
 
 def free_port() -> int:
@@ -94,7 +94,7 @@ def test_parse_targets():
 
 
 def test_backoff_doubles_and_caps():
-    assert [notify.backoff(n, 5, 60) for n in (1, 2, 3, 4, 5)] == [5, 10, 20, 40, 60]
+    assert [delivery.backoff(n, 5, 60) for n in (1, 2, 3, 4, 5)] == [5, 10, 20, 40, 60]
 
 
 def test_payload_shapes(db_session):
@@ -114,7 +114,7 @@ def test_payload_shapes(db_session):
 def test_outbox_survives_a_receiver_that_is_down(engine):
     factory = make_sessionmaker(engine)
     port = free_port()
-    policy = notify.DeliveryPolicy(base_delay=10, max_delay=300, max_attempts=10, timeout=2)
+    policy = delivery.DeliveryPolicy(base_delay=10, max_delay=300, max_attempts=10, timeout=2)
     with factory() as s:
         alert = make_alert(s)
         targets = [notify.Target("generic", f"http://127.0.0.1:{port}/generic"),
@@ -132,7 +132,7 @@ def test_outbox_survives_a_receiver_that_is_down(engine):
     # receiver down: attempts counted, backoff scheduled, nothing lost
     t0 = datetime.now(UTC)
     with factory() as s:
-        notify.deliver_due(s, policy=policy, now=t0)
+        delivery.deliver_due(s, policy=policy, now=t0)
         s.commit()
         rows = mine(s)
         assert [(r.state, r.attempts) for r in rows] == [("pending", 1), ("pending", 1)]
@@ -140,13 +140,13 @@ def test_outbox_survives_a_receiver_that_is_down(engine):
         assert all(r.next_attempt_at >= t0 + timedelta(seconds=9) for r in rows)
     # not due yet: no attempt
     with factory() as s:
-        notify.deliver_due(s, policy=policy, now=t0 + timedelta(seconds=1))
+        delivery.deliver_due(s, policy=policy, now=t0 + timedelta(seconds=1))
         s.commit()
         assert [r.attempts for r in mine(s)] == [1, 1]
     # still down at the next attempt: the delay doubles
     t1 = t0 + timedelta(seconds=11)
     with factory() as s:
-        notify.deliver_due(s, policy=policy, now=t1)
+        delivery.deliver_due(s, policy=policy, now=t1)
         s.commit()
         rows = mine(s)
         assert [r.attempts for r in rows] == [2, 2]
@@ -156,7 +156,7 @@ def test_outbox_survives_a_receiver_that_is_down(engine):
     try:
         for _ in range(2):
             with factory() as s:
-                notify.deliver_due(s, policy=policy, now=t1 + timedelta(seconds=3600))
+                delivery.deliver_due(s, policy=policy, now=t1 + timedelta(seconds=3600))
                 s.commit()
         with factory() as s:
             rows = mine(s)
@@ -175,7 +175,7 @@ def test_outbox_survives_a_receiver_that_is_down(engine):
 def test_error_status_retries_then_fails(engine):
     factory = make_sessionmaker(engine)
     receiver = Receiver(status=500)
-    policy = notify.DeliveryPolicy(base_delay=1, max_delay=2, max_attempts=2, timeout=2)
+    policy = delivery.DeliveryPolicy(base_delay=1, max_delay=2, max_attempts=2, timeout=2)
     try:
         with factory() as s:
             alert = make_alert(s)
@@ -185,7 +185,7 @@ def test_error_status_retries_then_fails(engine):
         now = datetime.now(UTC)
         for step in range(2):
             with factory() as s:
-                notify.deliver_due(s, policy=policy, now=now + timedelta(seconds=10 * step))
+                delivery.deliver_due(s, policy=policy, now=now + timedelta(seconds=10 * step))
                 s.commit()
         with factory() as s:
             row = s.get(OutboxMessage, msg.id)
@@ -200,7 +200,7 @@ def test_error_status_retries_then_fails(engine):
 def test_background_worker_delivers(engine):
     factory = make_sessionmaker(engine)
     receiver = Receiver()
-    worker = notify.OutboxWorker(factory, policy=notify.DeliveryPolicy(timeout=2),
+    worker = delivery.OutboxWorker(factory, policy=delivery.DeliveryPolicy(timeout=2),
                                  poll_seconds=0.2).start()
     try:
         with factory() as s:
@@ -235,9 +235,9 @@ def test_targets_merge_settings_and_table(db_session):
 
 
 def test_one_worker_per_app(app):
-    first = notify.start_outbox_worker(app)
+    first = delivery.start_outbox_worker(app)
     try:
-        assert notify.start_outbox_worker(app) is first and first.alive
+        assert delivery.start_outbox_worker(app) is first and first.alive
     finally:
         first.stop()
     assert not first.alive
@@ -274,7 +274,7 @@ def wait_for(check, what: str, seconds: float = 30) -> None:
 def test_a_slow_receiver_holds_back_only_its_own_events(engine):
     factory = make_sessionmaker(engine)
     slow, fast = BlockingReceiver(), Receiver()
-    worker = notify.OutboxWorker(factory, policy=notify.DeliveryPolicy(timeout=30),
+    worker = delivery.OutboxWorker(factory, policy=delivery.DeliveryPolicy(timeout=30),
                                  poll_seconds=0.05, concurrency=4).start()
     try:
         with factory() as s:
@@ -308,7 +308,7 @@ def test_a_slow_receiver_holds_back_only_its_own_events(engine):
 def test_a_crash_mid_post_re_sends_only_the_message_in_flight(engine):
     factory = make_sessionmaker(engine)
     receiver = Receiver()
-    policy = notify.DeliveryPolicy(timeout=2)
+    policy = delivery.DeliveryPolicy(timeout=2)
     try:
         with factory() as s:
             alert = make_alert(s)
@@ -321,11 +321,11 @@ def test_a_crash_mid_post_re_sends_only_the_message_in_flight(engine):
             assert outbox_sql.lease_next(s, url, now=now, lease_seconds=32).id == msgs[0].id
             s.commit()
         with factory() as s:  # another worker: the leased message is not sent again yet
-            notify.deliver_due(s, policy=policy, now=now)
+            delivery.deliver_due(s, policy=policy, now=now)
         assert [b["event"] for _, b, _ in receiver.requests] == ["alert.resolved"]
         with factory() as s:  # the lease runs out: sent once
-            notify.deliver_due(s, policy=policy, now=now + timedelta(seconds=33))
-            notify.deliver_due(s, policy=policy, now=now + timedelta(seconds=34))
+            delivery.deliver_due(s, policy=policy, now=now + timedelta(seconds=33))
+            delivery.deliver_due(s, policy=policy, now=now + timedelta(seconds=34))
         assert [b["event"] for _, b, _ in receiver.requests] == ["alert.resolved",
                                                                  "alert.opened"]
     finally:
