@@ -70,6 +70,15 @@ def post_results(client, headers, runner, project, job_id, trials, attempt=1):
     return r.json()
 
 
+def larson_comparison(client, headers, project, runner, **fields) -> int:
+    """POST a comparison of SHA_BASE and SHA_HEAD on larson, 5 trials a side; its id."""
+    r = client.post("/api/v1/comparisons", headers=headers, json={
+        "project": project["name"], "base": {"commit": SHA_BASE}, "head": {"commit": SHA_HEAD},
+        "workloads": ["larson"], "trials": 5, "arch": runner["arch"], **fields})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
 def claim(client, headers, runner):
     r = client.post("/api/v1/jobs/claim", headers=headers,
                     json={"runner_id": runner["id"], "lease_seconds": 60})
@@ -174,12 +183,8 @@ def test_unknown_asks_for_a_follow_up(client, user_headers, make_project, make_r
                                       fast_analysis):
     project = make_project()
     runner, rheaders = make_runner()
-    r = client.post("/api/v1/comparisons", headers=user_headers, json={
-        "project": project["name"], "base": {"commit": SHA_BASE}, "head": {"commit": SHA_HEAD},
-        "workloads": ["larson"], "threads": [1, 2], "trials": 5, "arch": runner["arch"],
-        "max_follow_ups": 1})
-    assert r.status_code == 201, r.text
-    cid = r.json()["id"]
+    cid = larson_comparison(client, user_headers, project, runner, threads=[1, 2],
+                            max_follow_ups=1)
     job = claim(client, rheaders, runner)
     # threads=2: a clear 20% regression (decided); threads=1: no shift, 5 trials: unknown
     post_results(client, rheaders, runner, project["name"], job["id"],
@@ -296,11 +301,8 @@ def test_a_failed_follow_up_settles_the_comparison_with_what_it_has(
     reported, the unknowns as they are."""
     project = make_project()
     runner, rheaders = make_runner()
-    r = client.post("/api/v1/comparisons", headers=user_headers, json={
-        "project": project["name"], "base": {"commit": SHA_BASE}, "head": {"commit": SHA_HEAD},
-        "workloads": ["larson"], "threads": [1, 2], "trials": 5, "arch": runner["arch"],
-        "max_follow_ups": 1})
-    cid = r.json()["id"]
+    cid = larson_comparison(client, user_headers, project, runner, threads=[1, 2],
+                            max_follow_ups=1)
     job = claim(client, rheaders, runner)
     post_results(client, rheaders, runner, project["name"], job["id"],
                  comparison_trials(5, seed=3, shifts={1: 1.0, 2: 0.8}))
@@ -328,10 +330,7 @@ def test_reads_never_write(client, app, user_headers, make_project, make_runner,
 
     project = make_project()
     runner, rheaders = make_runner()
-    cid = client.post("/api/v1/comparisons", headers=user_headers, json={
-        "project": project["name"], "base": {"commit": SHA_BASE}, "head": {"commit": SHA_HEAD},
-        "workloads": ["larson"], "threads": [2], "trials": 5,
-        "arch": runner["arch"]}).json()["id"]
+    cid = larson_comparison(client, user_headers, project, runner, threads=[2])
     job = claim(client, rheaders, runner)
     client.post(f"/api/v1/jobs/{job['id']}/fail", headers=rheaders,
                 json={"runner_id": runner["id"], "log": "x", "retryable": False})

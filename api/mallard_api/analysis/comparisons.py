@@ -173,14 +173,15 @@ def queue_follow_up(session: Session, comp: Comparison, unknown: list[CellRow],
     threads = None if any(c.threads is None for c in unknown) else sorted(thread_set)
     trials = comp.trials * 2 ** (round_ - 1)
     first = session.get(Job, jobs[0].job_id) if jobs else None
-    spec0 = dict(first.spec) if first is not None else {}
+    if first is None:
+        raise ValueError(f"comparison {comp.id} has no job to follow up")
+    first_spec = JobSpec.model_validate(first.spec)
     spec = comparison_spec(
-        comp, project_repo=spec0.get("repo_url", ""),
-        allocator_dir=spec0.get("allocator_dir", "allocator"), workloads=workloads,
-        threads=threads, trials=trials, peers=[], round=round_)
+        comp, project_repo=first_spec.repo_url, allocator_dir=first_spec.allocator_dir,
+        workloads=workloads, threads=threads, trials=trials, peers=[], round=round_)
     job = job_sql.enqueue(session, kind="comparison", arch=comp.arch, spec=spec,
                           project_id=comp.project_id,
-                          max_attempts=first.max_attempts if first is not None else 3)
+                          max_attempts=first.max_attempts)
     sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=round_, trials=trials)
     comp.follow_ups = round_
     return job
