@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from mallard_api import delivery, notify
+from mallard_api.analysis.changepoints import Change
 from mallard_api.db import make_sessionmaker
 from mallard_api.models.analysis import Alert, OutboxMessage
 from mallard_api.sql import alerts as alert_sql
@@ -73,13 +74,16 @@ def free_port() -> int:
 
 
 def make_alert(session) -> Alert:
+    series = alert_sql.TouchedSeries(
+        project_id=None, project="mallard", branch_id=0, branch="main", workload="larson",
+        params={"threads": 2}, params_sha="", threads=2, allocator="mallard", variant="",
+        arch="x86_64", testbed_fingerprint="f" * 64, measure="ops_per_sec")
+    change = Change(index=5, first_bad_commit="a" * 40, last_good_commit="b" * 40,
+                    change_pct=-8.1, ci_low_pct=-9.0, ci_high_pct=-7.2, p_value=0.0001,
+                    before_median=1e6, after_median=9.19e5, direction="regression")
     alert = alert_sql.add_alert(
-        session, series_key=uuid.uuid4().hex, project="mallard", branch="main",
-        workload="larson", params={"threads": 2}, threads=2, arch="x86_64",
-        testbed_fingerprint="f" * 64, allocator="mallard", variant="", measure="ops_per_sec",
-        first_bad_commit="a" * 40, last_good_commit="b" * 40, change_pct=-8.1,
-        ci_low_pct=-9.0, ci_high_pct=-7.2, state="open",
-        text="larson threads=2 ops_per_sec on mallard/main: -8.1% from aaaaaaa")
+        session, series, uuid.uuid4().hex, change,
+        "larson threads=2 ops_per_sec on mallard/main: -8.1% from aaaaaaa")
     assert alert is not None
     return alert
 
