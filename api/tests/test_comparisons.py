@@ -179,16 +179,23 @@ def analysis_session(client):
     return client.app.state.sessionmaker()
 
 
-def test_unknown_asks_for_a_follow_up(client, user_headers, make_project, make_runner,
-                                      fast_analysis):
+def first_round_leaves_an_unknown(client, user_headers, make_project, make_runner):
+    """A comparison (one follow-up at most) whose first round reports: threads=2 a clear
+    20% regression (decided), threads=1 no shift in 5 trials (unknown)."""
     project = make_project()
     runner, rheaders = make_runner()
     cid = larson_comparison(client, user_headers, project, runner, threads=[1, 2],
                             max_follow_ups=1)
     job = claim(client, rheaders, runner)
-    # threads=2: a clear 20% regression (decided); threads=1: no shift, 5 trials: unknown
     post_results(client, rheaders, runner, project["name"], job["id"],
                  comparison_trials(5, seed=3, shifts={1: 1.0, 2: 0.8}))
+    return project, runner, rheaders, cid
+
+
+def test_unknown_asks_for_a_follow_up(client, user_headers, make_project, make_runner,
+                                      fast_analysis):
+    project, runner, rheaders, cid = first_round_leaves_an_unknown(
+        client, user_headers, make_project, make_runner)
     d = client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json()
     assert d["state"] == "running" and d["follow_ups"] == 1, d["report"]
     v = {(c["threads"], c["measure"]): c["verdict"] for c in d["cells"]}
@@ -299,13 +306,8 @@ def test_a_failed_follow_up_settles_the_comparison_with_what_it_has(
     """A follow-up job that fails for good counts against the cap: at the cap the
     comparison does not stay `running`; it is `done` with the cells of the rounds that
     reported, the unknowns as they are."""
-    project = make_project()
-    runner, rheaders = make_runner()
-    cid = larson_comparison(client, user_headers, project, runner, threads=[1, 2],
-                            max_follow_ups=1)
-    job = claim(client, rheaders, runner)
-    post_results(client, rheaders, runner, project["name"], job["id"],
-                 comparison_trials(5, seed=3, shifts={1: 1.0, 2: 0.8}))
+    project, runner, rheaders, cid = first_round_leaves_an_unknown(
+        client, user_headers, make_project, make_runner)
     follow = claim(client, rheaders, runner)
     r = client.post(f"/api/v1/jobs/{follow['id']}/fail", headers=rheaders,
                     json={"runner_id": runner["id"], "log": "node lost", "retryable": False})
