@@ -87,7 +87,7 @@ void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
     h = _mld_heap_thread_init();
     errno = saved;
     if (h != NULL) {
-      mld_free_inline(b);
+      mld_free_block_inline(b);
       return;
     }
     h = &_mld_heap_empty;

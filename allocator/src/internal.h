@@ -324,6 +324,8 @@ typedef enum {
   MLD_OPT_ON_MISUSE,
   MLD_OPT_VERBOSE,
   MLD_OPT_REMOTE,
+  MLD_OPT_CANARY_NS,
+  MLD_OPT_CANARY_LOOPS_PER_US,
   MLD_OPT_COUNT
 } mld_option_t;
 
@@ -335,6 +337,13 @@ MLD_HIDDEN void _mld_options_init(void);
 MLD_HIDDEN long _mld_options_get(mld_option_t o);
 MLD_HIDDEN const char* _mld_options_str(mld_option_t o);
 MLD_HIDDEN void _mld_options_print(int fd);
+
+/* ---- canary (canary.c): MALLARD_CANARY_NS, calibrated work in every free */
+
+extern MLD_HIDDEN uint64_t _mld_canary_loops;   /* 0 unless MALLARD_CANARY_NS is set */
+MLD_HIDDEN void _mld_canary_init(void);
+MLD_HIDDEN void _mld_canary_free(void* p);   /* the work, then the free */
+MLD_HIDDEN uint64_t _mld_canary_rate(void);    /* chain steps per microsecond, 0 when off */
 
 /* ---- reporting (report.c): write(2) only, never allocates ------------- */
 
@@ -384,7 +393,9 @@ static inline void* mld_malloc_inline(size_t size) {
   return _mld_alloc_slow(h, size);
 }
 
-static inline void mld_free_inline(void* p) {
+/* free without the canary: the body of every free (and of frees the slow
+ * paths hand back to it, which must not pay the canary twice) */
+static inline void mld_free_block_inline(void* p) {
   if (mld_unlikely(p == NULL)) return;
   mld_page_t* page = mld_page_of(p);
   if (mld_unlikely(page == NULL)) { _mld_alloc_free_slow(p, NULL); return; }
@@ -410,6 +421,17 @@ static inline void mld_free_inline(void* p) {
   bin->free = b;
   h->hot.frees++;
   if (mld_unlikely(--bin->room < 0)) _mld_heap_flush(h, c);
+}
+
+/* Every path that frees a block comes through here: free, cfree, realloc,
+ * operator delete (all forms, through mld_free). */
+static inline void mld_free_inline(void* p) {
+  /* a tail call when taken: the fast path saves no register for it */
+  if (mld_unlikely(_mld_canary_loops != 0)) {
+    _mld_canary_free(p);
+    return;
+  }
+  mld_free_block_inline(p);
 }
 
 #endif /* MLD_INTERNAL_H */

@@ -30,6 +30,8 @@ static mld_option_desc_t mld_options[MLD_OPT_COUNT] = {
     [MLD_OPT_ON_MISUSE] = {"ON_MISUSE", MLD_OPT_ENUM, MLD_MISUSE_ABORT, {"abort", "ignore", NULL, NULL}, "abort", ""},
     [MLD_OPT_VERBOSE] = {"VERBOSE", MLD_OPT_LONG, 0, {NULL}, "0", ""},
     [MLD_OPT_REMOTE] = {"REMOTE", MLD_OPT_ENUM, MLD_REMOTE_BIN, {"bin", "page", NULL, NULL}, "bin", ""},
+    [MLD_OPT_CANARY_NS] = {"CANARY_NS", MLD_OPT_LONG, 0, {NULL}, "0", ""},
+    [MLD_OPT_CANARY_LOOPS_PER_US] = {"CANARY_LOOPS_PER_US", MLD_OPT_LONG, 0, {NULL}, "0", ""},
 };
 
 static void mld_option_bad(const mld_option_desc_t* o, const char* value, const char* expected) {
