@@ -301,7 +301,10 @@ void _mld_heap_collect(mld_heap_t* h, bool force) {
 }
 
 /* Empty bin c: to the transfer cache while it takes them (whole batches,
- * then the remainder), whatever it refuses back to their pages. */
+ * then the remainder), whatever it refuses back to their pages. Batches are
+ * counted by walking the list, not from bin->room: in a fork child the bins
+ * of the threads that are gone may have been caught between a push and the
+ * room update, and a batch counted as empty would never make progress. */
 static void mld_heap_drain_bin(mld_heap_t* h, unsigned c, bool to_transfer) {
   mld_bin_t* bin = &h->bins[c];
   unsigned n = _mld_classes[c].batch;
@@ -309,17 +312,16 @@ static void mld_heap_drain_bin(mld_heap_t* h, unsigned c, bool to_transfer) {
     /* whole batches, then the rest (fewer than a batch) as one short batch:
      * the transfer cache counts objects, and a later remove of a whole
      * batch takes it together with others */
-    unsigned k = mld_bin_count(bin) < n ? mld_bin_count(bin) : n;
     void* batch[MLD_MAX_BATCH];
+    unsigned k = 0;
     mld_block_t* b = bin->free;
-    for (unsigned i = 0; i < k; i++) {
-      batch[i] = b;
+    while (k < n && b != NULL) {
+      batch[k++] = b;
       b = b->next;
     }
     if (!_mld_transfer_insert(c, batch, k)) break;
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
     bin->free = b;
-    bin->room += (int32_t)k;
   }
   mld_block_t* b = bin->free;
   while (b != NULL) {
