@@ -272,5 +272,5 @@ MLD_API void mld_collect(int force) {
 
 MLD_API const char* mld_transfer_mode(void) {
   if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init_process();
-  return _mld_transfer_mode() == MLD_TRANSFER_RING ? "ring" : "mutex";
+  return _mld_options_str(MLD_OPT_TRANSFER);
 }

@@ -170,7 +170,7 @@ void _mld_heap_flush(mld_heap_t* h, unsigned c) {
   }
   bin->free = b;
   bin->room += (int32_t)n;
-  if (_mld_transfer_insert(c, batch, n)) {
+  if (_mld_transfer_insert(h->stats, c, batch, n)) {
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
   } else {
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
@@ -243,7 +243,7 @@ bool _mld_heap_refill(mld_heap_t* h, unsigned c) {
   mld_bin_t* bin = &h->bins[c];
   unsigned n = _mld_classes[c].batch;
   void* batch[MLD_MAX_BATCH];
-  if ((n = _mld_transfer_remove(c, batch, n)) != 0) {
+  if ((n = _mld_transfer_remove(h->stats, c, batch, n)) != 0) {
     mld_counter_add(&h->stats[MLD_STAT_transfer_remove_hits], 1);
     for (unsigned i = n; i-- > 0;) {
       mld_block_t* b = (mld_block_t*)batch[i];
@@ -275,7 +275,7 @@ void _mld_heap_collect(mld_heap_t* h, bool force) {
       unsigned n = _mld_classes[c].batch;
       void* batch[MLD_MAX_BATCH];
       unsigned got;
-      while ((got = _mld_transfer_remove(c, batch, n)) != 0)
+      while ((got = _mld_transfer_remove(h->stats, c, batch, n)) != 0)
         for (unsigned i = 0; i < got; i++) _mld_heap_return_block(h, mld_page_of_known(batch[i]), (mld_block_t*)batch[i]);
     }
   }
@@ -319,7 +319,7 @@ static void mld_heap_drain_bin(mld_heap_t* h, unsigned c, bool to_transfer) {
       batch[k++] = b;
       b = b->next;
     }
-    if (!_mld_transfer_insert(c, batch, k)) break;
+    if (!_mld_transfer_insert(h->stats, c, batch, k)) break;
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
     bin->free = b;
   }

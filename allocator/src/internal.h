@@ -54,12 +54,13 @@ enum { MLD_KIND_SMALL = 0, MLD_KIND_MEDIUM = 1, MLD_KIND_HUGE = 2, MLD_KINDS = 2
   X(transfer_insert_hits) X(transfer_insert_misses)                         \
   X(transfer_remove_hits) X(transfer_remove_misses)                         \
   X(central_refills) X(pages_fresh) X(pages_reclaimed) X(pages_abandoned)   \
-  X(pages_released) X(huge_allocs) X(huge_frees) X(heap_collects)
+  X(pages_released) X(huge_allocs) X(huge_frees) X(heap_collects)         \
+  X(transfer_insert_inflight_misses) X(transfer_remove_inflight_misses)     \
+  X(transfer_waits) X(transfer_commit_waits) X(transfer_yields)
 
 #define MLD_GLOBAL_STATS(X)                                                 \
   X(bytes_mapped) X(peak_bytes_mapped) X(bytes_purged) X(segments_mapped)   \
-  X(segments_unmapped) X(threads_started) X(threads_ended)                  \
-  X(transfer_waits) X(transfer_yields)
+  X(segments_unmapped) X(threads_started) X(threads_ended)
 
 typedef enum {
 #define MLD_X(n) MLD_STAT_##n,
@@ -231,10 +232,12 @@ MLD_HIDDEN void _mld_page_list_remove(mld_page_list_t* l, mld_page_t* p);
 
 /* ---- transfer cache (transfer.c) --------------------------------------- */
 
-enum { MLD_TRANSFER_MUTEX = 0, MLD_TRANSFER_RING = 1 };
+/* the order of MALLARD_TRANSFER's choices in the options table */
+enum { MLD_TRANSFER_MUTEX = 0, MLD_TRANSFER_RING = 1, MLD_TRANSFER_NAIVE = 2 };
 MLD_HIDDEN void _mld_transfer_init(int mode);
-MLD_HIDDEN bool _mld_transfer_insert(unsigned c, void** objs, unsigned n);
-MLD_HIDDEN unsigned _mld_transfer_remove(unsigned c, void** objs, unsigned n);
+/* st: the calling heap's counters (waits, yields, in-flight misses) */
+MLD_HIDDEN bool _mld_transfer_insert(mld_counter_t* st, unsigned c, void** objs, unsigned n);
+MLD_HIDDEN unsigned _mld_transfer_remove(mld_counter_t* st, unsigned c, void** objs, unsigned n);
 MLD_HIDDEN int  _mld_transfer_mode(void);
 MLD_HIDDEN void _mld_transfer_fork_prepare(void);
 MLD_HIDDEN void _mld_transfer_fork_parent(void);

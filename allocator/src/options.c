@@ -24,7 +24,7 @@ typedef struct mld_option_desc_s {
 
 /* The default transfer cache is the mutex variant: see allocator/README.md. */
 static mld_option_desc_t mld_options[MLD_OPT_COUNT] = {
-    [MLD_OPT_TRANSFER] = {"TRANSFER", MLD_OPT_ENUM, MLD_TRANSFER_MUTEX, {"mutex", "ring", NULL, NULL}, "mutex", ""},
+    [MLD_OPT_TRANSFER] = {"TRANSFER", MLD_OPT_ENUM, MLD_TRANSFER_MUTEX, {"mutex", "ring", "naive", NULL}, "mutex", ""},
     [MLD_OPT_STATS_FILE] = {"STATS_FILE", MLD_OPT_STRING, 0, {NULL}, "", ""},
     [MLD_OPT_DECAY_MS] = {"DECAY_MS", MLD_OPT_LONG, 100, {NULL}, "100", ""},
     [MLD_OPT_ON_MISUSE] = {"ON_MISUSE", MLD_OPT_ENUM, MLD_MISUSE_ABORT, {"abort", "ignore", NULL, NULL}, "abort", ""},

@@ -28,6 +28,7 @@ BAD = [
 GOOD = [
     {"MALLARD_TRANSFER": "mutex"},
     {"MALLARD_TRANSFER": "ring"},
+    {"MALLARD_TRANSFER": "naive"},
     {"MALLARD_DECAY_MS": "0"},
     {"MALLARD_DECAY_MS": "5000"},
     {"MALLARD_ON_MISUSE": "ignore"},

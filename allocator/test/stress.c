@@ -177,9 +177,9 @@ int main(int argc, char** argv) {
   REQUIRE(dlsym(RTLD_DEFAULT, "__tsan_init") != NULL); /* the TSan runtime is really there */
 #endif
   long long remote_before = STAT_GET("remote_frees");
-  const char* want = getenv("MALLARD_TRANSFER"); /* unset: the default, either one */
+  const char* want = getenv("MALLARD_TRANSFER"); /* unset: the default, mutex */
   const char* mode = TRANSFER_MODE();
-  CHECKF(want ? !strcmp(mode, want) : !strcmp(mode, "mutex") || !strcmp(mode, "ring"),
+  CHECKF(!strcmp(mode, want ? want : "mutex"),
          "mld_transfer_mode() = %s, MALLARD_TRANSFER = %s", mode, want ? want : "(unset)");
 
   void* args[64];
