@@ -56,7 +56,7 @@ enum { MLD_KIND_SMALL = 0, MLD_KIND_MEDIUM = 1, MLD_KIND_HUGE = 2, MLD_KINDS = 2
   X(central_refills) X(pages_fresh) X(pages_reclaimed) X(pages_abandoned)   \
   X(pages_released) X(huge_allocs) X(huge_frees) X(heap_collects)         \
   X(transfer_insert_inflight_misses) X(transfer_remove_inflight_misses)     \
-  X(transfer_waits) X(transfer_commit_waits) X(transfer_yields)
+  X(transfer_waits) X(transfer_commit_waits) X(transfer_yields) X(transfer_sleeps)
 
 #define MLD_GLOBAL_STATS(X)                                                 \
   X(bytes_mapped) X(peak_bytes_mapped) X(bytes_purged) X(segments_mapped)   \

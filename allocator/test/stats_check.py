@@ -32,6 +32,7 @@ FIELDS = [
     "transfer_waits",
     "transfer_commit_waits",
     "transfer_yields",
+    "transfer_sleeps",
     "pages_fresh",
     "pages_reclaimed",
     "bytes_mapped",
@@ -105,7 +106,8 @@ def validate(path, pid, n, m, transfer):
     for f in ("transfer_insert_inflight_misses", "transfer_remove_inflight_misses", "transfer_waits"):
         check(data[f] == 0, f"{f} = {data[f]} in a program where no two threads overlap")
     if data["transfer"] == "mutex":
-        check(data["transfer_commit_waits"] == 0 and data["transfer_yields"] == 0,
+        check(data["transfer_commit_waits"] == 0 and data["transfer_yields"] == 0
+              and data["transfer_sleeps"] == 0,
               "mutex variant counted ring waits")
     print(f"{os.path.basename(path)}: " + json.dumps({k: data[k] for k in FIELDS}))
 
