@@ -84,8 +84,9 @@ def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, f
     return "\n".join(out)
 
 
-def write_readme(block: str, readme: Path = README) -> None:
+def write_readme(block: str, readme: Path = README, begin: str = BEGIN, end: str = END) -> None:
     """Replace the block between the markers; add the markers under ## Performance if missing."""
+    BEGIN, END = begin, end  # noqa: N806
     text = readme.read_text() if readme.exists() else "# Mallard allocator\n"
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
