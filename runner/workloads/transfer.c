@@ -12,7 +12,9 @@
  * every thread count: the shared cache is the only way between the two.
  * An odd last thread (and threads=1) pairs with itself: it mallocs `depth`
  * trays, then frees them, so its blocks pass through the shared cache when
- * depth x batch exceeds its bin (128 blocks of 64 B on Mallard). Trays
+ * depth x batch exceeds its bin (32 blocks of 1 KiB, 128 of 64 B on
+ * Mallard). With the defaults (1 KiB, 32 a tray) every tray is exactly one
+ * Mallard batch: one transfer remove and one insert. Trays
  * travel through a bounded queue per consumer (`depth` trays) and are
  * preallocated (no malloc of another size). `ops` counts blocks moved (one
  * malloc + one remote free each). */
@@ -135,8 +137,8 @@ int main(int argc, char **argv)
     wl_param params[] = {
         {"threads", 2, 1, "threads, in pairs (an odd last one pairs with itself); at most 64"},
         {"ops", 2000000, 1, "blocks moved in total (each: one malloc, one remote free)"},
-        {"batch", 256, 1, "blocks per tray handed to the partner"},
-        {"size", 64, 1, "block size in bytes (one size class)"},
+        {"batch", 32, 1, "blocks per tray handed to the partner"},
+        {"size", 1024, 1, "block size in bytes (one size class)"},
         {"depth", 4, 2, "trays queued per consumer at most"},
         {"seed", 42, 0, "PRNG seed (block tags)"},
     };
