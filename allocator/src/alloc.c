@@ -29,7 +29,7 @@ static void* mld_huge_alloc(mld_heap_t* h, size_t size, size_t alignment) {
 /* Pop a block of class c, refilling the bin if needed. */
 static void* mld_alloc_class(mld_heap_t* h, unsigned c) {
   mld_bin_t* bin = &h->bins[c];
-  if (bin->free == NULL && !_mld_heap_refill(h, c)) {
+  if (bin->free == NULL && !mld_bin_take_foreign(bin) && !_mld_heap_refill(h, c)) {
     errno = ENOMEM;
     return NULL;
   }

@@ -95,6 +95,8 @@ mld_heap_t* _mld_heap_thread_init(void) {
   for (unsigned c = 0; c < MLD_CLASSES; c++) {
     h->bins[c].max = _mld_classes[c].bin_max;
     h->bins[c].room = (int32_t)_mld_classes[c].bin_max;
+    h->bins[c].foreign_room = (int32_t)_mld_classes[c].bin_max;
+    h->bins[c].foreign_take = (_mld_classes[c].batch + 1u) / 2u;
   }
   _mld_heap_tls = h;
   if (mld_heap_key_ok) pthread_setspecific(mld_heap_key, h);
@@ -179,6 +181,30 @@ void _mld_heap_flush(mld_heap_t* h, unsigned c) {
   errno = saved;
 }
 
+/* Bin c's foreign list is over a bin's worth: its newest batch goes to the
+ * transfer cache (or, when that is full, back to the blocks' pages). */
+void _mld_heap_flush_foreign(mld_heap_t* h, unsigned c) {
+  int saved = errno;
+  _mld_heap_publish(h);
+  mld_bin_t* bin = &h->bins[c];
+  unsigned n = _mld_classes[c].batch;
+  void* batch[MLD_MAX_BATCH];
+  mld_block_t* b = bin->foreign;
+  for (unsigned i = 0; i < n; i++) {
+    batch[i] = b;
+    b = b->next;
+  }
+  bin->foreign = b;
+  bin->foreign_room += (int32_t)n;
+  if (_mld_transfer_insert(h->stats, c, batch, n)) {
+    mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
+  } else {
+    mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
+    for (unsigned i = 0; i < n; i++) _mld_heap_return_block(h, mld_page_of_known(batch[i]), (mld_block_t*)batch[i]);
+  }
+  errno = saved;
+}
+
 /* ---- refilling a bin ------------------------------------------------------ */
 
 static bool mld_heap_take(mld_heap_t* h, unsigned c, mld_page_t* page) {
@@ -237,11 +263,12 @@ static bool mld_heap_refill_pages(mld_heap_t* h, unsigned c) {
 }
 
 bool _mld_heap_refill(mld_heap_t* h, unsigned c) {
+  mld_bin_t* bin = &h->bins[c];
+  unsigned n = _mld_classes[c].batch;
+  if (mld_bin_take_foreign(bin)) return true;   /* callers try this first; others may not */
   _mld_heap_publish(h);
   if (++h->slow_calls % MLD_COLLECT_EVERY == 0) _mld_heap_collect(h, false);
   else if (h->slow_calls % 64 == 0) _mld_segment_maybe_purge();
-  mld_bin_t* bin = &h->bins[c];
-  unsigned n = _mld_classes[c].batch;
   void* batch[MLD_MAX_BATCH];
   if ((n = _mld_transfer_remove(h->stats, c, batch, n)) != 0) {
     mld_counter_add(&h->stats[MLD_STAT_transfer_remove_hits], 1);
@@ -300,37 +327,32 @@ void _mld_heap_collect(mld_heap_t* h, bool force) {
   _mld_segment_purge(force);
 }
 
-/* Empty bin c: to the transfer cache while it takes them (whole batches,
- * then the remainder), whatever it refuses back to their pages. Batches are
- * counted by walking the list, not from bin->room: in a fork child the bins
- * of the threads that are gone may have been caught between a push and the
- * room update, and a batch counted as empty would never make progress. */
+/* Empty bin c (its foreign list first): to the transfer cache while it
+ * takes them (whole batches, then the remainder as one short batch: the
+ * cache counts objects, and a later remove of a whole batch takes it
+ * together with others), whatever it refuses back to their pages. Batches
+ * are counted by walking the lists, not from the room counters: in a fork
+ * child the bins of the threads that are gone may have been caught between
+ * a push and the counter update, and a batch counted as empty would never
+ * make progress. */
 static void mld_heap_drain_bin(mld_heap_t* h, unsigned c, bool to_transfer) {
   mld_bin_t* bin = &h->bins[c];
   unsigned n = _mld_classes[c].batch;
-  while (to_transfer && bin->free != NULL) {
-    /* whole batches, then the rest (fewer than a batch) as one short batch:
-     * the transfer cache counts objects, and a later remove of a whole
-     * batch takes it together with others */
+  for (;;) {
     void* batch[MLD_MAX_BATCH];
     unsigned k = 0;
-    mld_block_t* b = bin->free;
-    while (k < n && b != NULL) {
-      batch[k++] = b;
-      b = b->next;
+    for (; k < n && bin->foreign != NULL; bin->foreign = bin->foreign->next) batch[k++] = bin->foreign;
+    for (; k < n && bin->free != NULL; bin->free = bin->free->next) batch[k++] = bin->free;
+    if (k == 0) break;
+    if (to_transfer && _mld_transfer_insert(h->stats, c, batch, k)) {
+      mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
+      continue;
     }
-    if (!_mld_transfer_insert(h->stats, c, batch, k)) break;
-    mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
-    bin->free = b;
+    to_transfer = false;   /* full: the rest goes back to the pages too */
+    for (unsigned i = 0; i < k; i++) _mld_heap_return_block(h, mld_page_of_known(batch[i]), (mld_block_t*)batch[i]);
   }
-  mld_block_t* b = bin->free;
-  while (b != NULL) {
-    mld_block_t* next = b->next;
-    _mld_heap_return_block(h, mld_page_of_known(b), b);
-    b = next;
-  }
-  bin->free = NULL;
   bin->room = (int32_t)bin->max;
+  bin->foreign_room = (int32_t)bin->max;
 }
 
 /* The thread is about to create a thread (override.c wraps pthread_create):
@@ -349,7 +371,7 @@ void _mld_heap_shed(void) {
   int saved = errno;
   _mld_heap_publish(h);
   for (unsigned c = 0; c < MLD_CLASSES; c++)
-    if (h->bins[c].free != NULL) mld_heap_drain_bin(h, c, true);
+    if (h->bins[c].free != NULL || h->bins[c].foreign != NULL) mld_heap_drain_bin(h, c, true);
   errno = saved;
 }
 

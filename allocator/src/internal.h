@@ -53,7 +53,8 @@ enum { MLD_KIND_SMALL = 0, MLD_KIND_MEDIUM = 1, MLD_KIND_HUGE = 2, MLD_KINDS = 2
   X(allocs) X(frees) X(remote_frees)                                        \
   X(transfer_insert_hits) X(transfer_insert_misses)                         \
   X(transfer_remove_hits) X(transfer_remove_misses)                         \
-  X(central_refills) X(pages_fresh) X(pages_reclaimed) X(pages_abandoned)   \
+  X(central_refills)                                                        \
+  X(pages_fresh) X(pages_reclaimed) X(pages_abandoned)                      \
   X(pages_released) X(huge_allocs) X(huge_frees) X(heap_collects)         \
   X(transfer_insert_inflight_misses) X(transfer_remove_inflight_misses)     \
   X(transfer_waits) X(transfer_commit_waits) X(transfer_yields) X(transfer_sleeps)
@@ -172,9 +173,34 @@ typedef struct mld_bin_s {
   mld_block_t* free;
   int32_t room;                /* max - blocks held: free flushes when it drops below 0 */
   uint32_t max;
+  /* blocks of other threads' pages freed here (MALLARD_REMOTE=bin), kept
+   * apart: malloc does not pop them one by one, so a thread is not handed a
+   * block that shares a cache line with another thread's live blocks
+   * (passive false sharing, cache-scratch). An empty bin takes the whole
+   * list when it holds at least half a batch (Larson-style reuse, no
+   * transfer-cache trip); beyond a bin's worth, a batch goes to the
+   * transfer cache (_mld_heap_flush_foreign), as a full bin's does. */
+  mld_block_t* foreign;
+  int32_t foreign_room;        /* max - foreign blocks held */
+  uint32_t foreign_take;       /* an empty bin takes the foreign list from this many: half a batch */
 } mld_bin_t;
 
-static inline uint32_t mld_bin_count(const mld_bin_t* bin) { return (uint32_t)((int32_t)bin->max - bin->room); }
+static inline uint32_t mld_bin_count(const mld_bin_t* bin) { return (uint32_t)((int32_t)bin->max - bin->room); }static inline uint32_t mld_foreign_count(const mld_bin_t* bin) {
+  return (uint32_t)((int32_t)bin->max - bin->foreign_room);
+}
+
+/* An empty bin takes its foreign list when that holds at least half a
+ * batch: the cheapest refill (no transfer-cache trip), so it is tried
+ * before any other, inline in the malloc slow path. */
+static inline bool mld_bin_take_foreign(mld_bin_t* bin) {
+  uint32_t n = mld_foreign_count(bin);
+  if (n < bin->foreign_take || bin->foreign == NULL) return false;   /* (the empty heap has 0, 0) */
+  bin->free = bin->foreign;
+  bin->room -= (int32_t)n;
+  bin->foreign = NULL;
+  bin->foreign_room = (int32_t)bin->max;
+  return true;
+}
 
 /* The three counters the fast paths bump: plain integers of the owner
  * thread (one add instruction each), copied into the atomic stats now and
@@ -207,6 +233,7 @@ extern MLD_HIDDEN __thread uint8_t _mld_heap_exited __attribute__((tls_model("in
 MLD_HIDDEN mld_heap_t* _mld_heap_thread_init(void);
 MLD_HIDDEN bool _mld_heap_refill(mld_heap_t* h, unsigned c);
 MLD_HIDDEN void _mld_heap_flush(mld_heap_t* h, unsigned c);
+MLD_HIDDEN void _mld_heap_flush_foreign(mld_heap_t* h, unsigned c);
 MLD_HIDDEN void _mld_heap_abandon(mld_heap_t* h);
 MLD_HIDDEN void _mld_heap_thread_done(void);
 MLD_HIDDEN void _mld_heap_shed(void);
@@ -385,7 +412,7 @@ static inline void* mld_malloc_inline(size_t size) {
   if (mld_likely(size <= MLD_FAST_MAX)) {
     mld_bin_t* bin = &h->bins[_mld_class_table[(size + 15) >> 4]];
     mld_block_t* b = bin->free;
-    if (mld_likely(b != NULL)) {
+    if (mld_likely(b != NULL) || (mld_bin_take_foreign(bin) && (b = bin->free, true))) {
       bin->free = b->next;
       bin->room++;
       b->cookie = 0;
@@ -410,15 +437,21 @@ static inline void mld_free_block_inline(void* p) {
   uintptr_t cookie = (uintptr_t)b ^ _mld_cookie_key;
   if (mld_unlikely(b->cookie == cookie)) { _mld_report_double_free(p, page); return; }
   mld_heap_t* h = _mld_heap_tls;
+  mld_bin_t* bin = &h->bins[c];
   if (mld_unlikely(atomic_load_explicit(&page->owner, memory_order_relaxed) != h)) {
-    /* another thread's block: into our bin too (MALLARD_REMOTE=bin), else CAS */
+    /* another thread's block: to our bin's foreign list (MALLARD_REMOTE=bin), else CAS */
     if (_mld_remote_mode != MLD_REMOTE_BIN || h == &_mld_heap_empty) {
       _mld_alloc_free_remote(h, page, b);
       return;
     }
+    b->cookie = cookie;
+    b->next = bin->foreign;
+    bin->foreign = b;
+    h->hot.frees++;
     h->hot.remote_frees++;
+    if (mld_unlikely(--bin->foreign_room < 0)) _mld_heap_flush_foreign(h, c);
+    return;
   }
-  mld_bin_t* bin = &h->bins[c];
   b->cookie = cookie;
   b->next = bin->free;
   bin->free = b;
