@@ -29,13 +29,11 @@ static void* mld_huge_alloc(mld_heap_t* h, size_t size, size_t alignment) {
 /* Pop a block of class c, refilling the bin if needed. */
 static void* mld_alloc_class(mld_heap_t* h, unsigned c) {
   mld_bin_t* bin = &h->bins[c];
-  if (bin->free == NULL && !mld_bin_take_foreign(bin) && !_mld_heap_refill(h, c)) {
+  if (bin->own.top == bin->own.base && !mld_bin_take_foreign(bin, &h->foreign[c]) && !_mld_heap_refill(h, c)) {
     errno = ENOMEM;
     return NULL;
   }
-  mld_block_t* b = bin->free;
-  bin->free = b->next;
-  bin->room++;
+  mld_block_t* b = (mld_block_t*)*--bin->own.top;
   b->cookie = 0;
   h->hot.allocs++;
   return b;
@@ -97,11 +95,7 @@ void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
       _mld_central_adopt(page, h)) {
     /* the page was abandoned: now it is ours, free locally */
     _mld_heap_adopted(h, page);
-    mld_bin_t* bin = &h->bins[page->size_class];
-    b->next = bin->free;
-    bin->free = b;
-    h->hot.frees++;
-    if (--bin->room < 0) _mld_heap_flush(h, page->size_class);
+    _mld_heap_push_local(h, page->size_class, b);
     return;
   }
   _mld_page_free_remote(page, b);

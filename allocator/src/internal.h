@@ -2,7 +2,7 @@
  * functions (_mld_<file>_<verb>), and the inlined malloc/free fast paths.
  *
  * Layers (top to bottom):
- *   thread heap (heap.c)     per-thread bins: one free list of blocks per size class
+ *   thread heap (heap.c)     per-thread bins: one stack of block pointers per size class
  *   pages (page.c)           per-page free list (owner) + atomic thread-free list (remote frees)
  *   transfer cache           per size class batches of blocks between heaps (transfer.c)
  *   central lists            abandoned pages of dead threads, per size class (central.c)
@@ -169,37 +169,55 @@ static inline unsigned mld_size_class(size_t size) {
 
 /* ---- the thread heap (heap.c) ------------------------------------------ */
 
+/* A bin: the thread's cached blocks of one size class, as a stack of
+ * pointers (not a list threaded through the blocks): malloc pops, free
+ * pushes, and batches move to and from the transfer cache with one copy of
+ * pointers, without touching the blocks, whose cache lines may be in
+ * another core's cache (tcmalloc keeps its per-CPU caches as arrays for the
+ * same reason). Both stacks live after the heap struct; each holds max + 1
+ * pointers (a push may go one over before the flush). */
+typedef struct mld_stack_s {
+  void** top;                  /* the next free slot */
+  void** limit;                /* base + max: a push that passes it flushes */
+  void** base;
+} mld_stack_t;
+
+static inline uint32_t mld_stack_count(const mld_stack_t* s) { return (uint32_t)(s->top - s->base); }
+
 typedef struct mld_bin_s {
-  mld_block_t* free;
-  int32_t room;                /* max - blocks held: free flushes when it drops below 0 */
+  mld_stack_t own;
+  uint32_t foreign_take;       /* half a batch; 0 only in the empty heap */
   uint32_t max;
-  /* blocks of other threads' pages freed here (MALLARD_REMOTE=bin), kept
-   * apart: malloc does not pop them one by one, so a thread is not handed a
-   * block that shares a cache line with another thread's live blocks
-   * (passive false sharing, cache-scratch). An empty bin takes the whole
-   * list when it holds at least half a batch (Larson-style reuse, no
-   * transfer-cache trip); beyond a bin's worth, a batch goes to the
-   * transfer cache (_mld_heap_flush_foreign), as a full bin's does. */
-  mld_block_t* foreign;
-  int32_t foreign_room;        /* max - foreign blocks held */
-  uint32_t foreign_take;       /* an empty bin takes the foreign list from this many: half a batch */
 } mld_bin_t;
 
-static inline uint32_t mld_bin_count(const mld_bin_t* bin) { return (uint32_t)((int32_t)bin->max - bin->room); }static inline uint32_t mld_foreign_count(const mld_bin_t* bin) {
-  return (uint32_t)((int32_t)bin->max - bin->foreign_room);
+/* Blocks of other threads' pages freed here (MALLARD_REMOTE=bin) wait on a
+ * stack of their own (mld_heap_t.foreign), not in the bin: malloc does not
+ * pop them one by one, so a thread is not handed a block that shares a
+ * cache line with another thread's live blocks (passive false sharing,
+ * cache-scratch). An empty bin takes them all (the stacks swap) once they
+ * are at least half a batch (Larson-style reuse, no transfer-cache trip);
+ * past max, a batch goes to the transfer cache (_mld_heap_flush_foreign),
+ * as a full bin's does. The cheapest refill, inline in malloc's miss
+ * branch. */
+static inline bool mld_bin_take_foreign(mld_bin_t* bin, mld_stack_t* foreign) {
+  uint32_t n = mld_stack_count(foreign);
+  if (n < bin->foreign_take || n == 0) return false;
+  mld_stack_t s = bin->own;   /* empty */
+  bin->own = *foreign;
+  *foreign = s;
+  return true;
 }
 
-/* An empty bin takes its foreign list when that holds at least half a
- * batch: the cheapest refill (no transfer-cache trip), so it is tried
- * before any other, inline in the malloc slow path. */
-static inline bool mld_bin_take_foreign(mld_bin_t* bin) {
-  uint32_t n = mld_foreign_count(bin);
-  if (n < bin->foreign_take || bin->foreign == NULL) return false;   /* (the empty heap has 0, 0) */
-  bin->free = bin->foreign;
-  bin->room -= (int32_t)n;
-  bin->foreign = NULL;
-  bin->foreign_room = (int32_t)bin->max;
-  return true;
+/* Push a block; true when that went past the limit (the caller flushes a
+ * batch). The slot is written before the top moves: a fork child that
+ * drains a bin caught in between loses the block, and never hands out a
+ * stale slot. */
+static inline bool mld_stack_push(mld_stack_t* s, void* b) {
+  void** top = s->top;
+  *top = b;
+  atomic_signal_fence(memory_order_release);
+  s->top = ++top;
+  return top > s->limit;
 }
 
 /* The three counters the fast paths bump: plain integers of the owner
@@ -216,6 +234,7 @@ typedef struct mld_heap_s {
   mld_bin_t bins[MLD_CLASSES];
   mld_hot_stats_t hot;
   mld_counter_t stats[MLD_STAT_HEAP_COUNT];   /* slow paths; hot ones as last published */
+  mld_stack_t foreign[MLD_CLASSES];    /* other threads' blocks freed here, per class (see mld_bin_take_foreign) */
   mld_page_list_t avail[MLD_CLASSES];  /* pages that may have free blocks */
   mld_page_list_t full[MLD_CLASSES];   /* pages with none at last look */
   uint64_t slow_calls;
@@ -234,6 +253,7 @@ MLD_HIDDEN mld_heap_t* _mld_heap_thread_init(void);
 MLD_HIDDEN bool _mld_heap_refill(mld_heap_t* h, unsigned c);
 MLD_HIDDEN void _mld_heap_flush(mld_heap_t* h, unsigned c);
 MLD_HIDDEN void _mld_heap_flush_foreign(mld_heap_t* h, unsigned c);
+MLD_HIDDEN void _mld_heap_push_local(mld_heap_t* h, unsigned c, mld_block_t* b);
 MLD_HIDDEN void _mld_heap_abandon(mld_heap_t* h);
 MLD_HIDDEN void _mld_heap_thread_done(void);
 MLD_HIDDEN void _mld_heap_shed(void);
@@ -251,7 +271,7 @@ MLD_HIDDEN void _mld_heap_adopted(mld_heap_t* h, mld_page_t* page);
 
 MLD_HIDDEN void _mld_page_init(mld_page_t* page, unsigned c, mld_heap_t* owner);
 MLD_HIDDEN void _mld_page_collect(mld_page_t* page);
-MLD_HIDDEN uint32_t _mld_page_take(mld_page_t* page, uint32_t n, mld_block_t** first, mld_block_t** last);
+MLD_HIDDEN uint32_t _mld_page_take(mld_page_t* page, uint32_t n, void** out);
 MLD_HIDDEN void _mld_page_free_remote(mld_page_t* page, mld_block_t* b);
 MLD_HIDDEN void _mld_page_list_push(mld_page_list_t* l, mld_page_t* p);
 MLD_HIDDEN void _mld_page_list_push_back(mld_page_list_t* l, mld_page_t* p);
@@ -410,11 +430,13 @@ MLD_HIDDEN size_t _mld_alloc_usable_size(const void* p);
 static inline void* mld_malloc_inline(size_t size) {
   mld_heap_t* h = _mld_heap_tls;
   if (mld_likely(size <= MLD_FAST_MAX)) {
-    mld_bin_t* bin = &h->bins[_mld_class_table[(size + 15) >> 4]];
-    mld_block_t* b = bin->free;
-    if (mld_likely(b != NULL) || (mld_bin_take_foreign(bin) && (b = bin->free, true))) {
-      bin->free = b->next;
-      bin->room++;
+    unsigned c = _mld_class_table[(size + 15) >> 4];
+    mld_bin_t* bin = &h->bins[c];
+    void** top = bin->own.top;
+    if (mld_likely(top != bin->own.base) ||
+        (mld_bin_take_foreign(bin, &h->foreign[c]) && (top = bin->own.top, true))) {
+      mld_block_t* b = (mld_block_t*)*--top;
+      bin->own.top = top;
       b->cookie = 0;
       h->hot.allocs++;
       return b;
@@ -439,24 +461,20 @@ static inline void mld_free_block_inline(void* p) {
   mld_heap_t* h = _mld_heap_tls;
   mld_bin_t* bin = &h->bins[c];
   if (mld_unlikely(atomic_load_explicit(&page->owner, memory_order_relaxed) != h)) {
-    /* another thread's block: to our bin's foreign list (MALLARD_REMOTE=bin), else CAS */
+    /* another thread's block: to our bin's foreign blocks (MALLARD_REMOTE=bin), else CAS */
     if (_mld_remote_mode != MLD_REMOTE_BIN || h == &_mld_heap_empty) {
       _mld_alloc_free_remote(h, page, b);
       return;
     }
     b->cookie = cookie;
-    b->next = bin->foreign;
-    bin->foreign = b;
     h->hot.frees++;
     h->hot.remote_frees++;
-    if (mld_unlikely(--bin->foreign_room < 0)) _mld_heap_flush_foreign(h, c);
+    if (mld_unlikely(mld_stack_push(&h->foreign[c], b))) _mld_heap_flush_foreign(h, c);
     return;
   }
   b->cookie = cookie;
-  b->next = bin->free;
-  bin->free = b;
   h->hot.frees++;
-  if (mld_unlikely(--bin->room < 0)) _mld_heap_flush(h, c);
+  if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c);
 }
 
 /* Every path that frees a block comes through here: free, cfree, realloc,

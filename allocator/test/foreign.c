@@ -1,8 +1,13 @@
-/* foreign.c: the bins' foreign lists (blocks of other threads' pages freed
- * here, MALLARD_REMOTE=bin; internal.h, mld_bin_t).
+/* foreign.c: the bins (stacks of pointers) and their foreign stacks
+ * (blocks of other threads' pages freed here, MALLARD_REMOTE=bin;
+ * internal.h, mld_bin_take_foreign).
  *
  *   foreign [threads] [rounds]
  *
+ * stacks: for sizes across the classes, pushes and pops across every flush
+ *   and refill boundary (3 bins' worth freed and allocated again, in
+ *   several orders): every block comes back intact, and no block is handed
+ *   out twice while live.
  * no_false_sharing: the main thread allocates 16-byte blocks back to back
  *   and hands one to a fresh thread, which frees it and then mallocs the
  *   same size a few times: it must never get the freed block back (a block
@@ -42,6 +47,49 @@ static long long STAT_GET(const char* name) { return mallard_stat_fn()(name); }
 static long n_threads = 4, n_rounds = 200;
 static _Atomic long failures;
 
+/* ---- stacks --------------------------------------------------------------- */
+
+enum { LIVE = 600 };
+static void* live[LIVE];
+
+static int seen_twice(void** v, int n) {
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (v[i] == v[j]) return 1;
+  return 0;
+}
+
+static void stacks(void) {
+  static const size_t sizes[] = {16, 48, 112, 300, 1000, 3000, 9000, 40000, 120000};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    size_t size = sizes[k];
+    for (int round = 0; round < 3; round++) {
+      for (int i = 0; i < LIVE; i++) {
+        REQUIRE((live[i] = MALLOC(size)) != NULL);
+        memset(live[i], (int)(i + round), size < 64 ? size : 64);
+      }
+      if (seen_twice(live, LIVE)) {
+        fprintf(stderr, "size %zu round %d: a block handed out twice\n", size, round);
+        atomic_fetch_add(&failures, 1);
+      }
+      for (int i = 0; i < LIVE; i++) {
+        unsigned char* p = live[i];
+        for (size_t j = 0; j < (size < 64 ? size : 64); j++)
+          if (p[j] != (unsigned char)(i + round)) {
+            fprintf(stderr, "size %zu block %d corrupted\n", size, i);
+            atomic_fetch_add(&failures, 1);
+            break;
+          }
+      }
+      /* free in three orders: newest first, oldest first, interleaved */
+      for (int i = 0; i < LIVE; i++) {
+        int j = round == 0 ? LIVE - 1 - i : round == 1 ? i : (i * 7) % LIVE;
+        FREE(live[j]);
+      }
+    }
+  }
+}
+
 /* ---- no_false_sharing ------------------------------------------------- */
 
 enum { NEIGHBOURS = 8, OWN = 12 };
@@ -62,9 +110,9 @@ static void* lone_freer(void* arg) {
   for (int i = 0; i < OWN; i++) FREE(mine[i]);
   /* a block of this thread's own page (a size nobody else used), freed, is
    * reused at once */
-  void* again = MALLOC(3000);
+  void* again = MALLOC(5000);
   FREE(again);
-  void* back = MALLOC(3000);
+  void* back = MALLOC(5000);
   if (back != again) {
     fprintf(stderr, "own block %p not reused (got %p)\n", again, back);
     atomic_fetch_add(&failures, 1);
@@ -193,6 +241,7 @@ int main(int argc, char** argv) {
 #ifndef FOREIGN_DIRECT
   mallard_require_active("foreign");
 #endif
+  stacks();
   no_false_sharing();
   reuse();
   stress();
