@@ -34,7 +34,7 @@ static void* mld_alloc_class(mld_heap_t* h, unsigned c) {
     return NULL;
   }
   mld_block_t* b = (mld_block_t*)*--bin->own.top;
-  b->cookie = 0;
+  mld_block_mark(b, 0);
   h->hot.allocs++;
   return b;
 }
@@ -90,7 +90,7 @@ void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
     }
     h = &_mld_heap_empty;
   }
-  b->cookie = (uintptr_t)b ^ _mld_cookie_key;
+  mld_block_mark(b, (uintptr_t)b ^ _mld_cookie_key);
   if (atomic_load_explicit(&page->owner, memory_order_relaxed) == NULL && h != &_mld_heap_empty &&
       _mld_central_adopt(page, h)) {
     /* the page was abandoned: now it is ours, free locally */

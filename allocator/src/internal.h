@@ -24,6 +24,13 @@
 #define MLD_OVERRIDE 1
 #endif
 
+/* The checks on every free (a block start, not already free): on by
+ * default; -DMALLARD_FREE_CHECKS=OFF (CMake) builds without them, only to
+ * measure what they cost (allocator/README.md, Misuse). */
+#ifndef MLD_FREE_CHECKS
+#define MLD_FREE_CHECKS 1
+#endif
+
 #define mld_likely(x)   __builtin_expect(!!(x), 1)
 #define mld_unlikely(x) __builtin_expect(!!(x), 0)
 #define MLD_HIDDEN      __attribute__((visibility("hidden")))
@@ -339,7 +346,22 @@ static inline mld_page_t* mld_page_of_known(const void* p) {
 static inline bool mld_page_is_block(const mld_page_t* page, const void* p) {
   size_t off = (size_t)((uintptr_t)p - (uintptr_t)page->start);
   if (off >= page->area) return false;
+#if MLD_FREE_CHECKS
   return ((off * page->magic) >> 40) * page->block_size == off;
+#else
+  return true;
+#endif
+}
+
+/* A freed block carries its cookie (address ^ secret) in its second word;
+ * malloc clears it. Without MLD_FREE_CHECKS neither happens. */
+static inline void mld_block_mark(mld_block_t* b, uintptr_t cookie) {
+#if MLD_FREE_CHECKS
+  b->cookie = cookie;
+#else
+  (void)b;
+  (void)cookie;
+#endif
 }
 
 /* ---- OS (os.c) ----------------------------------------------------------- */
@@ -437,7 +459,7 @@ static inline void* mld_malloc_inline(size_t size) {
         (mld_bin_take_foreign(bin, &h->foreign[c]) && (top = bin->own.top, true))) {
       mld_block_t* b = (mld_block_t*)*--top;
       bin->own.top = top;
-      b->cookie = 0;
+      mld_block_mark(b, 0);
       h->hot.allocs++;
       return b;
     }
@@ -457,7 +479,9 @@ static inline void mld_free_block_inline(void* p) {
   unsigned c = page->size_class;
   mld_block_t* b = (mld_block_t*)p;
   uintptr_t cookie = (uintptr_t)b ^ _mld_cookie_key;
+#if MLD_FREE_CHECKS
   if (mld_unlikely(b->cookie == cookie)) { _mld_report_double_free(p, page); return; }
+#endif
   mld_heap_t* h = _mld_heap_tls;
   mld_bin_t* bin = &h->bins[c];
   if (mld_unlikely(atomic_load_explicit(&page->owner, memory_order_relaxed) != h)) {
@@ -466,13 +490,13 @@ static inline void mld_free_block_inline(void* p) {
       _mld_alloc_free_remote(h, page, b);
       return;
     }
-    b->cookie = cookie;
+    mld_block_mark(b, cookie);
     h->hot.frees++;
     h->hot.remote_frees++;
     if (mld_unlikely(mld_stack_push(&h->foreign[c], b))) _mld_heap_flush_foreign(h, c);
     return;
   }
-  b->cookie = cookie;
+  mld_block_mark(b, cookie);
   h->hot.frees++;
   if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c);
 }
