@@ -111,7 +111,7 @@ typedef struct mld_page_s {
   uint8_t* start;              /* first block */
   size_t block_size;
   size_t area;                 /* reserved * block_size; 0 unless the page holds small blocks */
-  uint64_t magic;              /* (off * magic) >> 40 == off / block_size */
+  uint64_t magic;              /* UINT64_MAX / block_size + 1: off * magic < magic iff off % block_size == 0 */
   uint32_t reserved;           /* blocks that fit */
   uint8_t size_class;          /* < MLD_CLASSES, MLD_CLASS_HUGE or MLD_CLASS_NONE */
   uint8_t kind;
@@ -347,7 +347,9 @@ static inline bool mld_page_is_block(const mld_page_t* page, const void* p) {
   size_t off = (size_t)((uintptr_t)p - (uintptr_t)page->start);
   if (off >= page->area) return false;
 #if MLD_FREE_CHECKS
-  return ((off * page->magic) >> 40) * page->block_size == off;
+  /* divisibility by one multiply (Lemire, Kaser, Kurz, "Faster remainder
+   * by direct computation", 2019): exact for off < 2^32 (a segment is 4 MiB) */
+  return off * page->magic < page->magic;
 #else
   return true;
 #endif

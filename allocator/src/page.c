@@ -12,7 +12,7 @@ void _mld_page_init(mld_page_t* page, unsigned c, mld_heap_t* owner) {
   page->block_size = ci->size;
   page->reserved = (uint32_t)(page->area_size / ci->size);
   page->area = (size_t)page->reserved * ci->size;
-  page->magic = ((uint64_t)1 << 40) / ci->size + 1;
+  page->magic = UINT64_MAX / ci->size + 1;
   page->free = NULL;
   atomic_store_explicit(&page->thread_free, NULL, memory_order_relaxed);
   page->used = 0;
