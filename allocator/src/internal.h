@@ -310,7 +310,10 @@ MLD_HIDDEN void _mld_central_fork_child(void);
 
 /* ---- segments (segment.c) ----------------------------------------------- */
 
-extern MLD_HIDDEN _Atomic(uint64_t) _mld_segmap[(size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT - 6)];
+/* One byte per 4 MiB of the address space (64 MiB of zero-page-backed bss,
+ * touched only where segments are): 0, or the page shift of the segment
+ * that starts there (63 for a huge block's). */
+extern MLD_HIDDEN _Atomic(uint8_t) _mld_segmap[(size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)];
 MLD_HIDDEN void _mld_segment_init(void);
 MLD_HIDDEN mld_page_t* _mld_segment_page_alloc(unsigned kind);
 MLD_HIDDEN void _mld_segment_page_free(mld_page_t* page);
@@ -325,15 +328,15 @@ MLD_HIDDEN void _mld_segment_fork_parent(void);
 MLD_HIDDEN void _mld_segment_fork_child(void);
 
 /* The page holding p, or NULL when p is in no segment of ours. O(1):
- * segments are aligned to 4 MiB and registered in a bitmap. */
+ * segments are aligned to 4 MiB and registered in a byte map that also
+ * gives their page shift, so the segment header is not read. */
 static inline mld_page_t* mld_page_of(const void* p) {
   uintptr_t a = (uintptr_t)p;
   if (mld_unlikely(a >> MLD_VA_BITS)) return NULL;
-  uintptr_t idx = a >> MLD_SEGMENT_SHIFT;
-  uint64_t bits = atomic_load_explicit(&_mld_segmap[idx >> 6], memory_order_relaxed);
-  if (mld_unlikely(!((bits >> (idx & 63)) & 1))) return NULL;
+  unsigned shift = atomic_load_explicit(&_mld_segmap[a >> MLD_SEGMENT_SHIFT], memory_order_relaxed);
+  if (mld_unlikely(shift == 0)) return NULL;
   mld_segment_t* seg = (mld_segment_t*)(a & ~MLD_SEGMENT_MASK);
-  return &seg->pages[(a & MLD_SEGMENT_MASK) >> seg->page_shift];
+  return &seg->pages[(a & MLD_SEGMENT_MASK) >> shift];
 }
 
 static inline mld_page_t* mld_page_of_known(const void* p) {
