@@ -133,6 +133,7 @@ typedef struct mld_page_s {
   uint64_t freed_at_ms;
 } __attribute__((aligned(128))) mld_page_t;   /* a power of two: page index -> address is one shift */
 _Static_assert(sizeof(mld_page_t) == 128, "mld_page_t should be 128 bytes");
+#define MLD_PAGE_STRUCT_SHIFT 7
 
 typedef struct mld_segment_s {
   size_t size;                 /* bytes mapped */
@@ -335,8 +336,10 @@ static inline mld_page_t* mld_page_of(const void* p) {
   if (mld_unlikely(a >> MLD_VA_BITS)) return NULL;
   unsigned shift = atomic_load_explicit(&_mld_segmap[a >> MLD_SEGMENT_SHIFT], memory_order_relaxed);
   if (mld_unlikely(shift == 0)) return NULL;
-  mld_segment_t* seg = (mld_segment_t*)(a & ~MLD_SEGMENT_MASK);
-  return &seg->pages[(a & MLD_SEGMENT_MASK) >> shift];
+  /* &seg->pages[i], as one address: helps the compiler keep one base */
+  uintptr_t page = (a & ~MLD_SEGMENT_MASK) + offsetof(mld_segment_t, pages) +
+                   (((a & MLD_SEGMENT_MASK) >> shift) << MLD_PAGE_STRUCT_SHIFT);
+  return (mld_page_t*)page;
 }
 
 static inline mld_page_t* mld_page_of_known(const void* p) {
