@@ -98,6 +98,11 @@ def fmt(x: float | None, spec: str = ".3f") -> str:
     return "-" if x is None or x != x else format(x, spec)
 
 
+def per_variant(m: dict[str, dict[str, float]], measure: str) -> str:
+    """'mutex / ring / naive' medians of one measure."""
+    return " / ".join(fmt(m.get(v, {}).get(measure)) for v in VARIANTS)
+
+
 def scaling_table(results: ResultsIn, cpus: list[int], trials: int,
                   load: tuple[float, float], command: str) -> str:
     med = medians(results)
@@ -110,7 +115,7 @@ def scaling_table(results: ResultsIn, cpus: list[int], trials: int,
         ops = {v: m.get(v, {}).get("ops_per_sec") for v in VARIANTS}
         base = ops["mutex"]
         ratio = {v: (x / base) if (x := ops[v]) and base else None for v in VARIANTS}
-        hits = " / ".join(fmt(m.get(v, {}).get("remove_hit")) for v in VARIANTS)
+        hits = per_variant(m, "remove_hit")
         cells = " | ".join(fmt(ops[v], ",.0f") for v in VARIANTS)
         out.append(f"| {dict(key)['threads']} | {cells} | {fmt(ratio['naive'], '.2f')}x | "
                    f"{fmt(ratio['ring'], '.2f')}x | {hits} | "
@@ -132,8 +137,7 @@ def grid_table(results: ResultsIn, cpus: list[int], trials: int,
            "|---:|---:|---:|---|---|---|---:|---:|"]
     for key in sorted(med, key=lambda k: (dict(k)["size"], dict(k)["batch"], dict(k)["threads"])):
         m, p = med[key], dict(key)
-        rem = " / ".join(fmt(m.get(v, {}).get("remove_hit")) for v in VARIANTS)
-        ins = " / ".join(fmt(m.get(v, {}).get("insert_hit")) for v in VARIANTS)
+        rem, ins = per_variant(m, "remove_hit"), per_variant(m, "insert_hit")
         n = m.get("naive", {})
         mu = m.get("mutex", {})
         diff = (n["remove_hit"] - mu["remove_hit"]) if "remove_hit" in n and "remove_hit" in mu \

@@ -5,8 +5,9 @@ Deterministic, never a timing: canary_child's instructions are counted with
 callgrind with the canary off, at 100 ns and at 1000 ns, the chain's speed
 fixed with MALLARD_CANARY_LOOPS_PER_US so the counts repeat. The extra
 instructions per free must be a fixed part (the call) plus a constant number
-per chain step asked for (N ns x rate): linear in N, and zero at 0. One more run without a fixed speed checks that the calibration
-at init gives a rate (in the stats file) and that frees then cost more.
+per chain step asked for (N ns x rate): linear in N, and zero at 0. One more
+run without a fixed speed checks that the calibration at init gives a rate
+(in the stats file) and that frees then cost more.
 
 usage: canary_check.py LIBMALLARD CANARY_CHILD
 """
@@ -20,13 +21,8 @@ import sys
 import tempfile
 
 RATE = 500  # chain steps per microsecond: 50 steps per free at 100 ns
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print(f"FAIL: {msg}", file=sys.stderr)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stats_check import check, failures  # noqa: E402
 
 
 def instructions(lib, child, env, tmp):
@@ -74,11 +70,11 @@ def main():
         check(abs(per0) < 0.5, f"MALLARD_CANARY_NS=0 costs {per0:.2f} instructions per free")
         check(2.0 <= k <= 10.0, f"{k:.2f} instructions per chain step: the chain is not what "
                                  "was asked for (or was folded away)")
-        check(0.0 <= fixed_part <= 40.0, f"{fixed_part:.1f} instructions per free beyond the chain: "
-                                          "the cost does not grow linearly with N")
+        check(0.0 <= fixed_part <= 40.0, f"{fixed_part:.1f} instructions per free beyond the "
+                                          "chain: the cost does not grow linearly with N")
         check(per1000 / per100 > 8.0, f"1000 ns costs only {per1000 / per100:.2f}x 100 ns")
-        check(s100.get("canary_ns") == 100 and s100.get("canary_loops_per_us") == RATE,
-              f"stats file: canary fields {s100.get('canary_ns')}, {s100.get('canary_loops_per_us')}")
+        fields = (s100.get("canary_ns"), s100.get("canary_loops_per_us"))
+        check(fields == (100, RATE), f"stats file: canary fields {fields}")
         check(s1000.get("frees", 0) >= frees, "stats file: frees not counted")
         # calibrated at init (under valgrind the measured rate is low, so the
         # cost per free is small; it must exist and be reported)

@@ -170,14 +170,6 @@ typedef struct blk {
 } blk;
 static _Atomic(blk*) slots[SLOTS];
 
-static uint64_t next_rand(uint64_t* s) {
-  uint64_t x = *s;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *s = x;
-}
-
 static blk* make(uint64_t* rng) {
   uint32_t size = (uint32_t)(16 + next_rand(rng) % 1024);
   blk* b = MALLOC(size);

@@ -57,14 +57,6 @@ static long n_threads = 4, n_ops = 20000, n_generations = 6;
 static _Atomic long failures;
 static pthread_barrier_t start_line; /* the exchangers start together */
 
-static uint64_t next_rand(uint64_t* s) {
-  uint64_t x = *s;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *s = x;
-}
-
 static size_t pick_size(uint64_t* rng) {
   uint64_t r = next_rand(rng), pct = r % 1000;
   if (pct < 900) return 16 + (r >> 10) % 500;          /* small */
