@@ -501,7 +501,14 @@ static inline void mld_free_block_inline(void* p) {
     mld_block_mark(b, cookie);
     h->hot.frees++;
     h->hot.remote_frees++;
-    if (mld_unlikely(mld_stack_push(&h->foreign[c], b))) _mld_heap_flush_foreign(h, c);
+    /* into the bin (the next malloc reuses it, hot) unless the bin is empty:
+     * then the next malloc would hand out exactly this block (the
+     * cache-scratch case), so it waits on the foreign stack */
+    if (mld_likely(bin->own.top != bin->own.base)) {
+      if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c);
+    } else if (mld_unlikely(mld_stack_push(&h->foreign[c], b))) {
+      _mld_heap_flush_foreign(h, c);
+    }
     return;
   }
   mld_block_mark(b, cookie);
