@@ -198,15 +198,15 @@ typedef struct mld_bin_s {
   uint32_t max;
 } mld_bin_t;
 
-/* Blocks of other threads' pages freed here (MALLARD_REMOTE=bin) wait on a
- * stack of their own (mld_heap_t.foreign), not in the bin: malloc does not
- * pop them one by one, so a thread is not handed a block that shares a
- * cache line with another thread's live blocks (passive false sharing,
- * cache-scratch). An empty bin takes them all (the stacks swap) once they
- * are at least half a batch (Larson-style reuse, no transfer-cache trip);
- * past max, a batch goes to the transfer cache (_mld_heap_flush_foreign),
- * as a full bin's does. The cheapest refill, inline in malloc's miss
- * branch. */
+/* A block of another thread's page freed here (MALLARD_REMOTE=bin) while
+ * the bin is empty waits on a stack of its own (mld_heap_t.foreign), not
+ * in the bin, where the next malloc would hand out exactly that block,
+ * whose cache line other threads' live blocks share (passive false
+ * sharing, cache-scratch); into a non-empty bin it goes as usual. An
+ * empty bin takes them all (the stacks swap) once they are at least half a
+ * batch (no transfer-cache trip); past max, a batch goes to the transfer
+ * cache (_mld_heap_flush_foreign), as a full bin's does. The cheapest
+ * refill, inline in malloc's miss branch. */
 static inline bool mld_bin_take_foreign(mld_bin_t* bin, mld_stack_t* foreign) {
   uint32_t n = mld_stack_count(foreign);
   if (n < bin->foreign_take || n == 0) return false;
