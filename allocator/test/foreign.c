@@ -1,6 +1,6 @@
 /* foreign.c: the bins (stacks of pointers) and their foreign stacks
- * (blocks of other threads' pages freed here, MALLARD_REMOTE=bin;
- * internal.h, mld_bin_take_foreign).
+ * (blocks of other threads' pages freed into an empty bin,
+ * MALLARD_REMOTE=bin; internal.h, mld_bin_take_foreign).
  *
  *   foreign [threads] [rounds]
  *
@@ -13,16 +13,14 @@
  *   same size a few times: it must never get the freed block back (a block
  *   on the cache line of blocks other threads use: cache-scratch), while
  *   its own blocks do come back to it (local reuse).
- * reuse: after at least half a batch of foreign frees, an empty bin takes
- *   them: a thread that frees 64 foreign blocks and mallocs 64 gets some of
- *   them back without the transfer cache (Larson-style reuse kept).
+ * reuse: a thread that frees 64 blocks of another thread and then mallocs
+ *   64 of that size gets some of them back (reuse of remote frees kept).
  * stress: threads free bursts of each other's blocks of every small size
- *   (filling foreign lists past a bin's worth, so batches overflow to the
- *   transfer cache), malloc in between (taking foreign lists), and exit with
- *   full foreign lists (drained at exit); every block's contents are
- *   checked. Built
- *   twice, like stress.c: preloaded, and with -DFOREIGN_DIRECT against
- *   mallard_tsan under ThreadSanitizer. */
+ *   (into empty bins too, so foreign stacks fill and overflow to the
+ *   transfer cache), malloc in between (taking foreign stacks), and exit
+ *   with full stacks (drained at exit); every block's contents are
+ *   checked. Built twice, like stress.c: preloaded, and with
+ *   -DFOREIGN_DIRECT against mallard_tsan under ThreadSanitizer. */
 #include "check.h"
 
 #include <pthread.h>
