@@ -53,7 +53,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from mallard_api import changepoints, notify, report, stats
+from mallard_api import changepoints, explain, notify, report, stats
 from mallard_api.config import Settings, get_settings
 from mallard_api.models.analysis import Alert, Comparison, ComparisonCell
 from mallard_api.models.core import Job
@@ -323,7 +323,8 @@ def render_report(session: Session, comp: Comparison) -> str:
         base_label=comp.base_label, head_label=comp.head_label, state=comp.state,
         testbed=testbed, follow_ups=comp.follow_ups, hypothesis=hypothesis_of(comp),
         notes=notes)
-    return report.format_report(header, rcells, peers)
+    cpus = sql.testbed_cpus(session, comp.testbed_fingerprint)
+    return report.format_report(header, rcells, peers, explain.report_extras(rcells, cpus))
 
 
 # -- branch history -------------------------------------------------------------------------

@@ -34,15 +34,28 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from mallard_api.stats import DIAGNOSTIC, CellStats
 
 THROUGHPUT = "ops_per_sec"
 
 
+# Raw allocator counts the runner reports as diagnostics (contracts section 2); with the
+# hit ratios they are the counters ranked by ``mallard_api.moved``.
+COUNT_MEASURES = frozenset({
+    "transfer_insert_inflight_misses", "transfer_remove_inflight_misses",
+    "transfer_waits", "central_refills", "pages_reclaimed",
+})
+
+
 def is_counter(measure: str) -> bool:
-    """Allocator counters (contracts section 2), shown beside throughput."""
+    """Allocator counters (contracts section 2): the hit ratios and the raw counts."""
+    return measure.endswith("_ratio") or measure in COUNT_MEASURES
+
+
+def is_ratio(measure: str) -> bool:
+    """The counters listed beside throughput on the ``counters:`` line."""
     return measure.endswith("_ratio")
 
 
@@ -201,6 +214,34 @@ class ReportHeader:
     notes: list[str] = field(default_factory=list)
 
 
+class _Line(Protocol):
+    def text(self) -> str: ...
+
+
+class _Curve(Protocol):
+    def summary(self) -> str: ...
+
+    def plot(self) -> list[str]: ...
+
+
+@dataclass
+class Extras:
+    """What the report prints beyond the cells, keyed by ``(workload, params_key)``:
+    the counters that moved most (one line), the speed x memory label, and the curves."""
+
+    moved: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    joint: Mapping[tuple[str, str], _Line] = field(default_factory=dict)
+    curves: Sequence[_Curve] = ()
+
+    def under(self, key: tuple[str, str]) -> list[str]:
+        lines = []
+        if key in self.moved:
+            lines.append(self.moved[key])
+        if key in self.joint:
+            lines.append(self.joint[key].text())
+        return lines
+
+
 def _params_key(params: Mapping[str, Any]) -> str:
     return repr(sorted(params.items()))
 
@@ -215,6 +256,7 @@ def format_report(
     header: ReportHeader,
     cells: Sequence[ReportCell],
     peers: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
+    extras: Extras | None = None,
 ) -> str:
     """A whole comparison report: a header whose summary counts the primary cells, then per
     workload (a blank line between workloads) one line per primary cell at the start of its
@@ -227,8 +269,14 @@ def format_report(
     for the peer trials of the comparison (``glibc``, ``jemalloc``, ...). They are printed as
     reference lines ``jemalloc: 1.32x glibc`` (against glibc, or against base when glibc was
     not run), with base and head placed on the same scale.
+
+    ``extras`` (made by the caller from the same cells) adds, under the throughput line,
+    the counters that moved most (``mallard_api.moved``) and the speed x memory label
+    (``mallard_api.joint``), and at the end the thread-scaling curves
+    (``mallard_api.curves``).
     """
     peers = peers or {}
+    extras = extras or Extras()
     counts = {v: 0 for v in ("improved", "regressed", "same", "unknown")}
     primary_cells = [c for c in cells if c.stats.primary]
     for c in primary_cells:
@@ -264,12 +312,14 @@ def format_report(
             params = group[0].params
             ptext = params_text(params, vary.get(workload, ()))
             main = [c for c in group if c.stats.primary]
-            counters = [c for c in group if not c.stats.primary and is_counter(c.measure)]
+            counters = [c for c in group if not c.stats.primary and is_ratio(c.measure)]
             diagnostics = [c for c in group if not c.stats.primary and not is_counter(c.measure)]
             for c in main:
                 out.append(format_line(workload, ptext, c.measure, c.stats))
-                if c is main[0] and counters:  # beside throughput (sorted first)
-                    out.append("  counters: " + ", ".join(_counter_text(k) for k in counters))
+                if c is main[0]:  # beside throughput (sorted first)
+                    if counters:
+                        out.append("  counters: " + ", ".join(_counter_text(k) for k in counters))
+                    out.extend("  " + line for line in extras.under((workload, pkey)))
                 if hyp is not None and c.measure == hyp.measure:
                     res = hypothesis_outcome(hyp, c.stats)
                     outcomes.append(res)
@@ -283,12 +333,20 @@ def format_report(
             if not main and counters:
                 joined = ", ".join(_counter_text(k) for k in counters)
                 out.append(f"{workload} {ptext} counters: {joined}")
+            if not main:
+                out.extend(f"{workload} {ptext} {line}" for line in extras.under((workload, pkey)))
             ref = peers.get((workload, pkey))
             if ref:
                 lines = peer_lines(ref, group)
                 if lines:
                     out.append(f"  reference ({THROUGHPUT} medians):")
                     out.extend("    " + line for line in lines)
+    if extras.curves:
+        out.append("")
+        out.append("scaling curves (b base, h head, * both):")
+        for curve in extras.curves:
+            out.append(curve.summary())
+            out.extend("  " + row for row in curve.plot())
     if hyp is not None:
         held = sum(1 for o in outcomes if o == "held")
         out.append("")

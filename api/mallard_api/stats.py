@@ -152,6 +152,10 @@ MEASURES: dict[str, tuple[str, bool]] = {
     "ns_per_op": ("ns", False),
     "transfer_insert_hit_ratio": ("ratio", True),
     "transfer_remove_hit_ratio": ("ratio", True),
+    # raw allocator counts (diagnostics: what explains a moved hit ratio)
+    **{name: ("count", False) for name in (
+        "transfer_insert_inflight_misses", "transfer_remove_inflight_misses",
+        "transfer_waits", "central_refills", "pages_reclaimed")},
 }
 
 # Counted by simulation (valgrind cachegrind): the same on every run (module doc).

@@ -148,9 +148,19 @@ def last_json_line(text: str) -> dict[str, Any] | None:
     return None
 
 
+# Raw counts that become diagnostic measures as they are (contracts §2): what explains a
+# hit ratio that moved (the API ranks them under each cell).
+# Few, because a trial carries at most 24 measures (the API's MAX_MEASURES).
+COUNT_MEASURES = ("transfer_insert_inflight_misses", "transfer_remove_inflight_misses",
+                  "transfer_waits", "central_refills", "pages_reclaimed")
+
+
 def derive_ratios(counters: dict[str, Any]) -> dict[str, float]:
-    """contracts §2: transfer_{insert,remove}_hit_ratio = hits / (hits + misses)."""
-    out: dict[str, float] = {}
+    """contracts §2: transfer_{insert,remove}_hit_ratio = hits / (hits + misses), and the
+    raw counts of COUNT_MEASURES that the stats file has."""
+    out: dict[str, float] = {k: float(counters[k]) for k in COUNT_MEASURES
+                             if isinstance(counters.get(k), int | float)
+                             and not isinstance(counters.get(k), bool)}
     for kind in ("insert", "remove"):
         hits = counters.get(f"transfer_{kind}_hits")
         misses = counters.get(f"transfer_{kind}_misses")

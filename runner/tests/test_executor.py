@@ -343,6 +343,10 @@ def test_parsers():
     assert derive_ratios({"transfer_insert_hits": 3, "transfer_insert_misses": 1,
                           "transfer_remove_hits": 0, "transfer_remove_misses": 0}) == {
         "transfer_insert_hit_ratio": 0.75}
+    # the raw counts that explain a moved ratio become measures; flags and text do not
+    assert derive_ratios({"transfer_remove_inflight_misses": 12, "central_refills": 7,
+                          "transfer_waits": True, "pages_reclaimed": "x", "allocs": 9}) == {
+        "transfer_remove_inflight_misses": 12.0, "central_refills": 7.0}
     assert parse_cachegrind(CACHEGRIND_OUT) == {
         "instructions": 8680858, "d1_misses": 99005 + 16294, "llc_misses": 2070 + 8271}
     assert parse_cachegrind("events: Ir\nsummary: 42\n") == {"instructions": 42}

@@ -17,7 +17,8 @@ from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.fields import GitRef, Peer, Variant, Word, check_text
 from mallard_api.models.analysis import Comparison
-from mallard_api.report import hypothesis_outcome, is_counter, parse_hypothesis
+from mallard_api.explain import explain
+from mallard_api.report import ReportCell, hypothesis_outcome, is_counter, parse_hypothesis
 from mallard_api.schemas import INT32_MAX, Arch, ErrorOut, InModel, Threads, Warmup, Workloads
 from mallard_api.sql import comparisons as sql
 from mallard_api.sql import jobs as job_sql
@@ -137,11 +138,67 @@ class HypothesisCheck(BaseModel):
     outcome: str  # held | undecided | not held (...)
 
 
+class JointOut(BaseModel):
+    """Speed x memory label of one workload x params (mallard_api.joint)."""
+
+    workload: str
+    params: dict[str, Any]
+    threads: int | None
+    label: str  # better-both | worse-both | faster-but-fatter | slower-but-leaner | faster |
+    #             slower | leaner | fatter | same | unknown
+    kind: str  # better | worse | trade-off | same | unknown
+    speed_verdict: str
+    memory_verdict: str
+    speed_diff_pct: float | None
+    memory_diff_pct: float | None
+
+
+class MovedOut(BaseModel):
+    """An allocator counter that moved most under its cell (mallard_api.moved)."""
+
+    workload: str
+    params: dict[str, Any]
+    threads: int | None
+    measure: str
+    name: str
+    base_median: float
+    head_median: float
+    diff_pct: float | None
+    text: str
+
+
+class PointOut(BaseModel):
+    threads: int
+    base_median: float | None
+    head_median: float | None
+    diff_pct: float | None
+    verdict: str
+    oversubscribed: bool
+
+
+class CurveOut(BaseModel):
+    """A thread-scaling curve and its verdict (mallard_api.curves)."""
+
+    workload: str
+    params: dict[str, Any]
+    measure: str
+    higher_is_better: bool
+    points: list[PointOut]
+    moved: list[int]
+    area_pct: float | None
+    verdict: str  # improved | regressed | mixed | same | unknown
+    cpus: int | None
+    summary: str
+
+
 class ComparisonDetail(ComparisonOut):
     cells: list[CellOut]
     counters: list[CellOut]  # the allocator-counter cells (also in cells)
     peer_medians: list[PeerOut]
     hypothesis_checks: list[HypothesisCheck]
+    joint: list[JointOut]
+    counters_moved: list[MovedOut]
+    curves: list[CurveOut]
     report: str
 
 
@@ -235,11 +292,13 @@ def get_comparison(comparison_id: ComparisonPath, session: DB, _: AnyRole) -> Co
             outcome=hypothesis_outcome(hyp, analysis.cell_stats(c)))
         for c in rows if c.measure == hyp.measure
     ]
+    rcells = [ReportCell(c.workload, c.params, c.measure, analysis.cell_stats(c)) for c in rows]
+    extra = explain(rcells, sql.testbed_cpus(session, comp.testbed_fingerprint))
     return ComparisonDetail(
         **comparison_out(session, comp), cells=cells,
         counters=[c for c in cells if is_counter(c.measure)],
         peer_medians=[PeerOut(**p) for p in comp.peer_medians or []],
-        hypothesis_checks=checks, report=analysis.render_report(session, comp))
+        hypothesis_checks=checks, **extra, report=analysis.render_report(session, comp))
 
 
 @router.get("/{comparison_id}/report", response_class=PlainTextResponse,

@@ -149,3 +149,12 @@ def counts(session: Session, comparison_id: int) -> dict[str, int]:
     for verdict, n in rows:
         out[str(verdict)] = int(n)
     return out
+
+
+def testbed_cpus(session: Session, fingerprint: str | None) -> str | None:
+    """The pinned CPUs (``0,1``) of a testbed, for the curves' oversubscribed points."""
+    if not fingerprint:
+        return None
+    cpus = session.execute(text("SELECT fields->>'cpus' FROM testbeds WHERE fingerprint = :f"),
+                           {"f": fingerprint}).scalar()
+    return str(cpus) if cpus is not None else None
