@@ -102,7 +102,16 @@ def execute(prep: Prepared) -> ResultsIn:
                    "order": [[r, k] for r, k in out.order], "notes": prep.notes,
                    "missing_peers": prep.resolved.missing, "raw_dir": str(req.raw_dir),
                    "seed": seed, "trials": prep.trials, "warmup": prep.warmup,
-                   "noise_control": prep.noise})
+                   "noise_control": prep.noise,
+                   "oversubscribed": oversubscribed(prep.cells, req.cpus)})
+
+
+def oversubscribed(cells: list[Cell], cpus: list[int]) -> dict[str, Any]:
+    """The thread counts above the pinned CPUs (allowed; where a small node's contention
+    comes from): the API marks those points of a scaling curve the same way."""
+    threads = sorted({int(t) for c in cells if isinstance(t := c.params.get("threads"), int)
+                      and t > len(cpus)})
+    return {"pinned_cpus": len(cpus), "threads": threads}
 
 
 def run_suite(settings: RunnerSettings, req: RunRequest,
