@@ -58,8 +58,9 @@ lint: python ## ruff and mypy
 	@$(VENV)/bin/ruff check api runner dashboards k8s scripts tests
 	@$(VENV)/bin/mypy api/mallard_api runner/mallard_runner
 
-demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running)
-	@$(PY) scripts/demo.py $(ARGS)
+SCENARIO ?=
+demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running; SCENARIO=transfer-cache: mutex vs ring vs naive, micro 1..64 threads and macro, ~5 min)
+	@$(PY) scripts/$(if $(SCENARIO),demo_$(subst -,_,$(SCENARIO)),demo).py $(ARGS)
 
 bench: bench-allocator bench-runner bench-api ## every benchmark
 

@@ -17,6 +17,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -113,6 +116,81 @@ def follow(client: httpx.Client, cid: int, runner: subprocess.Popen[bytes]) -> d
             time.sleep(2)
 
 
+@dataclass
+class Stack:
+    """The running demo: the API (embedded PostgreSQL), one runner agent, a user client."""
+
+    api: str = ""
+    commit: str = ""
+    user_token: str = ""
+    client: httpx.Client | None = None
+    api_proc: subprocess.Popen[bytes] | None = None
+    runner_proc: subprocess.Popen[bytes] | None = None
+
+
+def boot(st: Stack, preferred_port: int) -> None:
+    """Start the API and a runner agent pinned to one core, create tokens and the project,
+    filling in ``st`` as they start (so ``up`` stops whatever started, even on a failure)."""
+    STATE.mkdir(exist_ok=True)
+    st.commit = run(["git", "rev-parse", "HEAD"], dict(os.environ))
+    dirty = run(["git", "status", "--porcelain", "--", "allocator"], dict(os.environ))
+    if dirty:
+        step("[yellow]note:[/] allocator/ has uncommitted changes; "
+             "the demo measures the committed HEAD")
+    port = free_port(preferred_port)
+    st.api = f"http://127.0.0.1:{port}"
+    env = dict(os.environ)
+    env.pop("DATABASE_URL", None)  # embedded PostgreSQL, the default way
+    env.update({"MALLARD_DATA_DIR": str(STATE / "pgdata"), "PATH": f"{VENV_BIN}:{env['PATH']}",
+                # the runner fetches this checkout, and the API lets projects name it
+                "MALLARD_RUNNER_REPO_ALLOW": f"file://{ROOT}",
+                "MALLARD_REPO_URL_ALLOW": f"file://{ROOT}",
+                "MALLARD_PUBLIC_URL": st.api})
+    step(f"starting the API on {st.api} (log: .mallard/api.log)")
+    st.api_proc = start("api", [str(VENV_BIN / "mallard-api"), "serve", "--host", "127.0.0.1",
+                                "--port", str(port)], env)
+    wait_healthy(st.api, st.api_proc)
+    node = f"demo-{platform.node() or 'node'}"
+    step("creating tokens with the admin CLI (stored hashed)")
+    runner_token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "runner",
+                        "--runner", node], env).splitlines()[-1]
+    st.user_token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "user"],
+                        env).splitlines()[-1]
+    st.client = httpx.Client(base_url=st.api, timeout=30,
+                             headers={"Authorization": f"Bearer {st.user_token}"})
+    st.client.put("/api/v1/projects/mallard", json={
+        "repo_url": str(ROOT), "allocator_dir": "allocator", "default_branch": "main",
+    }).raise_for_status()
+
+    cpu = pinned_cpu()
+    step(f"starting runner agent {node} pinned to CPU {cpu} (log: .mallard/runner.log)")
+    st.runner_proc = start("runner", [str(VENV_BIN / "mallard-runner"), "agent", "--api",
+                                      st.api, "--token", runner_token, "--cpus", cpu, "--name",
+                                      node, "--spool", str(STATE / "spool")], env)
+
+
+@contextmanager
+def up(preferred_port: int, keep: bool) -> Iterator[tuple[Stack, httpx.Client,
+                                                           subprocess.Popen[bytes]]]:
+    """The stack for one demo scenario: (stack, user client, runner agent). Stopped at the
+    end, unless ``keep`` and the scenario ran to its end."""
+    st = Stack()
+    ok = False
+    try:
+        boot(st, preferred_port)
+        assert st.client is not None and st.runner_proc is not None
+        yield st, st.client, st.runner_proc
+        ok = True
+    finally:
+        if keep and ok and st.api_proc is not None and st.runner_proc is not None:
+            step(f"--keep: API (pid {st.api_proc.pid}) and runner (pid {st.runner_proc.pid}) "
+                 f"keep running; stop them with: kill -TERM -{st.api_proc.pid} "
+                 f"-{st.runner_proc.pid}")
+        else:
+            stop(st.runner_proc, "runner agent")
+            stop(st.api_proc, "API and embedded PostgreSQL")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="leave the stack running")
@@ -120,70 +198,24 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=5)
     args = parser.parse_args()
 
-    STATE.mkdir(exist_ok=True)
-    commit = run(["git", "rev-parse", "HEAD"], dict(os.environ))
-    dirty = run(["git", "status", "--porcelain", "--", "allocator"], dict(os.environ))
-    if dirty:
-        step("[yellow]note:[/] allocator/ has uncommitted changes; "
-             "the demo measures the committed HEAD")
-    port = free_port(args.port)
-    api = f"http://127.0.0.1:{port}"
-    env = dict(os.environ)
-    env.pop("DATABASE_URL", None)  # embedded PostgreSQL, the default way
-    env.update({"MALLARD_DATA_DIR": str(STATE / "pgdata"), "PATH": f"{VENV_BIN}:{env['PATH']}",
-                # the runner fetches this checkout, and the API lets projects name it
-                "MALLARD_RUNNER_REPO_ALLOW": f"file://{ROOT}",
-                "MALLARD_REPO_URL_ALLOW": f"file://{ROOT}",
-                "MALLARD_PUBLIC_URL": api})
-
-    api_proc = runner_proc = None
-    try:
-        step(f"starting the API on {api} (log: .mallard/api.log)")
-        api_proc = start("api", [str(VENV_BIN / "mallard-api"), "serve", "--host", "127.0.0.1",
-                                 "--port", str(port)], env)
-        wait_healthy(api, api_proc)
-        node = f"demo-{platform.node() or 'node'}"
-        step("creating tokens with the admin CLI (stored hashed)")
-        runner_token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "runner",
-                            "--runner", node], env).splitlines()[-1]
-        user_token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "user"],
-                         env).splitlines()[-1]
-        client = httpx.Client(base_url=api, timeout=30,
-                              headers={"Authorization": f"Bearer {user_token}"})
-        client.put("/api/v1/projects/mallard", json={
-            "repo_url": str(ROOT), "allocator_dir": "allocator", "default_branch": "main",
-        }).raise_for_status()
-
-        cpu = pinned_cpu()
-        step(f"starting runner agent {node} pinned to CPU {cpu} (log: .mallard/runner.log)")
-        runner_proc = start("runner", [str(VENV_BIN / "mallard-runner"), "agent", "--api", api,
-                                       "--token", runner_token, "--cpus", cpu, "--name", node,
-                                       "--spool", str(STATE / "spool")], env)
-
-        step(f"posting a comparison: mallard@{commit[:7]} transfer=mutex vs transfer=ring, "
+    with up(args.port, args.keep) as (st, client, runner):
+        step(f"posting a comparison: mallard@{st.commit[:7]} transfer=mutex vs transfer=ring, "
              f"quick suite, peers {', '.join(PEERS)}")
         comp = client.post("/api/v1/comparisons", json={
             "project": "mallard", "arch": platform.machine(), "suite": "quick",
             "trials": args.trials, "peers": PEERS,
-            "base": {"commit": commit, "variant": "transfer=mutex"},
-            "head": {"commit": commit, "variant": "transfer=ring"},
+            "base": {"commit": st.commit, "variant": "transfer=mutex"},
+            "head": {"commit": st.commit, "variant": "transfer=ring"},
         }).raise_for_status().json()
-        final = follow(client, comp["id"], runner_proc)
+        final = follow(client, comp["id"], runner)
         report = client.get(f"/api/v1/comparisons/{comp['id']}/report").raise_for_status().text
         console.rule("comparison report")
         print(report)
         console.rule()
-        step(f"API docs:   {api}/docs")
-        step(f"the report: {api}/api/v1/comparisons/{comp['id']}/report")
-        step(f"the page:   {api}/ui/comparisons/{comp['id']} (sign in with {user_token})")
-        if args.keep:
-            step(f"--keep: API (pid {api_proc.pid}) and runner (pid {runner_proc.pid}) keep "
-                 f"running; stop them with: kill -TERM -{api_proc.pid} -{runner_proc.pid}")
-            api_proc = runner_proc = None
+        step(f"API docs:   {st.api}/docs")
+        step(f"the report: {st.api}/api/v1/comparisons/{comp['id']}/report")
+        step(f"the page:   {st.api}/ui/comparisons/{comp['id']} (sign in with {st.user_token})")
         return 0 if final["state"] == "done" else 1
-    finally:
-        stop(runner_proc, "runner agent")
-        stop(api_proc, "API and embedded PostgreSQL")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ def rc(workload: str, measure: str, base: float | None, head: float | None, verd
     return ReportCell(workload, {"threads": threads, **params}, measure, CellStats(
         n_base=5, n_head=5, robust_base=5, robust_head=5, base_median=base, head_median=head,
         ratio=None if diff is None else 1 + diff / 100, diff_pct=diff,
-        ci_low_pct=None if diff is None else diff - 1, ci_high_pct=None if diff is None else diff + 1,
+        ci_low_pct=None if diff is None else diff - 1,
+        ci_high_pct=None if diff is None else diff + 1,
         p_value=0.01 if primary else None, p_adjusted=0.01 if primary else None,
         verdict=verdict, higher_is_better=hib, primary=primary, mde_pct=1.0 if primary else None))

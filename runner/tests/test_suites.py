@@ -11,7 +11,8 @@ SUITES = RUNNER_DIR / "suites"
 WORKLOADS_SRC = RUNNER_DIR / "workloads"
 
 
-@pytest.mark.parametrize("name", ["quick", "full", "bench-allocator", "scaling"])
+@pytest.mark.parametrize("name", ["quick", "full", "bench-allocator", "scaling",
+                                  "transfer-cache"])
 def test_shipped_suites_load_and_name_real_workloads(name):
     suite = load_suite(name, SUITES)
     assert suite.name == name
@@ -19,8 +20,9 @@ def test_shipped_suites_load_and_name_real_workloads(name):
     assert {s.name for s in sels} >= {"mallard", "glibc"}
     cases = expand(suite)
     assert cases and all("threads" in c.params for c in cases)
-    for c in cases:  # every workload is a program of runner/workloads
-        assert (WORKLOADS_SRC / f"{c.workload.replace('-', '_')}.c").exists(), c.workload
+    for c in cases:  # every workload is a program of runner/workloads (C, or a macro script)
+        stem = c.workload.replace("-", "_")
+        assert any((WORKLOADS_SRC / f"{stem}{ext}").exists() for ext in (".c", ".py")), c.workload
 
 
 def test_quick_suite_shape():

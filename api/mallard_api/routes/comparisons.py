@@ -15,9 +15,9 @@ from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
+from mallard_api.explain import explain
 from mallard_api.fields import GitRef, Peer, Variant, Word, check_text
 from mallard_api.models.analysis import Comparison
-from mallard_api.explain import explain
 from mallard_api.report import ReportCell, hypothesis_outcome, is_counter, parse_hypothesis
 from mallard_api.schemas import INT32_MAX, Arch, ErrorOut, InModel, Threads, Warmup, Workloads
 from mallard_api.sql import comparisons as sql
@@ -298,7 +298,10 @@ def get_comparison(comparison_id: ComparisonPath, session: DB, _: AnyRole) -> Co
         **comparison_out(session, comp), cells=cells,
         counters=[c for c in cells if is_counter(c.measure)],
         peer_medians=[PeerOut(**p) for p in comp.peer_medians or []],
-        hypothesis_checks=checks, **extra, report=analysis.render_report(session, comp))
+        hypothesis_checks=checks, joint=[JointOut(**j) for j in extra["joint"]],
+        counters_moved=[MovedOut(**m) for m in extra["counters_moved"]],
+        curves=[CurveOut(**c) for c in extra["curves"]],
+        report=analysis.render_report(session, comp))
 
 
 @router.get("/{comparison_id}/report", response_class=PlainTextResponse,
