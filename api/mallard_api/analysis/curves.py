@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mallard_api.report import THROUGHPUT, ReportCell
+from mallard_api.analysis.report import THROUGHPUT, ReportCell
 
 CURVE_MEASURES = (THROUGHPUT,)
 
