@@ -38,7 +38,6 @@ from mallard_api.analysis.hypothesis import Hypothesis, hypothesis_outcome
 from mallard_api.analysis.measures import THROUGHPUT
 from mallard_api.analysis.stats import DIAGNOSTIC, CellStats
 
-
 # Raw allocator counts the runner reports as diagnostics (contracts section 2); with the
 # hit ratios they are the counters ranked by ``mallard_api.analysis.moved``.
 COUNT_MEASURES = frozenset({
