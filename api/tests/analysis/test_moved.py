@@ -3,8 +3,8 @@
 import math
 
 from explain_cells import rc
-from mallard_api.moved import moved_most, moved_text, score, short_name
-from mallard_api.report import params_key
+from mallard_api.analysis.moved import moved_most, moved_text, score, short_name
+from mallard_api.analysis.report import params_key
 
 
 def test_names_and_scores():

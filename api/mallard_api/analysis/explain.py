@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from mallard_api import curves, joint, moved
-from mallard_api.report import Extras, ReportCell, params_key
+from mallard_api.analysis import curves, joint, moved
+from mallard_api.analysis.report import Extras, ReportCell, params_key
 
 
 def report_extras(cells: Sequence[ReportCell], cpus: str | None) -> Extras:

@@ -2,7 +2,7 @@
 
 import pytest
 from explain_cells import rc
-from mallard_api.joint import joint_labels, label
+from mallard_api.analysis.joint import joint_labels, label
 
 
 @pytest.mark.parametrize(("speed", "memory", "name", "kind"), [

@@ -4,7 +4,7 @@ import math
 
 import pytest
 from explain_cells import rc
-from mallard_api.curves import area_pct, ascii_plot, cpu_count, curve_verdict, curves
+from mallard_api.analysis.curves import area_pct, ascii_plot, cpu_count, curve_verdict, curves
 
 
 def curve_cells(base, head, verdicts, workload="transfer", threads=(1, 2, 4, 8, 16, 32, 64)):

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mallard_api.report import THROUGHPUT, ReportCell
+from mallard_api.analysis.measures import THROUGHPUT
+from mallard_api.analysis.report import ReportCell
 
 CURVE_MEASURES = (THROUGHPUT,)
 
@@ -138,7 +139,7 @@ def curves(cells: Sequence[ReportCell], cpus: int | None = None,
             params={k: v for k, v in first.params.items() if k != "threads"},
             measure=measure, higher_is_better=first.stats.higher_is_better, points=points,
             moved=[p.threads for p in points if p.verdict in ("improved", "regressed")],
-            area_pct=area_pct(both),  # type: ignore[arg-type]
+            area_pct=area_pct(both),
             verdict=curve_verdict([p.verdict for p in points]), cpus=cpus))
     return out
 
