@@ -25,7 +25,6 @@ import sys
 from typing import Any
 
 from demo import console, follow, step, up
-from rich.table import Table
 
 SUITE = "transfer-cache"
 MICRO = "transfer"
@@ -50,30 +49,30 @@ def fmt(v: float | None, spec: str) -> str:
     return "n/a" if v is None else format(v, spec)
 
 
-def micro_table(results: dict[str, dict[str, Any]]) -> Table:
-    table = Table(title=f"micro tier: {MICRO} ops/s and hit ratios, vs {BASE}")
-    table.add_column("threads", justify="right")
-    for head in results:
-        name = head.split("=")[1]
-        table.add_column(f"{name} / mutex", justify="right")
-        table.add_column(f"{name} verdict")
-    table.add_column("remove hit mutex / " + " / ".join(h.split("=")[1] for h in results))
+def micro_lines(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Per thread count: each head's ops/s ratio to mutex with its verdict, and the remove
+    hit ratio of mutex and of each head (plain text: it never wraps)."""
+    names = [h.split("=")[1] for h in results]
+    out = [f"micro tier: {MICRO} ops/s vs mutex, and remove hit ratio "
+           f"(mutex / {' / '.join(names)})",
+           f"{'threads':>7}  " + "  ".join(f"{n + ' / mutex':>24}" for n in names)
+           + "  remove hit"]
     first = next(iter(results.values()))
     threads = sorted({t for (w, t, m) in cells_by(first) if w == MICRO and m == SPEED
                       and t is not None})
     for t in threads:
-        row = [str(t)]
-        hits = []
+        cols, hits = [], []
         for detail in results.values():
             cells = cells_by(detail)
             c = cells.get((MICRO, t, SPEED))
-            row += [fmt(ratio(c), ".2f") + "x", (c or {}).get("verdict", "n/a").upper()]
-            hit = cells.get((MICRO, t, REMOVE))
+            cell = fmt(ratio(c), ".2f") + "x " + (c or {}).get("verdict", "n/a").upper()
+            cols.append(f"{cell:>24}")
+            hit = cells.get((MICRO, t, REMOVE)) or {}
             if not hits:
-                hits.append(fmt((hit or {}).get("base_median"), ".3f"))
-            hits.append(fmt((hit or {}).get("head_median"), ".3f"))
-        table.add_row(*row, " / ".join(hits))
-    return table
+                hits.append(fmt(hit.get("base_median"), ".3f"))
+            hits.append(fmt(hit.get("head_median"), ".3f"))
+        out.append(f"{t:>7}  " + "  ".join(cols) + "  " + " / ".join(hits))
+    return out
 
 
 def macro_lines(head: str, detail: dict[str, Any]) -> list[str]:
@@ -140,7 +139,8 @@ def main() -> int:
                                  f"see {st.api}/api/v1/comparisons/{cid}/report")
             results[head] = client.get(f"/api/v1/comparisons/{cid}").raise_for_status().json()
         console.rule("transfer-cache")
-        console.print(micro_table(results))
+        for line in micro_lines(results):
+            print(line)
         for head, detail in results.items():
             for line in macro_lines(head, detail):
                 print(line)

@@ -46,3 +46,15 @@ def test_without_a_regression_the_largest_loss_and_missing_counters_say_na():
     lines = scenario.macro_lines("transfer=naive", d)
     assert lines[0] == ("naive vs mutex: python threads=2 ops_per_sec -1.0% SAME; remove hit "
                         "ratio n/a -> n/a, insert hit ratio n/a -> n/a")
+
+
+def test_micro_lines_put_both_heads_side_by_side_with_the_hit_ratios():
+    ring = detail(cell("transfer", 32, "ops_per_sec", 10.0, 4.0, "regressed"),
+                  cell("transfer", 32, "transfer_remove_hit_ratio", 0.81, 0.805, "diagnostic"))
+    naive = detail(cell("transfer", 32, "ops_per_sec", 10.0, 8.0, "unknown"),
+                   cell("transfer", 32, "transfer_remove_hit_ratio", 0.81, 0.783, "diagnostic"))
+    lines = scenario.micro_lines({"transfer=ring": ring, "transfer=naive": naive})
+    assert lines[0] == ("micro tier: transfer ops/s vs mutex, and remove hit ratio "
+                        "(mutex / ring / naive)")
+    assert lines[2].split() == ["32", "0.40x", "REGRESSED", "0.80x", "UNKNOWN",
+                                "0.810", "/", "0.805", "/", "0.783"]
