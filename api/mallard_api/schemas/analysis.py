@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints, field_validator
 
+from mallard_api.analysis.curves import Point
 from mallard_api.analysis.hypothesis import parse_hypothesis
 from mallard_api.fields import GitRef, Peer, Variant, Word, check_text
 from mallard_api.schemas.base import Arch, InModel, Threads, Warmup, Workloads
@@ -149,15 +150,6 @@ class MovedOut(BaseModel):
     text: str
 
 
-class PointOut(BaseModel):
-    threads: int
-    base_median: float | None
-    head_median: float | None
-    diff_pct: float | None
-    verdict: str
-    oversubscribed: bool
-
-
 class CurveOut(BaseModel):
     """A thread-scaling curve and its verdict (mallard_api.analysis.curves)."""
 
@@ -165,7 +157,7 @@ class CurveOut(BaseModel):
     params: dict[str, Any]
     measure: str
     higher_is_better: bool
-    points: list[PointOut]
+    points: list[Point]  # threads, both medians, change, verdict, oversubscribed
     moved: list[int]
     area_pct: float | None
     verdict: str  # improved | regressed | mixed | same | unknown
