@@ -191,12 +191,17 @@ def up(preferred_port: int, keep: bool) -> Iterator[tuple[Stack, httpx.Client,
             stop(st.api_proc, "API and embedded PostgreSQL")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def demo_args(doc: str | None) -> argparse.Namespace:
+    """The options every demo scenario takes: --keep, --port, --trials."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="leave the stack running")
     parser.add_argument("--port", type=int, default=8321)
     parser.add_argument("--trials", type=int, default=5)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = demo_args(__doc__)
 
     with up(args.port, args.keep) as (st, client, runner):
         step(f"posting a comparison: mallard@{st.commit[:7]} transfer=mutex vs transfer=ring, "

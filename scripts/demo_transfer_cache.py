@@ -19,12 +19,11 @@ with the largest loss. Logs go to .mallard/.
 
 from __future__ import annotations
 
-import argparse
 import platform
 import sys
 from typing import Any
 
-from demo import console, follow, step, up
+from demo import console, demo_args, follow, step, up
 
 SUITE = "transfer-cache"
 MICRO = "transfer"
@@ -114,11 +113,7 @@ def summary_line(detail: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep", action="store_true", help="leave the stack running")
-    parser.add_argument("--port", type=int, default=8321)
-    parser.add_argument("--trials", type=int, default=5)
-    args = parser.parse_args()
+    args = demo_args(__doc__)
 
     with up(args.port, args.keep) as (st, client, runner):
         ids: dict[str, int] = {}
