@@ -55,8 +55,7 @@ def elf_machine(path: Path) -> str | None:
         return None
     if len(head) < 20 or head[:4] != b"\x7fELF":
         return None
-    order = "little" if head[5] == 1 else "big"
-    machine = int.from_bytes(head[18:20], order)
+    machine = int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
     return ELF_MACHINES.get(machine, f"elf-machine-{machine}")
 
 
@@ -69,6 +68,7 @@ class Platform:
     emulator: str | None = None  # path of qemu-<arch>, when emulated
     sysroot: Path | None = None  # the guest's root for the dynamic linker (-L)
     toolchain: Path | None = None  # the runner's own CMake toolchain file for `arch`
+    peers_dir: Path | None = None  # the target's peer libraries (scripts/arm64-peers.sh)
 
     @property
     def emulated(self) -> bool:
@@ -137,7 +137,8 @@ def _guest_libc(emulator: str, sysroot: str) -> str | None:
 
 
 def resolve_platform(arch: str, emulator: str | None = None, sysroot: Path | None = None,
-                     toolchain: Path | None = None, repo_root: Path | None = None) -> Platform:
+                     toolchain: Path | None = None, repo_root: Path | None = None,
+                     peers_dir: Path | None = None) -> Platform:
     """The runner's Platform from its settings; ValueError saying what is missing."""
     arch = normalize_arch(arch)
     host = host_arch()
@@ -158,4 +159,4 @@ def resolve_platform(arch: str, emulator: str | None = None, sysroot: Path | Non
     if tc is None or not tc.is_file():
         raise ValueError(f"no CMake toolchain file for {arch} ({tc}); set "
                          "MALLARD_RUNNER_TOOLCHAIN_FILE")
-    return Platform(arch, host, path, root, tc.resolve())
+    return Platform(arch, host, path, root, tc.resolve(), peers_dir)
