@@ -5,6 +5,11 @@ runner agent pinned to one core, posts a comparison of the allocator's two
 transfer-cache variants on the quick suite (peers as references) through the
 REST API, follows it to the end and prints the report. Logs go to .mallard/.
 With --keep the stack stays up; otherwise it is shut down cleanly.
+
+With --arm64 a second runner agent measures arm64 beside it: the allocator and the
+workloads cross-built and run under qemu-aarch64 (`start_runner(..., arch="aarch64")`,
+an emulated testbed whose timings are shown, never judged), and the demo also posts the
+comparison for arm64 on a small part of the suite.
 """
 
 from __future__ import annotations
@@ -84,6 +89,21 @@ def wait_healthy(api: str, proc: subprocess.Popen[bytes], timeout: float = 180) 
     raise SystemExit("demo: the API did not become healthy; see .mallard/api.log")
 
 
+def start_runner(api: str, env: dict[str, str], name: str, cpu: str,
+                 arch: str | None = None) -> subprocess.Popen[bytes]:
+    """A runner agent with its own token, spool and log (.mallard/runner[-ARCH].log).
+    `arch`: another architecture than the host's, cross-built and run under qemu-user
+    (`aarch64` on an x86-64 host; runner/README.md); None: the host's own."""
+    token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "runner",
+                 "--runner", name], env).splitlines()[-1]
+    suffix = f"-{arch}" if arch else ""
+    cmd = [str(VENV_BIN / "mallard-runner"), "agent", "--api", api, "--token", token,
+           "--cpus", cpu, "--name", name, "--spool", str(STATE / f"spool{suffix}")]
+    step(f"starting runner agent {name}{' (' + arch + ', emulated)' if arch else ''} pinned "
+         f"to CPU {cpu} (log: .mallard/runner{suffix}.log)")
+    return start(f"runner{suffix}", cmd + (["--arch", arch] if arch else []), env)
+
+
 def pinned_cpu() -> str:
     cpus = sorted(os.sched_getaffinity(0))
     return str(cpus[-1])  # the last core: the first one keeps the API and PostgreSQL
@@ -118,6 +138,8 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave the stack running")
     parser.add_argument("--port", type=int, default=8321)
     parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--arm64", action="store_true",
+                        help="also run an arm64 runner under qemu-aarch64 and compare there")
     args = parser.parse_args()
 
     STATE.mkdir(exist_ok=True)
@@ -136,7 +158,7 @@ def main() -> int:
                 "MALLARD_REPO_URL_ALLOW": f"file://{ROOT}",
                 "MALLARD_PUBLIC_URL": api})
 
-    api_proc = runner_proc = None
+    api_proc = runner_proc = arm_proc = None
     try:
         step(f"starting the API on {api} (log: .mallard/api.log)")
         api_proc = start("api", [str(VENV_BIN / "mallard-api"), "serve", "--host", "127.0.0.1",
@@ -144,8 +166,6 @@ def main() -> int:
         wait_healthy(api, api_proc)
         node = f"demo-{platform.node() or 'node'}"
         step("creating tokens with the admin CLI (stored hashed)")
-        runner_token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "runner",
-                            "--runner", node], env).splitlines()[-1]
         user_token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "user"],
                          env).splitlines()[-1]
         client = httpx.Client(base_url=api, timeout=30,
@@ -155,10 +175,18 @@ def main() -> int:
         }).raise_for_status()
 
         cpu = pinned_cpu()
-        step(f"starting runner agent {node} pinned to CPU {cpu} (log: .mallard/runner.log)")
-        runner_proc = start("runner", [str(VENV_BIN / "mallard-runner"), "agent", "--api", api,
-                                       "--token", runner_token, "--cpus", cpu, "--name", node,
-                                       "--spool", str(STATE / "spool")], env)
+        runner_proc = start_runner(api, env, node, cpu)
+        arm = None
+        if args.arm64:
+            other = str(sorted(os.sched_getaffinity(0))[0])  # not the native runner's core
+            arm_proc = start_runner(api, env, f"{node}-arm64", other, arch="aarch64")
+            arm = client.post("/api/v1/comparisons", json={
+                "project": "mallard", "arch": "aarch64", "suite": "quick",
+                "workloads": ["larson"], "threads": [1], "trials": args.trials,
+                "peers": ["glibc", "jemalloc"],
+                "base": {"commit": commit, "variant": "transfer=mutex"},
+                "head": {"commit": commit, "variant": "transfer=ring"},
+            }).raise_for_status().json()
 
         step(f"posting a comparison: mallard@{commit[:7]} transfer=mutex vs transfer=ring, "
              f"quick suite, peers {', '.join(PEERS)}")
@@ -173,15 +201,21 @@ def main() -> int:
         console.rule("comparison report")
         print(report)
         console.rule()
+        if arm is not None and arm_proc is not None:
+            follow(client, arm["id"], arm_proc)
+            console.rule("arm64 (emulated) comparison report")
+            print(client.get(f"/api/v1/comparisons/{arm['id']}/report").raise_for_status().text)
+            console.rule()
         step(f"API docs:   {api}/docs")
         step(f"the report: {api}/api/v1/comparisons/{comp['id']}/report")
         step(f"the page:   {api}/ui/comparisons/{comp['id']} (sign in with {user_token})")
         if args.keep:
             step(f"--keep: API (pid {api_proc.pid}) and runner (pid {runner_proc.pid}) keep "
                  f"running; stop them with: kill -TERM -{api_proc.pid} -{runner_proc.pid}")
-            api_proc = runner_proc = None
+            api_proc = runner_proc = arm_proc = None
         return 0 if final["state"] == "done" else 1
     finally:
+        stop(arm_proc, "arm64 runner agent")
         stop(runner_proc, "runner agent")
         stop(api_proc, "API and embedded PostgreSQL")
 
