@@ -9,6 +9,7 @@ GEN := $(shell command -v ninja >/dev/null 2>&1 && echo -G Ninja)
 ARGS ?=
 
 .PHONY: help setup deps python allocator workloads test test-allocator test-allocator-arm64 \
+        workloads-arm64 peers-arm64 runner-arm64 \
         test-runner test-api test-dashboards test-k8s lint demo bench bench-allocator \
         bench-runner bench-api up down images-offline e2e clean
 
@@ -32,6 +33,17 @@ allocator: ## build libmallard.so into build/allocator
 workloads: ## build the benchmark workloads into build/workloads
 	@cmake -S runner/workloads -B $(BUILD)/workloads $(GEN) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD)/workloads
+
+workloads-arm64: ## the workloads cross-built for arm64 into build/workloads-aarch64
+	@cmake -S runner/workloads -B $(BUILD)/workloads-aarch64 $(GEN) -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/allocator/cmake/aarch64-linux-gnu.cmake >/dev/null
+	@cmake --build $(BUILD)/workloads-aarch64
+
+peers-arm64: ## arm64 jemalloc/mimalloc/tcmalloc extracted (never installed) into build/peers-aarch64
+	@scripts/arm64-peers.sh
+
+runner-arm64: python workloads-arm64 peers-arm64 ## an arm64 runner agent under qemu (MALLARD_RUNNER_API, _TOKEN, _CPUS, _NAME)
+	@MALLARD_RUNNER_ARCH=aarch64 $(VENV)/bin/mallard-runner agent $(ARGS)
 
 test: setup ## every test of every part; prints each runner's summary line
 	@scripts/test-all.sh

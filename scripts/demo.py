@@ -5,6 +5,11 @@ runner agent pinned to one core, posts a comparison of the allocator's two
 transfer-cache variants on the quick suite (peers as references) through the
 REST API, follows it to the end and prints the report. Logs go to .mallard/.
 With --keep the stack stays up; otherwise it is shut down cleanly.
+
+With --arm64 a second runner agent measures arm64 beside it: the allocator and the
+workloads cross-built and run under qemu-aarch64 (`start_runner(..., arch="aarch64")`,
+an emulated testbed whose timings are shown, never judged), and the demo also posts the
+comparison for arm64 on a small part of the suite.
 """
 
 from __future__ import annotations
@@ -87,6 +92,21 @@ def wait_healthy(api: str, proc: subprocess.Popen[bytes], timeout: float = 180) 
     raise SystemExit("demo: the API did not become healthy; see .mallard/api.log")
 
 
+def start_runner(api: str, env: dict[str, str], name: str, cpu: str,
+                 arch: str | None = None) -> subprocess.Popen[bytes]:
+    """A runner agent with its own token, spool and log (.mallard/runner[-ARCH].log).
+    `arch`: another architecture than the host's, cross-built and run under qemu-user
+    (`aarch64` on an x86-64 host; runner/README.md); None: the host's own."""
+    token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "runner",
+                 "--runner", name], env).splitlines()[-1]
+    suffix = f"-{arch}" if arch else ""
+    cmd = [str(VENV_BIN / "mallard-runner"), "agent", "--api", api, "--token", token,
+           "--cpus", cpu, "--name", name, "--spool", str(STATE / f"spool{suffix}")]
+    step(f"starting runner agent {name}{' (' + arch + ', emulated)' if arch else ''} pinned "
+         f"to CPU {cpu} (log: .mallard/runner{suffix}.log)")
+    return start(f"runner{suffix}", cmd + (["--arch", arch] if arch else []), env)
+
+
 def pinned_cpu() -> str:
     cpus = sorted(os.sched_getaffinity(0))
     return str(cpus[-1])  # the last core: the first one keeps the API and PostgreSQL
@@ -126,9 +146,10 @@ class Stack:
     client: httpx.Client | None = None
     api_proc: subprocess.Popen[bytes] | None = None
     runner_proc: subprocess.Popen[bytes] | None = None
+    arm_proc: subprocess.Popen[bytes] | None = None  # the arm64 runner (--arm64)
 
 
-def boot(st: Stack, preferred_port: int) -> None:
+def boot(st: Stack, preferred_port: int, arm64: bool = False) -> None:
     """Start the API and a runner agent pinned to one core, create tokens and the project,
     filling in ``st`` as they start (so ``up`` stops whatever started, even on a failure)."""
     STATE.mkdir(exist_ok=True)
@@ -152,8 +173,6 @@ def boot(st: Stack, preferred_port: int) -> None:
     wait_healthy(st.api, st.api_proc)
     node = f"demo-{platform.node() or 'node'}"
     step("creating tokens with the admin CLI (stored hashed)")
-    runner_token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "runner",
-                        "--runner", node], env).splitlines()[-1]
     st.user_token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "user"],
                         env).splitlines()[-1]
     st.client = httpx.Client(base_url=st.api, timeout=30,
@@ -162,22 +181,22 @@ def boot(st: Stack, preferred_port: int) -> None:
         "repo_url": str(ROOT), "allocator_dir": "allocator", "default_branch": "main",
     }).raise_for_status()
 
-    cpu = pinned_cpu()
-    step(f"starting runner agent {node} pinned to CPU {cpu} (log: .mallard/runner.log)")
-    st.runner_proc = start("runner", [str(VENV_BIN / "mallard-runner"), "agent", "--api",
-                                      st.api, "--token", runner_token, "--cpus", cpu, "--name",
-                                      node, "--spool", str(STATE / "spool")], env)
+    st.runner_proc = start_runner(st.api, env, node, pinned_cpu())
+    if arm64:
+        other = str(sorted(os.sched_getaffinity(0))[0])  # not the native runner's core
+        st.arm_proc = start_runner(st.api, env, f"{node}-arm64", other, arch="aarch64")
 
 
 @contextmanager
-def up(preferred_port: int, keep: bool) -> Iterator[tuple[Stack, httpx.Client,
-                                                           subprocess.Popen[bytes]]]:
+def up(preferred_port: int, keep: bool, arm64: bool = False
+       ) -> Iterator[tuple[Stack, httpx.Client, subprocess.Popen[bytes]]]:
     """The stack for one demo scenario: (stack, user client, runner agent). Stopped at the
-    end, unless ``keep`` and the scenario ran to its end."""
+    end, unless ``keep`` and the scenario ran to its end. ``arm64``: an arm64 runner under
+    qemu-aarch64 too (``st.arm_proc``)."""
     st = Stack()
     ok = False
     try:
-        boot(st, preferred_port)
+        boot(st, preferred_port, arm64)
         assert st.client is not None and st.runner_proc is not None
         yield st, st.client, st.runner_proc
         ok = True
@@ -187,23 +206,26 @@ def up(preferred_port: int, keep: bool) -> Iterator[tuple[Stack, httpx.Client,
                  f"keep running; stop them with: kill -TERM -{st.api_proc.pid} "
                  f"-{st.runner_proc.pid}")
         else:
+            stop(st.arm_proc, "arm64 runner agent")
             stop(st.runner_proc, "runner agent")
             stop(st.api_proc, "API and embedded PostgreSQL")
 
 
 def demo_args(doc: str | None) -> argparse.Namespace:
-    """The options every demo scenario takes: --keep, --port, --trials."""
+    """The options every demo scenario takes: --keep, --port, --trials, --arm64."""
     parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="leave the stack running")
     parser.add_argument("--port", type=int, default=8321)
     parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--arm64", action="store_true",
+                        help="also run an arm64 runner under qemu-aarch64 and compare there")
     return parser.parse_args()
 
 
 def main() -> int:
     args = demo_args(__doc__)
 
-    with up(args.port, args.keep) as (st, client, runner):
+    with up(args.port, args.keep, args.arm64) as (st, client, runner):
         step(f"posting a comparison: mallard@{st.commit[:7]} transfer=mutex vs transfer=ring, "
              f"quick suite, peers {', '.join(PEERS)}")
         comp = client.post("/api/v1/comparisons", json={
@@ -212,11 +234,25 @@ def main() -> int:
             "base": {"commit": st.commit, "variant": "transfer=mutex"},
             "head": {"commit": st.commit, "variant": "transfer=ring"},
         }).raise_for_status().json()
+        arm = None
+        if st.arm_proc is not None:
+            arm = client.post("/api/v1/comparisons", json={
+                "project": "mallard", "arch": "aarch64", "suite": "quick",
+                "workloads": ["larson"], "threads": [1], "trials": args.trials,
+                "peers": ["glibc", "jemalloc"],
+                "base": {"commit": st.commit, "variant": "transfer=mutex"},
+                "head": {"commit": st.commit, "variant": "transfer=ring"},
+            }).raise_for_status().json()
         final = follow(client, comp["id"], runner)
         report = client.get(f"/api/v1/comparisons/{comp['id']}/report").raise_for_status().text
         console.rule("comparison report")
         print(report)
         console.rule()
+        if arm is not None and st.arm_proc is not None:
+            follow(client, arm["id"], st.arm_proc)
+            console.rule("arm64 (emulated) comparison report")
+            print(client.get(f"/api/v1/comparisons/{arm['id']}/report").raise_for_status().text)
+            console.rule()
         step(f"API docs:   {st.api}/docs")
         step(f"the report: {st.api}/api/v1/comparisons/{comp['id']}/report")
         step(f"the page:   {st.api}/ui/comparisons/{comp['id']} (sign in with {st.user_token})")

@@ -15,7 +15,6 @@ shutting down") and pending posts stay in the spool for the next start.
 
 from __future__ import annotations
 
-import platform
 import threading
 import time
 import traceback
@@ -54,7 +53,8 @@ class Agent:
         self._stop = threading.Event()
         self._current_cancel: threading.Event | None = None
         self.runner_id: int | None = None
-        self.testbed = collect(cpus)
+        self.target = settings.platform()  # the arch it registers with: native or emulated
+        self.testbed = collect(cpus, target=self.target)
 
     # -- plumbing -------------------------------------------------------------------
     def log(self, msg: str) -> None:
@@ -116,9 +116,11 @@ class Agent:
         delay = 1.0
         while not self.stopping:
             try:
-                runner = client.register(self.name, platform.machine(), format_cpus(self.cpus),
+                runner = client.register(self.name, self.target.arch, format_cpus(self.cpus),
                                          self.testbed)
-                self.log(f"registered as runner {runner['id']} ({platform.machine()}, "
+                how = (f", emulated by {self.testbed.emulator} on {self.target.host}"
+                       if self.target.emulated else "")
+                self.log(f"registered as runner {runner['id']} ({self.target.arch}{how}, "
                          f"CPUs {format_cpus(self.cpus)})")
                 return int(runner["id"])
             except ApiError as e:

@@ -28,6 +28,12 @@ not a `peer`: a comparison judges base against head) gets one run under valgrind
 cachegrind: `instructions`, `d1_misses`, `llc_misses`, the same on every run. When
 `perf stat` counts on the node, every timed trial also gets `hw_instructions`,
 `hw_cycles` and `hw_llc_misses`: hardware counts, as noisy as a timing.
+
+On an emulated testbed (arch.py) the workload runs as `qemu-<arch> -L <sysroot>
+[-E LD_PRELOAD=<lib>] <workload> ...` after `env -i`: the preload goes to the guest only
+(never to qemu, a host program), and the environment is padded with the preload counted,
+so the guest's environment has the same size for every allocator. There is no cachegrind
+(valgrind cannot run another architecture's programs) and no perf (it would count qemu).
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .arch import Platform
 from .models import AllocatorInfo, Trial, WorkloadRef
 from .settings import RunnerSettings, child_env
 from .testbed import setarch_prefix
@@ -260,16 +267,20 @@ def padded_env(pairs: list[str], block: int = ENV_BLOCK) -> list[str]:
 class Executor:
     def __init__(self, settings: RunnerSettings, cpus: list[int], raw_dir: Path,
                  on_trial: Callable[[Trial, Cell], None] | None = None,
-                 cancel: threading.Event | None = None, use_perf: bool | None = None):
+                 cancel: threading.Event | None = None, use_perf: bool | None = None,
+                 target: Platform | None = None):
         self.settings = settings
+        self.target = target if target is not None else settings.platform()
         self.cpus = cpus
         self.raw_dir = Path(raw_dir)
         self.on_trial = on_trial
         self.cancel = cancel or threading.Event()
-        self.use_perf = perf_works(settings.perf) if use_perf is None else use_perf
+        emulated = self.target.emulated
+        self.use_perf = not emulated and (perf_works(settings.perf) if use_perf is None
+                                          else use_perf)
         self.noise_control = settings.noise_control
         self.setarch = list(setarch_prefix() or ())
-        self.valgrind = shutil.which(settings.valgrind) is not None
+        self.valgrind = not emulated and shutil.which(settings.valgrind) is not None
         for tool in (settings.hyperfine, settings.taskset):
             if not shutil.which(tool):
                 raise RuntimeError(f"{tool} not found: install it (scripts/install-deps.sh)")
@@ -294,11 +305,19 @@ class Executor:
         return pairs
 
     def _pinned(self, minimal: bool, pairs: list[str]) -> tuple[list[str], list[str]]:
-        """(taskset [setarch -R], env [-i MINIMAL...] PAIRS [_PAD]): what runs the workload."""
+        """(taskset [setarch -R], env [-i MINIMAL...] PAIRS [_PAD] [qemu -L root -E PRELOAD]):
+        what runs the workload."""
         pin = [self.settings.taskset, "-c", self._cpu_list()]
+        env = padded_env([*MINIMAL_ENV, *pairs]) if minimal else pairs
+        if self.target.emulated:  # the preload is the guest's: qemu's -E, never qemu's own
+            preload = [p for p in env if p.startswith("LD_PRELOAD=")]
+            env = [p for p in env if not p.startswith("LD_PRELOAD=")]
+            guest = self.target.guest_prefix(preload)
+        else:
+            guest = []
         if minimal:
-            return [*pin, *self.setarch], ["env", "-i", *padded_env([*MINIMAL_ENV, *pairs])]
-        return pin, ["env", *pairs]
+            return [*pin, *self.setarch], ["env", "-i", *env, *guest]
+        return pin, ["env", *env, *guest]
 
     def trial_command(self, cell: Cell, trial_dir: Path) -> list[str]:
         """The command hyperfine times for one trial (stderr kept, pinned, preloaded)."""

@@ -32,7 +32,14 @@ from sqlalchemy.orm import Session
 
 from mallard_api.analysis import explain, report, stats
 from mallard_api.analysis.hypothesis import Hypothesis
-from mallard_api.analysis.measures import THROUGHPUT, higher_is_better, is_deterministic, is_primary
+from mallard_api.analysis.measures import (
+    EMULATED_REASON,
+    THROUGHPUT,
+    higher_is_better,
+    is_deterministic,
+    is_primary,
+    unjudged_reason,
+)
 from mallard_api.analysis.policy import Policy, stats_policy
 from mallard_api.config import Settings, get_settings
 from mallard_api.models.analysis import Comparison, ComparisonCell
@@ -89,6 +96,10 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
     rows = [r for r in rows if r.testbed_fingerprint == comp.testbed_fingerprint]
     note = (f"note: {len(other)} trials from another testbed were left out"
             if other else None)
+    emulated = any(r.emulated for r in rows)  # one testbed: all rows say the same
+    if emulated:
+        note = "; ".join(n for n in (note, f"note: {EMULATED_REASON}: timing measures are "
+                                           "shown, never judged") if n)
     sides: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(
         lambda: {"base": [], "head": []})
     params_of: dict[tuple[str, str], tuple[dict[str, Any], int | None]] = {}
@@ -104,20 +115,24 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
     known = sql.measure_directions(session)
     keys = sorted(k for k, v in sides.items() if v["base"] or v["head"])
     requested = [comp.hypothesis_measure] if comp.hypothesis_measure else []
+    unjudged = [unjudged_reason(k[2], emulated) for k in keys]
     raw = [
         stats.compare_samples(sides[k]["base"], sides[k]["head"],
                               higher_is_better=_direction(k[2], known),
                               deterministic=is_deterministic(k[2]),
-                              primary=is_primary(k[2], requested), policy=policy)
-        for k in keys
+                              primary=is_primary(k[2], requested) and why is None,
+                              policy=policy)
+        for k, why in zip(keys, unjudged, strict=True)
     ]
     decided = stats.adjust_and_decide(raw, policy)
     rcells = [report.ReportCell(k[0], params_of[(k[0], k[1])][0], k[2], s)
               for k, s in zip(keys, decided, strict=True)]
     lines = report.cell_lines(rcells)
     out = []
-    for k, s, line in zip(keys, decided, lines, strict=True):
+    for k, s, line, why in zip(keys, decided, lines, unjudged, strict=True):
         params, threads = params_of[(k[0], k[1])]
+        if why is not None:
+            line = f"{line} (not judged: {why})"
         out.append(dict(
             workload=k[0], params=params, threads=threads, measure=k[2],
             higher_is_better=s.higher_is_better, base_median=s.base_median,
@@ -125,7 +140,7 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
             ci_low_pct=s.ci_low_pct, ci_high_pct=s.ci_high_pct, p_value=s.p_value,
             p_adjusted=s.p_adjusted, n_base=s.n_base, n_head=s.n_head,
             robust_base=s.robust_base, robust_head=s.robust_head, verdict=s.verdict,
-            mde_pct=s.mde_pct, line=line))
+            mde_pct=s.mde_pct, unjudged_reason=why, line=line))
     peers = [
         {"workload": wl, "params": params_of[(wl, pk)][0], "allocator": alloc,
          "median": float(statistics.median(vs))}

@@ -98,6 +98,8 @@ class ComparisonCell(Base):
     robust_head: Mapped[int] = mapped_column(Integer)
     verdict: Mapped[str] = mapped_column(Text)
     mde_pct: Mapped[float | None] = mapped_column(Float)  # db/versions/0007_cell_mde.py
+    # why a cell has no verdict whatever it measures ("emulated testbed"); 0011
+    unjudged_reason: Mapped[str | None] = mapped_column(Text)
     line: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
 

@@ -70,6 +70,9 @@ class CellOut(BaseModel):
     robust_head: int
     verdict: str  # same | improved | regressed | unknown; diagnostic for a diagnostic measure
     mde_pct: float | None = None  # minimum detectable effect at 80% power
+    # set when the cell is not judged whatever its measure: "emulated testbed" for a
+    # timing measured under qemu (its verdict is then diagnostic)
+    unjudged_reason: str | None = None
     line: str
 
 

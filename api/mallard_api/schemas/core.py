@@ -107,7 +107,7 @@ class CommitOut(BaseModel):
 # --- runners ------------------------------------------------------------------------------
 class RunnerRegister(InModel):
     name: Name
-    arch: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
+    arch: Arch
     cpus: Str200 | None = None
     testbed: JsonObject | None = None
 
@@ -211,7 +211,7 @@ class JobDetail(JobOut):
 
 # --- results ------------------------------------------------------------------------------
 class TestbedIn(InModel):
-    arch: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
+    arch: Arch
     cpu_model: Text | None = None
     cpus: Text | None = None
     kernel: Text | None = None
@@ -226,6 +226,10 @@ class TestbedIn(InModel):
     aslr: Literal["on", "off"] | None = None
     workload_env: Literal["minimal", "inherited"] | None = None
     isolated: bool | None = None
+    # another architecture run under qemu-user on the node (runner/README.md): timings
+    # shown, never judged; both are fingerprint fields when `emulated` is true
+    emulated: bool | None = None
+    emulator: Text | None = None
 
 
 class AllocatorIn(InModel):

@@ -28,13 +28,15 @@ class TouchedSeries:
     arch: str
     testbed_fingerprint: str
     measure: str
+    emulated: bool = False  # the testbed ran another architecture under qemu-user
 
 
 TOUCHED_SQL = text("""
 SELECT DISTINCT p.id AS project_id, p.name AS project, b.id AS branch_id, b.name AS branch,
        p.default_branch, p.tracked_branches,
        w.name AS workload, w.params, w.params_sha256, w.threads, a.name AS allocator,
-       a.variant, tb.arch, tb.fingerprint, m.key AS measure
+       a.variant, tb.arch, tb.fingerprint, m.key AS measure,
+       COALESCE((tb.fields->>'emulated')::boolean, false) AS emulated
 FROM trials t
 JOIN projects p ON p.id = t.project_id
 JOIN branches b ON b.id = t.branch_id
@@ -57,7 +59,7 @@ def touched_series(session: Session, trial_ids: list[int]) -> list[TouchedSeries
         out.append(TouchedSeries(
             r.project_id, r.project, r.branch_id, r.branch, r.workload, r.params,
             r.params_sha256, r.threads, r.allocator, r.variant, r.arch, r.fingerprint,
-            r.measure))
+            r.measure, bool(r.emulated)))
     return out
 
 

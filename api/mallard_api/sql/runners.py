@@ -18,8 +18,14 @@ FINGERPRINT_FIELDS = ("arch", "cpu_model", "cpus", "kernel", "governor", "smt", 
                       "compiler", "libc", "page_size")
 
 
+# ... and these only on an emulated testbed (so every native fingerprint stays as it was)
+EMULATION_FIELDS = ("emulated", "emulator")
+
+
 def fingerprint(testbed: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     fields = {k: testbed.get(k) for k in FINGERPRINT_FIELDS}
+    if testbed.get("emulated"):
+        fields.update({k: testbed.get(k) for k in EMULATION_FIELDS})
     canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest(), fields
 
