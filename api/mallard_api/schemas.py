@@ -177,7 +177,7 @@ class RunnerOut(BaseModel):
 
 # --- jobs ---------------------------------------------------------------------------------
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
-JobKind = Literal["commit", "comparison"]
+JobKind = Literal["commit", "comparison", "calibrate"]
 
 
 Arch = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]

@@ -53,7 +53,9 @@ setting ``min_effect_pct``, default 1.0) and ``alpha`` (default 0.05):
    is no wider than ``±settle_max_half_width_pct`` (default 3%): no evidence of a
    difference, a point estimate inside the band, enough trials to have looked, and
    an interval narrow enough that "same" means something (a ±16% interval is
-   ``unknown``, however many trials ran).
+   ``unknown``, however many trials ran). A series calibrated on its testbed has its
+   own **SAME band** in place of the 3% (``band`` of :func:`adjust_and_decide`: its
+   calibrated CV, clamped; ``calibration.py``).
 5. ``unknown`` otherwise: the interval straddles the band edge, or the effect is
    significant but smaller than the band can decide, or too few trials to settle.
    A comparison asks for more trials (a follow-up) while unknowns remain, up to a cap.
@@ -469,15 +471,19 @@ def adjust_pvalues(p_values: Sequence[float | None]) -> list[float | None]:
 
 
 def adjust_and_decide(
-    cells: Sequence[CellStats], policy: Policy = DEFAULT_POLICY
+    cells: Sequence[CellStats], policy: Policy = DEFAULT_POLICY,
+    bands: Sequence[float | None] | None = None,
 ) -> list[CellStats]:
     """Adjust the p-values across the primary cells of one comparison (diagnostics keep
-    ``p_adjusted = None``), then give each cell its verdict."""
+    ``p_adjusted = None``), then give each cell its verdict; ``bands[i]``, when set, is
+    cell i's calibrated SAME band (rule 4's half-width bound)."""
     adjusted = adjust_pvalues([c.p_value if c.primary else None for c in cells])
     out = []
-    for c, p in zip(cells, adjusted, strict=True):
+    for i, (c, p) in enumerate(zip(cells, adjusted, strict=True)):
         c2 = replace(c, p_adjusted=p)
-        c2.verdict = decide(c2, policy)
+        band = bands[i] if bands is not None else None
+        c2.verdict = decide(c2, policy if band is None
+                            else replace(policy, settle_max_half_width_pct=band))
         out.append(c2)
     return out
 
