@@ -25,9 +25,9 @@ any partial set of an interrupted try), per testbed x workload x params x primar
 * ``detection``: per injected size, the comparisons, how many called the cell
   ``regressed`` (the canary only makes things worse), the rate, the measured change;
 * ``band_pct``: the series' SAME band, ``clamp(cv_pct, min_effect_pct, band_max_pct)``
-  for a noisy measure (none for a deterministic one, which has its own rule): the
-  largest interval half-width that still reads ``same`` (rule 4 of ``stats``), in place
-  of the one ``settle_max_half_width_pct`` for every series.
+  for a noisy measure (none for a deterministic one, which has its own rule): later
+  comparisons on the testbed call the series ``same`` when the interval lies inside
+  ``±band`` (rules 2 and 4 of ``stats``), in place of the one ±1%/±3% for every series.
 
 The worker calls :func:`advance` whenever one of the calibration's comparisons was
 updated; the calibration row is locked, so two workers never queue a phase twice. A
