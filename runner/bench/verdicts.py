@@ -6,33 +6,90 @@ HEAD (A/A comparisons, then 1/3/10% canaries on larson and rpc at 1 thread), fol
 to the end and writes its table (workload x measure: CV, false alarms of the A/A
 comparisons, detection of each canary size, the SAME band) with the command, machine and
 date into runner/README.md between <!-- bench-verdicts:begin --> and
-<!-- bench-verdicts:end -->. `--quick`: 10 A/A and 5 canary comparisons per size (about
-10-15 minutes on a quiet 2-core VM); default: 20 and 10. Run it under
+<!-- bench-verdicts:end -->. Then the deterministic rule on real counts: `--pairs`
+cachegrind runs of larson and rpc (1 thread, their quick-suite `deterministic` params,
+mallard preloaded) against runs doing about 0.5% more work, each pair judged by the API's
+own rule (`mallard_api.stats`): a change adding 0.5% instructions. `--quick`: 10 A/A and
+5 canary comparisons per size (about 10-15 minutes on a quiet 2-core VM); default: 20
+and 10. Run it under
 `flock /tmp/mallard-bench.lock` on a shared machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import shlex
+import statistics
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "runner" / "bench"))
 import demo  # noqa: E402  - the demo's process helpers: one way to start the stack
+from mallard_api import stats  # noqa: E402
+from mallard_runner.executor import CACHEGRIND_CACHES, parse_cachegrind  # noqa: E402
 from mallard_runner.testbed import cpu_model  # noqa: E402
 from noise import write_block  # noqa: E402
 
 README = ROOT / "runner" / "README.md"
 MARKERS = ("<!-- bench-verdicts:begin -->", "<!-- bench-verdicts:end -->")
+
+
+# The parameter that counts a run's operations, and how much more of it adds about 0.5%
+# instructions (larson's start-up is a smaller share: 0.4% more operations, +0.50%).
+WORK = {"larson": ("ops", 1.004), "rpc": ("requests", 1.005)}
+
+
+def cachegrind(workload: str, params: dict[str, object], cpu: str, out: Path) -> float:
+    """Instructions of one run under cachegrind, pinned, ASLR off, a minimal environment."""
+    argv = [str(ROOT / "build" / "workloads" / workload)]
+    for k, v in params.items():
+        argv += [f"--{k}", str(v)]
+    caches = [f"--{k}={v}" for k, v in CACHEGRIND_CACHES.items()]
+    lib = ROOT / "build" / "allocator" / "libmallard.so"
+    cmd = ["taskset", "-c", cpu, "env", "-i", "PATH=/usr/bin:/bin", "LC_ALL=C",
+           f"LD_PRELOAD={lib}", "setarch", platform.machine(), "-R", "valgrind",
+           "--tool=cachegrind", "--cache-sim=yes", *caches, f"--cachegrind-out-file={out}",
+           *argv]
+    subprocess.run(cmd, check=True, capture_output=True)
+    counts = parse_cachegrind(out.read_text())
+    assert counts is not None, f"no cachegrind summary in {out}"
+    return counts["instructions"]
+
+
+def instruction_check(pairs: int, cpu: str, state: Path) -> list[str]:
+    """Lines for the README: base against +0.5% operations, `pairs` times a workload."""
+    suite = yaml.safe_load((ROOT / "runner" / "suites" / "quick.yaml").read_text())
+    lines = ["| workload | pairs | base instructions (median) | change | spread | REGRESSED |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for workload, (knob, factor) in WORK.items():
+        w = suite["workloads"][workload]
+        params = {**w["params"], **w["deterministic"]["params"], "threads": 1}
+        more = {**params, knob: math.ceil(int(params[knob]) * factor)}
+        base, head, verdicts = [], [], []
+        for i in range(pairs):
+            b = cachegrind(workload, params, cpu, state / f"cg-{workload}-{i}-a.out")
+            h = cachegrind(workload, more, cpu, state / f"cg-{workload}-{i}-b.out")
+            base.append(b)
+            head.append(h)
+            cell = stats.compare_samples([b], [h], higher_is_better=False, deterministic=True)
+            verdicts.append(stats.decide(cell))
+        bm = statistics.median(base)
+        spread = max(abs(v / bm - 1) for v in base) * 100
+        change = (statistics.median(head) / bm - 1) * 100
+        lines.append(f"| {workload} | {pairs} | {bm:,.0f} | {change:+.3f}% | ±{spread:.3f}% | "
+                     f"{verdicts.count('regressed')} of {pairs} |")
+    return lines
 
 
 def main() -> int:
@@ -44,6 +101,7 @@ def main() -> int:
     p.add_argument("--workloads", default="larson,rpc")
     p.add_argument("--trials", type=int, default=5, help="trials per side per comparison")
     p.add_argument("--port", type=int, default=8331)
+    p.add_argument("--pairs", type=int, default=10, help="cachegrind pairs per workload")
     p.add_argument("--no-write", action="store_true", help="print only; leave README alone")
     args = p.parse_args()
     aa = args.aa if args.aa is not None else (10 if args.quick else 20)
@@ -107,9 +165,10 @@ def main() -> int:
     finally:
         demo.stop(runner_proc, "runner agent")
         demo.stop(api_proc, "API and embedded PostgreSQL")
-    minutes = (time.monotonic() - started) / 60
     if d["state"] != "done":
         raise SystemExit(f"bench-verdicts: calibration {cid} {d['state']}: {d['note']}")
+    det = instruction_check(args.pairs, cpu, state)
+    minutes = (time.monotonic() - started) / 60
     load_after = os.getloadavg()
     command = "flock /tmp/mallard-bench.lock make bench-verdicts" + (
         " ARGS=--quick" if args.quick else "")
@@ -132,6 +191,13 @@ def main() -> int:
         "was REGRESSED or IMPROVED; canary: comparisons whose cell was REGRESSED, of those "
         "run (the median measured change in brackets: the canary's size is nominal); SAME "
         "band: the series' calibrated band (n/a: a deterministic measure).",
+        "",
+        f"**A change adding 0.5% instructions**: {args.pairs} pairs of cachegrind runs per "
+        "workload, mallard preloaded, the quick suite's `deterministic` params against the "
+        "same with about 0.5% more instructions (larson 0.4% more `ops`, rpc 0.5% more "
+        "`requests`), each pair judged by the API's deterministic rule:",
+        "",
+        *det,
     ])
     print(block)
     if not args.no_write:
