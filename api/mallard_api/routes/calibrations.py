@@ -63,9 +63,9 @@ class DetectionOut(BaseModel):
     measured_pct: float | None
 
 
-class ResultOut(BaseModel):
-    testbed_id: int | None
-    testbed_fingerprint: str
+class SeriesNoiseFields(BaseModel):
+    """What a calibration measured for one series (calibration.py)."""
+
     workload: str
     params: dict[str, Any]
     threads: int | None
@@ -76,7 +76,12 @@ class ResultOut(BaseModel):
     aa_unknown: int
     false_alarm_rate: float | None
     detection: list[DetectionOut]
-    band_pct: float | None
+    band_pct: float | None  # the series' SAME band; null: the default rule applies
+
+
+class ResultOut(SeriesNoiseFields):
+    testbed_id: int | None
+    testbed_fingerprint: str
 
 
 class CalibrationOut(BaseModel):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
 from pydantic import BaseModel
@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from mallard_api.auth import AnyRole, field_error
 from mallard_api.deps import get_session
 from mallard_api.errors import StrictJsonRoute
-from mallard_api.routes.calibrations import DetectionOut
+from mallard_api.routes.calibrations import SeriesNoiseFields
 from mallard_api.schemas import INT32_MAX, ErrorOut
 from mallard_api.sql import calibrations as sql
 
@@ -21,20 +21,9 @@ router = APIRouter(prefix="/testbeds", tags=["testbeds"], route_class=StrictJson
 DB = Annotated[Session, Depends(get_session)]
 
 
-class SeriesNoise(BaseModel):
+class SeriesNoise(SeriesNoiseFields):
     calibration_id: int
     finished_at: datetime | None
-    workload: str
-    params: dict[str, Any]
-    threads: int | None
-    measure: str
-    cv_pct: float | None
-    aa_comparisons: int
-    false_alarms: int
-    aa_unknown: int
-    false_alarm_rate: float | None
-    detection: list[DetectionOut]
-    band_pct: float | None  # the series' SAME band; null: the default rule applies
 
 
 class NoiseOut(BaseModel):
