@@ -6,8 +6,7 @@ import uuid
 
 import numpy as np
 import pytest
-from helpers import run_analysis
-from mallard_api import analysis
+from helpers import patch_analysis_settings, run_analysis
 from sqlalchemy import text
 from test_comparisons import claim
 
@@ -17,7 +16,7 @@ SHA = "3" * 40
 @pytest.fixture
 def fast_analysis(monkeypatch, settings):
     s = settings.model_copy(update={"stats_bootstrap_resamples": 2000})
-    monkeypatch.setattr(analysis, "get_settings", lambda: s)
+    patch_analysis_settings(monkeypatch, s)
     return s
 
 

@@ -9,7 +9,7 @@ date into runner/README.md between <!-- bench-verdicts:begin --> and
 <!-- bench-verdicts:end -->. Then the deterministic rule on real counts: `--pairs`
 cachegrind runs of larson and rpc (1 thread, their quick-suite `deterministic` params,
 mallard preloaded) against runs doing about 0.5% more work, each pair judged by the API's
-own rule (`mallard_api.stats`): a change adding 0.5% instructions. `--quick`: 10 A/A and
+own rule (`mallard_api.analysis.stats`): a change adding 0.5% instructions. `--quick`: 10 A/A and
 5 canary comparisons per size (about 10-15 minutes on a quiet 2-core VM); default: 20
 and 10. Run it under
 `flock /tmp/mallard-bench.lock` on a shared machine.
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "runner" / "bench"))
 import demo  # noqa: E402  - the demo's process helpers: one way to start the stack
-from mallard_api import stats  # noqa: E402
+from mallard_api.analysis import stats  # noqa: E402
 from mallard_runner.executor import CACHEGRIND_CACHES, parse_cachegrind  # noqa: E402
 from mallard_runner.testbed import cpu_model  # noqa: E402
 from noise import write_block  # noqa: E402

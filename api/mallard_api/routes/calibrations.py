@@ -3,21 +3,24 @@ its comparisons and results (calibration.py has the method)."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request
-from pydantic import AfterValidator, BaseModel, Field, StringConstraints
 from sqlalchemy.orm import Session
 
-from mallard_api import calibration
+from mallard_api.analysis import calibration
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
-from mallard_api.fields import GitRef, Variant, Word, check_text
 from mallard_api.models.calibration import Calibration
-from mallard_api.schemas import INT32_MAX, Arch, ErrorOut, InModel, Threads, Workloads
+from mallard_api.schemas.base import INT32_MAX, ErrorOut
+from mallard_api.schemas.calibration import (
+    CalibrationIn,
+    CalibrationOut,
+    ComparisonRef,
+    ResultOut,
+)
 from mallard_api.sql import calibrations as sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.urls import check_repo_url, parse_allow_list
@@ -27,85 +30,6 @@ router = APIRouter(prefix="/calibrations", tags=["calibrations"], route_class=St
 DB = Annotated[Session, Depends(get_session)]
 CalibrationPath = Annotated[int, Path(ge=1, le=INT32_MAX)]
 DEFAULT_WORKLOADS = ["larson", "rpc"]
-SizePct = Annotated[float, Field(gt=0, le=50, allow_inf_nan=False)]
-
-
-class CalibrationIn(InModel):
-    """One build (project, commit, variant) calibrated on the testbed of the runner that
-    takes its jobs; `testbed_id`, when given, must be a known testbed (its arch is used)."""
-
-    project: Annotated[str, StringConstraints(min_length=1, max_length=200),
-                       AfterValidator(check_text)]
-    commit: GitRef
-    variant: Variant | None = None
-    testbed_id: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
-    arch: Arch | None = None
-    suite: Word | None = None
-    workloads: Workloads | None = None
-    threads: Threads | None = None
-    trials: Annotated[int, Field(ge=2, le=200)] = 5
-    aa_comparisons: Annotated[int, Field(ge=0, le=500)] = 10
-    canary_comparisons: Annotated[int, Field(ge=0, le=100)] = 5
-    sizes_pct: Annotated[list[SizePct], Field(max_length=10)] = [1.0, 3.0, 10.0]
-
-
-class ComparisonRef(BaseModel):
-    id: int
-    state: str
-    canary_pct: float | None  # null: an A/A comparison
-
-
-class DetectionOut(BaseModel):
-    size_pct: float
-    comparisons: int
-    detected: int
-    rate: float
-    measured_pct: float | None
-
-
-class SeriesNoiseFields(BaseModel):
-    """What a calibration measured for one series (calibration.py)."""
-
-    workload: str
-    params: dict[str, Any]
-    threads: int | None
-    measure: str
-    cv_pct: float | None
-    aa_comparisons: int
-    false_alarms: int
-    aa_unknown: int
-    false_alarm_rate: float | None
-    detection: list[DetectionOut]
-    band_pct: float | None  # the series' SAME band; null: the default rule applies
-
-
-class ResultOut(SeriesNoiseFields):
-    testbed_id: int | None
-    testbed_fingerprint: str
-
-
-class CalibrationOut(BaseModel):
-    id: int
-    project: str
-    arch: str
-    testbed_id: int | None
-    commit: str
-    variant: str
-    suite: str
-    workloads: list[str]
-    threads: list[int]
-    trials: int
-    aa_comparisons: int
-    canary_comparisons: int
-    sizes_pct: list[float]
-    state: str  # queued | aa | canary | done | failed
-    canary_ns: dict[str, dict[str, int]]  # workload -> size -> ns per free
-    note: str | None
-    comparisons: list[ComparisonRef]
-    results: list[ResultOut]
-    table: str  # the results as a markdown table
-    created_at: datetime
-    finished_at: datetime | None
 
 
 def calibration_out(session: Session, cal: Calibration) -> CalibrationOut:

@@ -2,36 +2,21 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
-from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
 from mallard_api.auth import AnyRole, field_error
 from mallard_api.deps import get_session
 from mallard_api.errors import StrictJsonRoute
-from mallard_api.routes.calibrations import SeriesNoiseFields
-from mallard_api.schemas import INT32_MAX, ErrorOut
+from mallard_api.schemas.base import INT32_MAX, ErrorOut
+from mallard_api.schemas.calibration import NoiseOut, SeriesNoise
 from mallard_api.sql import calibrations as sql
 
 router = APIRouter(prefix="/testbeds", tags=["testbeds"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
 DB = Annotated[Session, Depends(get_session)]
-
-
-class SeriesNoise(SeriesNoiseFields):
-    calibration_id: int
-    finished_at: datetime | None
-
-
-class NoiseOut(BaseModel):
-    testbed_id: int
-    fingerprint: str
-    arch: str
-    cpu_model: str | None
-    series: list[SeriesNoise]  # empty until a calibration of this testbed finished
 
 
 @router.get("/{testbed_id}/noise", response_model=NoiseOut,

@@ -3,7 +3,7 @@ rule with a calibrated band (stats.adjust_and_decide)."""
 
 import numpy as np
 import pytest
-from mallard_api import calibration, stats
+from mallard_api.analysis import calibration, stats
 
 
 def test_canary_is_sized_from_the_time_per_operation_and_frees():

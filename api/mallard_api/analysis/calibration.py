@@ -47,7 +47,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from mallard_api import stats
+from mallard_api.analysis import stats
+from mallard_api.analysis.measures import is_deterministic
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.calibration import Calibration
@@ -83,7 +84,7 @@ def queue_comparison(session: Session, cal: Calibration, settings: Settings, *,
                      workloads: list[str], canary_pct: float | None = None,
                      ns: int | None = None) -> Comparison:
     """One comparison of the calibration and its `calibrate` job (no peers)."""
-    from mallard_api import analysis  # the comparison spec lives with comparisons
+    from mallard_api.analysis import comparisons as analysis  # imports this module
 
     project = project_sql.get(session, cal.project)
     base = {"commit": cal.commit_sha, "variant": cal.variant or None}
@@ -217,7 +218,7 @@ def result_rows(session: Session, comps: list[Comparison], settings: Settings
             aa_unknown=sum(v == "unknown" for v in verdicts),
             false_alarm_rate=false_alarms / len(verdicts) if verdicts else None,
             detection=detection,
-            band_pct=band_pct(cv, stats.is_deterministic(measure), settings)))
+            band_pct=band_pct(cv, is_deterministic(measure), settings)))
     return rows
 
 

@@ -1,11 +1,6 @@
-"""Analysis entry points called by the core (contracts §8): after results are stored,
-or when a job ends without them, queue the work (`after_ingest`, `jobs_changed`); the
-analysis worker (`analysis_worker.py`) then updates the comparison that owns the job and
-searches the touched branch series for change points (opening alerts and queueing their
-webhook events). Nothing here runs inside a request, and a read never writes.
+"""The comparison lifecycle, run by the analysis worker (never inside a request): recompute
+a comparison's cells, settle its state or queue a follow-up, and render its report.
 
-Comparisons
------------
 A comparison's cells are recomputed from *all* valid, non-warm-up trials of all its jobs
 (the first job and its follow-ups), base against head by trial label, grouped by
 workload x params x measure, on one testbed (the first one results came from; trials of
@@ -26,111 +21,32 @@ A job of a comparison that fails for good leaves the comparison ``failed`` when 
 exist; otherwise the comparison settles as above from the cells it has (each follow-up,
 failed or not, counts against the cap). A job that fails, or whose lease expires, queues
 its comparison for the worker (:func:`jobs_changed`), so no comparison stays ``running``.
-
-Branch history
---------------
-For a ``commit`` job (or results without a job) on a tracked branch, every series the new
-trials touched (project x branch x workload x params x allocator x variant x testbed x
-measure, head trials only) is read per commit (the core's ``sql.series``: per-commit
-medians in branch order) and searched with :mod:`mallard_api.changepoints`. Every
-confirmed change point is recorded once (``change_points``); one in the bad direction
-opens an alert, unless the series already has an alert whose first bad commit lies within
-``min_segment`` commits of it (the same change seen one commit earlier or later as history
-grows). An open alert resolves itself when a later improvement brings the series back
-within the minimum magnitude of its median before the change.
-
-The worker runs each queued item in its own transaction; a failure is logged and the
-item retried later (the ingest is never lost: it was committed before).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import logging
 import re
 import statistics
 from collections import defaultdict
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from mallard_api import calibration, changepoints, followups, notify, report, stats
+from mallard_api.analysis import calibration, followups, report, stats
+from mallard_api.analysis.hypothesis import Hypothesis
+from mallard_api.analysis.measures import THROUGHPUT, higher_is_better, is_deterministic, is_primary
+from mallard_api.analysis.policy import Policy, stats_policy
 from mallard_api.config import Settings, get_settings
-from mallard_api.models.analysis import Alert, Comparison, ComparisonCell
+from mallard_api.models.analysis import Comparison, ComparisonCell
 from mallard_api.models.core import Job
-from mallard_api.sql import alerts as alert_sql
-from mallard_api.sql import analysis_queue as queue_sql
 from mallard_api.sql import comparisons as sql
 from mallard_api.sql import followups as followup_sql
 from mallard_api.sql import jobs as job_sql
-from mallard_api.sql import series as series_sql
 from mallard_api.ui import links
 
-log = logging.getLogger("mallard_api.analysis")
 
-
-# -- settings -------------------------------------------------------------------------------
-def stats_policy(settings: Settings | None = None) -> stats.Policy:
-    s = settings or get_settings()
-    return replace(
-        stats.DEFAULT_POLICY,
-        alpha=s.stats_alpha,
-        min_effect_pct=s.stats_min_effect_pct,
-        min_trials=s.stats_min_trials,
-        min_trials_deterministic=s.stats_min_trials_deterministic,
-        deterministic_tolerance_pct=s.stats_deterministic_tolerance_pct,
-        deterministic_min_effect_pct=s.stats_deterministic_min_effect_pct,
-        deterministic_min_count=s.stats_deterministic_min_count,
-        target_mde_pct=s.stats_target_mde_pct,
-        settle_trials=s.stats_settle_trials,
-        settle_max_half_width_pct=s.stats_settle_max_half_width_pct,
-        n_resamples=s.stats_bootstrap_resamples,
-    )
-
-
-def change_policy(settings: Settings | None = None) -> changepoints.ChangePolicy:
-    s = settings or get_settings()
-    return changepoints.ChangePolicy(
-        max_pvalue=s.changepoint_max_pvalue,
-        min_magnitude=s.changepoint_min_magnitude_pct / 100,
-        min_segment=s.changepoint_min_segment,
-    )
-
-
-# -- the hooks (in the caller's transaction; they only queue work) --------------------------
-def after_ingest(session: Session, *, job_id: int | None, trial_ids: list[int],
-                 job_completed: bool = False, job: job_sql.Holding | None = None) -> bool:
-    """Called by results ingest after the trials are stored: queue the comparison that
-    owns the job, and change detection for the new trials of a commit job (or of results
-    without a job). A re-post that stored nothing queues nothing. True when queued.
-    `job`: the job as ingest read it (kind, comparison), saving a query."""
-    kind, comparison_id = None, None
-    if job is not None:
-        kind, comparison_id = job.kind, job.comparison_id
-    elif job_id is not None:
-        kind, comparison_id = sql.job_kind_and_comparison(session, job_id)
-    queued = False
-    if comparison_id is not None and (trial_ids or job_completed):
-        queue_sql.enqueue_comparison(session, comparison_id)
-        queued = True
-    if trial_ids and kind in (None, "commit"):
-        queue_sql.enqueue_changes(session, trial_ids)
-        queued = True
-    return queued
-
-
-def jobs_changed(session: Session, job_ids: list[int]) -> bool:
-    """Jobs that ended (results, failure, expired lease): queue their comparisons."""
-    comparisons = sql.comparisons_of_jobs(session, job_ids) if job_ids else []
-    for comparison_id in comparisons:
-        queue_sql.enqueue_comparison(session, comparison_id)
-    return bool(comparisons)
-
-
-# -- comparisons ----------------------------------------------------------------------------
 def allocator_label(side: dict[str, Any], name: str = "mallard") -> str:
     commit = str(side.get("commit") or "")
     short = commit[:7] if re.fullmatch(r"[0-9a-fA-F]{8,64}", commit) else commit
@@ -161,10 +77,10 @@ def _pkey(params: dict[str, Any]) -> str:
 
 
 def _direction(measure: str, known: dict[str, bool]) -> bool:
-    return known.get(measure, stats.higher_is_better(measure))
+    return known.get(measure, higher_is_better(measure))
 
 
-def compute_cells(session: Session, comp: Comparison, policy: stats.Policy
+def compute_cells(session: Session, comp: Comparison, policy: Policy
                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
     """(cell rows, peer medians, note) from the comparison's trials."""
     rows = sql.trials(session, comp.id)
@@ -188,7 +104,7 @@ def compute_cells(session: Session, comp: Comparison, policy: stats.Policy
         for m, v in r.measures.items():
             if r.label in ("base", "head"):
                 sides[(r.workload, pk, m)][r.label].append(float(v))
-            elif r.label == "peer" and m == report.THROUGHPUT:
+            elif r.label == "peer" and m == THROUGHPUT:
                 peer_values[(r.workload, pk, r.allocator)].append(float(v))
     known = sql.measure_directions(session)
     keys = sorted(k for k, v in sides.items() if v["base"] or v["head"])
@@ -196,8 +112,8 @@ def compute_cells(session: Session, comp: Comparison, policy: stats.Policy
     raw = [
         stats.compare_samples(sides[k]["base"], sides[k]["head"],
                               higher_is_better=_direction(k[2], known),
-                              deterministic=stats.is_deterministic(k[2]),
-                              primary=stats.is_primary(k[2], requested), policy=policy)
+                              deterministic=is_deterministic(k[2]),
+                              primary=is_primary(k[2], requested), policy=policy)
         for k in keys
     ]
     band_of, calibrations = calibration.bands(session, comp.testbed_fingerprint)
@@ -230,8 +146,7 @@ def compute_cells(session: Session, comp: Comparison, policy: stats.Policy
 def update_comparison(session: Session, comp: Comparison, settings: Settings | None = None
                       ) -> None:
     """Recompute the cells; settle the state or queue a follow-up (module doc)."""
-    settings = settings or get_settings()
-    policy = stats_policy(settings)
+    policy = stats_policy(settings or get_settings())
     cells, peers, note = compute_cells(session, comp, policy)
     sql.replace_cells(session, comp.id, cells)
     comp.peer_medians = peers
@@ -320,11 +235,11 @@ def cell_stats(c: ComparisonCell) -> stats.CellStats:
         mde_pct=c.mde_pct)
 
 
-def hypothesis_of(comp: Comparison) -> report.Hypothesis | None:
+def hypothesis_of(comp: Comparison) -> Hypothesis | None:
     if comp.hypothesis_low_pct is None or comp.hypothesis_high_pct is None:
         return None
-    return report.Hypothesis(comp.hypothesis_low_pct, comp.hypothesis_high_pct,
-                             comp.hypothesis_measure or report.THROUGHPUT, comp.hypothesis or "")
+    return Hypothesis(comp.hypothesis_low_pct, comp.hypothesis_high_pct,
+                      comp.hypothesis_measure or THROUGHPUT, comp.hypothesis or "")
 
 
 def render_report(session: Session, comp: Comparison) -> str:
@@ -348,112 +263,3 @@ def render_report(session: Session, comp: Comparison) -> str:
         testbed=testbed, follow_ups=comp.follow_ups, hypothesis=hypothesis_of(comp),
         notes=notes)
     return report.format_report(header, rcells, peers)
-
-
-# -- branch history -------------------------------------------------------------------------
-def series_key(s: alert_sql.TouchedSeries) -> str:
-    ident = [s.project, s.branch, s.workload, s.params, s.allocator, s.variant, s.arch,
-             s.testbed_fingerprint, s.measure]
-    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
-
-
-def alert_text(s: alert_sql.TouchedSeries, ch: changepoints.Change) -> str:
-    params = report.params_text(s.params if isinstance(s.params, dict) else {})
-    who = s.allocator + (f" {s.variant}" if s.variant else "")
-    return (f"{s.workload} {params} {s.measure} on {s.project}/{s.branch} ({who}, {s.arch}): "
-            f"{ch.change_pct:+.1f}% [{ch.ci_low_pct:+.1f}%, {ch.ci_high_pct:+.1f}%] "
-            f"from {ch.first_bad_commit[:7]} (last good {ch.last_good_commit[:7]})"
-            ).replace("  ", " ")
-
-
-def detect_changes(session: Session, trial_ids: list[int], settings: Settings | None = None
-                   ) -> list[Alert]:
-    """Change detection over every series the trials touched; returns the alerts opened."""
-    settings = settings or get_settings()
-    cpol = change_policy(settings)
-    spol = stats_policy(settings)
-    to = notify.targets(session, settings.alert_webhooks)
-    opened: list[Alert] = []
-    for s in alert_sql.touched_series(session, trial_ids):
-        points = series_sql.series(
-            session, branch_id=s.branch_id, workload=s.workload, params_sha=s.params_sha,
-            threads=None, allocator=s.allocator, variant=s.variant, measure=s.measure,
-            arch=s.arch, testbed=s.testbed_fingerprint)
-        points = [p for p in points if p["median"] is not None]
-        if len(points) < 2 * cpol.min_segment:
-            continue
-        commits = [p["commit_sha"] for p in points]
-        values = [float(p["median"]) for p in points]
-        known = alert_sql.measure_direction(session, s.measure)
-        hib = known if known is not None else stats.higher_is_better(s.measure)
-        changes = changepoints.detect(commits, values, higher_is_better=hib, policy=cpol,
-                                      stats_policy=spol)
-        key = series_key(s)
-        position = {c: i for i, c in enumerate(commits)}
-        existing = alert_sql.alerts_of_series(session, key)
-        for ch in changes:
-            alert_sql.add_change_point(
-                session, series_key=key, project=s.project, branch=s.branch,
-                workload=s.workload, params=s.params, arch=s.arch,
-                testbed_fingerprint=s.testbed_fingerprint, allocator=s.allocator,
-                variant=s.variant, measure=s.measure, commit_sha=ch.first_bad_commit,
-                prev_commit_sha=ch.last_good_commit, change_pct=ch.change_pct,
-                ci_low_pct=ch.ci_low_pct, ci_high_pct=ch.ci_high_pct, p_value=ch.p_value,
-                direction=ch.direction)
-            if not ch.is_regression:
-                continue
-            near = [a for a in existing if a.first_bad_commit in position
-                    and abs(position[a.first_bad_commit] - ch.index) < cpol.min_segment]
-            if near:
-                continue
-            alert = alert_sql.add_alert(
-                session, series_key=key, project_id=s.project_id, project=s.project,
-                branch=s.branch, workload=s.workload, params=s.params, threads=s.threads,
-                arch=s.arch, testbed_fingerprint=s.testbed_fingerprint, allocator=s.allocator,
-                variant=s.variant, measure=s.measure, first_bad_commit=ch.first_bad_commit,
-                last_good_commit=ch.last_good_commit, change_pct=ch.change_pct,
-                ci_low_pct=ch.ci_low_pct, ci_high_pct=ch.ci_high_pct, p_value=ch.p_value,
-                before_median=ch.before_median, after_median=ch.after_median,
-                state="open", text=alert_text(s, ch))
-            if alert is None:
-                continue
-            alert_sql.link_change_point(session, key, ch.first_bad_commit, alert.id)
-            notify.enqueue_alert_event(session, alert, "alert.opened", to)
-            existing.append(alert)
-            opened.append(alert)
-        _auto_resolve(session, existing, changes, position, values, hib, cpol, to)
-    return opened
-
-
-def _auto_resolve(session: Session, alerts: list[Alert], changes: list[changepoints.Change],
-                  position: dict[str, int], values: list[float], hib: bool,
-                  cpol: changepoints.ChangePolicy, to: list[notify.Target]) -> None:
-    """Resolve open alerts that a later improvement brought back (module doc)."""
-    if not changes:
-        return
-    last = changes[-1]
-    latest = last.after_median
-    for a in alerts:
-        if a.state == "resolved" or a.before_median in (None, 0.0):
-            continue
-        at = position.get(a.first_bad_commit)
-        if at is None or last.index <= at or last.is_regression:
-            continue
-        assert a.before_median is not None
-        gap = (latest / a.before_median - 1.0)
-        back = gap >= -cpol.min_magnitude if hib else gap <= cpol.min_magnitude
-        if back:
-            resolve(session, a, to, reason=f"recovered at {last.first_bad_commit[:7]}")
-
-
-def resolve(session: Session, alert: Alert, to: list[notify.Target] | None = None,
-            reason: str | None = None) -> None:
-    """Resolve an alert and queue its ``alert.resolved`` event (idempotent)."""
-    if alert.state == "resolved":
-        return
-    alert_sql.set_state(alert, "resolved")
-    if reason and reason not in alert.text:
-        alert.text = f"{alert.text}; resolved: {reason}"
-    if to is None:
-        to = notify.targets(session, get_settings().alert_webhooks)
-    notify.enqueue_alert_event(session, alert, "alert.resolved", to)

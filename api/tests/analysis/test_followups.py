@@ -3,12 +3,13 @@ comparison that stops when the budget is spent, its unknowns printed with the MD
 
 import numpy as np
 import pytest
-from helpers import run_analysis
-from mallard_api import analysis, followups, stats
+from helpers import patch_analysis_settings, run_analysis
+from mallard_api.analysis import followups, power, stats
+from mallard_api.analysis.policy import DEFAULT_POLICY
 from mallard_api.sql.comparisons import TrialRow
 from test_comparisons import SHA_BASE, SHA_HEAD, claim, comparison_trials, post_results
 
-POLICY = stats.DEFAULT_POLICY
+POLICY = DEFAULT_POLICY
 
 
 def rows(n, cv_pct, *, workload="larson", threads=1, wall=0.5, seed=1):
@@ -35,7 +36,7 @@ def test_plan_asks_for_the_trials_the_target_mde_needs():
     b = [r.measures["ops_per_sec"] for r in trial_rows if r.label == "base"]
     h = [r.measures["ops_per_sec"] for r in trial_rows if r.label == "head"]
     noise = np.sqrt((stats.robust_cv_pct(b) ** 2 + stats.robust_cv_pct(h) ** 2) / 2)
-    needed = stats.trials_for_mde(noise, policy=POLICY)
+    needed = power.trials_for_mde(noise, policy=POLICY)
     assert needed is not None and needed > 10
     assert [(g.workload, g.threads, g.trials) for g in plan.groups] == [("larson", 1, needed - 5)]
     assert plan.seconds == pytest.approx((needed - 5 + 1) * 2 * 0.5)
@@ -72,7 +73,7 @@ def test_mde_reached_names_the_range_and_the_target():
 def no_budget(monkeypatch, settings):
     s = settings.model_copy(update={"stats_bootstrap_resamples": 2000,
                                     "comparison_follow_up_budget_seconds": 1.0})
-    monkeypatch.setattr(analysis, "get_settings", lambda: s)
+    patch_analysis_settings(monkeypatch, s)
     return s
 
 

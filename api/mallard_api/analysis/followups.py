@@ -5,7 +5,7 @@ next round is planned from the trials so far, per unknown cell (workload x param
 measure; allocator counters and diagnostics never ask for one):
 
 * its noise (robust CV of each side, root mean square) and trials ``n`` (smaller side);
-* the trials a side needs for the target MDE (``stats.trials_for_mde``, setting
+* the trials a side needs for the target MDE (``power.trials_for_mde``, setting
   ``stats_target_mde_pct``, default 2%), or ``max_trials`` when no count reaches it;
   ``extra = max(needed - n, step)`` with ``step`` the comparison's own trial count (a cell
   whose MDE already meets the target but is still unknown sits at the edge of the band:
@@ -31,7 +31,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from mallard_api import report, stats
+from mallard_api.analysis import report
+from mallard_api.analysis.measures import is_deterministic
+from mallard_api.analysis.policy import Policy
+from mallard_api.analysis.power import trials_for_mde
+from mallard_api.analysis.stats import robust_cv_pct
 from mallard_api.sql.comparisons import TrialRow
 
 
@@ -70,7 +74,7 @@ def mde_reached(cells: list[dict[str, Any]], target: float) -> str:
 
 
 def plan(unknown: list[dict[str, Any]], rows: list[TrialRow], *, step: int, warmup: int,
-         budget_left: float, policy: stats.Policy) -> Plan:
+         budget_left: float, policy: Policy) -> Plan:
     """The next round for ``unknown`` cells from the comparison's trials (module doc)."""
     sides: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(
         lambda: {"base": [], "head": []})
@@ -88,14 +92,14 @@ def plan(unknown: list[dict[str, Any]], rows: list[TrialRow], *, step: int, warm
     for c in unknown:
         s = sides.get((c["workload"], _pkey(c["params"]), c["measure"]))
         add = step
-        if s and s["base"] and s["head"] and not stats.is_deterministic(c["measure"]):
+        if s and s["base"] and s["head"] and not is_deterministic(c["measure"]):
             b = [v for v in s["base"] if math.isfinite(v)]
             h = [v for v in s["head"] if math.isfinite(v)]
-            noises = [n for n in (stats.robust_cv_pct(b), stats.robust_cv_pct(h))
+            noises = [n for n in (robust_cv_pct(b), robust_cv_pct(h))
                       if n is not None]
             if noises:
                 noise = math.sqrt(sum(n * n for n in noises) / len(noises))
-                needed = stats.trials_for_mde(noise, policy=policy) or policy.max_trials
+                needed = trials_for_mde(noise, policy=policy) or policy.max_trials
                 add = max(needed - min(len(b), len(h)), step)
         key = (c["workload"], c["threads"])
         extra[key] = max(extra.get(key, 0), add)
