@@ -11,7 +11,7 @@ ARGS ?=
 .PHONY: help setup deps python allocator workloads test test-allocator test-allocator-arm64 \
         workloads-arm64 peers-arm64 runner-arm64 \
         test-runner test-api test-dashboards test-k8s lint demo bench bench-allocator \
-        bench-runner bench-api up down images-offline e2e clean
+        bench-runner bench-verdicts bench-api up down images-offline e2e clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s$$'\t'
@@ -74,13 +74,16 @@ SCENARIO ?=
 demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running; SCENARIO=transfer-cache: mutex vs ring vs naive, micro 1..64 threads and macro, ~5 min)
 	@$(PY) scripts/$(if $(SCENARIO),demo_$(subst -,_,$(SCENARIO)),demo).py $(ARGS)
 
-bench: bench-allocator bench-runner bench-api ## every benchmark
+bench: bench-allocator bench-runner bench-verdicts bench-api ## every benchmark
 
 bench-allocator: python allocator workloads ## allocator vs peers on larson and rpc (table in allocator/README.md)
 	@$(PY) allocator/bench/bench.py $(ARGS)
 
 bench-runner: python allocator workloads ## measurement noise: CV and A/A check (runner/README.md)
 	@$(PY) runner/bench/noise.py $(ARGS)
+
+bench-verdicts: python allocator workloads ## a calibration through the real API and runner: false alarms, canary detection (runner/README.md; ARGS=--quick)
+	@$(PY) runner/bench/verdicts.py $(ARGS)
 
 bench-api: python ## ingest throughput and series-query latency (api/README.md)
 	@$(PY) api/bench/bench_api.py $(ARGS)

@@ -115,7 +115,17 @@ class Settings(BaseSettings):
     stats_deterministic_min_count: float = 20.0
     stats_target_mde_pct: float = 2.0
     stats_bootstrap_resamples: int = 5000
-    comparison_max_follow_ups: int = 2
+    comparison_max_follow_ups: int = 5
+    # Follow-ups are sized to reach stats_target_mde_pct on every unknown primary cell, and
+    # stop early when every primary cell is settled or when the runner time their trials
+    # would take (estimated from the trials' wall_seconds) would exceed this budget.
+    comparison_follow_up_budget_seconds: float = Field(default=120.0, ge=0)
+    # Calibrations (calibration.py): a series' SAME band is its calibrated CV, at least
+    # stats_min_effect_pct and at most this; comparisons a calibration may queue in all;
+    # follow-ups of a calibration's comparisons (0: verdicts at the asked trials).
+    calibration_band_max_pct: float = Field(default=10.0, gt=0, le=100)
+    calibration_max_comparisons: int = Field(default=200, ge=1, le=5000)
+    calibration_follow_ups: int = Field(default=0, ge=0, le=5)
     # Change detection on branch history (changepoints.py).
     changepoint_max_pvalue: float = 0.001
     changepoint_min_magnitude_pct: float = 2.0

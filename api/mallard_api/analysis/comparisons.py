@@ -8,10 +8,14 @@ another testbed are left out and the report says so). When every job has reporte
 
 * no ``unknown`` among the follow-up cells (every measure except allocator counters):
   ``done``;
-* some ``unknown`` and fewer than ``max_follow_ups`` follow-ups so far: queue a follow-up
-  ``comparison`` job for just the unknown cells' workloads and threads (no peers), whose
-  trials double the total so far (``trials * 2**(round-1)``); state stays ``running``;
-* otherwise ``done``, the unknowns reported as they are.
+* some ``unknown`` and fewer than ``max_follow_ups`` follow-ups so far: queue follow-up
+  jobs sized to the target MDE within the time budget (``followups.py``), one per unknown
+  workload x threads (no peers); state stays ``running``;
+* otherwise (or when the budget is spent) ``done``, the unknowns reported as they are with
+  the MDE they reached (the comparison's note says why the follow-ups stopped).
+
+A series calibrated on the comparison's testbed is judged with its calibrated SAME band
+(``calibration.bands``); the report's notes name the calibrations used.
 
 A job of a comparison that fails for good leaves the comparison ``failed`` when no cells
 exist; otherwise the comparison settles as above from the cells it has (each follow-up,
@@ -30,7 +34,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import explain, report, stats
+from mallard_api.analysis import calibration, explain, followups, report, stats
 from mallard_api.analysis.hypothesis import Hypothesis
 from mallard_api.analysis.measures import (
     EMULATED_REASON,
@@ -45,6 +49,7 @@ from mallard_api.config import Settings, get_settings
 from mallard_api.models.analysis import Comparison, ComparisonCell
 from mallard_api.models.core import Job
 from mallard_api.sql import comparisons as sql
+from mallard_api.sql import followups as followup_sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.ui import links
 
@@ -124,7 +129,11 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
                               policy=policy)
         for k, why in zip(keys, unjudged, strict=True)
     ]
-    decided = stats.adjust_and_decide(raw, policy)
+    band_of, calibrations = calibration.bands(session, comp.testbed_fingerprint)
+    decided = stats.adjust_and_decide(raw, policy, [band_of.get(k) for k in keys])
+    if calibrations:
+        used = ", ".join(f"#{i}" for i in calibrations)
+        note = "; ".join(filter(None, [note, f"SAME bands from calibration {used}"]))
     rcells = [report.ReportCell(k[0], params_of[(k[0], k[1])][0], k[2], s)
               for k, s in zip(keys, decided, strict=True)]
     lines = report.cell_lines(rcells)
@@ -158,15 +167,12 @@ def update_comparison(session: Session, comp: Comparison, settings: Settings | N
     comp.peer_medians = peers
     comp.note = note
     comp.updated_at = datetime.now(UTC)
-    refresh_state(session, comp, cells=cells)
-
-
-def _follow_up_unknowns(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [c for c in cells if c["verdict"] == "unknown" and not report.is_counter(c["measure"])]
+    refresh_state(session, comp, cells=cells, settings=settings)
 
 
 def refresh_state(session: Session, comp: Comparison,
-                  cells: list[dict[str, Any]] | None = None) -> None:
+                  cells: list[dict[str, Any]] | None = None,
+                  settings: Settings | None = None) -> None:
     """Settle ``comp.state`` from its jobs and cells; queue a follow-up when due."""
     if comp.state in ("done", "failed"):
         return
@@ -178,7 +184,7 @@ def refresh_state(session: Session, comp: Comparison,
     if cells is None:
         cells = [
             {"verdict": c.verdict, "measure": c.measure, "workload": c.workload,
-             "threads": c.threads}
+             "threads": c.threads, "params": c.params, "mde_pct": c.mde_pct}
             for c in sql.cells(session, comp.id)
         ]
     if not cells:
@@ -186,34 +192,52 @@ def refresh_state(session: Session, comp: Comparison,
             comp.state = "failed"
             comp.finished_at = datetime.now(UTC)
         return
-    unknown = _follow_up_unknowns(cells)
+    unknown = followups.unknown_primary(cells)
+    stop = None
+    settings = settings or get_settings()
     if unknown and comp.follow_ups < comp.max_follow_ups:
-        queue_follow_up(session, comp, unknown, jobs)
-        comp.state = "running"
-        return
+        left = (settings.comparison_follow_up_budget_seconds
+                - followup_sql.spent_seconds(session, comp.id))
+        plan = followups.plan(
+            unknown, [r for r in sql.trials(session, comp.id)
+                      if r.testbed_fingerprint == comp.testbed_fingerprint],
+            step=comp.trials, warmup=comp.warmup, budget_left=left,
+            policy=stats_policy(settings))
+        if plan.groups:
+            queue_follow_up(session, comp, plan.groups, jobs)
+            comp.state = "running"
+            return
+        stop = plan.note
+    elif unknown:
+        stop = f"follow-ups stopped: {comp.follow_ups} of at most {comp.max_follow_ups} ran"
+    if unknown:
+        reached = followups.mde_reached(unknown, settings.stats_target_mde_pct)
+        comp.note = "; ".join(filter(None, [comp.note, stop, reached]))
     comp.state = "done"
     comp.finished_at = datetime.now(UTC)
 
 
-def queue_follow_up(session: Session, comp: Comparison, unknown: list[dict[str, Any]],
-                    jobs: list[sql.JobState]) -> Job:
+def queue_follow_up(session: Session, comp: Comparison, groups: list[followups.Group],
+                    jobs: list[sql.JobState]) -> list[Job]:
+    """One job per planned workload x threads group, all of the next round."""
     round_ = comp.follow_ups + 1
-    workloads = sorted({c["workload"] for c in unknown})
-    thread_set = {c["threads"] for c in unknown}
-    threads = None if None in thread_set else sorted(int(t) for t in thread_set)
-    trials = comp.trials * 2 ** (round_ - 1)
     first = session.get(Job, jobs[0].job_id) if jobs else None
     spec0 = dict(first.spec) if first is not None else {}
-    spec = comparison_spec(
-        comp, project_repo=spec0.get("repo_url", ""),
-        allocator_dir=spec0.get("allocator_dir", "allocator"), workloads=workloads,
-        threads=threads, trials=trials, peers=[], round=round_)
-    job = job_sql.enqueue(session, kind="comparison", arch=comp.arch, spec=spec,
-                          project_id=comp.project_id,
-                          max_attempts=first.max_attempts if first is not None else 3)
-    sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=round_, trials=trials)
+    out = []
+    for g in groups:
+        spec = comparison_spec(
+            comp, project_repo=spec0.get("repo_url", ""),
+            allocator_dir=spec0.get("allocator_dir", "allocator"), workloads=[g.workload],
+            threads=None if g.threads is None else [g.threads], trials=g.trials, peers=[],
+            round=round_)
+        job = job_sql.enqueue(session, kind=first.kind if first is not None else "comparison",
+                              arch=comp.arch, spec=spec, project_id=comp.project_id,
+                              max_attempts=first.max_attempts if first is not None else 3)
+        sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=round_,
+                     trials=g.trials)
+        out.append(job)
     comp.follow_ups = round_
-    return job
+    return out
 
 
 def cell_stats(c: ComparisonCell) -> stats.CellStats:

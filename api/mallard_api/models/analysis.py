@@ -60,6 +60,10 @@ class Comparison(Base):
     created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     finished_at: Mapped[datetime | None] = mapped_column(TS)
+    # a comparison run for a calibration (db/versions/0009): its A/A or canary size
+    calibration_id: Mapped[int | None] = mapped_column(
+        ForeignKey("calibrations.id", ondelete="CASCADE"))
+    canary_pct: Mapped[float | None] = mapped_column(Float)
 
 
 class ComparisonJob(Base):

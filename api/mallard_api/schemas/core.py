@@ -129,7 +129,7 @@ class RunnerOut(BaseModel):
 
 # --- jobs ---------------------------------------------------------------------------------
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
-JobKind = Literal["commit", "comparison"]
+JobKind = Literal["commit", "comparison", "calibrate"]
 
 
 class SpecAllocatorIn(InModel):
