@@ -10,5 +10,6 @@ try:  # the analysis tables (models/analysis.py), once they exist
 except ModuleNotFoundError as exc:  # pragma: no cover - only before analysis.py exists
     if exc.name != "mallard_api.models.analysis":
         raise
+importlib.import_module("mallard_api.models.verdicts")  # migration 0008
 
 __all__ = ["Base", "core"]
