@@ -229,6 +229,11 @@ def update_comparison(session: Session, comp: Comparison, settings: Settings | N
     comp.note = note
     comp.updated_at = datetime.now(UTC)
     refresh_state(session, comp, cells=cells)
+    if comp.state in ("done", "failed"):
+        from mallard_api import verdicts  # commit verdicts and bisections (issue 12)
+
+        session.flush()
+        verdicts.on_comparison_settled(session, comp, settings)
 
 
 def _follow_up_unknowns(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -380,7 +385,7 @@ def detect_changes(session: Session, trial_ids: list[int], settings: Settings | 
                 continue
             near = [a for a in existing if a.first_bad_commit in position
                     and abs(position[a.first_bad_commit] - ch.index) < cpol.min_segment]
-            if near:
+            if near or alert_sql.verdict_alert_covers(session, key, ch.first_bad_commit):
                 continue
             alert = alert_sql.add_alert(
                 session, series_key=key, project_id=s.project_id, project=s.project,

@@ -37,6 +37,7 @@ from mallard_api.metrics import REGISTRY, DatabaseCollector, MetricsMiddleware
 from mallard_api.notify import start_outbox_worker
 from mallard_api.routes import (
     alerts,
+    bisections,
     comparisons,
     jobs,
     projects,
@@ -52,7 +53,7 @@ from mallard_api.ui import routes as ui_routes
 
 API_PREFIX = "/api/v1"
 ROUTERS = (projects.router, runners.router, jobs.router, results.router, series.router,
-           webhooks.router, comparisons.router, alerts.router)
+           webhooks.router, comparisons.router, bisections.router, alerts.router)
 log = logging.getLogger("mallard_api")
 
 
