@@ -84,6 +84,9 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
                     jobs.append(job_id)
                     queued.add(sha)
     deferred = len(record.new) - len(wanted) if ignored is None else 0
+    if deferred:
+        verdict_sql.defer(session, project.id, branch, record.new[:deferred],
+                          verdicts.arches(session, settings))
     note = None
     if deferred:
         note = (f"{len(record.new)} new commits: the newest {len(wanted)} queued "

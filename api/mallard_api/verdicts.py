@@ -59,6 +59,9 @@ def queue_commit(session: Session, settings: Settings, project: Project, *, bran
     pos = sql.position(session, branch_id, project.id, sha)
     base = None if pos is None else sql.last_measured_before(session, branch_id, pos, arch)
     comp = None
+    for v in sql.of_commit(session, project.id, sha):
+        if v.arch == arch and v.state == "deferred" and (base is None or base == sha):
+            v.state = "baseline"  # measured alone: the start of its branch's history
     if base is not None and base != sha:
         comp = comparison_sql.create(
             session, project_id=project.id, project=project.name, arch=arch,
@@ -78,13 +81,13 @@ def queue_commit(session: Session, settings: Settings, project: Project, *, bran
         comparison_sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=0,
                                 trials=settings.trials)
         existing = [v for v in sql.of_commit(session, project.id, sha) if v.arch == arch]
-        if existing:  # a re-run after a failure: the verdict follows the new comparison
+        if existing:  # deferred, or a re-run: the verdict follows the new comparison
             v = existing[0]
             v.comparison_id, v.base_sha, v.state, v.verdict = comp.id, base, "queued", None
         else:
             sql.add_verdict(session, project_id=project.id, branch=branch, commit_sha=sha,
                             base_sha=base, arch=arch, comparison_id=comp.id, state="queued")
-        from mallard_api import forges  # forges imports this module's helpers
+        from mallard_api import forges
 
         forges.enqueue_status(session, settings, project.id, sha, arch, "pending",
                               f"measuring against {base[:7]}", comp.id)
@@ -96,7 +99,7 @@ def backfill(session: Session, settings: Settings, arch: str) -> int | None:
     tracked branch (push beyond the cap). The job id, or None."""
     if not settings.push_backfill:
         return None
-    for row in sql.unmeasured(session, arch, 1):
+    for row in sql.deferred(session, arch, 1):
         project = session.get(Project, row.project_id)
         if project is None:
             continue

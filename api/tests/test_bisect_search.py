@@ -6,7 +6,6 @@ import math
 import random
 
 import pytest
-
 from mallard_api.bisect_search import (
     BAD,
     GOOD,

@@ -42,23 +42,35 @@ def last_measured_before(session: Session, branch_id: int, pos: int, arch: str) 
     return session.scalar(_LAST_MEASURED, {"b": branch_id, "pos": pos, "arch": arch})
 
 
-# Newest first: reachable commits of tracked branches with no commit job on this arch.
-_UNMEASURED = text("""
-SELECT p.id AS project_id, b.id AS branch_id, b.name AS branch, c.sha, bc.position
-FROM branch_commits bc
-JOIN branches b ON b.id = bc.branch_id
-JOIN projects p ON p.id = b.project_id
-JOIN commits c ON c.id = bc.commit_id
-WHERE bc.unreachable_at IS NULL
-  AND (b.name = p.default_branch OR b.name = ANY(p.tracked_branches))
-  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.kind = 'commit' AND j.arch = :arch
-                  AND j.project_id = p.id AND j.spec->>'commit' = c.sha)
-ORDER BY b.updated_at DESC, bc.position DESC LIMIT :n
+_DEFER = text("""
+INSERT INTO commit_verdicts (project_id, branch, commit_sha, base_sha, arch, state)
+SELECT :p, :b, u.sha, '', a.arch, 'deferred'
+FROM unnest(CAST(:shas AS text[])) AS u(sha), unnest(CAST(:arches AS text[])) AS a(arch)
+ON CONFLICT (project_id, commit_sha, arch) DO NOTHING
 """)
 
 
-def unmeasured(session: Session, arch: str, limit: int) -> list[Any]:
-    return list(session.execute(_UNMEASURED, {"arch": arch, "n": limit}))
+def defer(session: Session, project_id: int, branch: str, shas: list[str],
+          arches: list[str]) -> None:
+    """Commits of a push beyond the cap: measured later by backfill."""
+    if shas:
+        session.execute(_DEFER, {"p": project_id, "b": branch, "shas": shas, "arches": arches})
+
+
+# Newest first: deferred commits still reachable on their branch.
+_DEFERRED = text("""
+SELECT v.project_id, b.id AS branch_id, v.branch, v.commit_sha AS sha
+FROM commit_verdicts v
+JOIN branches b ON b.project_id = v.project_id AND b.name = v.branch
+JOIN commits c ON c.project_id = v.project_id AND c.sha = v.commit_sha
+JOIN branch_commits bc ON bc.branch_id = b.id AND bc.commit_id = c.id
+WHERE v.state = 'deferred' AND v.arch = :arch AND bc.unreachable_at IS NULL
+ORDER BY bc.position DESC LIMIT :n
+""")
+
+
+def deferred(session: Session, arch: str, limit: int) -> list[Any]:
+    return list(session.execute(_DEFERRED, {"arch": arch, "n": limit}))
 
 
 # Ancestry along first parents, from `head` back (depth-capped), newest first.
