@@ -77,7 +77,7 @@ def queue_commit(session: Session, settings: Settings, project: Project, *, bran
         spec["round"] = 0
     job = job_sql.enqueue(session, kind="commit", arch=arch, spec=spec,
                           project_id=project.id, max_attempts=settings.job_max_attempts)
-    if comp is not None:
+    if comp is not None and base is not None:
         comparison_sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=0,
                                 trials=settings.trials)
         existing = [v for v in sql.of_commit(session, project.id, sha) if v.arch == arch]
