@@ -58,8 +58,8 @@ lint: python ## ruff and mypy
 	@$(VENV)/bin/ruff check api runner dashboards k8s scripts tests
 	@$(VENV)/bin/mypy api/mallard_api runner/mallard_runner
 
-demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running)
-	@$(PY) scripts/demo.py $(ARGS)
+demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running; SCENARIO=push: 8 commits pushed, the culprit bisected)
+	@$(PY) scripts/$(if $(filter push,$(SCENARIO)),demo_push.py,demo.py) $(ARGS)
 
 bench: bench-allocator bench-runner bench-api ## every benchmark
 
