@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 KNOWN_PEERS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
-VARIANT_KEYS = ("transfer", "decay_ms", "on_misuse", "verbose", "remote")
+VARIANT_KEYS = ("transfer", "decay_ms", "on_misuse", "verbose", "remote", "canary_ns")
 
 
 class CatalogError(ValueError):

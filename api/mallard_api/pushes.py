@@ -12,10 +12,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from mallard_api import verdicts
+from mallard_api.analysis import verdicts
 from mallard_api.config import Settings
 from mallard_api.models.core import Project
-from mallard_api.schemas import PushOut
+from mallard_api.schemas.core import PushOut
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import verdicts as verdict_sql
 from mallard_api.sql.projects import CommitInfo

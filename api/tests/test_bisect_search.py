@@ -6,7 +6,7 @@ import math
 import random
 
 import pytest
-from mallard_api.bisect_search import (
+from mallard_api.analysis.bisect_search import (
     BAD,
     GOOD,
     SKIP,

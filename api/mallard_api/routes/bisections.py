@@ -9,18 +9,18 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request
 from sqlalchemy.orm import Session
 
-from mallard_api import bisections
+from mallard_api.analysis import bisections
 from mallard_api.auth import Admin, AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.verdicts import Bisection, ProjectForge
-from mallard_api.schemas import INT32_MAX, ErrorOut
+from mallard_api.schemas.base import INT32_MAX, ErrorOut
+from mallard_api.schemas.verdicts import BisectionIn, BisectionOut, ForgeIn, ForgeOut, TriageOut
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import verdicts as sql
 from mallard_api.urls import check_repo_url, parse_allow_list
-from mallard_api.verdict_schemas import BisectionIn, BisectionOut, ForgeIn, ForgeOut, TriageOut
 
 router = APIRouter(tags=["bisections"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})

@@ -8,17 +8,18 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query
 from sqlalchemy.orm import Session
 
-from mallard_api import verdicts
+from mallard_api.analysis import verdicts
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.core import Project
-from mallard_api.schemas import BranchOut, CommitOut, ErrorOut, Membership, ProjectIn, ProjectOut
+from mallard_api.schemas.base import ErrorOut
+from mallard_api.schemas.core import BranchOut, CommitOut, Membership, ProjectIn, ProjectOut
+from mallard_api.schemas.verdicts import CommitDetail
 from mallard_api.sql import projects as sql
 from mallard_api.sql import verdicts as verdict_sql
 from mallard_api.urls import check_repo_url, parse_allow_list
-from mallard_api.verdict_schemas import CommitDetail
 
 router = APIRouter(prefix="/projects", tags=["projects"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})

@@ -30,7 +30,8 @@ def get(session: Session, name: str, *, lock: bool = False) -> Project | None:
 
 
 def id_of(session: Session, name: str) -> int | None:
-    return session.scalar(text("SELECT id FROM projects WHERE name = :n"), {"n": name})
+    value = session.scalar(text("SELECT id FROM projects WHERE name = :n"), {"n": name})
+    return None if value is None else int(value)
 
 
 def list_all(session: Session) -> list[Project]:
@@ -189,8 +190,9 @@ def record_push(session: Session, project: Project, branch_name: str, after: str
 
 
 def branch_head(session: Session, project: Project, name: str) -> str | None:
-    return session.scalar(text("SELECT head_sha FROM branches WHERE project_id = :p AND "
+    head = session.scalar(text("SELECT head_sha FROM branches WHERE project_id = :p AND "
                                "name = :n"), {"p": project.id, "n": name})
+    return None if head is None else str(head)
 
 
 def commits_on_branch(session: Session, branch: Branch, limit: int, offset: int

@@ -21,10 +21,11 @@ def live_arches(session: Session, seconds: float) -> list[str]:
 
 
 def position(session: Session, branch_id: int, project_id: int, sha: str) -> int | None:
-    return session.scalar(text(
+    pos = session.scalar(text(
         "SELECT bc.position FROM branch_commits bc JOIN commits c ON c.id = bc.commit_id "
         "WHERE bc.branch_id = :b AND c.project_id = :p AND c.sha = :s"),
         {"b": branch_id, "p": project_id, "s": sha})
+    return None if pos is None else int(pos)
 
 
 # The newest reachable commit before `pos` whose commit job on this arch did not fail.
@@ -39,7 +40,8 @@ ORDER BY bc.position DESC LIMIT 1
 
 
 def last_measured_before(session: Session, branch_id: int, pos: int, arch: str) -> str | None:
-    return session.scalar(_LAST_MEASURED, {"b": branch_id, "pos": pos, "arch": arch})
+    sha = session.scalar(_LAST_MEASURED, {"b": branch_id, "pos": pos, "arch": arch})
+    return None if sha is None else str(sha)
 
 
 _DEFER = text("""

@@ -17,8 +17,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from mallard_api import analysis, stats
-from mallard_api.bisect_search import BAD, GOOD, SKIP, Evidence, Search, classify
+from mallard_api.analysis.bisect_search import BAD, GOOD, SKIP, Evidence, Search, classify
+from mallard_api.analysis.comparisons import allocator_label, comparison_spec
+from mallard_api.analysis.measures import higher_is_better
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Alert, Comparison
 from mallard_api.models.core import Commit, Project
@@ -62,12 +63,12 @@ def _comparison(session: Session, settings: Settings, project: Project, b: Bisec
     comp = comparison_sql.create(
         session, project_id=project.id, project=project.name, arch=b.arch,
         base={"commit": base, "variant": None}, head={"commit": head, "variant": None},
-        base_label=analysis.allocator_label({"commit": base}),
-        head_label=analysis.allocator_label({"commit": head}), workloads=[b.workload],
+        base_label=allocator_label({"commit": base}),
+        head_label=allocator_label({"commit": head}), workloads=[b.workload],
         threads=threads, suite=settings.suite, trials=settings.trials, warmup=settings.warmup,
         peers=[], hypothesis=None, hypothesis_measure=b.measure, state="queued",
         max_follow_ups=settings.comparison_max_follow_ups)
-    spec = analysis.comparison_spec(comp, project_repo=project.repo_url,
+    spec = comparison_spec(comp, project_repo=project.repo_url,
                                     allocator_dir=project.allocator_dir,
                                     workloads=[b.workload], threads=threads,
                                     trials=settings.trials, peers=[])
@@ -125,7 +126,7 @@ def advance(session: Session, settings: Settings, bisection_id: int) -> None:
         return
     left, right = (_evidence(session, c, b) for c in comps)
     hib = next((e["higher_is_better"] for e in (left, right) if e),
-               stats.higher_is_better(b.measure))
+               higher_is_better(b.measure))
     outcome = classify(*(None if e is None else Evidence(e["diff_pct"], e["verdict"])
                          for e in (left, right)), higher_is_better=hib)
     step.update(outcome=outcome, evidence={"good_vs_probe": left, "probe_vs_bad": right})

@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, StringConstraints
 
 from mallard_api.fields import Word
-from mallard_api.schemas import Arch, CommitOut, InModel, Name, Sha
+from mallard_api.schemas.base import Arch, InModel, Name, Sha
+from mallard_api.schemas.core import CommitOut
 
 
 class MovedCell(BaseModel):

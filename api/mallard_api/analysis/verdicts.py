@@ -26,17 +26,19 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from mallard_api import analysis, notify, stats
+from mallard_api import notify
+from mallard_api.analysis import stats
+from mallard_api.analysis.comparisons import allocator_label
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Alert, Comparison
 from mallard_api.models.core import Project
 from mallard_api.models.verdicts import CommitVerdict
+from mallard_api.schemas.verdicts import CommitVerdictOut, MovedCell
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import comparisons as comparison_sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import verdicts as sql
 from mallard_api.ui import links
-from mallard_api.verdict_schemas import CommitVerdictOut, MovedCell
 
 log = logging.getLogger("mallard_api.verdicts")
 ORDER = ("regressed", "improved", "unknown", "same")
@@ -66,8 +68,8 @@ def queue_commit(session: Session, settings: Settings, project: Project, *, bran
         comp = comparison_sql.create(
             session, project_id=project.id, project=project.name, arch=arch,
             base={"commit": base, "variant": None}, head={"commit": sha, "variant": None},
-            base_label=analysis.allocator_label({"commit": base}),
-            head_label=analysis.allocator_label({"commit": sha}), workloads=None,
+            base_label=allocator_label({"commit": base}),
+            head_label=allocator_label({"commit": sha}), workloads=None,
             threads=None, suite=settings.suite, trials=settings.trials,
             warmup=settings.warmup, peers=settings.peer_list, hypothesis=None,
             state="queued", max_follow_ups=settings.comparison_max_follow_ups)
@@ -129,7 +131,7 @@ def on_comparison_settled(session: Session, comp: Comparison, settings: Settings
     """Called by analysis.update_comparison once a comparison is done or failed."""
     for v in sql.of_comparison(session, comp.id):
         settle_verdict(session, settings, comp, v)
-    from mallard_api import bisections  # bisections imports this module
+    from mallard_api.analysis import bisections  # bisections imports this module
 
     for bisection_id in sql.bisections_of_comparison(session, comp.id):
         bisections.advance(session, settings, bisection_id)
@@ -137,7 +139,8 @@ def on_comparison_settled(session: Session, comp: Comparison, settings: Settings
 
 def settle_verdict(session: Session, settings: Settings, comp: Comparison,
                    v: CommitVerdict) -> None:
-    from mallard_api import bisections, forges
+    from mallard_api import forges
+    from mallard_api.analysis import bisections
 
     if v.state in ("done", "failed"):
         return
