@@ -4,6 +4,8 @@ the token is never returned by the API nor stored in the outbox."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import threading
 from collections.abc import Iterator
@@ -11,7 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from conftest import GITHUB_SECRET
 from fastapi.testclient import TestClient
+from helpers import results, run_analysis, trial
 from mallard_api import forges, notify
 from mallard_api.config import Settings
 from mallard_api.deps import get_settings
@@ -124,3 +128,61 @@ def test_status_and_comment_create_then_update(
     create, update, verb = COMMENT_PATHS[kind]
     assert [(c[0], c[1], c[3]["body"]) for c in comments] == [
         ("POST", create, "first verdict"), (verb, update, "second verdict")]
+
+
+def test_pull_request_status_and_one_comment_updated(
+        forge: Forge, client: TestClient, app: Any, settings: Settings, db_session: Session,
+        make_project: Any, make_runner: Any, admin_headers: dict[str, str]) -> None:
+    runner, rheaders = make_runner()
+    conf = settings.model_copy(update={"forge_url_allow": forge.url, "peers": "",
+                                       "default_arch": runner["arch"],
+                                       "comparison_max_follow_ups": 0})
+    app.dependency_overrides[get_settings] = lambda: conf
+    try:
+        project = make_project()
+        client.put(f"/api/v1/projects/{project['name']}/forge", headers=admin_headers,
+                   json={"kind": "github", "base_url": forge.url, "repo": "acme/mallard",
+                         "token": TOKEN}).raise_for_status()
+        base, heads = "b" * 40, ["d" * 40, "e" * 40]
+        for i, head in enumerate(heads):
+            event = {"action": "opened" if i == 0 else "synchronize",
+                     "pull_request": {"number": 7, "head": {"sha": head},
+                                      "base": {"sha": base}}}
+            body = json.dumps(event).encode()
+            sig = "sha256=" + hmac.new(GITHUB_SECRET.encode(), body, hashlib.sha256).hexdigest()
+            r = client.post(f"/api/v1/webhooks/github/{project['name']}", content=body,
+                            headers={"X-GitHub-Event": "pull_request",
+                                     "X-Hub-Signature-256": sig,
+                                     "Content-Type": "application/json"})
+            assert r.status_code == 200 and "pull request #7" in r.json()["note"], r.text
+            job = client.post("/api/v1/jobs/claim", headers=rheaders, json={
+                "runner_id": runner["id"], "lease_seconds": 600}).json()
+            trials = [trial(a["commit"], threads=1, label=a["label"],
+                            measures={"instructions": 100.0 if a["label"] == "base"
+                                      else 150.0})
+                      for a in job["spec"]["allocators"]]
+            client.post("/api/v1/results", headers=rheaders, json=results(
+                trials, job_id=job["id"], runner_id=runner["id"],
+                project=project["name"])).raise_for_status()
+            run_analysis(app, conf)
+            with app.state.background_sessionmaker() as fresh:  # now() moves on
+                notify.deliver_due(fresh)
+        bad = json.dumps({"action": "opened", "pull_request": {
+            "number": 7, "head": {"sha": "nope"}, "base": {"sha": base}}}).encode()
+        sig = "sha256=" + hmac.new(GITHUB_SECRET.encode(), bad, hashlib.sha256).hexdigest()
+        r = client.post(f"/api/v1/webhooks/github/{project['name']}", content=bad, headers={
+            "X-GitHub-Event": "pull_request", "X-Hub-Signature-256": sig,
+            "Content-Type": "application/json"})
+        assert r.status_code == 422
+        assert r.json()["detail"][0]["loc"] == ["body", "pull_request", "head"]
+    finally:
+        app.dependency_overrides.pop(get_settings, None)
+    statuses = [(c[1].rsplit("/", 1)[-1], c[3]["state"]) for c in forge.calls
+                if "/statuses/" in c[1]]
+    assert statuses == [(heads[0], "pending"), (heads[0], "failure"),
+                        (heads[1], "pending"), (heads[1], "failure")]
+    comments = [(c[0], c[1]) for c in forge.calls if "/statuses/" not in c[1]]
+    assert comments == [("POST", "/repos/acme/mallard/issues/7/comments"),
+                        ("PATCH", "/repos/acme/mallard/issues/comments/4242")]
+    last = [c for c in forge.calls if "/statuses/" not in c[1]][-1]
+    assert "1 regressed" in last[3]["body"] and "mallard@eeeeeee" in last[3]["body"]

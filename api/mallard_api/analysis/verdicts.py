@@ -135,6 +135,11 @@ def on_comparison_settled(session: Session, comp: Comparison, settings: Settings
 
     for bisection_id in sql.bisections_of_comparison(session, comp.id):
         bisections.advance(session, settings, bisection_id)
+    from mallard_api.analysis import pull_requests
+    from mallard_api.analysis.comparisons import render_report
+
+    if comp.state in ("done", "failed"):
+        pull_requests.on_settled(session, settings, comp, render_report(session, comp))
 
 
 def settle_verdict(session: Session, settings: Settings, comp: Comparison,
