@@ -97,6 +97,10 @@ def flow(client: TestClient, app: Any, conf: Settings, db_session: Session,
     assert v["alert_id"] and v["bisection_id"]
     alert = client.get(f"/api/v1/alerts/{v['alert_id']}", headers=user_headers).json()
     assert alert["first_bad_commit"] == commits[7] and alert["measure"] == "instructions"
+    # the gauge Alertmanager's rule reads counts it at once (no change point needed)
+    metrics = client.get("/metrics").text
+    assert (f'mallard_alerts_open{{arch="{conf.default_arch}",measure="instructions",'
+            f'project="{alert["project"]}",workload="larson"}} 1.0') in metrics
     # the bisection's rounds: each job is answered from the synthetic history
     rounds = 0
     while (job := claim(client, rheaders, runner)) is not None:
