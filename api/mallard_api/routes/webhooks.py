@@ -28,7 +28,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request
 from pydantic import BaseModel, ValidationError
@@ -98,7 +98,8 @@ class ForgePush(BaseModel):
     commits: list[ForgeCommit] = []
 
 
-def parse(raw: bytes) -> ForgePush:
+def json_object(raw: bytes) -> dict[str, Any]:
+    """The body as a JSON object, or a 422 naming `body`."""
     try:
         data = strict_json(raw)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -106,6 +107,11 @@ def parse(raw: bytes) -> ForgePush:
                           "json_invalid") from exc
     if not isinstance(data, dict):
         raise field_error(422, ["body"], "must be a JSON object", "type_error")
+    return data
+
+
+def parse(raw: bytes) -> ForgePush:
+    data = json_object(raw)
     try:
         return ForgePush.model_validate(data)
     except ValidationError as exc:
@@ -187,14 +193,7 @@ def pull_request(forge: Forge, raw: bytes, session: Session, settings: Settings,
                  project: Project) -> PushOut:
     """A pull/merge request event on a project's own address (analysis/pull_requests.py)."""
     try:
-        data = strict_json(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise field_error(422, ["body"], printable(f"not valid JSON: {exc}"),
-                          "json_invalid") from exc
-    if not isinstance(data, dict):
-        raise field_error(422, ["body"], "must be a JSON object", "type_error")
-    try:
-        pr = pull_requests.parse(forge.name, data)
+        pr = pull_requests.parse(forge.name, json_object(raw))
     except pull_requests.BadEvent as exc:
         raise field_error(422, exc.field, str(exc)) from exc
     if pr is None:
