@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     # Bisection (bisections.py): start one when a verdict regresses over >1 commit; the
     # measures it follows first among the regressed cells; the longest range it walks.
     bisect_auto: bool = True
+    # Follow-up rounds of a commit verdict's comparison (0: it settles on its first job,
+    # an `unknown` stays unknown; the branch's next commit is the next evidence).
+    verdict_max_follow_ups: int = Field(default=0, ge=0, le=5)
     bisect_measures: str = "instructions,llc_misses,ops_per_sec,max_rss_bytes"
     bisect_max_commits: int = Field(default=10_000, ge=2)
     # Where a project's forge (commit statuses) may be: `scheme://host[:port][/path]`

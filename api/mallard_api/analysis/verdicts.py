@@ -72,7 +72,7 @@ def queue_commit(session: Session, settings: Settings, project: Project, *, bran
             head_label=allocator_label({"commit": sha}), workloads=None,
             threads=None, suite=settings.suite, trials=settings.trials,
             warmup=settings.warmup, peers=settings.peer_list, hypothesis=None,
-            state="queued", max_follow_ups=settings.comparison_max_follow_ups)
+            state="queued", max_follow_ups=settings.verdict_max_follow_ups)
         spec["allocators"].insert(0, {"label": "base", "name": "mallard", "commit": base,
                                       "variant": None})
         spec["comparison_id"] = comp.id
