@@ -71,7 +71,7 @@ lint: python ## ruff and mypy
 	@$(VENV)/bin/mypy api/mallard_api runner/mallard_runner
 
 SCENARIO ?=
-demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running; SCENARIO=transfer-cache: mutex vs ring vs naive, micro 1..64 threads and macro, ~5 min)
+demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running; SCENARIO=push: 8 commits pushed, the culprit bisected; SCENARIO=transfer-cache: mutex vs ring vs naive, micro 1..64 threads and macro)
 	@$(PY) scripts/$(if $(SCENARIO),demo_$(subst -,_,$(SCENARIO)),demo).py $(ARGS)
 
 bench: bench-allocator bench-runner bench-verdicts bench-api ## every benchmark

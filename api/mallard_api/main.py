@@ -38,6 +38,7 @@ from mallard_api.metrics import REGISTRY, DatabaseCollector, MetricsMiddleware
 from mallard_api.notify import start_outbox_worker
 from mallard_api.routes import (
     alerts,
+    bisections,
     calibrations,
     comparisons,
     jobs,
@@ -55,8 +56,8 @@ from mallard_api.ui import routes as ui_routes
 
 API_PREFIX = "/api/v1"
 ROUTERS = (projects.router, runners.router, jobs.router, results.router, series.router,
-           webhooks.router, comparisons.router, alerts.router, calibrations.router,
-           testbeds.router)
+           webhooks.router, comparisons.router, bisections.router, alerts.router,
+           calibrations.router, testbeds.router)
 log = logging.getLogger("mallard_api")
 
 

@@ -51,8 +51,11 @@ def test_github_push_with_valid_signature_records_and_queues(
     assert spec["project"] == project["name"] and spec["repo_url"] == project["repo_url"]
     assert spec["allocator_dir"] == "allocator" and spec["suite"] == "quick"
     assert spec["branch"] == "main"
-    assert spec["allocators"][0] == {"label": "head", "name": "mallard",
-                                     "commit": commits[-1], "variant": None}
+    # a commit verdict: the newest commit against the one measured before it
+    assert spec["allocators"][:2] == [
+        {"label": "base", "name": "mallard", "commit": commits[-2], "variant": None},
+        {"label": "head", "name": "mallard", "commit": commits[-1], "variant": None}]
+    assert jobs[0]["spec"]["allocators"][0]["label"] == "head"  # nothing measured before it
     listed = client.get(f"/api/v1/projects/{project['name']}/branches/main/commits",
                         headers=user_headers).json()
     assert [c["sha"] for c in listed] == commits[::-1]

@@ -22,13 +22,14 @@ from .grafana import (
     sql_variable,
 )
 
+# Queued comparisons (commit verdicts not run yet) last: the default has results.
 COMPARISONS = """
     SELECT comparison_id AS __value,
            '#' || comparison_id || ' ' || base_label || ' vs ' || head_label
              || ' [' || arch || ', ' || state || ']' AS __text
     FROM v_comparisons
     WHERE project = ${project:sqlstring}
-    ORDER BY created_at DESC
+    ORDER BY state = 'queued', created_at DESC
     LIMIT 200
 """
 

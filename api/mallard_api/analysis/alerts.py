@@ -85,7 +85,7 @@ def detect_changes(session: Session, trial_ids: list[int], settings: Settings | 
                 continue
             near = [a for a in existing if a.first_bad_commit in position
                     and abs(position[a.first_bad_commit] - ch.index) < cpol.min_segment]
-            if near:
+            if near or alert_sql.verdict_alert_covers(session, key, ch.first_bad_commit):
                 continue
             alert = alert_sql.add_alert(
                 session, series_key=key, project_id=s.project_id, project=s.project,

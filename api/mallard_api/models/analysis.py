@@ -139,6 +139,11 @@ class Alert(Base):
     updated_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     acknowledged_at: Mapped[datetime | None] = mapped_column(TS)
     resolved_at: Mapped[datetime | None] = mapped_column(TS)
+    # db/versions/0008_verdicts.py: verdict alerts group their cells; bisection's culprit
+    source: Mapped[str] = mapped_column(Text, server_default="changepoint")
+    cells: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
+    culprit: Mapped[str | None] = mapped_column(Text)
+    bisection_id: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class ChangePoint(Base):
@@ -190,6 +195,9 @@ class OutboxMessage(Base):
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     delivered_at: Mapped[datetime | None] = mapped_column(TS)
+    # db/versions/0008_verdicts.py: forge messages find their project's token at send time
+    project_id: Mapped[int | None] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"))
 
 
 class AnalysisTask(Base):

@@ -76,6 +76,8 @@ class BranchCommit(Base):
         ForeignKey("commits.id", ondelete="CASCADE"), primary_key=True
     )
     position: Mapped[int] = mapped_column(Integer)
+    # db/versions/0008_verdicts.py: a force-push rewrote the branch past it (results kept)
+    unreachable_at: Mapped[datetime | None] = mapped_column(TS)
 
 
 class Testbed(Base):

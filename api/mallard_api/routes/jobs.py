@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import ingest
+from mallard_api.analysis import ingest, verdicts
 from mallard_api.auth import (
     AnyRole,
     Principal,
@@ -72,6 +72,9 @@ def claim(body: ClaimIn, session: DB, p: RunnerOrAdmin,
     ingest.jobs_changed(session, sql.requeue_expired(session, runner.arch))
     job = sql.claim(session, runner_id=runner.id, arch=runner.arch,
                     lease_seconds=body.lease_seconds)
+    if job is None and verdicts.backfill(session, settings, runner.arch) is not None:
+        job = sql.claim(session, runner_id=runner.id, arch=runner.arch,
+                        lease_seconds=body.lease_seconds)  # idle: a deferred commit
     session.commit()
     if job is None:
         return Response(status_code=204)

@@ -347,3 +347,8 @@ class PushOut(BaseModel):
                                        "MALLARD_PUSH_MAX_QUEUED, the newest ones)")
     jobs: list[int]
     ignored: str | None = None
+    deferred: int = Field(default=0, description="new commits beyond the cap: measured "
+                                        "later, newest first, when runners are idle")
+    unreachable: int = Field(default=0, description="commits a force-push took off the "
+                                           "branch (their results are kept)")
+    note: str | None = None

@@ -130,3 +130,44 @@ def set_state(alert: Alert, state: str) -> None:
 def set_label(alert: Alert, label: str | None) -> None:
     alert.label = label
     alert.updated_at = datetime.now(UTC)
+
+
+# -- verdict alerts (migration 0008) --------------------------------------------------------
+def changepoint_alert_on(session: Session, series_key: str, commit: str) -> bool:
+    """Whether change detection already alerted this series at this commit."""
+    return session.scalar(text(
+        "SELECT EXISTS (SELECT 1 FROM alerts WHERE series_key = :k AND first_bad_commit = :c "
+        "AND source = 'changepoint')"), {"k": series_key, "c": commit}) is True
+
+
+def verdict_alert_covers(session: Session, series_key: str, commit: str) -> bool:
+    """Whether a verdict alert on this commit groups a cell of this series."""
+    return session.scalar(text(
+        "SELECT EXISTS (SELECT 1 FROM alerts WHERE source = 'verdict' AND "
+        "first_bad_commit = :c AND cells @> CAST(:cell AS jsonb))"),
+        {"c": commit, "cell": f'[{{"series_key": "{series_key}"}}]'}) is True
+
+
+# Triage labels per series: a verdict alert counts once for every series it groups.
+_TRIAGE = text("""
+WITH per_series AS (
+    SELECT a.series_key, a.project, a.workload, a.threads, a.measure, a.arch, a.label
+    FROM alerts a WHERE a.source = 'changepoint'
+  UNION ALL
+    SELECT c->>'series_key', a.project, c->>'workload', CAST(c->>'threads' AS integer),
+           c->>'measure', a.arch, a.label
+    FROM alerts a, jsonb_array_elements(a.cells) c WHERE a.source = 'verdict'
+)
+SELECT series_key, project, workload, threads, measure, arch,
+       count(*) AS alerts,
+       count(*) FILTER (WHERE label = 'true_positive') AS true_positive,
+       count(*) FILTER (WHERE label = 'false_positive') AS false_positive
+FROM per_series
+WHERE (CAST(:project AS text) IS NULL OR project = :project)
+GROUP BY series_key, project, workload, threads, measure, arch
+ORDER BY project, workload, threads NULLS FIRST, measure, arch
+""")
+
+
+def triage_counts(session: Session, project: str | None) -> list[Any]:
+    return list(session.execute(_TRIAGE, {"project": project}))
