@@ -107,23 +107,28 @@ typedef struct mld_block_s {
 struct mld_heap_s;
 
 typedef struct mld_page_s {
-  /* set when the page is given a size class; read by any freeing thread */
-  uint8_t* start;              /* first block */
-  size_t block_size;
+  /* First cache line: everything free reads (start, area, magic,
+   * size_class, owner) and everything a block's return to its page or a
+   * refill from its free list touches (free, used, in_full), so those
+   * touch one line of a page struct, not two (they did: fragmentation
+   * returns most of its frees to pages, each a miss on both lines). */
+  uint8_t* start;              /* first block (set when the page gets a size class) */
   size_t area;                 /* reserved * block_size; 0 unless the page holds small blocks */
   uint64_t magic;              /* UINT64_MAX / block_size + 1: off * magic < magic iff off % block_size == 0 */
-  uint32_t reserved;           /* blocks that fit */
+  _Atomic(struct mld_heap_s*) owner;     /* NULL: abandoned or free */
+  mld_block_t* free;           /* local free list (owner only, or the central lock holder while abandoned) */
+  size_t block_size;
+  uint32_t used;               /* blocks not in free/thread_free (owner only) */
   uint8_t size_class;          /* < MLD_CLASSES, MLD_CLASS_HUGE or MLD_CLASS_NONE */
   uint8_t kind;
   uint8_t in_full;             /* in the owner's full list */
   uint8_t in_central;          /* abandoned, in a central list (central lock) */
   uint8_t fresh;               /* huge: a new mapping, still zero */
   uint8_t purged;              /* (free pages) memory given back to the OS */
-  _Atomic(struct mld_heap_s*) owner;     /* NULL: abandoned or free */
-  _Atomic(mld_block_t*) thread_free;     /* frees by other threads (one CAS each) */
-  /* owner only (or the central list lock holder while abandoned) */
-  mld_block_t* free;           /* local free list */
-  uint32_t used;               /* blocks not in free/thread_free */
+  /* second line: frees by other threads (one CAS each: kept off the line
+   * every free reads), carving, lists, and what free pages need */
+  _Atomic(mld_block_t*) thread_free;
+  uint32_t reserved;           /* blocks that fit */
   uint32_t capacity;           /* blocks carved so far (lazy) */
   struct mld_page_s* next;
   struct mld_page_s* prev;
@@ -133,6 +138,8 @@ typedef struct mld_page_s {
   uint64_t freed_at_ms;
 } __attribute__((aligned(128))) mld_page_t;   /* a power of two: page index -> address is one shift */
 _Static_assert(sizeof(mld_page_t) == 128, "mld_page_t should be 128 bytes");
+_Static_assert(offsetof(mld_page_t, purged) < MLD_CACHE_LINE && offsetof(mld_page_t, thread_free) == MLD_CACHE_LINE,
+               "free's fields in the first cache line of a page struct, thread_free in the second");
 #define MLD_PAGE_STRUCT_SHIFT 7
 
 typedef struct mld_segment_s {
