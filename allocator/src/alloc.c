@@ -110,6 +110,7 @@ void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
 
 /* Not a small block of ours: a huge block, or misuse. */
 void _mld_alloc_free_slow(void* p, mld_page_t* page) {
+  if (p == NULL) return;   /* the fast path's one range test sends NULL here */
   int saved = errno;
   if (page != NULL && page->size_class == MLD_CLASS_HUGE && p == page->start) {
     mld_heap_t* h = _mld_heap_tls;

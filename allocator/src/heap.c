@@ -156,22 +156,37 @@ static void mld_heap_release_page(mld_heap_t* h, mld_page_t* page) {
   _mld_segment_page_free(page);
 }
 
-/* A block goes back to its page: ours (local list) or another's (CAS). */
-void _mld_heap_return_block(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
-  if (atomic_load_explicit(&page->owner, memory_order_relaxed) != h) {
-    _mld_page_free_remote(page, b);
-    return;
-  }
+/* A block of our page was just pushed onto its free list: a page on the
+ * full list is available again, an empty one goes back to its segment
+ * unless it is the class's only available page. */
+static void mld_heap_page_fixup(mld_heap_t* h, mld_page_t* page) {
   unsigned c = page->size_class;
-  b->next = page->free;
-  page->free = b;
-  page->used--;
   if (page->in_full) {
     _mld_page_list_remove(&h->full[c], page);
     page->in_full = 0;
     _mld_page_list_push_back(&h->avail[c], page);
   }
   if (page->used == 0 && h->avail[c].count > 1) mld_heap_release_page(h, page);
+}
+
+/* n blocks back to their pages (the transfer cache was full, or a bin is
+ * drained): the common case - our page, neither on the full list nor left
+ * empty - is a push onto its free list and a decrement, with the page
+ * found through the segment byte map (no segment header read). This is
+ * the path most frees of a burst take when the burst overflows the
+ * transfer cache (fragmentation: 78 k of 100 k frees). */
+static void mld_heap_return_blocks(mld_heap_t* h, void** batch, unsigned n) {
+  for (unsigned i = 0; i < n; i++) {
+    mld_block_t* b = (mld_block_t*)batch[i];
+    mld_page_t* page = mld_page_of_known(b);
+    if (mld_unlikely(atomic_load_explicit(&page->owner, memory_order_relaxed) != h)) {
+      _mld_page_free_remote(page, b);
+      continue;
+    }
+    b->next = page->free;
+    page->free = b;
+    if (mld_unlikely((--page->used == 0) | page->in_full)) mld_heap_page_fixup(h, page);
+  }
 }
 
 /* page was just taken over from the central list (owner is h). */
@@ -190,7 +205,7 @@ static void mld_heap_release(mld_heap_t* h, unsigned c, mld_stack_t* s, uint32_t
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
   } else {
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
-    for (unsigned i = 0; i < n; i++) _mld_heap_return_block(h, mld_page_of_known(batch[i]), (mld_block_t*)batch[i]);
+    mld_heap_return_blocks(h, batch, n);
   }
   s->top = batch;
 }
@@ -307,7 +322,7 @@ void _mld_heap_collect(mld_heap_t* h, bool force) {
       void* batch[MLD_MAX_BATCH];
       unsigned got;
       while ((got = _mld_transfer_remove(h->stats, c, batch, n)) != 0)
-        for (unsigned i = 0; i < got; i++) _mld_heap_return_block(h, mld_page_of_known(batch[i]), (mld_block_t*)batch[i]);
+        mld_heap_return_blocks(h, batch, got);
     }
   }
   for (unsigned c = 0; c < MLD_CLASSES; c++) {
@@ -351,7 +366,7 @@ static void mld_heap_drain_stack(mld_heap_t* h, unsigned c, mld_stack_t* s, bool
       mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
     } else {
       to_transfer = false;   /* full: the rest goes back to the pages too */
-      for (unsigned i = 0; i < k; i++) _mld_heap_return_block(h, mld_page_of_known(batch[i]), (mld_block_t*)batch[i]);
+      mld_heap_return_blocks(h, batch, k);
     }
     s->top = batch;
   }

@@ -107,23 +107,28 @@ typedef struct mld_block_s {
 struct mld_heap_s;
 
 typedef struct mld_page_s {
-  /* set when the page is given a size class; read by any freeing thread */
-  uint8_t* start;              /* first block */
-  size_t block_size;
+  /* First cache line: everything free reads (start, area, magic,
+   * size_class, owner) and everything a block's return to its page or a
+   * refill from its free list touches (free, used, in_full), so those
+   * touch one line of a page struct, not two (they did: fragmentation
+   * returns most of its frees to pages, each a miss on both lines). */
+  uint8_t* start;              /* first block (set when the page gets a size class) */
   size_t area;                 /* reserved * block_size; 0 unless the page holds small blocks */
   uint64_t magic;              /* UINT64_MAX / block_size + 1: off * magic < magic iff off % block_size == 0 */
-  uint32_t reserved;           /* blocks that fit */
+  _Atomic(struct mld_heap_s*) owner;     /* NULL: abandoned or free */
+  mld_block_t* free;           /* local free list (owner only, or the central lock holder while abandoned) */
+  size_t block_size;
+  uint32_t used;               /* blocks not in free/thread_free (owner only) */
   uint8_t size_class;          /* < MLD_CLASSES, MLD_CLASS_HUGE or MLD_CLASS_NONE */
   uint8_t kind;
   uint8_t in_full;             /* in the owner's full list */
   uint8_t in_central;          /* abandoned, in a central list (central lock) */
   uint8_t fresh;               /* huge: a new mapping, still zero */
   uint8_t purged;              /* (free pages) memory given back to the OS */
-  _Atomic(struct mld_heap_s*) owner;     /* NULL: abandoned or free */
-  _Atomic(mld_block_t*) thread_free;     /* frees by other threads (one CAS each) */
-  /* owner only (or the central list lock holder while abandoned) */
-  mld_block_t* free;           /* local free list */
-  uint32_t used;               /* blocks not in free/thread_free */
+  /* second line: frees by other threads (one CAS each: kept off the line
+   * every free reads), carving, lists, and what free pages need */
+  _Atomic(mld_block_t*) thread_free;
+  uint32_t reserved;           /* blocks that fit */
   uint32_t capacity;           /* blocks carved so far (lazy) */
   struct mld_page_s* next;
   struct mld_page_s* prev;
@@ -133,6 +138,8 @@ typedef struct mld_page_s {
   uint64_t freed_at_ms;
 } __attribute__((aligned(128))) mld_page_t;   /* a power of two: page index -> address is one shift */
 _Static_assert(sizeof(mld_page_t) == 128, "mld_page_t should be 128 bytes");
+_Static_assert(offsetof(mld_page_t, purged) < MLD_CACHE_LINE && offsetof(mld_page_t, thread_free) == MLD_CACHE_LINE,
+               "free's fields in the first cache line of a page struct, thread_free in the second");
 #define MLD_PAGE_STRUCT_SHIFT 7
 
 typedef struct mld_segment_s {
@@ -272,7 +279,6 @@ MLD_HIDDEN void _mld_heap_publish(mld_heap_t* h);
 MLD_HIDDEN void _mld_heap_fork_prepare(void);
 MLD_HIDDEN void _mld_heap_fork_parent(void);
 MLD_HIDDEN void _mld_heap_fork_child(void);
-MLD_HIDDEN void _mld_heap_return_block(mld_heap_t* h, mld_page_t* page, mld_block_t* b);
 MLD_HIDDEN void _mld_heap_adopted(mld_heap_t* h, mld_page_t* page);
 
 /* ---- pages (page.c) ----------------------------------------------------- */
@@ -314,7 +320,7 @@ MLD_HIDDEN void _mld_central_fork_child(void);
 /* One byte per 4 MiB of the address space (64 MiB of zero-page-backed bss,
  * touched only where segments are): 0, or the page shift of the segment
  * that starts there (63 for a huge block's). */
-extern MLD_HIDDEN _Atomic(uint8_t) _mld_segmap[(size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)];
+extern MLD_HIDDEN _Atomic(uint8_t) _mld_segmap[((size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)) + 1];
 MLD_HIDDEN void _mld_segment_init(void);
 MLD_HIDDEN mld_page_t* _mld_segment_page_alloc(unsigned kind);
 MLD_HIDDEN void _mld_segment_page_free(mld_page_t* page);
@@ -333,7 +339,10 @@ MLD_HIDDEN void _mld_segment_fork_child(void);
  * gives their page shift, so the segment header is not read. */
 static inline mld_page_t* mld_page_of(const void* p) {
   uintptr_t a = (uintptr_t)p;
-  if (mld_unlikely(a >> MLD_VA_BITS)) return NULL;
+  /* NULL and addresses past the map in one test (NULL wraps around): free
+   * takes NULL to its slow path, which returns; a = 2^48 passes and reads
+   * the map's last byte, always 0 */
+  if (mld_unlikely((a - 1) >> MLD_VA_BITS)) return NULL;
   unsigned shift = atomic_load_explicit(&_mld_segmap[a >> MLD_SEGMENT_SHIFT], memory_order_relaxed);
   if (mld_unlikely(shift == 0)) return NULL;
   /* &seg->pages[i], as one address: helps the compiler keep one base */
@@ -342,10 +351,14 @@ static inline mld_page_t* mld_page_of(const void* p) {
   return (mld_page_t*)page;
 }
 
+/* The page of a block known to be in a segment of ours: through the byte
+ * map too (hot: every free reads it), not the segment header. */
 static inline mld_page_t* mld_page_of_known(const void* p) {
   uintptr_t a = (uintptr_t)p;
-  mld_segment_t* seg = (mld_segment_t*)(a & ~MLD_SEGMENT_MASK);
-  return &seg->pages[(a & MLD_SEGMENT_MASK) >> seg->page_shift];
+  unsigned shift = atomic_load_explicit(&_mld_segmap[a >> MLD_SEGMENT_SHIFT], memory_order_relaxed);
+  uintptr_t page = (a & ~MLD_SEGMENT_MASK) + offsetof(mld_segment_t, pages) +
+                   (((a & MLD_SEGMENT_MASK) >> shift) << MLD_PAGE_STRUCT_SHIFT);
+  return (mld_page_t*)page;
 }
 
 /* Is p the start of a block of this (small/medium) page? */
@@ -478,8 +491,7 @@ static inline void* mld_malloc_inline(size_t size) {
 /* free without the canary: the body of every free (and of frees the slow
  * paths hand back to it, which must not pay the canary twice) */
 static inline void mld_free_block_inline(void* p) {
-  if (mld_unlikely(p == NULL)) return;
-  mld_page_t* page = mld_page_of(p);
+  mld_page_t* page = mld_page_of(p);   /* NULL for p == NULL too */
   if (mld_unlikely(page == NULL)) { _mld_alloc_free_slow(p, NULL); return; }
   /* pages not holding small blocks (free, header, huge) have area 0, so this
    * one check also rejects them: then the size class is a valid bin index */

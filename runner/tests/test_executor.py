@@ -201,9 +201,9 @@ def cachegrind_counts(ex: Executor, c: Cell, runs: int = 3) -> list[dict[str, fl
 def test_deterministic_counters_repeat_within_a_tenth_of_a_percent(
         make_settings, real_mallard, tmp_path, workload):
     """One thread, the quick suite's small params, glibc and mallard: three runs each give
-    instructions within +-0.1% of their median, and D1 and LLC misses too (or within +-10
-    counts: a few thousand misses wobble by a few, which the API's absolute floor of 20
-    counts absorbs)."""
+    instructions within +-0.1% of their median, and D1 and LLC misses too (or within +-20
+    counts, the API's absolute floor: a few thousand misses wobble by a few; mallard's rpc
+    has ~6,000 LLC misses since it stopped loading libstdc++ and moved by up to 17)."""
     quick = load_suite("quick", RunnerSettings().suites_dir)
     (case,) = [c for c in expand(quick, [workload], [1])]
     assert case.deterministic_params is not None
@@ -223,7 +223,7 @@ def test_deterministic_counters_repeat_within_a_tenth_of_a_percent(
             values = [r[measure] for r in runs]
             med = float(np.median(values))
             dev = max(abs(v / med - 1) for v in values)
-            wobble = 0 if measure == "instructions" else 10
+            wobble = 0 if measure == "instructions" else 20
             assert dev <= 0.001 or max(abs(v - med) for v in values) <= wobble, (
                 target.label, measure, values)
 
