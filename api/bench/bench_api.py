@@ -21,6 +21,7 @@ test: nothing here passes or fails on a timing.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import random
@@ -51,6 +52,7 @@ WORKLOADS = [("larson", t) for t in (1, 2, 4, 8, 16)] + [("rpc", t) for t in (1,
 ALLOCATORS = [("mallard", ""), ("mallard", "transfer=ring"), ("glibc", ""), ("jemalloc", ""),
               ("mimalloc", "")]
 TESTBEDS = ["x86_64", "aarch64"]
+JSON = {"Content-Type": "application/json"}
 
 
 def pct(values: list[float], p: float) -> float:
@@ -178,12 +180,13 @@ def ingest(base: str, token: str, clients: int, posts: int, batch: int
                 "testbed": testbed, "trials": trials}
 
     def worker(i: int) -> None:
-        bodies = [body(i) for _ in range(posts)]
-        with httpx.Client(base_url=base, headers=headers, timeout=120) as c:
+        # encoded before the clock starts: a runner's JSON encoding is not the API's cost
+        bodies = [json.dumps(body(i)).encode() for _ in range(posts)]
+        with httpx.Client(base_url=base, headers={**headers, **JSON}, timeout=120) as c:
             barrier.wait()
             for b in bodies:
                 t0 = time.perf_counter()
-                r = c.post("/api/v1/results", json=b)
+                r = c.post("/api/v1/results", content=b)
                 dt = time.perf_counter() - t0
                 r.raise_for_status()
                 with lock:
