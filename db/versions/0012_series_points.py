@@ -1,4 +1,6 @@
-"""The series' per-commit summary: `series_points` keeps, per commit, workload, testbed,
+"""Runners can be retired (`runners.retired_at`: no longer expected, so not exported as
+`mallard_runner_last_seen_timestamp_seconds` and not given push jobs; registering again
+brings a runner back), and the series' per-commit summary: `series_points` keeps, per commit, workload, testbed,
 allocator and measure, the sorted values of the valid, non-warm-up trials; a statement
 trigger on `trials` adds every inserted batch to it in the same transaction, so
 `GET /series` reads ~1000 short rows for a 1000-commit history instead of ~10,000 trial
@@ -35,6 +37,7 @@ SET vals = ARRAY(SELECT v FROM unnest(sp.vals || EXCLUDED.vals) v ORDER BY v)"""
 
 
 def upgrade() -> None:
+    op.execute("ALTER TABLE runners ADD COLUMN retired_at timestamptz")
     op.execute("""
 CREATE TABLE series_points (
     workload_id  integer NOT NULL REFERENCES workloads(id),
@@ -77,3 +80,4 @@ def downgrade() -> None:
     op.execute("DROP TABLE IF EXISTS series_points")
     op.execute("DROP AGGREGATE IF EXISTS mallard_array_cat(float8[])")
     op.execute("DROP FUNCTION IF EXISTS mallard_quantile(float8[], float8)")
+    op.execute("ALTER TABLE runners DROP COLUMN IF EXISTS retired_at")
