@@ -87,6 +87,8 @@ def test_alertmanager_config_routes_as_the_compose_alertmanager(rendered, overla
     assert config["apiVersion"] == "monitoring.coreos.com/v1alpha1"
     spec = config["spec"]
     assert spec["route"]["receiver"] == source["route"]["receiver"]
+    assert spec["route"]["matchers"] == [
+        {"name": "alertname", "value": "Mallard.+", "matchType": "=~"}]
     assert [r["receiver"] for r in spec["route"]["routes"]] == [
         r["receiver"] for r in source["route"]["routes"]]
     assert spec["route"]["routes"][0]["matchers"] == [

@@ -183,10 +183,14 @@ def _receiver(receiver: dict[str, Any]) -> dict[str, Any]:
 
 
 def alertmanager_config(alertmanager_file: Path) -> dict[str, Any]:
-    """alertmanager.yml as an AlertmanagerConfig: the same routes (the operator adds a
-    namespace matcher to the top route), receivers and inhibitions."""
+    """alertmanager.yml as an AlertmanagerConfig: the same routes under a top route for
+    Mallard's alerts, the same receivers and inhibitions."""
     data = yaml.safe_load(alertmanager_file.read_text())
     route = _route(data["route"])
+    # Mallard's alerts only, whatever their labels: MallardApiAbsent and the alerts on
+    # recording rules carry no `namespace`, so the operator's namespace matcher is turned
+    # off (alertmanagerConfigMatcherStrategy None, k8s/README.md) and this one scopes it.
+    route["matchers"] = [{"name": "alertname", "value": "Mallard.+", "matchType": "=~"}]
     inhibit = [{"sourceMatch": _matchers(r["source_matchers"]),
                 "targetMatch": _matchers(r["target_matchers"]), "equal": r.get("equal", [])}
                for r in data.get("inhibit_rules", [])]
