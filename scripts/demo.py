@@ -13,13 +13,13 @@ import argparse
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
+from mallard_api.harness import ApiProcess
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -28,16 +28,6 @@ STATE = ROOT / ".mallard"
 VENV_BIN = ROOT / ".venv" / "bin"
 PEERS = ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
 console = Console()
-
-
-def free_port(preferred: int) -> int:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", preferred))
-            return preferred
-        except OSError:
-            s.bind(("127.0.0.1", 0))
-            return int(s.getsockname()[1])
 
 
 def step(msg: str) -> None:
@@ -67,21 +57,6 @@ def stop(proc: subprocess.Popen[bytes] | None, name: str) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     step(f"stopped {name}")
-
-
-def wait_healthy(api: str, proc: subprocess.Popen[bytes], timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    with console.status("waiting for the API (embedded PostgreSQL starts and migrates first)"):
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise SystemExit(f"demo: the API exited ({proc.returncode}); see .mallard/api.log")
-            try:
-                if httpx.get(f"{api}/api/v1/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-    raise SystemExit("demo: the API did not become healthy; see .mallard/api.log")
 
 
 def pinned_cpu() -> str:
@@ -126,8 +101,8 @@ def main() -> int:
     if dirty:
         step("[yellow]note:[/] allocator/ has uncommitted changes; "
              "the demo measures the committed HEAD")
-    port = free_port(args.port)
-    api = f"http://127.0.0.1:{port}"
+    api_server = ApiProcess({}, log=STATE / "api.log", port=args.port, cwd=ROOT)
+    api = api_server.url
     env = dict(os.environ)
     env.pop("DATABASE_URL", None)  # embedded PostgreSQL, the default way
     env.update({"MALLARD_DATA_DIR": str(STATE / "pgdata"), "PATH": f"{VENV_BIN}:{env['PATH']}",
@@ -136,18 +111,21 @@ def main() -> int:
                 "MALLARD_REPO_URL_ALLOW": f"file://{ROOT}",
                 "MALLARD_PUBLIC_URL": api})
 
-    api_proc = runner_proc = None
+    api_server.env = env
+    keep_api = False
+    runner_proc = None
     try:
         step(f"starting the API on {api} (log: .mallard/api.log)")
-        api_proc = start("api", [str(VENV_BIN / "mallard-api"), "serve", "--host", "127.0.0.1",
-                                 "--port", str(port)], env)
-        wait_healthy(api, api_proc)
+        with console.status("waiting for the API (embedded PostgreSQL starts and migrates first)"):
+            try:
+                api_server.start(timeout=180)
+            except RuntimeError as exc:
+                raise SystemExit(f"demo: {str(exc).splitlines()[0]}; see .mallard/api.log") \
+                    from exc
         node = f"demo-{platform.node() or 'node'}"
         step("creating tokens with the admin CLI (stored hashed)")
-        runner_token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "runner",
-                            "--runner", node], env).splitlines()[-1]
-        user_token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "user"],
-                         env).splitlines()[-1]
+        runner_token = api_server.token("runner", node)
+        user_token = api_server.token("user")
         client = httpx.Client(base_url=api, timeout=30,
                               headers={"Authorization": f"Bearer {user_token}"})
         client.put("/api/v1/projects/mallard", json={
@@ -177,13 +155,17 @@ def main() -> int:
         step(f"the report: {api}/api/v1/comparisons/{comp['id']}/report")
         step(f"the page:   {api}/ui/comparisons/{comp['id']} (sign in with {user_token})")
         if args.keep:
-            step(f"--keep: API (pid {api_proc.pid}) and runner (pid {runner_proc.pid}) keep "
-                 f"running; stop them with: kill -TERM -{api_proc.pid} -{runner_proc.pid}")
-            api_proc = runner_proc = None
+            assert api_server.proc is not None
+            api_pid = api_server.proc.pid
+            step(f"--keep: API (pid {api_pid}) and runner (pid {runner_proc.pid}) keep "
+                 f"running; stop them with: kill -TERM -{api_pid} -{runner_proc.pid}")
+            keep_api, runner_proc = True, None
         return 0 if final["state"] == "done" else 1
     finally:
         stop(runner_proc, "runner agent")
-        stop(api_proc, "API and embedded PostgreSQL")
+        if not keep_api and api_server.proc is not None and api_server.proc.poll() is None:
+            api_server.stop(30)
+            step("stopped API and embedded PostgreSQL")
 
 
 if __name__ == "__main__":

@@ -46,7 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import mixed_load  # noqa: E402
 from mallard_api.db import migrate  # noqa: E402
-from mallard_api.embedded import EmbeddedPostgres, free_port  # noqa: E402
+from mallard_api.embedded import EmbeddedPostgres  # noqa: E402
+from mallard_api.harness import ApiProcess  # noqa: E402
 
 WORKLOADS = [("larson", t) for t in (1, 2, 4, 8, 16)] + [("rpc", t) for t in (1, 2, 4, 8, 16)]
 ALLOCATORS = [("mallard", ""), ("mallard", "transfer=ring"), ("glibc", ""), ("jemalloc", ""),
@@ -127,20 +128,6 @@ def bulk_load(url: str, n_trials: int, n_commits: int) -> tuple[float, int]:
         conn.execute("VACUUM ANALYZE")
         stored = conn.execute("SELECT count(*) FROM trials").fetchone()[0]  # type: ignore[index]
     return time.perf_counter() - start, int(stored)
-
-
-def wait_up(base: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit("bench: the API exited early")
-        try:
-            if httpx.get(f"{base}/api/v1/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("bench: the API did not come up")
 
 
 def ingest(base: str, token: str, clients: int, posts: int, batch: int
@@ -251,7 +238,8 @@ def main() -> int:
     base_dir = args.keep or Path(tempfile.mkdtemp(prefix="mallard-bench-"))
     base_dir.mkdir(parents=True, exist_ok=True)
     server = EmbeddedPostgres(base_dir / "pgdata")
-    api_proc = worker_proc = None
+    api: ApiProcess | None = None
+    worker_proc = None
     try:
         url = server.start()
         migrate(url, ROOT / "db")
@@ -269,18 +257,15 @@ def main() -> int:
         print(f"bench: loaded {stored:,} trials in {load_s:.1f}s", flush=True)
 
         token = secrets.token_urlsafe(24)
-        port = free_port()
         env = {**os.environ, "DATABASE_URL": url, "MALLARD_BOOTSTRAP_ADMIN_TOKEN": token,
                "MALLARD_MIGRATE_ON_START": "false", "MALLARD_REPO_URL_ALLOW": "file:///srv/git"}
         exe = shutil.which("mallard-api", path=str(Path(sys.executable).parent)) or "mallard-api"
         if args.analysis_process:
             env["MALLARD_ANALYSIS_POLL_SECONDS"] = "0"
             worker_proc = subprocess.Popen([exe, "analysis-worker"], env=env)
-        api_proc = subprocess.Popen([exe, "serve", "--host", "127.0.0.1", "--port", str(port),
-                                     "--log-level", "warning", "--workers", str(args.workers)],
-                                    env=env)
-        base = f"http://127.0.0.1:{port}"
-        wait_up(base, api_proc)
+        api = ApiProcess(env, args=("--log-level", "warning", "--workers", str(args.workers)))
+        api.start(timeout=120)
+        base = api.url
 
         phases = set(args.phases.split(","))
         ing_s, ing_n, post_lat, lat = float("nan"), 0, [float("nan")], [float("nan")]
@@ -296,7 +281,8 @@ def main() -> int:
             print(f"bench: mixed load, {args.mixed_clients} clients for "
                   f"{args.mixed_seconds:.0f} s ...", flush=True)
             postmaster = int((base_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
-            parts = {"API": api_proc.pid, "PostgreSQL": postmaster}
+            assert api.proc is not None
+            parts = {"API": api.proc.pid, "PostgreSQL": postmaster}
             if worker_proc is not None:
                 parts["analysis worker"] = worker_proc.pid
             before = {k: mixed_load.tree_cpu(p) for k, p in parts.items()}
@@ -348,13 +334,14 @@ def main() -> int:
         args.out.write_text(table + "\n")
         return 0
     finally:
-        for proc in (api_proc, worker_proc):
-            if proc is not None:
-                proc.terminate()
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        if api is not None:
+            api.stop(30)
+        if worker_proc is not None:
+            worker_proc.terminate()
+            try:
+                worker_proc.wait(30)
+            except subprocess.TimeoutExpired:
+                worker_proc.kill()
         server.stop()
         if args.keep is None:
             shutil.rmtree(base_dir, ignore_errors=True)

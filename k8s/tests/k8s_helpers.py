@@ -26,7 +26,8 @@ class _Loader(yaml.SafeLoader):
     unquoted, e.g. an AlertmanagerConfig matcher's matchType) as the string "="."""
 
 
-_Loader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
+_Loader.add_constructor("tag:yaml.org,2002:value",
+                        lambda loader, node: loader.construct_scalar(node))
 
 
 def kubectl() -> str:

@@ -2,7 +2,8 @@
 
 The schemas come from the kubernetes-validate package (no download). Objects of
 custom resources (CloudNativePG Cluster, Prometheus Operator ServiceMonitor,
-PrometheusRule and AlertmanagerConfig) are not in those schemas: test_crds.py checks their structure.
+PrometheusRule and AlertmanagerConfig) are not in those schemas: test_crds.py checks
+their structure.
 """
 
 from __future__ import annotations

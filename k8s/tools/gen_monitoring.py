@@ -173,8 +173,9 @@ def _receiver(receiver: dict[str, Any]) -> dict[str, Any]:
         var = re.fullmatch(r"\$\{(\w+)\}", str(hook["url"]))
         if not var or var[1] not in WEBHOOK_KEYS:
             raise ValueError(f"alertmanager.yml: webhook url {hook['url']!r} is not one of "
-                             f"{', '.join('${%s}' % k for k in WEBHOOK_KEYS)}")
-        item: dict[str, Any] = {"urlSecret": {"name": WEBHOOK_SECRET, "key": WEBHOOK_KEYS[var[1]]}}
+                             f"{', '.join('${' + k + '}' for k in WEBHOOK_KEYS)}")
+        secret = {"name": WEBHOOK_SECRET, "key": WEBHOOK_KEYS[var[1]]}
+        item: dict[str, Any] = {"urlSecret": secret}
         item.update({_camel(k): v for k, v in hook.items() if k != "url"})
         hooks.append(item)
     if hooks:
