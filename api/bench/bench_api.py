@@ -190,6 +190,18 @@ def ingest(base: str, token: str, clients: int, posts: int, batch: int
     return time.perf_counter() - start, sum(stored), latencies
 
 
+def wait_analysis(url: str, timeout: float = 300) -> None:
+    """Until the analysis queue is empty (or failed rows only)."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute("SELECT count(*) FROM analysis_queue WHERE failed_at IS NULL"
+                               ).fetchone()
+            if row is None or row[0] == 0:
+                return
+            time.sleep(0.2)
+
+
 def series_queries(base: str, token: str, n: int) -> list[float]:
     headers = {"Authorization": f"Bearer {token}"}
     rng = random.Random(7)
@@ -269,10 +281,20 @@ def main() -> int:
 
         phases = set(args.phases.split(","))
         ing_s, ing_n, post_lat, lat = float("nan"), 0, [float("nan")], [float("nan")]
+        assert api.proc is not None
+        postmaster = int((base_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
+        parts = {"API": api.proc.pid, "PostgreSQL": postmaster}
+        if worker_proc is not None:
+            parts["analysis worker"] = worker_proc.pid
+        ingest_cpu: dict[str, float] = {}
         if "ingest" in phases:
             print(f"bench: ingest, {args.clients} clients x {args.posts} posts x "
                   f"{args.batch} trials ...", flush=True)
+            before = {k: mixed_load.tree_cpu(p) for k, p in parts.items()}
             ing_s, ing_n, post_lat = ingest(base, token, args.clients, args.posts, args.batch)
+            # the analysis queued by the posts, done before the CPU is counted
+            wait_analysis(plain)
+            ingest_cpu = {k: mixed_load.tree_cpu(p) - before[k] for k, p in parts.items()}
         if "series" in phases:
             print(f"bench: series queries x {args.queries} ...", flush=True)
             lat = series_queries(base, token, args.queries)
@@ -280,11 +302,6 @@ def main() -> int:
         if "mixed" in phases:
             print(f"bench: mixed load, {args.mixed_clients} clients for "
                   f"{args.mixed_seconds:.0f} s ...", flush=True)
-            postmaster = int((base_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
-            assert api.proc is not None
-            parts = {"API": api.proc.pid, "PostgreSQL": postmaster}
-            if worker_proc is not None:
-                parts["analysis worker"] = worker_proc.pid
             before = {k: mixed_load.tree_cpu(p) for k, p in parts.items()}
             tally, elapsed = mixed_load.run(base, plain, args.mixed_clients, args.mixed_seconds)
             spent = {k: mixed_load.tree_cpu(p) - before[k] for k, p in parts.items()}
@@ -323,6 +340,9 @@ def main() -> int:
             f"**{ing_n / ing_s:,.0f} trials/s** ({ing_n:,} trials in {ing_s:.1f} s) |",
             f"| POST /results latency p50 / p95 | {statistics.median(pms):.0f} ms / "
             f"{pct(pms, 95):.0f} ms |",
+            "| CPU per post of " + f"{args.batch} trials, its analysis included | " + (", ".join(
+                f"{name} {1000 * sec * args.batch / max(1, ing_n):.1f} ms"
+                for name, sec in ingest_cpu.items()) or "-") + " |",
             f"| trials stored when querying | {total:,} |",
             f"| series query p50 / p95 / p99 ({len(ms)} queries, {args.commits} commits x "
             f"{points // max(1, args.commits)} trials per point) | {statistics.median(ms):.1f} ms "
