@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 from pydantic import ValidationError
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
 from mallard_api import db
 from mallard_api.config import Settings
@@ -87,7 +89,7 @@ def analysis_worker(poll_seconds: float = 1.0) -> None:
     CPU from requests."""
     import threading
 
-    from mallard_api.analysis_worker import AnalysisService, AnalysisWorker
+    from mallard_api.analysis.worker import AnalysisService, AnalysisWorker
 
     settings = load_settings()
     stop = threading.Event()
@@ -131,7 +133,7 @@ def db_url() -> None:
     typer.echo(url.replace("postgresql+psycopg://", "postgresql://"))
 
 
-def _session():  # type: ignore[no-untyped-def]
+def _session() -> tuple[Engine, Session]:
     settings = load_settings()
     url = db.database_url(settings)
     engine = db.make_engine(url, 1)

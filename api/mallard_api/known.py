@@ -22,7 +22,8 @@ from pathlib import Path
 import yaml
 
 KNOWN_PEERS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
-VARIANT_KEYS = ("transfer", "decay_ms", "on_misuse", "verbose", "remote")
+VARIANT_KEYS = ("transfer", "decay_ms", "on_misuse", "verbose", "remote", "canary_ns",
+                "canary_loops_per_us")
 
 
 class CatalogError(ValueError):

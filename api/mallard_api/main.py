@@ -25,8 +25,9 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 from starlette.responses import Response
 
-from mallard_api import analysis, db, errors
-from mallard_api.analysis_worker import AnalysisService, AnalysisWorker
+from mallard_api import db, errors
+from mallard_api.analysis import ingest
+from mallard_api.analysis.worker import AnalysisService, AnalysisWorker
 from mallard_api.auth import TokenCache
 from mallard_api.background import BackgroundLoop
 from mallard_api.config import Settings, get_settings
@@ -45,7 +46,7 @@ from mallard_api.routes import (
     series,
     webhooks,
 )
-from mallard_api.schemas import ErrorOut, Health
+from mallard_api.schemas.base import ErrorOut, Health
 from mallard_api.sql import deliveries
 from mallard_api.sql import jobs as job_sql
 from mallard_api.ui import routes as ui_routes
@@ -87,7 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         the analysis; forget old forge delivery ids."""
         with background() as session:
             ids = job_sql.requeue_expired(session, None)
-            queued = analysis.jobs_changed(session, ids)
+            queued = ingest.jobs_changed(session, ids)
             deliveries.prune(session, settings.webhook_delivery_keep_days)
             session.commit()
         if queued:

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from mallard_api.config import Settings
 from mallard_api.models.core import Project
-from mallard_api.schemas import PushOut
+from mallard_api.schemas.core import PushOut
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql

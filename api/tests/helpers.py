@@ -54,12 +54,21 @@ def results(trials: list[dict[str, Any]], *, job_id: int | None = None,
             "artifacts": None}
 
 
+def patch_analysis_settings(monkeypatch: Any, settings: Any) -> None:
+    """Make the analysis modules read `settings` where they read the process settings
+    (`get_settings`): a leaner bootstrap, webhook targets, the public URL."""
+    from mallard_api.analysis import alerts, comparisons
+
+    for module in (comparisons, alerts):
+        monkeypatch.setattr(module, "get_settings", lambda: settings)
+
+
 def run_analysis(app: Any, settings: Any = None) -> int:
     """Run the analysis that ingest queued, now, in this thread (the tests' apps run no
-    background worker): with `settings`, else the analysis' own (`analysis.get_settings`,
-    which tests patch for a leaner bootstrap). Returns how many queue items ran."""
-    from mallard_api import analysis
-    from mallard_api.analysis_worker import AnalysisWorker
+    background worker): with `settings`, else the analysis' own (`get_settings`, which
+    tests patch with `patch_analysis_settings`). Returns how many queue items ran."""
+    from mallard_api.analysis import comparisons
+    from mallard_api.analysis.worker import AnalysisWorker
 
     return AnalysisWorker(app.state.background_sessionmaker,
-                          settings or analysis.get_settings()).drain()
+                          settings or comparisons.get_settings()).drain()

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import run_analysis
-from mallard_api import analysis, notify
+from helpers import patch_analysis_settings, run_analysis
+from mallard_api import notify
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql.projects import CommitInfo
 from sqlalchemy import text
@@ -60,7 +60,7 @@ def alert_settings(monkeypatch, settings, receiver):
         "stats_bootstrap_resamples": 2000,
         "alert_webhooks": f"generic:{receiver.url('/generic')},slack:{receiver.url('/slack')}",
     })
-    monkeypatch.setattr(analysis, "get_settings", lambda: s)
+    patch_analysis_settings(monkeypatch, s)
     return s
 
 

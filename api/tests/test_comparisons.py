@@ -1,12 +1,11 @@
 """Comparisons through the API end to end (real PostgreSQL); the report format's own
-tests are in test_report.py."""
+tests are in analysis/test_report.py."""
 
 import uuid
 
 import numpy as np
 import pytest
-from helpers import run_analysis
-from mallard_api import analysis
+from helpers import patch_analysis_settings, run_analysis
 
 SHA_BASE = "1" * 40
 SHA_HEAD = "2" * 40
@@ -16,7 +15,7 @@ SHA_HEAD = "2" * 40
 def fast_analysis(monkeypatch, settings):
     """The analysis reads the process settings; use the test's, with a lean bootstrap."""
     s = settings.model_copy(update={"stats_bootstrap_resamples": 2000})
-    monkeypatch.setattr(analysis, "get_settings", lambda: s)
+    patch_analysis_settings(monkeypatch, s)
     return s
 
 

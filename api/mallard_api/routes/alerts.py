@@ -2,60 +2,24 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
-from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
-from mallard_api import analysis
+from mallard_api.analysis import alerts
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.deps import get_session
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.analysis import Alert
-from mallard_api.schemas import INT32_MAX, ErrorOut, InModel
+from mallard_api.schemas.analysis import AlertOut, LabelIn
+from mallard_api.schemas.base import INT32_MAX, ErrorOut
 from mallard_api.sql import alerts as sql
 
 router = APIRouter(prefix="/alerts", tags=["alerts"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
 DB = Annotated[Session, Depends(get_session)]
 AlertPath = Annotated[int, Path(ge=1, le=INT32_MAX)]
-
-
-class AlertOut(BaseModel):
-    """The v_alerts columns, plus the series identity and the medians around the change."""
-
-    alert_id: int
-    opened_at: datetime
-    updated_at: datetime
-    acknowledged_at: datetime | None
-    resolved_at: datetime | None
-    state: str
-    label: str | None
-    project: str
-    branch: str
-    workload: str
-    params: dict[str, Any]
-    threads: int | None
-    arch: str
-    testbed_fingerprint: str
-    measure: str
-    allocator: str
-    variant: str
-    first_bad_commit: str
-    last_good_commit: str | None
-    change_pct: float
-    ci_low_pct: float | None
-    ci_high_pct: float | None
-    p_value: float | None
-    before_median: float | None
-    after_median: float | None
-    text: str
-
-
-class LabelIn(InModel):
-    label: Literal["true_positive", "false_positive"] | None
 
 
 def alert_out(a: Alert) -> AlertOut:
@@ -113,7 +77,7 @@ def acknowledge(alert_id: AlertPath, session: DB, _: UserOrAdmin) -> AlertOut:
              responses={404: {"model": ErrorOut}})
 def resolve(alert_id: AlertPath, session: DB, _: UserOrAdmin) -> AlertOut:
     a = _load(session, alert_id, lock=True)
-    analysis.resolve(session, a)
+    alerts.resolve(session, a)
     session.commit()
     return alert_out(a)
 

@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse
-from pydantic import AfterValidator, BaseModel, Field, StringConstraints, field_validator
 from sqlalchemy.orm import Session
 
-from mallard_api import analysis
+from mallard_api.analysis import comparisons
+from mallard_api.analysis.hypothesis import hypothesis_outcome, parse_hypothesis
+from mallard_api.analysis.report import is_counter
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
-from mallard_api.fields import GitRef, Peer, Variant, Word, check_text
 from mallard_api.models.analysis import Comparison
-from mallard_api.report import hypothesis_outcome, is_counter, parse_hypothesis
-from mallard_api.schemas import INT32_MAX, Arch, ErrorOut, InModel, Threads, Warmup, Workloads
+from mallard_api.schemas.analysis import (
+    CellOut,
+    ComparisonDetail,
+    ComparisonIn,
+    ComparisonOut,
+    HypothesisCheck,
+    JobRef,
+    PeerOut,
+)
+from mallard_api.schemas.base import INT32_MAX, ErrorOut
 from mallard_api.sql import comparisons as sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import projects as project_sql
@@ -28,122 +35,6 @@ router = APIRouter(prefix="/comparisons", tags=["comparisons"], route_class=Stri
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
 DB = Annotated[Session, Depends(get_session)]
 ComparisonPath = Annotated[int, Path(ge=1, le=INT32_MAX)]
-
-class Side(InModel):
-    """One side: a full sha or a git ref name (never an option), and a variant of known
-    keys."""
-
-    commit: GitRef
-    variant: Variant | None = None
-
-
-class ComparisonIn(InModel):
-    project: Annotated[str, StringConstraints(min_length=1, max_length=200),
-                       AfterValidator(check_text)]
-    base: Side
-    head: Side
-    workloads: Workloads | None = None
-    threads: Threads | None = None
-    trials: Annotated[int, Field(ge=2, le=1000)] | None = None
-    warmup: Warmup | None = None
-    arch: Arch | None = None
-    hypothesis: Annotated[str, StringConstraints(max_length=200)] | None = None
-    peers: Annotated[list[Peer], Field(max_length=20)] | None = None
-    suite: Word | None = None
-    max_follow_ups: Annotated[int, Field(ge=0, le=5)] | None = None
-
-    @field_validator("hypothesis")
-    @classmethod
-    def _hypothesis(cls, v: str | None) -> str | None:
-        parse_hypothesis(v)  # ValueError -> 422 naming body.hypothesis
-        return v.strip() if v else None
-
-
-class JobRef(BaseModel):
-    job_id: int
-    round: int
-    trials: int
-    state: str
-
-
-class CellOut(BaseModel):
-    workload: str
-    params: dict[str, Any]
-    threads: int | None
-    measure: str
-    higher_is_better: bool
-    base_median: float | None
-    head_median: float | None
-    ratio: float | None
-    diff_pct: float | None
-    ci_low_pct: float | None
-    ci_high_pct: float | None
-    p_value: float | None
-    p_adjusted: float | None
-    n_base: int
-    n_head: int
-    robust_base: int
-    robust_head: int
-    verdict: str  # same | improved | regressed | unknown; diagnostic for a diagnostic measure
-    mde_pct: float | None = None  # minimum detectable effect at 80% power
-    line: str
-
-
-class PeerOut(BaseModel):
-    workload: str
-    params: dict[str, Any]
-    allocator: str
-    median: float
-
-
-class ComparisonOut(BaseModel):
-    id: int
-    project: str
-    arch: str
-    state: str
-    base: dict[str, Any]
-    head: dict[str, Any]
-    base_label: str
-    head_label: str
-    workloads: list[str] | None
-    threads: list[int] | None
-    suite: str
-    trials: int
-    warmup: int
-    peers: list[str]
-    hypothesis: str | None
-    follow_ups: int
-    max_follow_ups: int
-    testbed_fingerprint: str | None
-    cpu_model: str | None
-    note: str | None
-    counts: dict[str, int]
-    jobs: list[JobRef]
-    created_at: datetime
-    updated_at: datetime
-    finished_at: datetime | None
-
-
-class HypothesisCheck(BaseModel):
-    workload: str
-    params: dict[str, Any]
-    threads: int | None
-    measure: str
-    expected_low_pct: float
-    expected_high_pct: float
-    diff_pct: float | None
-    ci_low_pct: float | None
-    ci_high_pct: float | None
-    outcome: str  # held | undecided | not held (...)
-
-
-class ComparisonDetail(ComparisonOut):
-    cells: list[CellOut]
-    counters: list[CellOut]  # the allocator-counter cells (also in cells)
-    peer_medians: list[PeerOut]
-    hypothesis_checks: list[HypothesisCheck]
-    report: str
-
 
 def comparison_out(session: Session, c: Comparison) -> dict[str, Any]:
     return dict(
@@ -180,7 +71,7 @@ def create_comparison(body: ComparisonIn, request: Request, session: DB, _: User
     head = body.head.model_dump()
     comp = sql.create(
         session, project_id=project.id, project=project.name, arch=arch, base=base, head=head,
-        base_label=analysis.allocator_label(base), head_label=analysis.allocator_label(head),
+        base_label=comparisons.allocator_label(base), head_label=comparisons.allocator_label(head),
         workloads=body.workloads, threads=body.threads, suite=suite,
         trials=trials, warmup=settings.warmup if body.warmup is None else body.warmup,
         peers=body.peers or [], hypothesis=body.hypothesis,
@@ -189,7 +80,7 @@ def create_comparison(body: ComparisonIn, request: Request, session: DB, _: User
         hypothesis_measure=hyp.measure if hyp else None, state="queued",
         max_follow_ups=(settings.comparison_max_follow_ups
                         if body.max_follow_ups is None else body.max_follow_ups))
-    spec = analysis.comparison_spec(
+    spec = comparisons.comparison_spec(
         comp, project_repo=project.repo_url, allocator_dir=project.allocator_dir,
         workloads=body.workloads, threads=body.threads, trials=trials, peers=comp.peers)
     job = job_sql.enqueue(session, kind="comparison", arch=arch, spec=spec,
@@ -226,24 +117,24 @@ def get_comparison(comparison_id: ComparisonPath, session: DB, _: AnyRole) -> Co
     comp = _load(session, comparison_id)
     rows = sql.cells(session, comp.id)
     cells = [CellOut.model_validate(c, from_attributes=True) for c in rows]
-    hyp = analysis.hypothesis_of(comp)
+    hyp = comparisons.hypothesis_of(comp)
     checks = [] if hyp is None else [
         HypothesisCheck(
             workload=c.workload, params=c.params, threads=c.threads, measure=c.measure,
             expected_low_pct=hyp.low_pct, expected_high_pct=hyp.high_pct,
             diff_pct=c.diff_pct, ci_low_pct=c.ci_low_pct, ci_high_pct=c.ci_high_pct,
-            outcome=hypothesis_outcome(hyp, analysis.cell_stats(c)))
+            outcome=hypothesis_outcome(hyp, comparisons.cell_stats(c)))
         for c in rows if c.measure == hyp.measure
     ]
     return ComparisonDetail(
         **comparison_out(session, comp), cells=cells,
         counters=[c for c in cells if is_counter(c.measure)],
         peer_medians=[PeerOut(**p) for p in comp.peer_medians or []],
-        hypothesis_checks=checks, report=analysis.render_report(session, comp))
+        hypothesis_checks=checks, report=comparisons.render_report(session, comp))
 
 
 @router.get("/{comparison_id}/report", response_class=PlainTextResponse,
             responses={200: {"content": {"text/plain": {}}}, 404: {"model": ErrorOut}})
 def get_report(comparison_id: ComparisonPath, session: DB, _: AnyRole) -> PlainTextResponse:
     comp = _load(session, comparison_id)
-    return PlainTextResponse(analysis.render_report(session, comp))
+    return PlainTextResponse(comparisons.render_report(session, comp))

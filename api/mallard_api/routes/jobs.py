@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from sqlalchemy.orm import Session
 
-from mallard_api import analysis
+from mallard_api.analysis import ingest
 from mallard_api.auth import (
     AnyRole,
     Principal,
@@ -21,11 +21,10 @@ from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.known import Catalog
 from mallard_api.models.core import Job
-from mallard_api.schemas import (
-    INT64_MAX,
+from mallard_api.schemas.base import INT64_MAX, ErrorOut
+from mallard_api.schemas.core import (
     AttemptOut,
     ClaimIn,
-    ErrorOut,
     FailIn,
     JobDetail,
     JobIn,
@@ -70,7 +69,7 @@ def claim(body: ClaimIn, session: DB, p: RunnerOrAdmin,
     if body.lease_seconds > settings.lease_seconds_max:
         raise field_error(422, ["body", "lease_seconds"],
                           f"at most {settings.lease_seconds_max} seconds")
-    analysis.jobs_changed(session, sql.requeue_expired(session, runner.arch))
+    ingest.jobs_changed(session, sql.requeue_expired(session, runner.arch))
     job = sql.claim(session, runner_id=runner.id, arch=runner.arch,
                     lease_seconds=body.lease_seconds)
     session.commit()
@@ -109,7 +108,7 @@ def fail(job_id: JobPath, body: FailIn, request: Request, session: DB, p: Runner
     if job is None:
         raise field_error(409, ["path", "job_id"],
                           f"job {job_id} is not running for runner {runner.id}", "lease_lost")
-    analysis.jobs_changed(session, [job_id])  # a comparison settles when its job fails
+    ingest.jobs_changed(session, [job_id])  # a comparison settles when its job fails
     session.commit()
     request.app.state.analysis.wake()
     return job_out(job)

@@ -13,7 +13,8 @@ from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.core import Project
-from mallard_api.schemas import BranchOut, CommitOut, ErrorOut, Membership, ProjectIn, ProjectOut
+from mallard_api.schemas.base import ErrorOut
+from mallard_api.schemas.core import BranchOut, CommitOut, Membership, ProjectIn, ProjectOut
 from mallard_api.sql import projects as sql
 from mallard_api.urls import check_repo_url, parse_allow_list
 

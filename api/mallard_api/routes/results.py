@@ -11,13 +11,14 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy.orm import Session
 
-from mallard_api import analysis
+from mallard_api.analysis import ingest
 from mallard_api.auth import Principal, RunnerOrAdmin, check_runner, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.metrics import TRIALS_INGESTED
-from mallard_api.schemas import ErrorOut, ResultsIn, ResultsOut
+from mallard_api.schemas.base import ErrorOut
+from mallard_api.schemas.core import ResultsIn, ResultsOut
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import results as sql
@@ -108,7 +109,7 @@ def post_results(body: ResultsIn, request: Request, session: DB, p: RunnerOrAdmi
     completed = False
     if body.job_id is not None:
         completed = job_sql.complete(session, job_id=body.job_id, runner_id=runner_id)
-    queued = analysis.after_ingest(session, job_id=body.job_id, trial_ids=new_ids,
+    queued = ingest.after_ingest(session, job_id=body.job_id, trial_ids=new_ids,
                                    job_completed=completed, job=job)
     session.commit()
     if queued:

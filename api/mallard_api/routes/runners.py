@@ -11,7 +11,8 @@ from mallard_api.auth import Admin, AnyRole, RunnerOrAdmin, check_runner, field_
 from mallard_api.deps import get_session
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.core import Runner
-from mallard_api.schemas import INT32_MAX, ErrorOut, Heartbeat, RunnerOut, RunnerRegister
+from mallard_api.schemas.base import INT32_MAX, ErrorOut
+from mallard_api.schemas.core import Heartbeat, RunnerOut, RunnerRegister
 from mallard_api.sql import runners as sql
 
 router = APIRouter(prefix="/runners", tags=["runners"], route_class=StrictJsonRoute,

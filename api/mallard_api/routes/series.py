@@ -12,7 +12,8 @@ from mallard_api.auth import AnyRole, field_error
 from mallard_api.deps import get_session
 from mallard_api.errors import StrictJsonRoute, printable, strict_json
 from mallard_api.fields import check_json
-from mallard_api.schemas import INT32_MAX, ErrorOut, SeriesOut
+from mallard_api.schemas.base import INT32_MAX, ErrorOut
+from mallard_api.schemas.core import SeriesOut
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import series as sql
 from mallard_api.sql.results import canonical_params

@@ -41,7 +41,8 @@ from mallard_api.errors import StrictJsonRoute, printable, strict_json
 from mallard_api.fields import FullSha, GitRef
 from mallard_api.models.core import Project
 from mallard_api.pushes import chain, handle_push
-from mallard_api.schemas import ErrorOut, Name, PlainPush, PushOut, Sha, Text
+from mallard_api.schemas.base import ErrorOut, Name, Sha, Text
+from mallard_api.schemas.core import PlainPush, PushOut
 from mallard_api.sql import deliveries
 from mallard_api.sql import projects as project_sql
 

@@ -62,8 +62,9 @@ def touched_series(session: Session, trial_ids: list[int]) -> list[TouchedSeries
 
 
 def measure_direction(session: Session, name: str) -> bool | None:
-    return session.scalar(text("SELECT higher_is_better FROM measures WHERE name = :n"),
-                          {"n": name})
+    value = session.scalar(text("SELECT higher_is_better FROM measures WHERE name = :n"),
+                           {"n": name})
+    return None if value is None else bool(value)
 
 
 def add_change_point(session: Session, **fields: Any) -> bool:

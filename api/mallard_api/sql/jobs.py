@@ -175,7 +175,8 @@ def complete(session: Session, *, job_id: int, runner_id: int | None) -> bool:
 
 def active_commit_job(session: Session, *, project_id: int, sha: str, arch: str) -> int | None:
     """A queued/running/done commit job for this commit and arch (webhook re-deliveries)."""
-    return session.scalar(text(
+    value = session.scalar(text(
         "SELECT id FROM jobs WHERE kind = 'commit' AND project_id = :p AND arch = :a "
         "AND spec ->> 'commit' = :sha AND state IN ('queued', 'running', 'done') LIMIT 1"),
         {"p": project_id, "a": arch, "sha": sha})
+    return None if value is None else int(value)

@@ -30,7 +30,8 @@ def get(session: Session, name: str, *, lock: bool = False) -> Project | None:
 
 
 def id_of(session: Session, name: str) -> int | None:
-    return session.scalar(text("SELECT id FROM projects WHERE name = :n"), {"n": name})
+    value = session.scalar(text("SELECT id FROM projects WHERE name = :n"), {"n": name})
+    return None if value is None else int(value)
 
 
 def list_all(session: Session) -> list[Project]:

@@ -14,7 +14,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from mallard_api.models.core import Measure
-from mallard_api.schemas import ResultsIn, TrialIn
+from mallard_api.schemas.core import ResultsIn, TrialIn
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql
 
@@ -127,7 +127,7 @@ def ensure_allocators(session: Session, wanted: set[AllocKey]) -> dict[AllocKey,
         return {c: [k[i] for k in keys] for i, c in enumerate(ALLOC_COLS)}
 
     def select(keys: list[AllocKey]) -> dict[AllocKey, int]:
-        return {tuple(r[1:]): int(r[0])  # type: ignore[misc]
+        return {tuple(r[1:]): int(r[0])
                 for r in session.execute(_SELECT_ALLOCATORS, args(keys))}
 
     found = select(sorted(wanted))

@@ -14,7 +14,7 @@ _LOOKUP = text("SELECT id, role, runner_name FROM api_tokens "
 def lookup(session: Session, token_sha256: str) -> Row[tuple[int, str, str | None]] | None:
     """The active token with this hash: (id, role, runner_name); every request asks, so
     it is one plain statement."""
-    return session.execute(_LOOKUP, {"h": token_sha256}).first()  # type: ignore[return-value]
+    return session.execute(_LOOKUP, {"h": token_sha256}).first()
 
 
 def create(session: Session, *, token_sha256: str, role: str, runner_name: str | None,

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from mallard_api import stats
+from mallard_api.analysis import stats
 from mallard_api.models.core import Commit, Project
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import pages as pages_sql

@@ -13,7 +13,9 @@ from typing import Any
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
-from mallard_api import analysis, report, stats
+from mallard_api.analysis import comparisons, report, stats
+from mallard_api.analysis.hypothesis import hypothesis_outcome
+from mallard_api.analysis.measures import THROUGHPUT
 from mallard_api.models.analysis import Comparison, ComparisonCell
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import pages as pages_sql
@@ -81,7 +83,7 @@ def _mde(cell: ComparisonCell) -> str | None:
 
 
 def cell_view(cell: ComparisonCell, unit: str, anchor: str) -> CellView:
-    s = analysis.cell_stats(cell)
+    s = comparisons.cell_stats(cell)
     hw = s.half_width_pct
     return CellView(
         measure=cell.measure, unit=unit, verdict=cell.verdict,
@@ -134,7 +136,7 @@ def peer_ratios(peer_medians: dict[str, float], throughput: ComparisonCell | Non
 def build(session: Session, comp: Comparison) -> dict[str, Any]:
     cells = cmp_sql.cells(session, comp.id)
     units = pages_sql.measure_units(session)
-    hyp = analysis.hypothesis_of(comp)
+    hyp = comparisons.hypothesis_of(comp)
     values: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     for t in cmp_sql.trials(session, comp.id):
         if t.testbed_fingerprint != comp.testbed_fingerprint or t.label not in ("base", "head"):
@@ -166,7 +168,7 @@ def build(session: Session, comp: Comparison) -> dict[str, Any]:
                     g.counters_still.append(f"{c.measure} {view.base}")
                 continue
             if hyp is not None and c.measure == hyp.measure:
-                view.hypothesis = report.hypothesis_outcome(hyp, analysis.cell_stats(c))
+                view.hypothesis = hypothesis_outcome(hyp, comparisons.cell_stats(c))
                 held.append(view.hypothesis == "held")
             if is_primary(c, hyp.measure if hyp else None):
                 view.plot = trial_plot(c, unit, values.get((workload, pk, c.measure, "base"), []),
@@ -176,7 +178,7 @@ def build(session: Session, comp: Comparison) -> dict[str, Any]:
                     decided.append((view, title))
             else:
                 g.diagnostics.append(view)
-        thr = next((c for c in group if c.measure == report.THROUGHPUT), None)
+        thr = next((c for c in group if c.measure == THROUGHPUT), None)
         ratios = peer_ratios(peers.get((workload, pk), {}), thr) if peers.get((workload, pk)) \
             else None
         if ratios:
@@ -190,4 +192,4 @@ def build(session: Session, comp: Comparison) -> dict[str, Any]:
         hypothesis_held=(sum(held), len(held)),
         testbed=(f"{comp.cpu_model or 'unknown CPU'} ({comp.testbed_fingerprint[:12]})"
                  if comp.testbed_fingerprint else None),
-        report=analysis.render_report(session, comp))
+        report=comparisons.render_report(session, comp))

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from mallard_api.auth import Principal, field_error
 from mallard_api.deps import get_session
 from mallard_api.models.core import Project
-from mallard_api.schemas import INT32_MAX
+from mallard_api.schemas.base import INT32_MAX
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import pages as pages_sql

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import run_analysis
-from mallard_api import analysis, notify
+from helpers import patch_analysis_settings, run_analysis
+from mallard_api import notify
 from mallard_api.sql import projects as project_sql
 
 CHROMIUM = os.environ.get("MALLARD_CHROMIUM", "/usr/bin/chromium")
@@ -61,7 +61,7 @@ def pages_data(client, settings, make_token, user_token) -> Iterator[dict[str, A
     s = settings.model_copy(update={"stats_bootstrap_resamples": 2000,
                                     "public_url": PUBLIC_URL})
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(analysis, "get_settings", lambda: s)
+        patch_analysis_settings(mp, s)
         mp.setattr(notify, "get_settings", lambda: s)
         yield _build(client, make_token, user_token)
 

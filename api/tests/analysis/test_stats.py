@@ -2,8 +2,15 @@
 
 import numpy as np
 import pytest
-from mallard_api import stats
-from mallard_api.stats import Policy, adjust_and_decide, compare_samples, decide, robust_mask
+from mallard_api.analysis import measures, power
+from mallard_api.analysis.policy import Policy
+from mallard_api.analysis.stats import (
+    DIAGNOSTIC,
+    adjust_and_decide,
+    compare_samples,
+    decide,
+    robust_mask,
+)
 from scipy.stats import norm as sps_norm  # type: ignore[import-untyped]
 
 POLICY = Policy(n_resamples=2000)
@@ -57,12 +64,12 @@ def test_lower_is_better_direction():
     faster = noisy(12, 1.9, 0.01, 6)
     assert one_cell(base, faster, hib=False).verdict == "improved"
     assert one_cell(base, faster, hib=True).verdict == "regressed"
-    assert stats.higher_is_better("wall_seconds") is False
-    assert stats.higher_is_better("ops_per_sec") is True
-    assert stats.higher_is_better("transfer_insert_hit_ratio") is True
-    assert stats.higher_is_better("p99_latency_ns") is False
-    assert stats.higher_is_better("cpu_seconds") is False
-    assert stats.higher_is_better("requests_per_sec") is True
+    assert measures.higher_is_better("wall_seconds") is False
+    assert measures.higher_is_better("ops_per_sec") is True
+    assert measures.higher_is_better("transfer_insert_hit_ratio") is True
+    assert measures.higher_is_better("p99_latency_ns") is False
+    assert measures.higher_is_better("cpu_seconds") is False
+    assert measures.higher_is_better("requests_per_sec") is True
 
 
 def test_too_few_trials_unknown():
@@ -136,7 +143,7 @@ def test_deterministic_measure_settles_with_one_trial_a_side():
     one = cell(base, [base[0] * 1.005])
     assert one.deterministic and one.p_value is None
     assert one.ci_low_pct == one.ci_high_pct == pytest.approx(0.5)
-    assert one.mde_pct == stats.deterministic_mde_pct(POLICY) == 0.25
+    assert one.mde_pct == power.deterministic_mde_pct(POLICY) == 0.25
     # the same numbers as a timing measure: too few trials to say anything
     assert cell(base * 3, [base[0] * 1.03] * 3, deterministic=False).verdict == "unknown"
     assert cell([], [base[0]]).verdict == "unknown"
@@ -181,24 +188,24 @@ def test_deterministic_counts_that_do_not_repeat_take_the_noisy_rule():
 
 def test_perf_counts_never_take_the_deterministic_rule():
     hw = ("hw_instructions", "hw_cycles", "hw_llc_misses")
-    assert not set(hw) & stats.DETERMINISTIC_MEASURES
+    assert not set(hw) & measures.DETERMINISTIC_MEASURES
     for m in hw:
-        assert not stats.is_deterministic(m)
-        assert stats.higher_is_better(m) is False
+        assert not measures.is_deterministic(m)
+        assert measures.higher_is_better(m) is False
         c = compare_samples([1e9], [1.05e9], higher_is_better=False,
-                            deterministic=stats.is_deterministic(m), policy=POLICY)
+                            deterministic=measures.is_deterministic(m), policy=POLICY)
         assert adjust_and_decide([c], POLICY)[0].verdict == "unknown"  # one trial: no verdict
-    assert {m for m in ("instructions", "d1_misses", "llc_misses") if stats.is_deterministic(m)
+    assert {m for m in ("instructions", "d1_misses", "llc_misses") if measures.is_deterministic(m)
             } == {"instructions", "d1_misses", "llc_misses"}
 
 
 def test_primary_and_diagnostic_measures():
     for m in ("ops_per_sec", "max_rss_bytes", "instructions", "llc_misses"):
-        assert stats.measure_role(m) == "primary"
+        assert measures.measure_role(m) == "primary"
     for m in ("wall_seconds", "user_seconds", "sys_seconds", "d1_misses", "hw_cycles",
               "ns_per_op", "transfer_insert_hit_ratio", "peak_rss_bytes"):
-        assert stats.measure_role(m) == "diagnostic"
-    assert stats.measure_role("wall_seconds", ["wall_seconds"]) == "primary"  # requested
+        assert measures.measure_role(m) == "diagnostic"
+    assert measures.measure_role("wall_seconds", ["wall_seconds"]) == "primary"  # requested
 
 
 def test_correction_only_across_primary_cells():
@@ -210,11 +217,11 @@ def test_correction_only_across_primary_cells():
     assert together[-1].p_adjusted == alone.p_adjusted
     assert together[-1].verdict == alone.verdict == "regressed"
     for d in together[:-1]:
-        assert d.verdict == stats.DIAGNOSTIC and d.p_adjusted is None and d.p_value is not None
+        assert d.verdict == DIAGNOSTIC and d.p_adjusted is None and d.p_value is not None
     # a strong diagnostic difference is still no verdict
     big = compare_samples(noisy(12, 1.0, 0.01, 1), noisy(12, 2.0, 0.01, 2), primary=False,
                           policy=POLICY)
-    assert adjust_and_decide([big], POLICY)[0].verdict == stats.DIAGNOSTIC
+    assert adjust_and_decide([big], POLICY)[0].verdict == DIAGNOSTIC
 
 
 def known_noise(n: int, level: float, cv: float) -> list[float]:
@@ -244,31 +251,31 @@ def test_mde_matches_the_simulated_detection_power(n, cv):
     cell = compare_samples(known_noise(n, 1e6, cv), known_noise(n, 1e6, cv), policy=policy)
     assert cell.noise_pct == pytest.approx(100 * cv, rel=0.1)
     mde = cell.mde_pct
-    assert mde is not None and mde == stats.mde_pct(n, cell.noise_pct, policy)
+    assert mde is not None and mde == power.mde_pct(n, cell.noise_pct, policy)
     below = detection_rate(n, cv, 0.8 * mde, policy, sims=250, seed=n)
     above = detection_rate(n, cv, 1.2 * mde, policy, sims=250, seed=n + 1)
     assert below < 0.8 < above, (mde, below, above)
 
 
 def test_mde_needs_enough_trials_and_falls_with_more():
-    assert stats.mde_pct(4, 1.0) is None  # under min_trials nothing is detectable
-    assert stats.mde_pct(10, None) is None
-    values = [stats.mde_pct(n, 3.0) for n in (5, 10, 20, 40, 80)]
+    assert power.mde_pct(4, 1.0) is None  # under min_trials nothing is detectable
+    assert power.mde_pct(10, None) is None
+    values = [power.mde_pct(n, 3.0) for n in (5, 10, 20, 40, 80)]
     assert None not in values and values == sorted(values, reverse=True)
     assert len(set(values)) == len(values)
-    assert stats.mde_pct(1000, 0.0) == pytest.approx(1.0)  # no noise: the minimum effect
+    assert power.mde_pct(1000, 0.0) == pytest.approx(1.0)  # no noise: the minimum effect
 
 
 def test_trials_for_a_target_mde():
     for noise in (0.5, 1.0, 3.0, 5.0):
-        n = stats.trials_for_mde(noise, 2.0)
+        n = power.trials_for_mde(noise, 2.0)
         assert n is not None
-        assert stats.mde_pct(n, noise) <= 2.0
-        assert n == 5 or stats.mde_pct(n - 1, noise) > 2.0
-    assert stats.trials_for_mde(3.0) == stats.trials_for_mde(3.0, 2.0)  # the policy's target
-    assert stats.trials_for_mde(3.0, 4.0) < stats.trials_for_mde(3.0, 2.0)
-    assert stats.trials_for_mde(1.0, 1.0) is None  # at the minimum effect: never
-    assert stats.trials_for_mde(50.0, 2.0) is None  # not within max_trials
+        assert power.mde_pct(n, noise) <= 2.0
+        assert n == 5 or power.mde_pct(n - 1, noise) > 2.0
+    assert power.trials_for_mde(3.0) == power.trials_for_mde(3.0, 2.0)  # the policy's target
+    assert power.trials_for_mde(3.0, 4.0) < power.trials_for_mde(3.0, 2.0)
+    assert power.trials_for_mde(1.0, 1.0) is None  # at the minimum effect: never
+    assert power.trials_for_mde(50.0, 2.0) is None  # not within max_trials
 
 
 def test_no_evidence_with_a_wide_interval_is_unknown_not_same():

@@ -2,9 +2,9 @@
 runs it outside any request.
 
 - `comparison`: lock the comparison, recompute its cells from all its trials, settle its
-  state or queue a follow-up (analysis.update_comparison).
+  state or queue a follow-up (comparisons.update_comparison).
 - `changes`: change detection over every series the queued trials touched
-  (analysis.detect_changes); alerts it opens queue their webhook events.
+  (alerts.detect_changes); alerts it opens queue their webhook events.
 
 Each item is taken with SKIP LOCKED and done, and deleted, in one transaction; a failure
 rolls back and counts an attempt (retried after `30 s * attempts`, kept as failed after
@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
-from mallard_api import analysis
+from mallard_api.analysis import alerts, comparisons
 from mallard_api.background import BackgroundLoop
 from mallard_api.config import Settings
 from mallard_api.errors import DB_UNAVAILABLE
@@ -42,9 +42,9 @@ class AnalysisWorker:
             assert task.comparison_id is not None
             comp = comparison_sql.lock(session, task.comparison_id)
             if comp is not None:
-                analysis.update_comparison(session, comp, self.settings)
+                comparisons.update_comparison(session, comp, self.settings)
         else:
-            analysis.detect_changes(session, sorted(set(task.trial_ids)), self.settings)
+            alerts.detect_changes(session, sorted(set(task.trial_ids)), self.settings)
 
     def step(self) -> bool:
         """Take and run one item; False when none is due."""

@@ -3,17 +3,16 @@ the summary that counts primary cells, hypotheses."""
 
 import numpy as np
 import pytest
-from mallard_api.report import (
-    Hypothesis,
+from mallard_api.analysis.hypothesis import Hypothesis, hypothesis_outcome, parse_hypothesis
+from mallard_api.analysis.policy import Policy
+from mallard_api.analysis.report import (
     ReportCell,
     ReportHeader,
     format_line,
     format_report,
-    hypothesis_outcome,
     params_key,
-    parse_hypothesis,
 )
-from mallard_api.stats import DIAGNOSTIC, CellStats, Policy, adjust_and_decide, compare_samples
+from mallard_api.analysis.stats import DIAGNOSTIC, CellStats, adjust_and_decide, compare_samples
 
 P = Policy(n_resamples=2000)
 

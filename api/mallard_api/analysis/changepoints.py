@@ -42,16 +42,8 @@ from otava.analysis import (  # type: ignore[import-untyped]
 )
 from scipy.stats import mannwhitneyu  # type: ignore[import-untyped]
 
-from mallard_api.stats import DEFAULT_POLICY, Policy, bootstrap_median_change, robust_mask
-
-
-@dataclass(frozen=True)
-class ChangePolicy:
-    max_pvalue: float = 0.001
-    min_magnitude: float = 0.02  # relative, 0.02 = 2%
-    window_len: int = 50
-    min_segment: int = 3
-    confirm_pvalue: float = 0.01
+from mallard_api.analysis.policy import DEFAULT_CHANGE_POLICY, DEFAULT_POLICY, ChangePolicy, Policy
+from mallard_api.analysis.stats import bootstrap_median_change, robust_mask
 
 
 @dataclass
@@ -77,7 +69,7 @@ def detect(
     values: Sequence[float],
     *,
     higher_is_better: bool,
-    policy: ChangePolicy = ChangePolicy(),
+    policy: ChangePolicy = DEFAULT_CHANGE_POLICY,
     stats_policy: Policy = DEFAULT_POLICY,
 ) -> list[Change]:
     """Every confirmed change point of one series, oldest first."""
@@ -138,7 +130,7 @@ def detect(
 
 def regressions(
     commits: Sequence[str], values: Sequence[float], *, higher_is_better: bool,
-    policy: ChangePolicy = ChangePolicy(), stats_policy: Policy = DEFAULT_POLICY,
+    policy: ChangePolicy = DEFAULT_CHANGE_POLICY, stats_policy: Policy = DEFAULT_POLICY,
 ) -> list[Change]:
     """Only the change points in the bad direction for the measure."""
     return [

@@ -7,8 +7,8 @@ import uuid
 
 import numpy as np
 import pytest
-from helpers import run_analysis
-from mallard_api import analysis
+from helpers import patch_analysis_settings, run_analysis
+from mallard_api.analysis import alerts, comparisons
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql.projects import CommitInfo
@@ -18,15 +18,15 @@ from sqlalchemy import text
 @pytest.fixture
 def fast(monkeypatch, settings):
     s = settings.model_copy(update={"stats_bootstrap_resamples": 2000, "alert_webhooks": ""})
-    monkeypatch.setattr(analysis, "get_settings", lambda: s)
+    patch_analysis_settings(monkeypatch, s)
     return s
 
 
 def test_allocator_label():
-    assert analysis.allocator_label({"commit": "a" * 40, "variant": "transfer=ring"}) == (
+    assert comparisons.allocator_label({"commit": "a" * 40, "variant": "transfer=ring"}) == (
         "mallard@aaaaaaa transfer=ring")
-    assert analysis.allocator_label({"commit": "main", "variant": None}) == "mallard@main"
-    assert analysis.allocator_label({"commit": "v1.2"}, "jemalloc") == "jemalloc@v1.2"
+    assert comparisons.allocator_label({"commit": "main", "variant": None}) == "mallard@main"
+    assert comparisons.allocator_label({"commit": "v1.2"}, "jemalloc") == "jemalloc@v1.2"
 
 
 def test_series_key_identity():
@@ -36,8 +36,8 @@ def test_series_key_identity():
                                    "mallard", "", "x86_64", "f", "ops_per_sec")
     other = alert_sql.TouchedSeries(1, "p", 1, "main", "larson", {"threads": 2}, "x", 2,
                                     "mallard", "", "x86_64", "f", "wall_seconds")
-    assert analysis.series_key(base) == analysis.series_key(same)
-    assert analysis.series_key(base) != analysis.series_key(other)
+    assert alerts.series_key(base) == alerts.series_key(same)
+    assert alerts.series_key(base) != alerts.series_key(other)
 
 
 def _trials(commit, value, rng, n=3):
@@ -102,7 +102,7 @@ def test_analysis_failure_never_loses_the_ingest(client, app, make_project, make
     def boom(*args, **kwargs):
         raise RuntimeError("analysis bug")
 
-    monkeypatch.setattr(analysis, "detect_changes", boom)
+    monkeypatch.setattr(alerts, "detect_changes", boom)
     out = _post(client, rh, runner, project, _trials(commits[0], 1e6, np.random.default_rng(1)))
     assert out["stored"] == 3
     with app.state.sessionmaker() as s:

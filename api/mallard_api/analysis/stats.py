@@ -58,19 +58,6 @@ setting ``min_effect_pct``, default 1.0) and ``alpha`` (default 0.05):
    significant but smaller than the band can decide, or too few trials to settle.
    A comparison asks for more trials (a follow-up) while unknowns remain, up to a cap.
 
-Which measures get a verdict
-----------------------------
-This module is the one place that says it (``measure_role``):
-
-* **primary** measures get a verdict and take part in the multiple-comparison
-  correction: ``PRIMARY_MEASURES`` (``ops_per_sec``, ``max_rss_bytes``,
-  ``instructions``, ``llc_misses``) plus any measure the request names (a comparison's
-  hypothesis names one);
-* every other measure is a **diagnostic** (wall/user/sys seconds, ``ns_per_op``, the
-  other RSS figures, ``d1_misses``, the ``hw_*`` counters, allocator counters): its
-  difference and interval are computed and shown under its cell, its verdict is
-  ``DIAGNOSTIC`` and its p-value is left out of the correction.
-
 Deterministic measures (one valgrind run per side)
 --------------------------------------------------
 ``DETERMINISTIC_MEASURES`` (``instructions``, ``d1_misses``, ``llc_misses``) are counted
@@ -94,36 +81,16 @@ D3. Otherwise ``diff`` is the change of the medians; the interval is the range o
     no p-value. ``improved`` / ``regressed`` when ``|diff| > t``, ``|diff| >= e`` and
     the medians differ by at least ``c`` counts; ``same`` otherwise. So +0.5%
     instructions is ``regressed`` on every run, and a 0.05% wobble is ``same``. The
-    MDE of such a cell is ``max(t, e, 100 * c / base median)``.
+    MDE of such a cell is ``max(t, e, 100 * c / base median)`` (``power``).
 
-Minimum detectable effect (MDE)
--------------------------------
-The smallest true change that the noisy rule above calls ``improved``/``regressed``
-in 80% of repetitions (``power``), at the cell's trial count and noise, before the
-multiple-comparison correction. With ``n`` the robust trials of the smaller side,
-``sigma`` the noise (the robust CV, ``1.4826 * MAD / median`` in percent, the root
-mean square of the two sides), ``s = sqrt(pi/2) * sigma * sqrt(2/n)`` the standard
-error of the change of two medians (a median of normal data has ``pi/2`` times the
-variance of a mean) and ``q(p)`` the ``p`` quantile of Student's t with ``2n - 2``
-degrees of freedom::
-
-    crit = max(q((1 + confidence) / 2) * s,                    # interval excludes 0
-               q(1 - alpha / 2) * sqrt(pi/3) * sigma * sqrt(2/n))  # Mann-Whitney, ARE 3/pi
-    mde  = max(crit, min_effect_pct) + q(power) * s
-
-The three gates of rule 3 (interval, p-value, ``|diff| >= m``) act on nearly the same
-statistic, so the change must clear the highest of them with 80% probability; the
-percentile bootstrap of medians is the binding one for normal noise. Checked by
-simulation (api/tests/test_stats.py): at 0.8 x MDE the simulated rule detects less
-than 80% of the time, at 1.2 x MDE more. ``None`` when fewer than ``min_trials``
-robust trials ran (rule 1: nothing is detectable). :func:`trials_for_mde` inverts it:
-the trials a side needs for a target MDE (``target_mde_pct``, default 2%).
+Which measures are primary, diagnostic or deterministic: ``measures``. The minimum
+detectable effect of a cell: ``power``. The tunable numbers: ``policy.Policy``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -131,87 +98,11 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps  # type: ignore[import-untyped]
 
+from mallard_api.analysis.policy import DEFAULT_POLICY, Policy
+from mallard_api.analysis.power import deterministic_mde_pct, mde_pct
+
 VERDICTS = ("same", "improved", "regressed", "unknown")
 DIAGNOSTIC = "diagnostic"  # the verdict column of a diagnostic cell: it has none
-
-# contracts.md section 4: measure -> (unit, higher_is_better)
-MEASURES: dict[str, tuple[str, bool]] = {
-    "ops_per_sec": ("ops/s", True),
-    "wall_seconds": ("s", False),
-    "user_seconds": ("s", False),
-    "sys_seconds": ("s", False),
-    "max_rss_bytes": ("bytes", False),
-    "final_rss_bytes": ("bytes", False),
-    "peak_rss_bytes": ("bytes", False),
-    "instructions": ("count", False),
-    "d1_misses": ("count", False),
-    "llc_misses": ("count", False),
-    "hw_instructions": ("count", False),
-    "hw_cycles": ("count", False),
-    "hw_llc_misses": ("count", False),
-    "ns_per_op": ("ns", False),
-    "transfer_insert_hit_ratio": ("ratio", True),
-    "transfer_remove_hit_ratio": ("ratio", True),
-}
-
-# Counted by simulation (valgrind cachegrind): the same on every run (module doc).
-DETERMINISTIC_MEASURES = frozenset({"instructions", "d1_misses", "llc_misses"})
-# Get a verdict; every other measure is a diagnostic (module doc).
-PRIMARY_MEASURES = frozenset({"ops_per_sec", "max_rss_bytes", "instructions", "llc_misses"})
-
-LOWER_IS_BETTER_SUFFIXES = ("_seconds", "_bytes", "_ns", "_per_op", "_misses", "_instructions",
-                            "_cycles")
-
-
-def higher_is_better(measure: str, default: bool = True) -> bool:
-    """Direction of a measure per contracts section 4. A name not in the table is judged by
-    its unit-like suffix (times, sizes, costs per operation and misses are lower-is-better),
-    else ``default``. The measures table of the database, when it says, comes first."""
-    entry = MEASURES.get(measure)
-    if entry:
-        return entry[1]
-    if measure.endswith(LOWER_IS_BETTER_SUFFIXES):
-        return False
-    return default
-
-
-def is_deterministic(measure: str) -> bool:
-    """True for valgrind's counts; never for perf's ``hw_*`` counters."""
-    return measure in DETERMINISTIC_MEASURES
-
-
-def is_primary(measure: str, requested: Iterable[str] = ()) -> bool:
-    return measure in PRIMARY_MEASURES or measure in set(requested)
-
-
-def measure_role(measure: str, requested: Iterable[str] = ()) -> str:
-    """``primary`` (gets a verdict) or ``diagnostic`` (shown, never judged)."""
-    return "primary" if is_primary(measure, requested) else "diagnostic"
-
-
-@dataclass(frozen=True)
-class Policy:
-    """The tunable numbers of the verdict rule (the API reads them from settings)."""
-
-    alpha: float = 0.05
-    min_effect_pct: float = 1.0
-    min_trials: int = 5
-    min_trials_deterministic: int = 1
-    deterministic_tolerance_pct: float = 0.1
-    deterministic_min_effect_pct: float = 0.25
-    deterministic_min_count: float = 20.0
-    settle_trials: int = 10
-    settle_max_half_width_pct: float = 3.0
-    confidence: float = 0.95
-    power: float = 0.8
-    target_mde_pct: float = 2.0
-    max_trials: int = 1000
-    n_resamples: int = 5000
-    seed: int = 20261121
-    outlier_k: float = 3.5
-
-
-DEFAULT_POLICY = Policy()
 
 
 def robust_mask(values: Sequence[float] | NDArray[np.float64], k: float = 3.5) -> NDArray[np.bool_]:
@@ -247,52 +138,6 @@ def robust_cv_pct(values: Sequence[float] | NDArray[np.float64]) -> float | None
 
 def _median_ratio(head: NDArray[np.float64], base: NDArray[np.float64], axis: int = -1) -> Any:
     return np.median(head, axis=axis) / np.median(base, axis=axis)
-
-
-# Standard error factors relative to sigma * sqrt(2/n) (module doc, MDE).
-MEDIAN_SE = math.sqrt(math.pi / 2.0)  # a median's standard error over a mean's (normal data)
-RANK_SE = math.sqrt(math.pi / 3.0)  # Mann-Whitney's asymptotic relative efficiency is 3/pi
-
-
-def mde_pct(n: int, noise_pct: float | None, policy: Policy = DEFAULT_POLICY) -> float | None:
-    """The minimum detectable effect (percent) of the noisy rule with ``n`` robust trials a
-    side and noise ``noise_pct`` (robust CV, percent): the formula of the module doc."""
-    if noise_pct is None or not math.isfinite(noise_pct) or n < max(2, policy.min_trials):
-        return None
-    unit = noise_pct * math.sqrt(2.0 / n)
-    df = 2 * n - 2
-    q = sps.t.ppf
-    se = MEDIAN_SE * unit
-    crit = max(float(q((1.0 + policy.confidence) / 2.0, df)) * se,
-               float(q(1.0 - policy.alpha / 2.0, df)) * RANK_SE * unit)
-    return max(crit, policy.min_effect_pct) + float(q(policy.power, df)) * se
-
-
-def deterministic_mde_pct(policy: Policy = DEFAULT_POLICY, base: float | None = None) -> float:
-    """A deterministic cell decides any change above all three thresholds (rule D3)."""
-    floor = 100.0 * policy.deterministic_min_count / abs(base) if base else 0.0
-    return max(policy.deterministic_tolerance_pct, policy.deterministic_min_effect_pct, floor)
-
-
-def trials_for_mde(noise_pct: float, target_pct: float | None = None,
-                   policy: Policy = DEFAULT_POLICY) -> int | None:
-    """Trials a side needs so that the MDE is at most ``target_pct`` (default the policy's
-    ``target_mde_pct``) at this noise; ``None`` when no count up to ``max_trials`` reaches it
-    (a target at or below ``min_effect_pct`` never is)."""
-    target = policy.target_mde_pct if target_pct is None else target_pct
-    lo = max(2, policy.min_trials)
-    hi = policy.max_trials
-    top = mde_pct(hi, noise_pct, policy)
-    if top is None or top > target:
-        return None
-    while lo < hi:  # the MDE falls as n grows: the first n at or under the target
-        mid = (lo + hi) // 2
-        m = mde_pct(mid, noise_pct, policy)
-        if m is not None and m <= target:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
 
 
 @dataclass

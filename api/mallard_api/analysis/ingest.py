@@ -1,0 +1,43 @@
+"""What the core calls when results arrive or jobs change (contracts §8): in the caller's
+transaction, queue the analysis (`after_ingest`, `jobs_changed`); the analysis worker
+(`worker.py`) later updates the comparison that owns the job (`comparisons.py`) and
+searches the touched branch series for change points (`alerts.py`). Nothing here runs
+the analysis itself, and nothing here runs inside a read.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from mallard_api.sql import analysis_queue as queue_sql
+from mallard_api.sql import comparisons as sql
+from mallard_api.sql import jobs as job_sql
+
+
+def after_ingest(session: Session, *, job_id: int | None, trial_ids: list[int],
+                 job_completed: bool = False, job: job_sql.Holding | None = None) -> bool:
+    """Called by results ingest after the trials are stored: queue the comparison that
+    owns the job, and change detection for the new trials of a commit job (or of results
+    without a job). A re-post that stored nothing queues nothing. True when queued.
+    `job`: the job as ingest read it (kind, comparison), saving a query."""
+    kind, comparison_id = None, None
+    if job is not None:
+        kind, comparison_id = job.kind, job.comparison_id
+    elif job_id is not None:
+        kind, comparison_id = sql.job_kind_and_comparison(session, job_id)
+    queued = False
+    if comparison_id is not None and (trial_ids or job_completed):
+        queue_sql.enqueue_comparison(session, comparison_id)
+        queued = True
+    if trial_ids and kind in (None, "commit"):
+        queue_sql.enqueue_changes(session, trial_ids)
+        queued = True
+    return queued
+
+
+def jobs_changed(session: Session, job_ids: list[int]) -> bool:
+    """Jobs that ended (results, failure, expired lease): queue their comparisons."""
+    comparisons = sql.comparisons_of_jobs(session, job_ids) if job_ids else []
+    for comparison_id in comparisons:
+        queue_sql.enqueue_comparison(session, comparison_id)
+    return bool(comparisons)

@@ -1,0 +1,3 @@
+"""Request and response bodies (pydantic v2), shaped like `models/`: `base` (bounded
+field types, the strict input model, errors), `core` (the core's resources), `analysis`
+(comparisons and alerts)."""

@@ -1,0 +1,164 @@
+"""Request and response bodies of the analysis: comparisons and alerts."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, Field, StringConstraints, field_validator
+
+from mallard_api.analysis.hypothesis import parse_hypothesis
+from mallard_api.fields import GitRef, Peer, Variant, Word, check_text
+from mallard_api.schemas.base import Arch, InModel, Threads, Warmup, Workloads
+
+
+class Side(InModel):
+    """One side: a full sha or a git ref name (never an option), and a variant of known
+    keys."""
+
+    commit: GitRef
+    variant: Variant | None = None
+
+
+class ComparisonIn(InModel):
+    project: Annotated[str, StringConstraints(min_length=1, max_length=200),
+                       AfterValidator(check_text)]
+    base: Side
+    head: Side
+    workloads: Workloads | None = None
+    threads: Threads | None = None
+    trials: Annotated[int, Field(ge=2, le=1000)] | None = None
+    warmup: Warmup | None = None
+    arch: Arch | None = None
+    hypothesis: Annotated[str, StringConstraints(max_length=200)] | None = None
+    peers: Annotated[list[Peer], Field(max_length=20)] | None = None
+    suite: Word | None = None
+    max_follow_ups: Annotated[int, Field(ge=0, le=5)] | None = None
+
+    @field_validator("hypothesis")
+    @classmethod
+    def _hypothesis(cls, v: str | None) -> str | None:
+        parse_hypothesis(v)  # ValueError -> 422 naming body.hypothesis
+        return v.strip() if v else None
+
+
+class JobRef(BaseModel):
+    job_id: int
+    round: int
+    trials: int
+    state: str
+
+
+class CellOut(BaseModel):
+    workload: str
+    params: dict[str, Any]
+    threads: int | None
+    measure: str
+    higher_is_better: bool
+    base_median: float | None
+    head_median: float | None
+    ratio: float | None
+    diff_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    p_value: float | None
+    p_adjusted: float | None
+    n_base: int
+    n_head: int
+    robust_base: int
+    robust_head: int
+    verdict: str  # same | improved | regressed | unknown; diagnostic for a diagnostic measure
+    mde_pct: float | None = None  # minimum detectable effect at 80% power
+    line: str
+
+
+class PeerOut(BaseModel):
+    workload: str
+    params: dict[str, Any]
+    allocator: str
+    median: float
+
+
+class ComparisonOut(BaseModel):
+    id: int
+    project: str
+    arch: str
+    state: str
+    base: dict[str, Any]
+    head: dict[str, Any]
+    base_label: str
+    head_label: str
+    workloads: list[str] | None
+    threads: list[int] | None
+    suite: str
+    trials: int
+    warmup: int
+    peers: list[str]
+    hypothesis: str | None
+    follow_ups: int
+    max_follow_ups: int
+    testbed_fingerprint: str | None
+    cpu_model: str | None
+    note: str | None
+    counts: dict[str, int]
+    jobs: list[JobRef]
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+
+class HypothesisCheck(BaseModel):
+    workload: str
+    params: dict[str, Any]
+    threads: int | None
+    measure: str
+    expected_low_pct: float
+    expected_high_pct: float
+    diff_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    outcome: str  # held | undecided | not held (...)
+
+
+class ComparisonDetail(ComparisonOut):
+    cells: list[CellOut]
+    counters: list[CellOut]  # the allocator-counter cells (also in cells)
+    peer_medians: list[PeerOut]
+    hypothesis_checks: list[HypothesisCheck]
+    report: str
+
+
+# --- alerts -------------------------------------------------------------------------------
+class AlertOut(BaseModel):
+    """The v_alerts columns, plus the series identity and the medians around the change."""
+
+    alert_id: int
+    opened_at: datetime
+    updated_at: datetime
+    acknowledged_at: datetime | None
+    resolved_at: datetime | None
+    state: str
+    label: str | None
+    project: str
+    branch: str
+    workload: str
+    params: dict[str, Any]
+    threads: int | None
+    arch: str
+    testbed_fingerprint: str
+    measure: str
+    allocator: str
+    variant: str
+    first_bad_commit: str
+    last_good_commit: str | None
+    change_pct: float
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    p_value: float | None
+    before_median: float | None
+    after_median: float | None
+    text: str
+
+
+class LabelIn(InModel):
+    label: Literal["true_positive", "false_positive"] | None
