@@ -18,7 +18,6 @@ import argparse
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from mallard_api.harness import ApiProcess
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -36,16 +36,6 @@ STATE = ROOT / ".mallard"
 VENV_BIN = ROOT / ".venv" / "bin"
 PEERS = ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
 console = Console()
-
-
-def free_port(preferred: int) -> int:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", preferred))
-            return preferred
-        except OSError:
-            s.bind(("127.0.0.1", 0))
-            return int(s.getsockname()[1])
 
 
 def step(msg: str) -> None:
@@ -75,21 +65,6 @@ def stop(proc: subprocess.Popen[bytes] | None, name: str) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     step(f"stopped {name}")
-
-
-def wait_healthy(api: str, proc: subprocess.Popen[bytes], timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    with console.status("waiting for the API (embedded PostgreSQL starts and migrates first)"):
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise SystemExit(f"demo: the API exited ({proc.returncode}); see .mallard/api.log")
-            try:
-                if httpx.get(f"{api}/api/v1/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-    raise SystemExit("demo: the API did not become healthy; see .mallard/api.log")
 
 
 def start_runner(api: str, env: dict[str, str], name: str, cpu: str,
@@ -144,7 +119,7 @@ class Stack:
     commit: str = ""
     user_token: str = ""
     client: httpx.Client | None = None
-    api_proc: subprocess.Popen[bytes] | None = None
+    api_server: ApiProcess | None = None
     runner_proc: subprocess.Popen[bytes] | None = None
     arm_proc: subprocess.Popen[bytes] | None = None  # the arm64 runner (--arm64)
 
@@ -158,8 +133,8 @@ def boot(st: Stack, preferred_port: int, arm64: bool = False) -> None:
     if dirty:
         step("[yellow]note:[/] allocator/ has uncommitted changes; "
              "the demo measures the committed HEAD")
-    port = free_port(preferred_port)
-    st.api = f"http://127.0.0.1:{port}"
+    st.api_server = ApiProcess({}, log=STATE / "api.log", port=preferred_port, cwd=ROOT)
+    st.api = st.api_server.url
     env = dict(os.environ)
     env.pop("DATABASE_URL", None)  # embedded PostgreSQL, the default way
     env.update({"MALLARD_DATA_DIR": str(STATE / "pgdata"), "PATH": f"{VENV_BIN}:{env['PATH']}",
@@ -167,14 +142,17 @@ def boot(st: Stack, preferred_port: int, arm64: bool = False) -> None:
                 "MALLARD_RUNNER_REPO_ALLOW": f"file://{ROOT}",
                 "MALLARD_REPO_URL_ALLOW": f"file://{ROOT}",
                 "MALLARD_PUBLIC_URL": st.api})
+    st.api_server.env = env
     step(f"starting the API on {st.api} (log: .mallard/api.log)")
-    st.api_proc = start("api", [str(VENV_BIN / "mallard-api"), "serve", "--host", "127.0.0.1",
-                                "--port", str(port)], env)
-    wait_healthy(st.api, st.api_proc)
+    with console.status("waiting for the API (embedded PostgreSQL starts and migrates first)"):
+        try:
+            st.api_server.start(timeout=180)
+        except RuntimeError as exc:
+            raise SystemExit(f"demo: {str(exc).splitlines()[0]}; see .mallard/api.log") \
+                from exc
     node = f"demo-{platform.node() or 'node'}"
     step("creating tokens with the admin CLI (stored hashed)")
-    st.user_token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "user"],
-                        env).splitlines()[-1]
+    st.user_token = st.api_server.token("user")
     st.client = httpx.Client(base_url=st.api, timeout=30,
                              headers={"Authorization": f"Bearer {st.user_token}"})
     st.client.put("/api/v1/projects/mallard", json={
@@ -201,14 +179,18 @@ def up(preferred_port: int, keep: bool, arm64: bool = False
         yield st, st.client, st.runner_proc
         ok = True
     finally:
-        if keep and ok and st.api_proc is not None and st.runner_proc is not None:
-            step(f"--keep: API (pid {st.api_proc.pid}) and runner (pid {st.runner_proc.pid}) "
-                 f"keep running; stop them with: kill -TERM -{st.api_proc.pid} "
+        api_proc = st.api_server.proc if st.api_server is not None else None
+        if keep and ok and api_proc is not None and st.runner_proc is not None:
+            step(f"--keep: API (pid {api_proc.pid}) and runner (pid {st.runner_proc.pid}) "
+                 f"keep running; stop them with: kill -TERM -{api_proc.pid} "
                  f"-{st.runner_proc.pid}")
         else:
             stop(st.arm_proc, "arm64 runner agent")
             stop(st.runner_proc, "runner agent")
-            stop(st.api_proc, "API and embedded PostgreSQL")
+            if api_proc is not None and api_proc.poll() is None:
+                assert st.api_server is not None
+                st.api_server.stop(30)
+                step("stopped API and embedded PostgreSQL")
 
 
 def demo_args(doc: str | None) -> argparse.Namespace:

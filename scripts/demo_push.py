@@ -31,14 +31,27 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from demo import ROOT, STATE, VENV_BIN, free_port, pinned_cpu, run, start, step, stop, wait_healthy  # noqa: E402
+from demo import (  # noqa: E402
+    ROOT,
+    STATE,
+    VENV_BIN,
+    pinned_cpu,
+    run,
+    start,
+    start_runner,
+    step,
+    stop,
+)
+from mallard_api.harness import ApiProcess  # noqa: E402
 
 WORK = STATE / "push"
 FORGE_TOKEN = "demo-forge-token"  # a throwaway: the receiver is local
-SLOW_FREE = ("MLD_EXPORT void free(void* p) { mld_free_inline(p); }",
-             "MLD_EXPORT void free(void* p) {\n"
-             "  for (volatile unsigned mld_spin = 0; mld_spin < 40; mld_spin++) {}\n"
-             "  mld_free_inline(p);\n}")
+SLOW_FREE = (
+    "MLD_EXPORT void free(void* p) { mld_free_inline(p); }",
+    "MLD_EXPORT void free(void* p) {\n"
+    "  for (volatile unsigned mld_spin = 0; mld_spin < 40; mld_spin++) {}\n"
+    "  mld_free_inline(p);\n}",
+)
 
 
 class Receiver:
@@ -56,8 +69,11 @@ class Receiver:
                 if ok and "/statuses/" in self.path:
                     sha = self.path.rsplit("/", 1)[-1]
                     arch = str(body.get("context", "")).split("/")[1:2] or ["?"]
-                    print(f"status {sha[:7]} {arch[0]} {body.get('state')} "
-                          f"{body.get('description', '')}", flush=True)
+                    print(
+                        f"status {sha[:7]} {arch[0]} {body.get('state')} "
+                        f"{body.get('description', '')}",
+                        flush=True,
+                    )
                     outer.statuses.append(body)
                 self.send_response(201 if ok else 401)
                 self.send_header("Content-Length", "2")
@@ -73,8 +89,9 @@ class Receiver:
 
 
 def git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                         env=env or dict(os.environ))
+    out = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, env=env or dict(os.environ)
+    )
     if out.returncode != 0:
         raise SystemExit(f"demo: git {' '.join(args)} failed:\n{out.stderr.strip()}")
     return out.stdout.strip()
@@ -83,8 +100,17 @@ def git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
 def commit(work: Path, message: str, edit: Any) -> str:
     edit(work)
     git(work, "add", "-A")
-    git(work, "-c", "user.name=Demo", "-c", "user.email=demo@example.invalid",
-        "commit", "-q", "-m", message)
+    git(
+        work,
+        "-c",
+        "user.name=Demo",
+        "-c",
+        "user.email=demo@example.invalid",
+        "commit",
+        "-q",
+        "-m",
+        message,
+    )
     return git(work, "rev-parse", "HEAD")
 
 
@@ -93,6 +119,7 @@ def note(n: int) -> Any:
         path = work / "allocator" / "CHANGES.demo"
         with path.open("a") as f:
             f.write(f"change {n}\n")
+
     return edit
 
 
@@ -118,6 +145,12 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave the stack running")
     parser.add_argument("--port", type=int, default=8331)
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument(
+        "--arm64",
+        action="store_true",
+        help="an arm64 runner under qemu-aarch64 beside the x86-64 one: each "
+        "pushed commit measured on both (emulated timings never judged)",
+    )
     args = parser.parse_args()
     t0 = time.monotonic()
     deadline = t0 + args.timeout
@@ -132,49 +165,96 @@ def main() -> int:
     git(WORK, "clone", "-q", "-b", "main", str(bare), str(work))
 
     receiver = Receiver()
-    port = free_port(args.port)
-    api = f"http://127.0.0.1:{port}"
+    api_server = ApiProcess({}, log=STATE / "push-api.log", port=args.port, cwd=ROOT)
+    api = api_server.url
     env = dict(os.environ)
     env.pop("DATABASE_URL", None)
-    env.update({
-        "MALLARD_DATA_DIR": str(WORK / "pgdata"), "PATH": f"{VENV_BIN}:{env['PATH']}",
-        "MALLARD_RUNNER_REPO_ALLOW": f"file://{bare}", "MALLARD_REPO_URL_ALLOW": f"file://{bare}",
-        "MALLARD_PUBLIC_URL": api, "MALLARD_SUITE": "push", "MALLARD_PEERS": "",
-        "MALLARD_TRIALS": "3", "MALLARD_PUSH_MAX_QUEUED": "1", "MALLARD_PUSH_BACKFILL": "false",
-        "MALLARD_COMPARISON_MAX_FOLLOW_UPS": "0", "MALLARD_BISECT_MEASURES": "instructions",
-        "MALLARD_FORGE_URL_ALLOW": receiver.url, "MALLARD_OUTBOX_POLL_SECONDS": "1"})
-    api_proc = runner_proc = None
+    env.update(
+        {
+            "MALLARD_DATA_DIR": str(WORK / "pgdata"),
+            "PATH": f"{VENV_BIN}:{env['PATH']}",
+            "MALLARD_RUNNER_REPO_ALLOW": f"file://{bare}",
+            "MALLARD_REPO_URL_ALLOW": f"file://{bare}",
+            "MALLARD_PUBLIC_URL": api,
+            "MALLARD_SUITE": "push",
+            "MALLARD_PEERS": "",
+            "MALLARD_TRIALS": "3",
+            "MALLARD_PUSH_MAX_QUEUED": "1",
+            "MALLARD_PUSH_BACKFILL": "false",
+            "MALLARD_COMPARISON_MAX_FOLLOW_UPS": "0",
+            "MALLARD_BISECT_MEASURES": "instructions",
+            "MALLARD_FORGE_URL_ALLOW": receiver.url,
+            "MALLARD_OUTBOX_POLL_SECONDS": "1",
+        }
+    )
+    api_server.env = env
+    runner_proc = arm_proc = None
+    keep_api = False
     try:
         step(f"starting the API on {api} (log: .mallard/push-api.log)")
-        api_proc = start("push-api", [str(VENV_BIN / "mallard-api"), "serve", "--host",
-                                      "127.0.0.1", "--port", str(port)], env)
-        wait_healthy(api, api_proc)
+        try:
+            api_server.start(timeout=180)
+        except RuntimeError as exc:
+            raise SystemExit(
+                f"demo: {str(exc).splitlines()[0]}; see .mallard/push-api.log"
+            ) from exc
         node = f"demo-push-{platform.node() or 'node'}"
-        cli = str(VENV_BIN / "mallard-api")
-        runner_token = run([cli, "token", "create", "--role", "runner", "--runner", node],
-                           env).splitlines()[-1]
-        user_token = run([cli, "token", "create", "--role", "user"], env).splitlines()[-1]
-        admin_token = run([cli, "token", "create", "--role", "admin"], env).splitlines()[-1]
-        client = httpx.Client(base_url=api, timeout=30,
-                              headers={"Authorization": f"Bearer {user_token}"})
-        client.put("/api/v1/projects/mallard", json={
-            "repo_url": f"file://{bare}", "allocator_dir": "allocator",
-            "default_branch": "main"}).raise_for_status()
-        httpx.put(f"{api}/api/v1/projects/mallard/forge", timeout=30,
-                  headers={"Authorization": f"Bearer {admin_token}"},
-                  json={"kind": "gitea", "base_url": receiver.url, "repo": "demo/mallard",
-                        "token": FORGE_TOKEN}).raise_for_status()
+        runner_token = api_server.token("runner", node)
+        user_token = api_server.token("user")
+        admin_token = api_server.token("admin")
+        client = httpx.Client(
+            base_url=api, timeout=30, headers={"Authorization": f"Bearer {user_token}"}
+        )
+        client.put(
+            "/api/v1/projects/mallard",
+            json={
+                "repo_url": f"file://{bare}",
+                "allocator_dir": "allocator",
+                "default_branch": "main",
+            },
+        ).raise_for_status()
+        httpx.put(
+            f"{api}/api/v1/projects/mallard/forge",
+            timeout=30,
+            headers={"Authorization": f"Bearer {admin_token}"},
+            json={
+                "kind": "gitea",
+                "base_url": receiver.url,
+                "repo": "demo/mallard",
+                "token": FORGE_TOKEN,
+            },
+        ).raise_for_status()
         cpu = pinned_cpu()
         step(f"starting runner agent {node} pinned to CPU {cpu} (log: .mallard/push-runner.log)")
-        runner_proc = start("push-runner", [str(VENV_BIN / "mallard-runner"), "agent", "--api",
-                                            api, "--token", runner_token, "--cpus", cpu,
-                                            "--name", node, "--spool",
-                                            str(WORK / "spool")], env)
+        runner_proc = start(
+            "push-runner",
+            [
+                str(VENV_BIN / "mallard-runner"),
+                "agent",
+                "--api",
+                api,
+                "--token",
+                runner_token,
+                "--cpus",
+                cpu,
+                "--name",
+                node,
+                "--spool",
+                str(WORK / "spool"),
+            ],
+            env,
+        )
+        if args.arm64:
+            other = str(sorted(os.sched_getaffinity(0))[0])  # not the native runner's core
+            arm_proc = start_runner(api, env, f"{node}-arm64", other, arch="aarch64")
         hook = bare / "hooks" / "post-receive"
         shutil.copy(ROOT / "api" / "hooks" / "post-receive", hook)
         hook.chmod(0o755)
-        for key, value in (("mallard.url", api), ("mallard.token", user_token),
-                           ("mallard.project", "mallard")):
+        for key, value in (
+            ("mallard.url", api),
+            ("mallard.token", user_token),
+            ("mallard.project", "mallard"),
+        ):
             git(bare, "config", key, value)
 
         step("pushing the first commit: the start of the branch's history")
@@ -196,25 +276,34 @@ def main() -> int:
         while time.monotonic() < deadline:
             if runner_proc.poll() is not None:
                 raise SystemExit("demo: the runner agent exited; see .mallard/push-runner.log")
-            done = [b for b in client.get("/api/v1/bisections", params={
-                "project": "mallard"}).raise_for_status().json() if b["state"] == "done"]
+            done = [
+                b
+                for b in client.get("/api/v1/bisections", params={"project": "mallard"})
+                .raise_for_status()
+                .json()
+                if b["state"] == "done"
+            ]
             if done:
                 time.sleep(3)  # the culprit's status reaches the receiver
                 b = done[0]
-                step(f"bisection #{b['id']}: {len(b['steps']) - 1} rounds, "
-                     f"{time.monotonic() - t0:.0f} s since the start")
-                print(b["culprit_line"] or f"culprit: one of {b['culprit_candidates']}",
-                      flush=True)
+                step(
+                    f"bisection #{b['id']}: {len(b['steps']) - 1} rounds, "
+                    f"{time.monotonic() - t0:.0f} s since the start"
+                )
+                print(b["culprit_line"] or f"culprit: one of {b['culprit_candidates']}", flush=True)
                 ok = b["culprit"] == injected
-                if args.keep:
-                    step(f"--keep: API (pid {api_proc.pid}), runner (pid {runner_proc.pid})")
-                    api_proc = runner_proc = None
+                if args.keep and api_server.proc is not None:
+                    step(f"--keep: API (pid {api_server.proc.pid}), runner (pid {runner_proc.pid})")
+                    keep_api, runner_proc, arm_proc = True, None, None
                 return 0 if ok else 1
             time.sleep(2)
         raise SystemExit(f"demo: no culprit within {args.timeout:.0f} s")
     finally:
+        stop(arm_proc, "arm64 runner agent")
         stop(runner_proc, "runner agent")
-        stop(api_proc, "API and embedded PostgreSQL")
+        if not keep_api and api_server.proc is not None and api_server.proc.poll() is None:
+            api_server.stop(30)
+            step("stopped API and embedded PostgreSQL")
         receiver.server.shutdown()
 
 

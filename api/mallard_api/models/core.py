@@ -100,6 +100,7 @@ class Runner(Base):
     testbed_id: Mapped[int | None] = mapped_column(ForeignKey("testbeds.id"))
     registered_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     last_seen_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
+    retired_at: Mapped[datetime | None] = mapped_column(TS)  # out of service (0012)
 
 
 class ApiToken(Base):

@@ -125,6 +125,7 @@ class RunnerOut(BaseModel):
     testbed_fingerprint: str | None
     registered_at: datetime
     last_seen_at: datetime
+    retired_at: datetime | None = None
 
 
 # --- jobs ---------------------------------------------------------------------------------

@@ -89,7 +89,8 @@ def register(session: Session, *, name: str, arch: str, cpus: str | None,
         testbed_id = ensure_testbed(session, {"arch": arch, "cpus": cpus, **testbed})
     stmt = insert(Runner).values(name=name, arch=arch, cpus=cpus, testbed=testbed,
                                  testbed_id=testbed_id)
-    changes: dict[str, Any] = dict(arch=arch, cpus=cpus, last_seen_at=func.now())
+    changes: dict[str, Any] = dict(arch=arch, cpus=cpus, last_seen_at=func.now(),
+                                   retired_at=None)  # registering brings it back
     if testbed is not None:
         changes.update(testbed=testbed, testbed_id=testbed_id)
     session.execute(stmt.on_conflict_do_update(index_elements=[Runner.name], set_=changes))
@@ -106,6 +107,15 @@ def heartbeat(session: Session, runner: Runner, testbed: dict[str, Any] | None) 
             session, {"arch": runner.arch, "cpus": runner.cpus, **testbed})
     runner.last_seen_at = session.scalar(select(func.now()))  # type: ignore[assignment]
     session.flush()
+    return runner
+
+
+def retire(session: Session, runner: Runner) -> Runner:
+    """Out of service: no longer exported as last seen (MallardRunnerDown resolves) nor
+    counted among the arches push jobs are queued for, until it registers again."""
+    if runner.retired_at is None:
+        runner.retired_at = session.scalar(select(func.now()))
+        session.flush()
     return runner
 
 
@@ -128,4 +138,5 @@ def testbed_fingerprint(session: Session, runner: Runner) -> str | None:
 
 
 def arches(session: Session) -> list[str]:
-    return [str(a) for a in session.scalars(select(Runner.arch).distinct().order_by(Runner.arch))]
+    return [str(a) for a in session.scalars(
+        select(Runner.arch).where(Runner.retired_at.is_(None)).distinct().order_by(Runner.arch))]
