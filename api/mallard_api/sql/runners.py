@@ -136,7 +136,3 @@ def testbed_fingerprint(session: Session, runner: Runner) -> str | None:
         return None
     return session.scalar(select(Testbed.fingerprint).where(Testbed.id == runner.testbed_id))
 
-
-def arches(session: Session) -> list[str]:
-    return [str(a) for a in session.scalars(
-        select(Runner.arch).where(Runner.retired_at.is_(None)).distinct().order_by(Runner.arch))]

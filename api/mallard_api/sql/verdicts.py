@@ -11,12 +11,12 @@ from mallard_api.models.verdicts import Bisection, CommitVerdict
 
 _LIVE_ARCHES = text("""
 SELECT DISTINCT arch FROM runners
-WHERE last_seen_at > now() - make_interval(secs => :s) ORDER BY arch
+WHERE last_seen_at > now() - make_interval(secs => :s) AND retired_at IS NULL ORDER BY arch
 """)
 
 
 def live_arches(session: Session, seconds: float) -> list[str]:
-    """Architectures with a runner seen within `seconds`."""
+    """Architectures with a runner in service (not retired) seen within `seconds`."""
     return [str(a) for a in session.scalars(_LIVE_ARCHES, {"s": seconds})]
 
 
