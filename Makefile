@@ -9,8 +9,9 @@ GEN := $(shell command -v ninja >/dev/null 2>&1 && echo -G Ninja)
 ARGS ?=
 
 .PHONY: help setup deps python allocator workloads test test-allocator test-allocator-arm64 \
+        workloads-arm64 peers-arm64 runner-arm64 \
         test-runner test-api test-dashboards test-k8s lint demo bench bench-allocator \
-        bench-runner bench-api up down images-offline e2e clean
+        bench-runner bench-verdicts bench-api up down images-offline e2e clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s$$'\t'
@@ -32,6 +33,17 @@ allocator: ## build libmallard.so into build/allocator
 workloads: ## build the benchmark workloads into build/workloads
 	@cmake -S runner/workloads -B $(BUILD)/workloads $(GEN) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD)/workloads
+
+workloads-arm64: ## the workloads cross-built for arm64 into build/workloads-aarch64
+	@cmake -S runner/workloads -B $(BUILD)/workloads-aarch64 $(GEN) -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/allocator/cmake/aarch64-linux-gnu.cmake >/dev/null
+	@cmake --build $(BUILD)/workloads-aarch64
+
+peers-arm64: ## arm64 jemalloc/mimalloc/tcmalloc extracted (never installed) into build/peers-aarch64
+	@scripts/arm64-peers.sh
+
+runner-arm64: python workloads-arm64 peers-arm64 ## an arm64 runner agent under qemu (MALLARD_RUNNER_API, _TOKEN, _CPUS, _NAME)
+	@MALLARD_RUNNER_ARCH=aarch64 $(VENV)/bin/mallard-runner agent $(ARGS)
 
 test: setup ## every test of every part; prints each runner's summary line
 	@scripts/test-all.sh
@@ -58,16 +70,20 @@ lint: python ## ruff and mypy
 	@$(VENV)/bin/ruff check api runner wire dashboards k8s scripts tests
 	@$(VENV)/bin/mypy api/mallard_api runner/mallard_runner wire/mallard_wire
 
-demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running)
-	@$(PY) scripts/demo.py $(ARGS)
+SCENARIO ?=
+demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running; SCENARIO=push: 8 commits pushed, the culprit bisected; SCENARIO=transfer-cache: mutex vs ring vs naive, micro 1..64 threads and macro)
+	@$(PY) scripts/$(if $(SCENARIO),demo_$(subst -,_,$(SCENARIO)),demo).py $(ARGS)
 
-bench: bench-allocator bench-runner bench-api ## every benchmark
+bench: bench-allocator bench-runner bench-verdicts bench-api ## every benchmark
 
-bench-allocator: python allocator workloads ## allocator vs peers on larson and rpc (table in allocator/README.md)
+bench-allocator: python allocator workloads ## allocator vs peers on every full-suite workload + transfer (table in allocator/README.md)
 	@$(PY) allocator/bench/bench.py $(ARGS)
 
 bench-runner: python allocator workloads ## measurement noise: CV and A/A check (runner/README.md)
 	@$(PY) runner/bench/noise.py $(ARGS)
+
+bench-verdicts: python allocator workloads ## a calibration through the real API and runner: false alarms, canary detection (runner/README.md; ARGS=--quick)
+	@$(PY) runner/bench/verdicts.py $(ARGS)
 
 bench-api: python ## ingest throughput and series-query latency (api/README.md)
 	@$(PY) api/bench/bench_api.py $(ARGS)

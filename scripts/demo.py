@@ -5,6 +5,11 @@ runner agent pinned to one core, posts a comparison of the allocator's two
 transfer-cache variants on the quick suite (peers as references) through the
 REST API, follows it to the end and prints the report. Logs go to .mallard/.
 With --keep the stack stays up; otherwise it is shut down cleanly.
+
+With --arm64 a second runner agent measures arm64 beside it: the allocator and the
+workloads cross-built and run under qemu-aarch64 (`start_runner(..., arch="aarch64")`,
+an emulated testbed whose timings are shown, never judged), and the demo also posts the
+comparison for arm64 on a small part of the suite.
 """
 
 from __future__ import annotations
@@ -13,13 +18,16 @@ import argparse
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from mallard_api.harness import ApiProcess
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -28,16 +36,6 @@ STATE = ROOT / ".mallard"
 VENV_BIN = ROOT / ".venv" / "bin"
 PEERS = ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
 console = Console()
-
-
-def free_port(preferred: int) -> int:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", preferred))
-            return preferred
-        except OSError:
-            s.bind(("127.0.0.1", 0))
-            return int(s.getsockname()[1])
 
 
 def step(msg: str) -> None:
@@ -69,19 +67,19 @@ def stop(proc: subprocess.Popen[bytes] | None, name: str) -> None:
     step(f"stopped {name}")
 
 
-def wait_healthy(api: str, proc: subprocess.Popen[bytes], timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    with console.status("waiting for the API (embedded PostgreSQL starts and migrates first)"):
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise SystemExit(f"demo: the API exited ({proc.returncode}); see .mallard/api.log")
-            try:
-                if httpx.get(f"{api}/api/v1/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-    raise SystemExit("demo: the API did not become healthy; see .mallard/api.log")
+def start_runner(api: str, env: dict[str, str], name: str, cpu: str,
+                 arch: str | None = None) -> subprocess.Popen[bytes]:
+    """A runner agent with its own token, spool and log (.mallard/runner[-ARCH].log).
+    `arch`: another architecture than the host's, cross-built and run under qemu-user
+    (`aarch64` on an x86-64 host; runner/README.md); None: the host's own."""
+    token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "runner",
+                 "--runner", name], env).splitlines()[-1]
+    suffix = f"-{arch}" if arch else ""
+    cmd = [str(VENV_BIN / "mallard-runner"), "agent", "--api", api, "--token", token,
+           "--cpus", cpu, "--name", name, "--spool", str(STATE / f"spool{suffix}")]
+    step(f"starting runner agent {name}{' (' + arch + ', emulated)' if arch else ''} pinned "
+         f"to CPU {cpu} (log: .mallard/runner{suffix}.log)")
+    return start(f"runner{suffix}", cmd + (["--arch", arch] if arch else []), env)
 
 
 def pinned_cpu() -> str:
@@ -113,77 +111,134 @@ def follow(client: httpx.Client, cid: int, runner: subprocess.Popen[bytes]) -> d
             time.sleep(2)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep", action="store_true", help="leave the stack running")
-    parser.add_argument("--port", type=int, default=8321)
-    parser.add_argument("--trials", type=int, default=5)
-    args = parser.parse_args()
+@dataclass
+class Stack:
+    """The running demo: the API (embedded PostgreSQL), one runner agent, a user client."""
 
+    api: str = ""
+    commit: str = ""
+    user_token: str = ""
+    client: httpx.Client | None = None
+    api_server: ApiProcess | None = None
+    runner_proc: subprocess.Popen[bytes] | None = None
+    arm_proc: subprocess.Popen[bytes] | None = None  # the arm64 runner (--arm64)
+
+
+def boot(st: Stack, preferred_port: int, arm64: bool = False) -> None:
+    """Start the API and a runner agent pinned to one core, create tokens and the project,
+    filling in ``st`` as they start (so ``up`` stops whatever started, even on a failure)."""
     STATE.mkdir(exist_ok=True)
-    commit = run(["git", "rev-parse", "HEAD"], dict(os.environ))
+    st.commit = run(["git", "rev-parse", "HEAD"], dict(os.environ))
     dirty = run(["git", "status", "--porcelain", "--", "allocator"], dict(os.environ))
     if dirty:
         step("[yellow]note:[/] allocator/ has uncommitted changes; "
              "the demo measures the committed HEAD")
-    port = free_port(args.port)
-    api = f"http://127.0.0.1:{port}"
+    st.api_server = ApiProcess({}, log=STATE / "api.log", port=preferred_port, cwd=ROOT)
+    st.api = st.api_server.url
     env = dict(os.environ)
     env.pop("DATABASE_URL", None)  # embedded PostgreSQL, the default way
     env.update({"MALLARD_DATA_DIR": str(STATE / "pgdata"), "PATH": f"{VENV_BIN}:{env['PATH']}",
                 # the runner fetches this checkout, and the API lets projects name it
                 "MALLARD_RUNNER_REPO_ALLOW": f"file://{ROOT}",
                 "MALLARD_REPO_URL_ALLOW": f"file://{ROOT}",
-                "MALLARD_PUBLIC_URL": api})
+                "MALLARD_PUBLIC_URL": st.api})
+    st.api_server.env = env
+    step(f"starting the API on {st.api} (log: .mallard/api.log)")
+    with console.status("waiting for the API (embedded PostgreSQL starts and migrates first)"):
+        try:
+            st.api_server.start(timeout=180)
+        except RuntimeError as exc:
+            raise SystemExit(f"demo: {str(exc).splitlines()[0]}; see .mallard/api.log") \
+                from exc
+    node = f"demo-{platform.node() or 'node'}"
+    step("creating tokens with the admin CLI (stored hashed)")
+    st.user_token = st.api_server.token("user")
+    st.client = httpx.Client(base_url=st.api, timeout=30,
+                             headers={"Authorization": f"Bearer {st.user_token}"})
+    st.client.put("/api/v1/projects/mallard", json={
+        "repo_url": str(ROOT), "allocator_dir": "allocator", "default_branch": "main",
+    }).raise_for_status()
 
-    api_proc = runner_proc = None
+    st.runner_proc = start_runner(st.api, env, node, pinned_cpu())
+    if arm64:
+        other = str(sorted(os.sched_getaffinity(0))[0])  # not the native runner's core
+        st.arm_proc = start_runner(st.api, env, f"{node}-arm64", other, arch="aarch64")
+
+
+@contextmanager
+def up(preferred_port: int, keep: bool, arm64: bool = False
+       ) -> Iterator[tuple[Stack, httpx.Client, subprocess.Popen[bytes]]]:
+    """The stack for one demo scenario: (stack, user client, runner agent). Stopped at the
+    end, unless ``keep`` and the scenario ran to its end. ``arm64``: an arm64 runner under
+    qemu-aarch64 too (``st.arm_proc``)."""
+    st = Stack()
+    ok = False
     try:
-        step(f"starting the API on {api} (log: .mallard/api.log)")
-        api_proc = start("api", [str(VENV_BIN / "mallard-api"), "serve", "--host", "127.0.0.1",
-                                 "--port", str(port)], env)
-        wait_healthy(api, api_proc)
-        node = f"demo-{platform.node() or 'node'}"
-        step("creating tokens with the admin CLI (stored hashed)")
-        runner_token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "runner",
-                            "--runner", node], env).splitlines()[-1]
-        user_token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "user"],
-                         env).splitlines()[-1]
-        client = httpx.Client(base_url=api, timeout=30,
-                              headers={"Authorization": f"Bearer {user_token}"})
-        client.put("/api/v1/projects/mallard", json={
-            "repo_url": str(ROOT), "allocator_dir": "allocator", "default_branch": "main",
-        }).raise_for_status()
+        boot(st, preferred_port, arm64)
+        assert st.client is not None and st.runner_proc is not None
+        yield st, st.client, st.runner_proc
+        ok = True
+    finally:
+        api_proc = st.api_server.proc if st.api_server is not None else None
+        if keep and ok and api_proc is not None and st.runner_proc is not None:
+            step(f"--keep: API (pid {api_proc.pid}) and runner (pid {st.runner_proc.pid}) "
+                 f"keep running; stop them with: kill -TERM -{api_proc.pid} "
+                 f"-{st.runner_proc.pid}")
+        else:
+            stop(st.arm_proc, "arm64 runner agent")
+            stop(st.runner_proc, "runner agent")
+            if api_proc is not None and api_proc.poll() is None:
+                assert st.api_server is not None
+                st.api_server.stop(30)
+                step("stopped API and embedded PostgreSQL")
 
-        cpu = pinned_cpu()
-        step(f"starting runner agent {node} pinned to CPU {cpu} (log: .mallard/runner.log)")
-        runner_proc = start("runner", [str(VENV_BIN / "mallard-runner"), "agent", "--api", api,
-                                       "--token", runner_token, "--cpus", cpu, "--name", node,
-                                       "--spool", str(STATE / "spool")], env)
 
-        step(f"posting a comparison: mallard@{commit[:7]} transfer=mutex vs transfer=ring, "
+def demo_args(doc: str | None) -> argparse.Namespace:
+    """The options every demo scenario takes: --keep, --port, --trials, --arm64."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument("--keep", action="store_true", help="leave the stack running")
+    parser.add_argument("--port", type=int, default=8321)
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--arm64", action="store_true",
+                        help="also run an arm64 runner under qemu-aarch64 and compare there")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = demo_args(__doc__)
+
+    with up(args.port, args.keep, args.arm64) as (st, client, runner):
+        step(f"posting a comparison: mallard@{st.commit[:7]} transfer=mutex vs transfer=ring, "
              f"quick suite, peers {', '.join(PEERS)}")
         comp = client.post("/api/v1/comparisons", json={
             "project": "mallard", "arch": platform.machine(), "suite": "quick",
             "trials": args.trials, "peers": PEERS,
-            "base": {"commit": commit, "variant": "transfer=mutex"},
-            "head": {"commit": commit, "variant": "transfer=ring"},
+            "base": {"commit": st.commit, "variant": "transfer=mutex"},
+            "head": {"commit": st.commit, "variant": "transfer=ring"},
         }).raise_for_status().json()
-        final = follow(client, comp["id"], runner_proc)
+        arm = None
+        if st.arm_proc is not None:
+            arm = client.post("/api/v1/comparisons", json={
+                "project": "mallard", "arch": "aarch64", "suite": "quick",
+                "workloads": ["larson"], "threads": [1], "trials": args.trials,
+                "peers": ["glibc", "jemalloc"],
+                "base": {"commit": st.commit, "variant": "transfer=mutex"},
+                "head": {"commit": st.commit, "variant": "transfer=ring"},
+            }).raise_for_status().json()
+        final = follow(client, comp["id"], runner)
         report = client.get(f"/api/v1/comparisons/{comp['id']}/report").raise_for_status().text
         console.rule("comparison report")
         print(report)
         console.rule()
-        step(f"API docs:   {api}/docs")
-        step(f"the report: {api}/api/v1/comparisons/{comp['id']}/report")
-        step(f"the page:   {api}/ui/comparisons/{comp['id']} (sign in with {user_token})")
-        if args.keep:
-            step(f"--keep: API (pid {api_proc.pid}) and runner (pid {runner_proc.pid}) keep "
-                 f"running; stop them with: kill -TERM -{api_proc.pid} -{runner_proc.pid}")
-            api_proc = runner_proc = None
+        if arm is not None and st.arm_proc is not None:
+            follow(client, arm["id"], st.arm_proc)
+            console.rule("arm64 (emulated) comparison report")
+            print(client.get(f"/api/v1/comparisons/{arm['id']}/report").raise_for_status().text)
+            console.rule()
+        step(f"API docs:   {st.api}/docs")
+        step(f"the report: {st.api}/api/v1/comparisons/{comp['id']}/report")
+        step(f"the page:   {st.api}/ui/comparisons/{comp['id']} (sign in with {st.user_token})")
         return 0 if final["state"] == "done" else 1
-    finally:
-        stop(runner_proc, "runner agent")
-        stop(api_proc, "API and embedded PostgreSQL")
 
 
 if __name__ == "__main__":

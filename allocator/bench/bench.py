@@ -1,13 +1,16 @@
-"""`make bench-allocator`: mallard vs the peers on larson and rpc, into allocator/README.md.
+"""`make bench-allocator`: mallard vs the peers on every workload, into allocator/README.md.
 
-Runs the runner's `bench-allocator` suite through the runner's executor (one
-timing loop, one result type: mallard_runner): mallard built from this
-checkout's HEAD with transfer=mutex and transfer=ring, glibc, jemalloc,
-mimalloc and tcmalloc; larson and rpc at 1 and 2 threads; pinned, interleaved,
-the median of >= 5 trials after a warm-up. Writes a markdown table of ops/s
-and peak RSS (medians) with ratios against glibc and against the fastest peer
-between <!-- bench-allocator:begin --> and <!-- bench-allocator:end --> under
-"## Performance" in allocator/README.md. Raw trials: .mallard/runner/raw/.
+Runs, through the runner's executor (one timing loop, one result type:
+mallard_runner), every workload of the `full` suite with its params, plus the
+`transfer` workload (runner/suites/transfer.yaml), at 1 and 2 threads:
+mallard built from this checkout's HEAD in its default configuration and
+each transfer variant (`ring`, `naive`), beside glibc, jemalloc, mimalloc and
+tcmalloc; pinned, interleaved, the median of >= 7 trials after a warm-up.
+Writes a summary (per case: mallard's default against the fastest peer, and
+its peak RSS against jemalloc's) and the full table of ops/s and peak RSS
+(medians) between <!-- bench-allocator:begin --> and <!-- bench-allocator:end -->
+under "## Performance" in allocator/README.md. Raw trials: .mallard/runner/raw/.
+`--workloads` and `--threads` narrow it for a quick look (then use --no-write).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from mallard_runner.executor import Cell
 from mallard_runner.models import ResultsIn, Trial
 from mallard_runner.runs import RunRequest, execute, prepare
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
-from mallard_runner.suites import load_suite
+from mallard_runner.suites import Suite, load_suite
 from mallard_runner.summary import CellSummary, summarize
 from mallard_runner.testbed import cpu_model, parse_cpus
 from mallard_runner.variants import PEER_NAMES, parse_selectors
@@ -35,6 +38,27 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 README = REPO_ROOT / "allocator" / "README.md"
 BEGIN, END = "<!-- bench-allocator:begin -->", "<!-- bench-allocator:end -->"
 console = Console(stderr=True)
+
+
+ALLOCATORS = ["mallard", "mallard:transfer=ring", "mallard:transfer=naive",
+              "glibc", "jemalloc", "mimalloc", "tcmalloc"]
+
+
+def bench_suite(suites_dir: Path, trials: int) -> Suite:
+    """The full suite's workloads and params, plus transfer, at threads 1 and 2."""
+    full = load_suite("full", suites_dir)
+    transfer = load_suite("transfer", suites_dir)
+    workloads = dict(full.workloads) | dict(transfer.workloads)
+    for name, wl in workloads.items():
+        threads = [t for t in (wl.threads or [1, 2]) if t in (1, 2)]
+        workloads[name] = wl.model_copy(update={"threads": threads, "instructions": None})
+    return Suite(name="bench-allocator", description="full + transfer, threads 1 and 2",
+                 trials=trials, warmup=1, seed=full.seed, threads=[1, 2],
+                 allocators=ALLOCATORS, baseline="glibc", workloads=workloads)
+
+
+def short_case(c: CellSummary) -> str:
+    return " ".join(f"{k}={v}" for k, v in c.params.items() if k not in ("threads", "seed"))
 
 
 def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, float],
@@ -54,28 +78,42 @@ def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, f
            f"and tests, and repeated runs of this table have differed by tens of percent on "
            f"larson: treat it as indicative, and compare with the A/A figures in "
            f"runner/README.md before believing a difference.", "",
-           "| workload | threads | allocator | ops/s (median) | vs glibc | vs fastest peer | "
-           "peak RSS (median) | ok / n |",
-           "|---|---:|---|---:|---:|---:|---:|---:|"]
+           "Summary: mallard's default configuration against the fastest peer (ops/s) and "
+           "against jemalloc (peak RSS).", "",
+           "| workload | params | threads | mallard ops/s | fastest peer | mallard / fastest | "
+           "RSS mallard / jemalloc |", "|---|---|---:|---:|---|---:|---:|"]
+    summary: list[str] = []
+    full = ["", "| workload | params | threads | allocator | ops/s (median) | vs glibc | "
+            "vs fastest peer | peak RSS (median) | ok / n |",
+            "|---|---|---:|---|---:|---:|---:|---:|---:|"]
     for cells in by_case.values():
         peers = [c for c in cells if c.name in PEER_NAMES and c.median("ops_per_sec")]
         fastest = max(peers, key=lambda c: c.median("ops_per_sec") or 0.0, default=None)
         fast = fastest.median("ops_per_sec") if fastest else None
         order = sorted(cells, key=lambda c: (c.name != "mallard", c.allocator))
+        mallard = next((c for c in cells if c.name == "mallard" and not c.variant), None)
+        je = next((c for c in cells if c.name == "jemalloc"), None)
+        if mallard is not None and fastest is not None:
+            med = mallard.median("ops_per_sec")
+            rss = mallard.median("max_rss_bytes")
+            je_rss = je.median("max_rss_bytes") if je else None
+            summary.append(
+                f"| {mallard.workload} | {short_case(mallard)} | {mallard.params.get('threads')} | "
+                f"{'-' if med is None else f'{med:,.0f}'} | {fastest.name} | "
+                f"{'-' if not med or not fast else f'{med / fast:.2f}x'} | "
+                f"{'-' if not rss or not je_rss else f'{rss / je_rss:.2f}x'} |")
         for c in order:
             med = c.median("ops_per_sec")
             rss = c.median("max_rss_bytes")
             vs_fast = f"{med / fast:.2f}x" if med and fast else "-"
             if fastest is not None and c is fastest:
                 vs_fast += " (fastest)"
-            out.append(
-                f"| {c.workload} | {c.params.get('threads')} | {c.allocator} | "
+            full.append(
+                f"| {c.workload} | {short_case(c)} | {c.params.get('threads')} | {c.allocator} | "
                 f"{'-' if med is None else f'{med:,.0f}'} | "
                 f"{'-' if c.ratio is None else f'{c.ratio:.2f}x'} | {vs_fast} | "
                 f"{'-' if rss is None else f'{rss / 2**20:.1f} MiB'} | {c.n_ok} / {c.n} |")
-    params = {c.workload: " ".join(f"{k}={v}" for k, v in c.params.items() if k != "threads")
-              for c in rows}
-    out += ["", "Params: " + "; ".join(f"{w}: {p}" for w, p in sorted(params.items())) + "."]
+    out += summary + full
     for name, why in missing.items():
         out.append(f"Peer {name} was not measured: {why}.")
     failed = [t for t in results.trials if not t.ok]
@@ -84,8 +122,9 @@ def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, f
     return "\n".join(out)
 
 
-def write_readme(block: str, readme: Path = README) -> None:
+def write_readme(block: str, readme: Path = README, begin: str = BEGIN, end: str = END) -> None:
     """Replace the block between the markers; add the markers under ## Performance if missing."""
+    BEGIN, END = begin, end  # noqa: N806
     text = readme.read_text() if readme.exists() else "# Mallard allocator\n"
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
@@ -106,18 +145,24 @@ def write_readme(block: str, readme: Path = README) -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cpus", default=None, help="CPUs to pin to (default: the last one)")
-    p.add_argument("--trials", type=int, default=None, help="override the suite's trials (>=5)")
+    p.add_argument("--trials", type=int, default=7, help="trials per cell (>= 7 for the README)")
+    p.add_argument("--workloads", default=None, help="comma list: only these workloads")
+    p.add_argument("--threads", default=None, help="comma list: only these thread counts")
+    p.add_argument("--allocators", default=None, help="comma list of selectors (default: all)")
     p.add_argument("--commit", default="HEAD", help="mallard commit to build")
     p.add_argument("--json", type=Path, default=None, help="also write the ResultsIn JSON here")
     p.add_argument("--no-write", action="store_true", help="print only; leave README alone")
     args = p.parse_args()
     settings = RunnerSettings()
-    suite = load_suite("bench-allocator", settings.suites_dir)
+    suite = bench_suite(settings.suites_dir, args.trials)
     cpus = parse_cpus(args.cpus or str(sorted(os.sched_getaffinity(0))[-1]))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    req = RunRequest(suite=suite, selectors=parse_selectors(",".join(suite.allocators)),
+    req = RunRequest(suite=suite,
+                     selectors=parse_selectors(args.allocators or ",".join(suite.allocators)),
                      cpus=cpus, raw_dir=settings.raw() / f"bench-allocator-{stamp}",
-                     source=str(REPO_ROOT), ref=args.commit, trials=args.trials)
+                     source=str(REPO_ROOT), ref=args.commit, trials=args.trials,
+                     workloads=args.workloads.split(",") if args.workloads else None,
+                     threads=[int(t) for t in args.threads.split(",")] if args.threads else None)
     load_before = os.getloadavg()[0]
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console) as progress:

@@ -29,14 +29,12 @@ static void* mld_huge_alloc(mld_heap_t* h, size_t size, size_t alignment) {
 /* Pop a block of class c, refilling the bin if needed. */
 static void* mld_alloc_class(mld_heap_t* h, unsigned c) {
   mld_bin_t* bin = &h->bins[c];
-  if (bin->free == NULL && !_mld_heap_refill(h, c)) {
+  if (bin->own.top == bin->own.base && !mld_bin_take_foreign(bin, &h->foreign[c]) && !_mld_heap_refill(h, c)) {
     errno = ENOMEM;
     return NULL;
   }
-  mld_block_t* b = bin->free;
-  bin->free = b->next;
-  bin->room++;
-  b->cookie = 0;
+  mld_block_t* b = (mld_block_t*)*--bin->own.top;
+  mld_block_mark(b, 0);
   h->hot.allocs++;
   return b;
 }
@@ -87,21 +85,17 @@ void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
     h = _mld_heap_thread_init();
     errno = saved;
     if (h != NULL) {
-      mld_free_inline(b);
+      mld_free_block_inline(b);
       return;
     }
     h = &_mld_heap_empty;
   }
-  b->cookie = (uintptr_t)b ^ _mld_cookie_key;
+  mld_block_mark(b, (uintptr_t)b ^ _mld_cookie_key);
   if (atomic_load_explicit(&page->owner, memory_order_relaxed) == NULL && h != &_mld_heap_empty &&
       _mld_central_adopt(page, h)) {
     /* the page was abandoned: now it is ours, free locally */
     _mld_heap_adopted(h, page);
-    mld_bin_t* bin = &h->bins[page->size_class];
-    b->next = bin->free;
-    bin->free = b;
-    h->hot.frees++;
-    if (--bin->room < 0) _mld_heap_flush(h, page->size_class);
+    _mld_heap_push_local(h, page->size_class, b);
     return;
   }
   _mld_page_free_remote(page, b);
@@ -116,6 +110,7 @@ void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
 
 /* Not a small block of ours: a huge block, or misuse. */
 void _mld_alloc_free_slow(void* p, mld_page_t* page) {
+  if (p == NULL) return;   /* the fast path's one range test sends NULL here */
   int saved = errno;
   if (page != NULL && page->size_class == MLD_CLASS_HUGE && p == page->start) {
     mld_heap_t* h = _mld_heap_tls;
@@ -272,5 +267,5 @@ MLD_API void mld_collect(int force) {
 
 MLD_API const char* mld_transfer_mode(void) {
   if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init_process();
-  return _mld_transfer_mode() == MLD_TRANSFER_RING ? "ring" : "mutex";
+  return _mld_options_str(MLD_OPT_TRANSFER);
 }

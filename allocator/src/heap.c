@@ -1,8 +1,10 @@
 /* heap.c: the thread heap. Each thread gets a heap (reached through an
- * initial-exec TLS pointer) holding one bin per size class: a free list of
- * blocks popped by malloc and pushed by free without atomics or locks. The
- * heap owns pages; a free of a block of one of its pages goes to the bin, a
- * free of another heap's block goes to that page's thread-free list.
+ * initial-exec TLS pointer) holding one bin per size class: a stack of
+ * block pointers popped by malloc and pushed by free without atomics or
+ * locks (the stacks live after the heap struct). The heap owns pages; a
+ * free of a block of one of its pages goes to the bin, a free of another
+ * heap's block to the class's foreign stack (MALLARD_REMOTE=bin) or to
+ * that page's thread-free list (MALLARD_REMOTE=page).
  *
  * Slow paths: an empty bin is refilled from the transfer cache, else from
  * the heap's own pages (collecting remote frees), else from pages abandoned
@@ -39,17 +41,33 @@ void _mld_heap_process_init(void) {
 
 /* ---- heap structs: from the OS, recycled, never freed ----------------- */
 
+/* A heap is the struct followed by its bins' slot arrays (two per class,
+ * max + 1 pointers each); the size is the same for every heap. */
+static size_t mld_heap_bytes;
+
+static size_t mld_heap_size(void) {
+  if (mld_heap_bytes == 0) {
+    size_t slots = 0;
+    for (unsigned c = 0; c < MLD_CLASSES; c++) slots += 2u * (_mld_classes[c].bin_max + 1u);
+    size_t bytes = sizeof(mld_heap_t) + slots * sizeof(void*);
+    mld_heap_bytes = (bytes + MLD_CACHE_LINE - 1) & ~(size_t)(MLD_CACHE_LINE - 1);
+  }
+  return mld_heap_bytes;
+}
+
 static mld_heap_t* mld_heap_struct_alloc(void) {
   pthread_mutex_lock(&mld_heaps_lock);
   mld_heap_t* h = mld_heaps_free;
   if (h == NULL) {
-    size_t chunk = 64 * 1024;
+    size_t size = mld_heap_size();
+    size_t chunk = 256 * 1024;
     if (chunk < _mld_os_page_size) chunk = _mld_os_page_size;
+    if (chunk < size) chunk = (size + _mld_os_page_size - 1) & ~(_mld_os_page_size - 1);
     uint8_t* mem = (uint8_t*)_mld_os_map(chunk);
     if (mem != NULL) {
-      size_t n = chunk / sizeof(mld_heap_t);
+      size_t n = chunk / size;
       for (size_t i = 0; i < n; i++) {
-        mld_heap_t* x = (mld_heap_t*)(mem + i * sizeof(mld_heap_t));
+        mld_heap_t* x = (mld_heap_t*)(mem + i * size);
         x->next = mld_heaps_free;
         mld_heaps_free = x;
       }
@@ -58,7 +76,7 @@ static mld_heap_t* mld_heap_struct_alloc(void) {
   }
   if (h != NULL) {
     mld_heaps_free = h->next;
-    memset(h, 0, sizeof *h);
+    memset(h, 0, sizeof *h);   /* the struct; the slot arrays need no zeroing */
     h->next = mld_heaps;
     if (mld_heaps) mld_heaps->prev = h;
     mld_heaps = h;
@@ -92,9 +110,17 @@ mld_heap_t* _mld_heap_thread_init(void) {
   if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init_process();
   mld_heap_t* h = mld_heap_struct_alloc();
   if (h == NULL) return NULL;
+  void** slots = (void**)(h + 1);
   for (unsigned c = 0; c < MLD_CLASSES; c++) {
-    h->bins[c].max = _mld_classes[c].bin_max;
-    h->bins[c].room = (int32_t)_mld_classes[c].bin_max;
+    mld_bin_t* bin = &h->bins[c];
+    bin->max = _mld_classes[c].bin_max;
+    mld_stack_t* stacks[2] = {&bin->own, &h->foreign[c]};
+    for (int i = 0; i < 2; i++) {
+      stacks[i]->base = stacks[i]->top = slots;
+      stacks[i]->limit = slots + bin->max;
+      slots += bin->max + 1u;
+    }
+    bin->foreign_take = (_mld_classes[c].batch + 1u) / 2u;
   }
   _mld_heap_tls = h;
   if (mld_heap_key_ok) pthread_setspecific(mld_heap_key, h);
@@ -130,22 +156,37 @@ static void mld_heap_release_page(mld_heap_t* h, mld_page_t* page) {
   _mld_segment_page_free(page);
 }
 
-/* A block goes back to its page: ours (local list) or another's (CAS). */
-void _mld_heap_return_block(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
-  if (atomic_load_explicit(&page->owner, memory_order_relaxed) != h) {
-    _mld_page_free_remote(page, b);
-    return;
-  }
+/* A block of our page was just pushed onto its free list: a page on the
+ * full list is available again, an empty one goes back to its segment
+ * unless it is the class's only available page. */
+static void mld_heap_page_fixup(mld_heap_t* h, mld_page_t* page) {
   unsigned c = page->size_class;
-  b->next = page->free;
-  page->free = b;
-  page->used--;
   if (page->in_full) {
     _mld_page_list_remove(&h->full[c], page);
     page->in_full = 0;
     _mld_page_list_push_back(&h->avail[c], page);
   }
   if (page->used == 0 && h->avail[c].count > 1) mld_heap_release_page(h, page);
+}
+
+/* n blocks back to their pages (the transfer cache was full, or a bin is
+ * drained): the common case - our page, neither on the full list nor left
+ * empty - is a push onto its free list and a decrement, with the page
+ * found through the segment byte map (no segment header read). This is
+ * the path most frees of a burst take when the burst overflows the
+ * transfer cache (fragmentation: 78 k of 100 k frees). */
+static void mld_heap_return_blocks(mld_heap_t* h, void** batch, unsigned n) {
+  for (unsigned i = 0; i < n; i++) {
+    mld_block_t* b = (mld_block_t*)batch[i];
+    mld_page_t* page = mld_page_of_known(b);
+    if (mld_unlikely(atomic_load_explicit(&page->owner, memory_order_relaxed) != h)) {
+      _mld_page_free_remote(page, b);
+      continue;
+    }
+    b->next = page->free;
+    page->free = b;
+    if (mld_unlikely((--page->used == 0) | page->in_full)) mld_heap_page_fixup(h, page);
+  }
 }
 
 /* page was just taken over from the central list (owner is h). */
@@ -156,42 +197,52 @@ void _mld_heap_adopted(mld_heap_t* h, mld_page_t* page) {
   _mld_page_list_push_back(&h->avail[page->size_class], page);
 }
 
-/* The bin of class c is over its limit: release one batch. */
-void _mld_heap_flush(mld_heap_t* h, unsigned c) {
-  int saved = errno;   /* free preserves errno, whatever the slow path does */
-  _mld_heap_publish(h);
-  mld_bin_t* bin = &h->bins[c];
-  unsigned n = _mld_classes[c].batch;
-  void* batch[MLD_MAX_BATCH];
-  mld_block_t* b = bin->free;
-  for (unsigned i = 0; i < n; i++) {
-    batch[i] = b;
-    b = b->next;
-  }
-  bin->free = b;
-  bin->room += (int32_t)n;
-  if (_mld_transfer_insert(c, batch, n)) {
+/* The newest n blocks of a stack go to the transfer cache, or, when that
+ * is full, back to their pages. */
+static void mld_heap_release(mld_heap_t* h, unsigned c, mld_stack_t* s, uint32_t n) {
+  void** batch = s->top - n;
+  if (_mld_transfer_insert(h->stats, c, batch, n)) {
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
   } else {
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
-    for (unsigned i = 0; i < n; i++) _mld_heap_return_block(h, mld_page_of_known(batch[i]), (mld_block_t*)batch[i]);
+    mld_heap_return_blocks(h, batch, n);
   }
+  s->top = batch;
+}
+
+/* The bin of class c is over its limit: release one batch (the newest). */
+void _mld_heap_flush(mld_heap_t* h, unsigned c) {
+  int saved = errno;   /* free preserves errno, whatever the slow path does */
+  _mld_heap_publish(h);
+  mld_heap_release(h, c, &h->bins[c].own, _mld_classes[c].batch);
   errno = saved;
+}
+
+/* Bin c's foreign blocks are over max: their newest batch goes the same way. */
+void _mld_heap_flush_foreign(mld_heap_t* h, unsigned c) {
+  int saved = errno;
+  _mld_heap_publish(h);
+  mld_heap_release(h, c, &h->foreign[c], _mld_classes[c].batch);
+  errno = saved;
+}
+
+/* A block that is now ours (a page just adopted) into bin c. */
+void _mld_heap_push_local(mld_heap_t* h, unsigned c, mld_block_t* b) {
+  h->hot.frees++;
+  if (mld_stack_push(&h->bins[c].own, b)) _mld_heap_flush(h, c);
 }
 
 /* ---- refilling a bin ------------------------------------------------------ */
 
 static bool mld_heap_take(mld_heap_t* h, unsigned c, mld_page_t* page) {
   mld_bin_t* bin = &h->bins[c];
-  mld_block_t *first, *last;
   uint32_t want = bin->max / 2;
   if (want < _mld_classes[c].batch) want = _mld_classes[c].batch;
-  uint32_t got = _mld_page_take(page, want, &first, &last);
-  if (got == 0) return false;
-  last->next = bin->free;
-  bin->free = first;
-  bin->room -= (int32_t)got;
-  return true;
+  uint32_t room = bin->max - mld_stack_count(&bin->own);
+  if (want > room) want = room;
+  uint32_t got = _mld_page_take(page, want, bin->own.top);
+  bin->own.top += got;
+  return got != 0;
 }
 
 static bool mld_heap_refill_pages(mld_heap_t* h, unsigned c) {
@@ -237,20 +288,15 @@ static bool mld_heap_refill_pages(mld_heap_t* h, unsigned c) {
 }
 
 bool _mld_heap_refill(mld_heap_t* h, unsigned c) {
+  mld_bin_t* bin = &h->bins[c];
+  unsigned n = _mld_classes[c].batch;
+  if (mld_bin_take_foreign(bin, &h->foreign[c])) return true;   /* callers try this first; others may not */
   _mld_heap_publish(h);
   if (++h->slow_calls % MLD_COLLECT_EVERY == 0) _mld_heap_collect(h, false);
   else if (h->slow_calls % 64 == 0) _mld_segment_maybe_purge();
-  mld_bin_t* bin = &h->bins[c];
-  unsigned n = _mld_classes[c].batch;
-  void* batch[MLD_MAX_BATCH];
-  if ((n = _mld_transfer_remove(c, batch, n)) != 0) {
+  if ((n = _mld_transfer_remove(h->stats, c, bin->own.base, n)) != 0) {   /* the bin is empty */
     mld_counter_add(&h->stats[MLD_STAT_transfer_remove_hits], 1);
-    for (unsigned i = n; i-- > 0;) {
-      mld_block_t* b = (mld_block_t*)batch[i];
-      b->next = bin->free;
-      bin->free = b;
-    }
-    bin->room -= (int32_t)n;
+    bin->own.top = bin->own.base + n;
     return true;
   }
   mld_counter_add(&h->stats[MLD_STAT_transfer_remove_misses], 1);
@@ -275,8 +321,8 @@ void _mld_heap_collect(mld_heap_t* h, bool force) {
       unsigned n = _mld_classes[c].batch;
       void* batch[MLD_MAX_BATCH];
       unsigned got;
-      while ((got = _mld_transfer_remove(c, batch, n)) != 0)
-        for (unsigned i = 0; i < got; i++) _mld_heap_return_block(h, mld_page_of_known(batch[i]), (mld_block_t*)batch[i]);
+      while ((got = _mld_transfer_remove(h->stats, c, batch, n)) != 0)
+        mld_heap_return_blocks(h, batch, got);
     }
   }
   for (unsigned c = 0; c < MLD_CLASSES; c++) {
@@ -300,35 +346,37 @@ void _mld_heap_collect(mld_heap_t* h, bool force) {
   _mld_segment_purge(force);
 }
 
-/* Empty bin c: to the transfer cache while it takes them (whole batches,
- * then the remainder), whatever it refuses back to their pages. */
+/* Empty a stack of bin c: to the transfer cache while it takes them (whole
+ * batches, then the remainder as one short batch: the cache counts
+ * objects, and a later remove of a whole batch takes it together with
+ * others), whatever it refuses back to their pages. In a fork child the
+ * bins of the threads that are gone may have been caught anywhere in a
+ * push or pop: mld_stack_push keeps every such state valid. */
+static void mld_heap_drain_stack(mld_heap_t* h, unsigned c, mld_stack_t* s, bool to_transfer) {
+  if (s->top < s->base || s->top > s->limit + 1) {   /* cannot happen; leak rather than hand out */
+    s->top = s->base;
+    return;
+  }
+  unsigned n = _mld_classes[c].batch;
+  while (s->top > s->base) {
+    uint32_t left = mld_stack_count(s);
+    uint32_t k = left < n ? left : n;
+    void** batch = s->top - k;
+    if (to_transfer && _mld_transfer_insert(h->stats, c, batch, k)) {
+      mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
+    } else {
+      to_transfer = false;   /* full: the rest goes back to the pages too */
+      mld_heap_return_blocks(h, batch, k);
+    }
+    s->top = batch;
+  }
+}
+
+/* Empty bin c, its foreign blocks first. */
 static void mld_heap_drain_bin(mld_heap_t* h, unsigned c, bool to_transfer) {
   mld_bin_t* bin = &h->bins[c];
-  unsigned n = _mld_classes[c].batch;
-  while (to_transfer && bin->free != NULL) {
-    /* whole batches, then the rest (fewer than a batch) as one short batch:
-     * the transfer cache counts objects, and a later remove of a whole
-     * batch takes it together with others */
-    unsigned k = mld_bin_count(bin) < n ? mld_bin_count(bin) : n;
-    void* batch[MLD_MAX_BATCH];
-    mld_block_t* b = bin->free;
-    for (unsigned i = 0; i < k; i++) {
-      batch[i] = b;
-      b = b->next;
-    }
-    if (!_mld_transfer_insert(c, batch, k)) break;
-    mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
-    bin->free = b;
-    bin->room += (int32_t)k;
-  }
-  mld_block_t* b = bin->free;
-  while (b != NULL) {
-    mld_block_t* next = b->next;
-    _mld_heap_return_block(h, mld_page_of_known(b), b);
-    b = next;
-  }
-  bin->free = NULL;
-  bin->room = (int32_t)bin->max;
+  mld_heap_drain_stack(h, c, &h->foreign[c], to_transfer);
+  mld_heap_drain_stack(h, c, &bin->own, to_transfer);
 }
 
 /* The thread is about to create a thread (override.c wraps pthread_create):
@@ -347,7 +395,8 @@ void _mld_heap_shed(void) {
   int saved = errno;
   _mld_heap_publish(h);
   for (unsigned c = 0; c < MLD_CLASSES; c++)
-    if (h->bins[c].free != NULL) mld_heap_drain_bin(h, c, true);
+    if (h->bins[c].own.top != h->bins[c].own.base || h->foreign[c].top != h->foreign[c].base)
+      mld_heap_drain_bin(h, c, true);
   errno = saved;
 }
 

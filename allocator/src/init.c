@@ -44,6 +44,7 @@ void _mld_init_process(void) {
   _mld_central_init();
   _mld_transfer_init((int)_mld_options_get(MLD_OPT_TRANSFER));
   _mld_heap_process_init();
+  _mld_canary_init();
   atomic_store_explicit(&_mld_init_state, 2, memory_order_release);
   /* after the state is "done": these may allocate, which must now work */
   pthread_atfork(mld_fork_prepare, mld_fork_parent, mld_fork_child);

@@ -2,7 +2,7 @@
  * functions (_mld_<file>_<verb>), and the inlined malloc/free fast paths.
  *
  * Layers (top to bottom):
- *   thread heap (heap.c)     per-thread bins: one free list of blocks per size class
+ *   thread heap (heap.c)     per-thread bins: one stack of block pointers per size class
  *   pages (page.c)           per-page free list (owner) + atomic thread-free list (remote frees)
  *   transfer cache           per size class batches of blocks between heaps (transfer.c)
  *   central lists            abandoned pages of dead threads, per size class (central.c)
@@ -22,6 +22,13 @@
 
 #ifndef MLD_OVERRIDE
 #define MLD_OVERRIDE 1
+#endif
+
+/* The checks on every free (a block start, not already free): on by
+ * default; -DMALLARD_FREE_CHECKS=OFF (CMake) builds without them, only to
+ * measure what they cost (allocator/README.md, Misuse). */
+#ifndef MLD_FREE_CHECKS
+#define MLD_FREE_CHECKS 1
 #endif
 
 #define mld_likely(x)   __builtin_expect(!!(x), 1)
@@ -53,13 +60,15 @@ enum { MLD_KIND_SMALL = 0, MLD_KIND_MEDIUM = 1, MLD_KIND_HUGE = 2, MLD_KINDS = 2
   X(allocs) X(frees) X(remote_frees)                                        \
   X(transfer_insert_hits) X(transfer_insert_misses)                         \
   X(transfer_remove_hits) X(transfer_remove_misses)                         \
-  X(central_refills) X(pages_fresh) X(pages_reclaimed) X(pages_abandoned)   \
-  X(pages_released) X(huge_allocs) X(huge_frees) X(heap_collects)
+  X(central_refills)                                                        \
+  X(pages_fresh) X(pages_reclaimed) X(pages_abandoned)                      \
+  X(pages_released) X(huge_allocs) X(huge_frees) X(heap_collects)         \
+  X(transfer_insert_inflight_misses) X(transfer_remove_inflight_misses)     \
+  X(transfer_waits) X(transfer_commit_waits) X(transfer_yields) X(transfer_sleeps)
 
 #define MLD_GLOBAL_STATS(X)                                                 \
   X(bytes_mapped) X(peak_bytes_mapped) X(bytes_purged) X(segments_mapped)   \
-  X(segments_unmapped) X(threads_started) X(threads_ended)                  \
-  X(transfer_waits) X(transfer_yields)
+  X(segments_unmapped) X(threads_started) X(threads_ended)
 
 typedef enum {
 #define MLD_X(n) MLD_STAT_##n,
@@ -98,23 +107,28 @@ typedef struct mld_block_s {
 struct mld_heap_s;
 
 typedef struct mld_page_s {
-  /* set when the page is given a size class; read by any freeing thread */
-  uint8_t* start;              /* first block */
-  size_t block_size;
+  /* First cache line: everything free reads (start, area, magic,
+   * size_class, owner) and everything a block's return to its page or a
+   * refill from its free list touches (free, used, in_full), so those
+   * touch one line of a page struct, not two (they did: fragmentation
+   * returns most of its frees to pages, each a miss on both lines). */
+  uint8_t* start;              /* first block (set when the page gets a size class) */
   size_t area;                 /* reserved * block_size; 0 unless the page holds small blocks */
-  uint64_t magic;              /* (off * magic) >> 40 == off / block_size */
-  uint32_t reserved;           /* blocks that fit */
+  uint64_t magic;              /* UINT64_MAX / block_size + 1: off * magic < magic iff off % block_size == 0 */
+  _Atomic(struct mld_heap_s*) owner;     /* NULL: abandoned or free */
+  mld_block_t* free;           /* local free list (owner only, or the central lock holder while abandoned) */
+  size_t block_size;
+  uint32_t used;               /* blocks not in free/thread_free (owner only) */
   uint8_t size_class;          /* < MLD_CLASSES, MLD_CLASS_HUGE or MLD_CLASS_NONE */
   uint8_t kind;
   uint8_t in_full;             /* in the owner's full list */
   uint8_t in_central;          /* abandoned, in a central list (central lock) */
   uint8_t fresh;               /* huge: a new mapping, still zero */
   uint8_t purged;              /* (free pages) memory given back to the OS */
-  _Atomic(struct mld_heap_s*) owner;     /* NULL: abandoned or free */
-  _Atomic(mld_block_t*) thread_free;     /* frees by other threads (one CAS each) */
-  /* owner only (or the central list lock holder while abandoned) */
-  mld_block_t* free;           /* local free list */
-  uint32_t used;               /* blocks not in free/thread_free */
+  /* second line: frees by other threads (one CAS each: kept off the line
+   * every free reads), carving, lists, and what free pages need */
+  _Atomic(mld_block_t*) thread_free;
+  uint32_t reserved;           /* blocks that fit */
   uint32_t capacity;           /* blocks carved so far (lazy) */
   struct mld_page_s* next;
   struct mld_page_s* prev;
@@ -124,6 +138,9 @@ typedef struct mld_page_s {
   uint64_t freed_at_ms;
 } __attribute__((aligned(128))) mld_page_t;   /* a power of two: page index -> address is one shift */
 _Static_assert(sizeof(mld_page_t) == 128, "mld_page_t should be 128 bytes");
+_Static_assert(offsetof(mld_page_t, purged) < MLD_CACHE_LINE && offsetof(mld_page_t, thread_free) == MLD_CACHE_LINE,
+               "free's fields in the first cache line of a page struct, thread_free in the second");
+#define MLD_PAGE_STRUCT_SHIFT 7
 
 typedef struct mld_segment_s {
   size_t size;                 /* bytes mapped */
@@ -167,13 +184,56 @@ static inline unsigned mld_size_class(size_t size) {
 
 /* ---- the thread heap (heap.c) ------------------------------------------ */
 
+/* A bin: the thread's cached blocks of one size class, as a stack of
+ * pointers (not a list threaded through the blocks): malloc pops, free
+ * pushes, and batches move to and from the transfer cache with one copy of
+ * pointers, without touching the blocks, whose cache lines may be in
+ * another core's cache (tcmalloc keeps its per-CPU caches as arrays for the
+ * same reason). Both stacks live after the heap struct; each holds max + 1
+ * pointers (a push may go one over before the flush). */
+typedef struct mld_stack_s {
+  void** top;                  /* the next free slot */
+  void** limit;                /* base + max: a push that passes it flushes */
+  void** base;
+} mld_stack_t;
+
+static inline uint32_t mld_stack_count(const mld_stack_t* s) { return (uint32_t)(s->top - s->base); }
+
 typedef struct mld_bin_s {
-  mld_block_t* free;
-  int32_t room;                /* max - blocks held: free flushes when it drops below 0 */
+  mld_stack_t own;
+  uint32_t foreign_take;       /* half a batch; 0 only in the empty heap */
   uint32_t max;
 } mld_bin_t;
 
-static inline uint32_t mld_bin_count(const mld_bin_t* bin) { return (uint32_t)((int32_t)bin->max - bin->room); }
+/* A block of another thread's page freed here (MALLARD_REMOTE=bin) while
+ * the bin is empty waits on a stack of its own (mld_heap_t.foreign), not
+ * in the bin, where the next malloc would hand out exactly that block,
+ * whose cache line other threads' live blocks share (passive false
+ * sharing, cache-scratch); into a non-empty bin it goes as usual. An
+ * empty bin takes them all (the stacks swap) once they are at least half a
+ * batch (no transfer-cache trip); past max, a batch goes to the transfer
+ * cache (_mld_heap_flush_foreign), as a full bin's does. The cheapest
+ * refill, inline in malloc's miss branch. */
+static inline bool mld_bin_take_foreign(mld_bin_t* bin, mld_stack_t* foreign) {
+  uint32_t n = mld_stack_count(foreign);
+  if (n < bin->foreign_take || n == 0) return false;
+  mld_stack_t s = bin->own;   /* empty */
+  bin->own = *foreign;
+  *foreign = s;
+  return true;
+}
+
+/* Push a block; true when that went past the limit (the caller flushes a
+ * batch). The slot is written before the top moves: a fork child that
+ * drains a bin caught in between loses the block, and never hands out a
+ * stale slot. */
+static inline bool mld_stack_push(mld_stack_t* s, void* b) {
+  void** top = s->top;
+  *top = b;
+  atomic_signal_fence(memory_order_release);
+  s->top = ++top;
+  return top > s->limit;
+}
 
 /* The three counters the fast paths bump: plain integers of the owner
  * thread (one add instruction each), copied into the atomic stats now and
@@ -189,6 +249,7 @@ typedef struct mld_heap_s {
   mld_bin_t bins[MLD_CLASSES];
   mld_hot_stats_t hot;
   mld_counter_t stats[MLD_STAT_HEAP_COUNT];   /* slow paths; hot ones as last published */
+  mld_stack_t foreign[MLD_CLASSES];    /* other threads' blocks freed here, per class (see mld_bin_take_foreign) */
   mld_page_list_t avail[MLD_CLASSES];  /* pages that may have free blocks */
   mld_page_list_t full[MLD_CLASSES];   /* pages with none at last look */
   uint64_t slow_calls;
@@ -206,6 +267,8 @@ extern MLD_HIDDEN __thread uint8_t _mld_heap_exited __attribute__((tls_model("in
 MLD_HIDDEN mld_heap_t* _mld_heap_thread_init(void);
 MLD_HIDDEN bool _mld_heap_refill(mld_heap_t* h, unsigned c);
 MLD_HIDDEN void _mld_heap_flush(mld_heap_t* h, unsigned c);
+MLD_HIDDEN void _mld_heap_flush_foreign(mld_heap_t* h, unsigned c);
+MLD_HIDDEN void _mld_heap_push_local(mld_heap_t* h, unsigned c, mld_block_t* b);
 MLD_HIDDEN void _mld_heap_abandon(mld_heap_t* h);
 MLD_HIDDEN void _mld_heap_thread_done(void);
 MLD_HIDDEN void _mld_heap_shed(void);
@@ -216,14 +279,13 @@ MLD_HIDDEN void _mld_heap_publish(mld_heap_t* h);
 MLD_HIDDEN void _mld_heap_fork_prepare(void);
 MLD_HIDDEN void _mld_heap_fork_parent(void);
 MLD_HIDDEN void _mld_heap_fork_child(void);
-MLD_HIDDEN void _mld_heap_return_block(mld_heap_t* h, mld_page_t* page, mld_block_t* b);
 MLD_HIDDEN void _mld_heap_adopted(mld_heap_t* h, mld_page_t* page);
 
 /* ---- pages (page.c) ----------------------------------------------------- */
 
 MLD_HIDDEN void _mld_page_init(mld_page_t* page, unsigned c, mld_heap_t* owner);
 MLD_HIDDEN void _mld_page_collect(mld_page_t* page);
-MLD_HIDDEN uint32_t _mld_page_take(mld_page_t* page, uint32_t n, mld_block_t** first, mld_block_t** last);
+MLD_HIDDEN uint32_t _mld_page_take(mld_page_t* page, uint32_t n, void** out);
 MLD_HIDDEN void _mld_page_free_remote(mld_page_t* page, mld_block_t* b);
 MLD_HIDDEN void _mld_page_list_push(mld_page_list_t* l, mld_page_t* p);
 MLD_HIDDEN void _mld_page_list_push_back(mld_page_list_t* l, mld_page_t* p);
@@ -231,10 +293,12 @@ MLD_HIDDEN void _mld_page_list_remove(mld_page_list_t* l, mld_page_t* p);
 
 /* ---- transfer cache (transfer.c) --------------------------------------- */
 
-enum { MLD_TRANSFER_MUTEX = 0, MLD_TRANSFER_RING = 1 };
+/* the order of MALLARD_TRANSFER's choices in the options table */
+enum { MLD_TRANSFER_MUTEX = 0, MLD_TRANSFER_RING = 1, MLD_TRANSFER_NAIVE = 2 };
 MLD_HIDDEN void _mld_transfer_init(int mode);
-MLD_HIDDEN bool _mld_transfer_insert(unsigned c, void** objs, unsigned n);
-MLD_HIDDEN unsigned _mld_transfer_remove(unsigned c, void** objs, unsigned n);
+/* st: the calling heap's counters (waits, yields, in-flight misses) */
+MLD_HIDDEN bool _mld_transfer_insert(mld_counter_t* st, unsigned c, void** objs, unsigned n);
+MLD_HIDDEN unsigned _mld_transfer_remove(mld_counter_t* st, unsigned c, void** objs, unsigned n);
 MLD_HIDDEN int  _mld_transfer_mode(void);
 MLD_HIDDEN void _mld_transfer_fork_prepare(void);
 MLD_HIDDEN void _mld_transfer_fork_parent(void);
@@ -253,7 +317,10 @@ MLD_HIDDEN void _mld_central_fork_child(void);
 
 /* ---- segments (segment.c) ----------------------------------------------- */
 
-extern MLD_HIDDEN _Atomic(uint64_t) _mld_segmap[(size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT - 6)];
+/* One byte per 4 MiB of the address space (64 MiB of zero-page-backed bss,
+ * touched only where segments are): 0, or the page shift of the segment
+ * that starts there (63 for a huge block's). */
+extern MLD_HIDDEN _Atomic(uint8_t) _mld_segmap[((size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)) + 1];
 MLD_HIDDEN void _mld_segment_init(void);
 MLD_HIDDEN mld_page_t* _mld_segment_page_alloc(unsigned kind);
 MLD_HIDDEN void _mld_segment_page_free(mld_page_t* page);
@@ -268,28 +335,54 @@ MLD_HIDDEN void _mld_segment_fork_parent(void);
 MLD_HIDDEN void _mld_segment_fork_child(void);
 
 /* The page holding p, or NULL when p is in no segment of ours. O(1):
- * segments are aligned to 4 MiB and registered in a bitmap. */
+ * segments are aligned to 4 MiB and registered in a byte map that also
+ * gives their page shift, so the segment header is not read. */
 static inline mld_page_t* mld_page_of(const void* p) {
   uintptr_t a = (uintptr_t)p;
-  if (mld_unlikely(a >> MLD_VA_BITS)) return NULL;
-  uintptr_t idx = a >> MLD_SEGMENT_SHIFT;
-  uint64_t bits = atomic_load_explicit(&_mld_segmap[idx >> 6], memory_order_relaxed);
-  if (mld_unlikely(!((bits >> (idx & 63)) & 1))) return NULL;
-  mld_segment_t* seg = (mld_segment_t*)(a & ~MLD_SEGMENT_MASK);
-  return &seg->pages[(a & MLD_SEGMENT_MASK) >> seg->page_shift];
+  /* NULL and addresses past the map in one test (NULL wraps around): free
+   * takes NULL to its slow path, which returns; a = 2^48 passes and reads
+   * the map's last byte, always 0 */
+  if (mld_unlikely((a - 1) >> MLD_VA_BITS)) return NULL;
+  unsigned shift = atomic_load_explicit(&_mld_segmap[a >> MLD_SEGMENT_SHIFT], memory_order_relaxed);
+  if (mld_unlikely(shift == 0)) return NULL;
+  /* &seg->pages[i], as one address: helps the compiler keep one base */
+  uintptr_t page = (a & ~MLD_SEGMENT_MASK) + offsetof(mld_segment_t, pages) +
+                   (((a & MLD_SEGMENT_MASK) >> shift) << MLD_PAGE_STRUCT_SHIFT);
+  return (mld_page_t*)page;
 }
 
+/* The page of a block known to be in a segment of ours: through the byte
+ * map too (hot: every free reads it), not the segment header. */
 static inline mld_page_t* mld_page_of_known(const void* p) {
   uintptr_t a = (uintptr_t)p;
-  mld_segment_t* seg = (mld_segment_t*)(a & ~MLD_SEGMENT_MASK);
-  return &seg->pages[(a & MLD_SEGMENT_MASK) >> seg->page_shift];
+  unsigned shift = atomic_load_explicit(&_mld_segmap[a >> MLD_SEGMENT_SHIFT], memory_order_relaxed);
+  uintptr_t page = (a & ~MLD_SEGMENT_MASK) + offsetof(mld_segment_t, pages) +
+                   (((a & MLD_SEGMENT_MASK) >> shift) << MLD_PAGE_STRUCT_SHIFT);
+  return (mld_page_t*)page;
 }
 
 /* Is p the start of a block of this (small/medium) page? */
 static inline bool mld_page_is_block(const mld_page_t* page, const void* p) {
   size_t off = (size_t)((uintptr_t)p - (uintptr_t)page->start);
   if (off >= page->area) return false;
-  return ((off * page->magic) >> 40) * page->block_size == off;
+#if MLD_FREE_CHECKS
+  /* divisibility by one multiply (Lemire, Kaser, Kurz, "Faster remainder
+   * by direct computation", 2019): exact for off < 2^32 (a segment is 4 MiB) */
+  return off * page->magic < page->magic;
+#else
+  return true;
+#endif
+}
+
+/* A freed block carries its cookie (address ^ secret) in its second word;
+ * malloc clears it. Without MLD_FREE_CHECKS neither happens. */
+static inline void mld_block_mark(mld_block_t* b, uintptr_t cookie) {
+#if MLD_FREE_CHECKS
+  b->cookie = cookie;
+#else
+  (void)b;
+  (void)cookie;
+#endif
 }
 
 /* ---- OS (os.c) ----------------------------------------------------------- */
@@ -324,6 +417,8 @@ typedef enum {
   MLD_OPT_ON_MISUSE,
   MLD_OPT_VERBOSE,
   MLD_OPT_REMOTE,
+  MLD_OPT_CANARY_NS,
+  MLD_OPT_CANARY_LOOPS_PER_US,
   MLD_OPT_COUNT
 } mld_option_t;
 
@@ -335,6 +430,13 @@ MLD_HIDDEN void _mld_options_init(void);
 MLD_HIDDEN long _mld_options_get(mld_option_t o);
 MLD_HIDDEN const char* _mld_options_str(mld_option_t o);
 MLD_HIDDEN void _mld_options_print(int fd);
+
+/* ---- canary (canary.c): MALLARD_CANARY_NS, calibrated work in every free */
+
+extern MLD_HIDDEN uint64_t _mld_canary_loops;   /* 0 unless MALLARD_CANARY_NS is set */
+MLD_HIDDEN void _mld_canary_init(void);
+MLD_HIDDEN void _mld_canary_free(void* p);   /* the work, then the free */
+MLD_HIDDEN uint64_t _mld_canary_rate(void);    /* chain steps per microsecond, 0 when off */
 
 /* ---- reporting (report.c): write(2) only, never allocates ------------- */
 
@@ -371,12 +473,14 @@ MLD_HIDDEN size_t _mld_alloc_usable_size(const void* p);
 static inline void* mld_malloc_inline(size_t size) {
   mld_heap_t* h = _mld_heap_tls;
   if (mld_likely(size <= MLD_FAST_MAX)) {
-    mld_bin_t* bin = &h->bins[_mld_class_table[(size + 15) >> 4]];
-    mld_block_t* b = bin->free;
-    if (mld_likely(b != NULL)) {
-      bin->free = b->next;
-      bin->room++;
-      b->cookie = 0;
+    unsigned c = _mld_class_table[(size + 15) >> 4];
+    mld_bin_t* bin = &h->bins[c];
+    void** top = bin->own.top;
+    if (mld_likely(top != bin->own.base) ||
+        (mld_bin_take_foreign(bin, &h->foreign[c]) && (top = bin->own.top, true))) {
+      mld_block_t* b = (mld_block_t*)*--top;
+      bin->own.top = top;
+      mld_block_mark(b, 0);
       h->hot.allocs++;
       return b;
     }
@@ -384,9 +488,10 @@ static inline void* mld_malloc_inline(size_t size) {
   return _mld_alloc_slow(h, size);
 }
 
-static inline void mld_free_inline(void* p) {
-  if (mld_unlikely(p == NULL)) return;
-  mld_page_t* page = mld_page_of(p);
+/* free without the canary: the body of every free (and of frees the slow
+ * paths hand back to it, which must not pay the canary twice) */
+static inline void mld_free_block_inline(void* p) {
+  mld_page_t* page = mld_page_of(p);   /* NULL for p == NULL too */
   if (mld_unlikely(page == NULL)) { _mld_alloc_free_slow(p, NULL); return; }
   /* pages not holding small blocks (free, header, huge) have area 0, so this
    * one check also rejects them: then the size class is a valid bin index */
@@ -394,22 +499,44 @@ static inline void mld_free_inline(void* p) {
   unsigned c = page->size_class;
   mld_block_t* b = (mld_block_t*)p;
   uintptr_t cookie = (uintptr_t)b ^ _mld_cookie_key;
+#if MLD_FREE_CHECKS
   if (mld_unlikely(b->cookie == cookie)) { _mld_report_double_free(p, page); return; }
+#endif
   mld_heap_t* h = _mld_heap_tls;
+  mld_bin_t* bin = &h->bins[c];
   if (mld_unlikely(atomic_load_explicit(&page->owner, memory_order_relaxed) != h)) {
-    /* another thread's block: into our bin too (MALLARD_REMOTE=bin), else CAS */
+    /* another thread's block: to our bin's foreign blocks (MALLARD_REMOTE=bin), else CAS */
     if (_mld_remote_mode != MLD_REMOTE_BIN || h == &_mld_heap_empty) {
       _mld_alloc_free_remote(h, page, b);
       return;
     }
+    mld_block_mark(b, cookie);
+    h->hot.frees++;
     h->hot.remote_frees++;
+    /* into the bin (the next malloc reuses it, hot) unless the bin is empty:
+     * then the next malloc would hand out exactly this block (the
+     * cache-scratch case), so it waits on the foreign stack */
+    if (mld_likely(bin->own.top != bin->own.base)) {
+      if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c);
+    } else if (mld_unlikely(mld_stack_push(&h->foreign[c], b))) {
+      _mld_heap_flush_foreign(h, c);
+    }
+    return;
   }
-  mld_bin_t* bin = &h->bins[c];
-  b->cookie = cookie;
-  b->next = bin->free;
-  bin->free = b;
+  mld_block_mark(b, cookie);
   h->hot.frees++;
-  if (mld_unlikely(--bin->room < 0)) _mld_heap_flush(h, c);
+  if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c);
+}
+
+/* Every path that frees a block comes through here: free, cfree, realloc,
+ * operator delete (all forms, through mld_free). */
+static inline void mld_free_inline(void* p) {
+  /* a tail call when taken: the fast path saves no register for it */
+  if (mld_unlikely(_mld_canary_loops != 0)) {
+    _mld_canary_free(p);
+    return;
+  }
+  mld_free_block_inline(p);
 }
 
 #endif /* MLD_INTERNAL_H */

@@ -24,12 +24,14 @@ typedef struct mld_option_desc_s {
 
 /* The default transfer cache is the mutex variant: see allocator/README.md. */
 static mld_option_desc_t mld_options[MLD_OPT_COUNT] = {
-    [MLD_OPT_TRANSFER] = {"TRANSFER", MLD_OPT_ENUM, MLD_TRANSFER_MUTEX, {"mutex", "ring", NULL, NULL}, "mutex", ""},
+    [MLD_OPT_TRANSFER] = {"TRANSFER", MLD_OPT_ENUM, MLD_TRANSFER_MUTEX, {"mutex", "ring", "naive", NULL}, "mutex", ""},
     [MLD_OPT_STATS_FILE] = {"STATS_FILE", MLD_OPT_STRING, 0, {NULL}, "", ""},
     [MLD_OPT_DECAY_MS] = {"DECAY_MS", MLD_OPT_LONG, 100, {NULL}, "100", ""},
     [MLD_OPT_ON_MISUSE] = {"ON_MISUSE", MLD_OPT_ENUM, MLD_MISUSE_ABORT, {"abort", "ignore", NULL, NULL}, "abort", ""},
     [MLD_OPT_VERBOSE] = {"VERBOSE", MLD_OPT_LONG, 0, {NULL}, "0", ""},
     [MLD_OPT_REMOTE] = {"REMOTE", MLD_OPT_ENUM, MLD_REMOTE_BIN, {"bin", "page", NULL, NULL}, "bin", ""},
+    [MLD_OPT_CANARY_NS] = {"CANARY_NS", MLD_OPT_LONG, 0, {NULL}, "0", ""},
+    [MLD_OPT_CANARY_LOOPS_PER_US] = {"CANARY_LOOPS_PER_US", MLD_OPT_LONG, 0, {NULL}, "0", ""},
 };
 
 static void mld_option_bad(const mld_option_desc_t* o, const char* value, const char* expected) {

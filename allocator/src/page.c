@@ -12,7 +12,7 @@ void _mld_page_init(mld_page_t* page, unsigned c, mld_heap_t* owner) {
   page->block_size = ci->size;
   page->reserved = (uint32_t)(page->area_size / ci->size);
   page->area = (size_t)page->reserved * ci->size;
-  page->magic = ((uint64_t)1 << 40) / ci->size + 1;
+  page->magic = UINT64_MAX / ci->size + 1;
   page->free = NULL;
   atomic_store_explicit(&page->thread_free, NULL, memory_order_relaxed);
   page->used = 0;
@@ -40,41 +40,28 @@ void _mld_page_collect(mld_page_t* page) {
   page->used -= n;
 }
 
-/* Take up to n blocks (free list first, then freshly carved ones) as a
- * linked list first..last; returns how many. */
-uint32_t _mld_page_take(mld_page_t* page, uint32_t n, mld_block_t** first, mld_block_t** last) {
+/* Take up to n blocks (free list first, then freshly carved ones) into
+ * out[]; returns how many. Carving writes nothing into the blocks: a
+ * carved block is first touched by the malloc that hands it out. */
+uint32_t _mld_page_take(mld_page_t* page, uint32_t n, void** out) {
   uint32_t got = 0;
-  mld_block_t* head = NULL;
-  mld_block_t* tail = NULL;
-  if (page->free != NULL) {
-    head = tail = page->free;
-    got = 1;
-    while (got < n && tail->next != NULL) {
-      tail = tail->next;
-      got++;
-    }
-    page->free = tail->next;
-    tail->next = NULL;
+  mld_block_t* b = page->free;
+  while (got < n && b != NULL) {
+    out[got++] = b;
+    b = b->next;
   }
+  page->free = b;
   if (got < n && page->capacity < page->reserved) {
     uint32_t k = n - got;
     if (k > page->reserved - page->capacity) k = page->reserved - page->capacity;
     size_t bs = page->block_size;
     uint8_t* p = page->start + (size_t)page->capacity * bs;
-    mld_block_t* carved = (mld_block_t*)p;
-    for (uint32_t i = 0; i + 1 < k; i++) {
-      ((mld_block_t*)(p + i * bs))->next = (mld_block_t*)(p + (i + 1) * bs);
-    }
-    mld_block_t* ctail = (mld_block_t*)(p + (size_t)(k - 1) * bs);
-    ctail->next = NULL;
-    if (tail) tail->next = carved; else head = carved;
-    tail = ctail;
+    /* descending, so the stack hands them out in address order */
+    for (uint32_t i = 0; i < k; i++) out[got + i] = p + (size_t)(k - 1 - i) * bs;
     page->capacity += k;
     got += k;
   }
   page->used += got;
-  *first = head;
-  *last = tail;
   return got;
 }
 

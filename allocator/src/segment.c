@@ -1,5 +1,5 @@
 /* segment.c: segments, the unit Mallard gets from the OS. A segment is
- * 4 MiB aligned to 4 MiB and registered in a bitmap (_mld_segmap), so the
+ * 4 MiB aligned to 4 MiB and registered in a byte map (_mld_segmap), so the
  * page owning any pointer is found in O(1) and pointers that are not ours are
  * recognised without touching their memory. Its first 64 KiB (or one OS page
  * if larger) hold the header and the page table; the rest is cut into pages:
@@ -15,7 +15,7 @@
 
 #include <string.h>
 
-MLD_HIDDEN _Atomic(uint64_t) _mld_segmap[(size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT - 6)];
+MLD_HIDDEN _Atomic(uint8_t) _mld_segmap[((size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)) + 1];  /* + 1: see mld_page_of */
 
 typedef struct mld_kind_state_s {
   mld_page_list_t committed;   /* free pages still holding memory; most recent first */
@@ -37,11 +37,10 @@ static unsigned mld_huge_cache_count;
 #define MLD_HUGE_CACHE_MAX_COUNT 16
 #define MLD_HUGE_CACHE_MAX_BYTES ((size_t)64 << 20)
 
+/* Register (the segment's page shift) or forget a segment. */
 static void mld_segmap_set(uintptr_t seg, bool on) {
-  uintptr_t idx = seg >> MLD_SEGMENT_SHIFT;
-  uint64_t bit = (uint64_t)1 << (idx & 63);
-  if (on) atomic_fetch_or_explicit(&_mld_segmap[idx >> 6], bit, memory_order_relaxed);
-  else atomic_fetch_and_explicit(&_mld_segmap[idx >> 6], ~bit, memory_order_relaxed);
+  uint8_t shift = on ? ((mld_segment_t*)seg)->page_shift : 0;
+  atomic_store_explicit(&_mld_segmap[seg >> MLD_SEGMENT_SHIFT], shift, memory_order_relaxed);
 }
 
 void _mld_segment_init(void) {

@@ -34,7 +34,7 @@ size_t _mld_stats_format(char* out, size_t cap) {
   _mld_heap_stats_sum(hs);
   mld_buf_t b = {out, 0, cap};
   _mld_report_str(&b, "{\"version\": 1, \"allocator\": \"mallard\", \"transfer\": \"");
-  _mld_report_str(&b, _mld_transfer_mode() == MLD_TRANSFER_RING ? "ring" : "mutex");
+  _mld_report_str(&b, _mld_options_str(MLD_OPT_TRANSFER));
   _mld_report_str(&b, "\"");
   mld_field(&b, "pid", (uint64_t)getpid());
   for (int s = 0; s < MLD_STAT_HEAP_COUNT; s++) mld_field(&b, mld_heap_stat_names[s], hs[s]);
@@ -42,6 +42,8 @@ size_t _mld_stats_format(char* out, size_t cap) {
     mld_field(&b, mld_global_stat_names[s], atomic_load_explicit(&_mld_gstats[s], memory_order_relaxed));
   mld_field(&b, "os_page_size", _mld_os_page_size);
   mld_field(&b, "decay_ms", (uint64_t)_mld_options_get(MLD_OPT_DECAY_MS));
+  mld_field(&b, "canary_ns", (uint64_t)_mld_options_get(MLD_OPT_CANARY_NS));
+  mld_field(&b, "canary_loops_per_us", _mld_canary_rate());
   _mld_report_str(&b, "}\n");
   return b.len;
 }

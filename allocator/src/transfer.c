@@ -6,7 +6,7 @@
  * creates a thread) may insert a short batch, and a remove that finds fewer
  * than a batch takes what there is.
  *
- * Two variants, chosen at run time by MALLARD_TRANSFER:
+ * Three variants, chosen at run time by MALLARD_TRANSFER:
  *  - mutex: an array of slots under a mutex; LIFO, so a removed batch is the
  *    most recently inserted one (still warm in cache).
  *  - ring:  a lock-free ring (Disruptor style). Each side has a claim index
@@ -16,13 +16,28 @@
  *    reading only slots below the producers' commit index. When a claim
  *    finds the ring full (or empty) but the other side has a claim in
  *    progress that would make room (or data), it WAITS for that commit
- *    (spin with pause, then yield) instead of falling through to the slow
- *    path; only a genuinely full/empty ring is a miss.
- * Indices are 64-bit and only grow, so there is no ABA. */
+ *    (spin with pause, yield, then sleep on the index until the commit
+ *    wakes it) instead of falling through to the slow path; only a
+ *    genuinely full/empty ring is a miss.
+ *  - naive: the same ring WITHOUT that wait: where `ring` would wait for the
+ *    other side's claim, `naive` misses (counted as an in-flight miss) and
+ *    the heap falls through to the pages. The known-bad design: faster in a
+ *    microbenchmark, it sends work to the slow path whenever the other side
+ *    is mid-operation (a preempted claim makes every caller miss). Kept so
+ *    the benchmark can show that loss; never the default.
+ * Indices are 64-bit and only grow, so there is no ABA. Counters (waits,
+ * yields, in-flight misses) go to the calling heap's stats array. */
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <errno.h>
+#include <linux/futex.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "futex on the low half of a 64-bit index");
 
 #define MLD_TRANSFER_SLOTS 1024u            /* per class, power of two */
 #define MLD_TRANSFER_BYTES (512u * 1024u)   /* at most this many bytes of blocks cached per class */
@@ -36,6 +51,9 @@ typedef struct mld_transfer_s {
   _Atomic(uint64_t) cons_claim;
   _Atomic(uint64_t) cons_commit;
   char pad1[MLD_CACHE_LINE - 2 * sizeof(uint64_t)];
+  /* ring: threads asleep on one of the commit indices (committers wake them) */
+  _Atomic(uint32_t) sleepers;
+  char pad2[MLD_CACHE_LINE - sizeof(uint32_t)];
   /* mutex variant */
   pthread_mutex_t lock;
   uint32_t count;
@@ -74,6 +92,7 @@ void _mld_transfer_init(int mode) {
     atomic_store_explicit(&t->prod_commit, 0, memory_order_relaxed);
     atomic_store_explicit(&t->cons_claim, 0, memory_order_relaxed);
     atomic_store_explicit(&t->cons_commit, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->sleepers, 0, memory_order_relaxed);
   }
 }
 
@@ -102,36 +121,78 @@ static unsigned mld_mutex_remove(mld_transfer_t* t, void** objs, unsigned n) {
   return n;
 }
 
-/* ---- ring variant --------------------------------------------------------- */
+/* ---- ring variants (ring, naive) ------------------------------------------ */
 
-/* One step of waiting for another thread's commit: pause a while, then yield
- * (on a loaded machine the thread we wait for may not be running). */
-static void mld_wait_step(unsigned* spins) {
-  if (*spins == 0) mld_gstat_add(MLD_GSTAT_transfer_waits, 1);
-  if (++*spins < 64) {
+/* Waiting for another thread's commit: 64 pauses, then up to 16 yields,
+ * then sleeps on the commit index (futex, woken by the next commit, at most
+ * 1 ms). Sleeping matters with more threads than CPUs: a claim holder that
+ * was preempted must get a CPU to commit, and a crowd of yielding waiters
+ * kept it off for whole scheduler rounds (measured: a 32-thread run of the
+ * transfer workload crawled at ~6k objects/s for minutes). The first step
+ * counts one wait of the given kind. */
+static void mld_futex_wait(_Atomic(uint64_t)* word, uint32_t seen) {
+  struct timespec ts = {0, 1000000};
+  int saved = errno;   /* malloc and free leave errno alone */
+  /* the low half of the index (little endian): it changes with every commit */
+  syscall(SYS_futex, (uint32_t*)word, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+  errno = saved;
+}
+
+static void mld_futex_wake(_Atomic(uint64_t)* word) {
+  int saved = errno;
+  syscall(SYS_futex, (uint32_t*)word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+  errno = saved;
+}
+
+static void mld_wait_step(mld_transfer_t* t, mld_counter_t* st, mld_heap_stat_t kind, unsigned* spins,
+                          _Atomic(uint64_t)* word, uint64_t seen) {
+  if (*spins == 0) mld_counter_add(&st[kind], 1);
+  ++*spins;
+  if (*spins < 64) {
     mld_cpu_relax();
-  } else {
-    mld_gstat_add(MLD_GSTAT_transfer_yields, 1);
+  } else if (*spins < 64 + 16) {
+    mld_counter_add(&st[MLD_STAT_transfer_yields], 1);
     _mld_os_yield();
+  } else {
+    mld_counter_add(&st[MLD_STAT_transfer_sleeps], 1);
+    /* seq_cst on both sides (here and in mld_ring_publish): either the
+     * committer sees us counted, or we see its commit and do not sleep */
+    atomic_fetch_add(&t->sleepers, 1);
+    if (atomic_load(word) == seen) mld_futex_wait(word, (uint32_t)seen);
+    atomic_fetch_sub(&t->sleepers, 1);
   }
 }
 
-static void mld_wait_turn(_Atomic(uint64_t)* commit, uint64_t mine) {
-  unsigned spins = 0;
-  /* acquire: the earlier side's slot accesses must happen before our release */
-  while (atomic_load_explicit(commit, memory_order_acquire) != mine) mld_wait_step(&spins);
+/* Publish a commit index; wake the threads asleep on the ring, if any. */
+static void mld_ring_publish(mld_transfer_t* t, _Atomic(uint64_t)* commit, uint64_t value) {
+  atomic_store(commit, value);   /* seq_cst: a release that is ordered before the load below */
+  if (mld_unlikely(atomic_load(&t->sleepers) != 0)) mld_futex_wake(commit);
 }
 
-static bool mld_ring_insert(mld_transfer_t* t, void** objs, unsigned n) {
+/* Commits happen in claim order: wait for earlier claims of the same side. */
+static void mld_wait_turn(mld_transfer_t* t, mld_counter_t* st, _Atomic(uint64_t)* commit, uint64_t mine) {
+  unsigned spins = 0;
+  uint64_t now;
+  /* acquire: the earlier side's slot accesses must happen before our release */
+  while ((now = atomic_load_explicit(commit, memory_order_acquire)) != mine)
+    mld_wait_step(t, st, MLD_STAT_transfer_commit_waits, &spins, commit, now);
+}
+
+/* Claim n slots to insert into: true with *at set, false on a miss. */
+static bool mld_ring_claim_insert(mld_transfer_t* t, mld_counter_t* st, unsigned n, bool wait, uint64_t* at) {
   uint64_t pc = atomic_load_explicit(&t->prod_claim, memory_order_relaxed);
   unsigned spins = 0;
   for (;;) {
     uint64_t done = atomic_load_explicit(&t->cons_commit, memory_order_acquire);
     if (pc + n - done > t->cap) {
-      /* full, unless removes in progress will free enough: then wait for them */
+      /* full, unless removes in progress will free enough: wait for them (ring) */
       uint64_t claimed = atomic_load_explicit(&t->cons_claim, memory_order_relaxed);
       if (claimed != done && pc + n - claimed <= t->cap) {
-        mld_wait_step(&spins);
+        if (!wait) {
+          mld_counter_add(&st[MLD_STAT_transfer_insert_inflight_misses], 1);
+          return false;
+        }
+        mld_wait_step(t, st, MLD_STAT_transfer_waits, &spins, &t->cons_commit, done);
         pc = atomic_load_explicit(&t->prod_claim, memory_order_relaxed);
         continue;
       }
@@ -141,13 +202,19 @@ static bool mld_ring_insert(mld_transfer_t* t, void** objs, unsigned n) {
                                               memory_order_relaxed))
       break;
   }
-  for (unsigned i = 0; i < n; i++) t->slots[(pc + i) & (MLD_TRANSFER_SLOTS - 1)] = objs[i];
-  mld_wait_turn(&t->prod_commit, pc);   /* earlier inserters publish first */
-  atomic_store_explicit(&t->prod_commit, pc + n, memory_order_release);
+  *at = pc;
   return true;
 }
 
-static unsigned mld_ring_remove(mld_transfer_t* t, void** objs, unsigned want) {
+/* Fill the claimed slots [at, at+n) and publish them. */
+static void mld_ring_commit_insert(mld_transfer_t* t, mld_counter_t* st, uint64_t at, void** objs, unsigned n) {
+  for (unsigned i = 0; i < n; i++) t->slots[(at + i) & (MLD_TRANSFER_SLOTS - 1)] = objs[i];
+  mld_wait_turn(t, st, &t->prod_commit, at);   /* earlier inserters publish first */
+  mld_ring_publish(t, &t->prod_commit, at + n);
+}
+
+/* Claim up to want committed objects: how many (0 is a miss), *at set. */
+static unsigned mld_ring_claim_remove(mld_transfer_t* t, mld_counter_t* st, unsigned want, bool wait, uint64_t* at) {
   uint64_t cc = atomic_load_explicit(&t->cons_claim, memory_order_relaxed);
   unsigned spins = 0;
   unsigned n;
@@ -155,10 +222,14 @@ static unsigned mld_ring_remove(mld_transfer_t* t, void** objs, unsigned want) {
     n = want;
     uint64_t avail = atomic_load_explicit(&t->prod_commit, memory_order_acquire);
     if (cc + n > avail) {
-      /* empty, unless inserts in progress will bring enough: then wait for them */
+      /* empty, unless inserts in progress will bring enough: wait for them (ring) */
       uint64_t claimed = atomic_load_explicit(&t->prod_claim, memory_order_relaxed);
       if (claimed != avail && cc + n <= claimed) {
-        mld_wait_step(&spins);
+        if (!wait) {
+          mld_counter_add(&st[MLD_STAT_transfer_remove_inflight_misses], 1);
+          return 0;
+        }
+        mld_wait_step(t, st, MLD_STAT_transfer_waits, &spins, &t->prod_commit, avail);
         cc = atomic_load_explicit(&t->cons_claim, memory_order_relaxed);
         continue;
       }
@@ -169,21 +240,34 @@ static unsigned mld_ring_remove(mld_transfer_t* t, void** objs, unsigned want) {
                                               memory_order_relaxed))
       break;
   }
-  for (unsigned i = 0; i < n; i++) objs[i] = t->slots[(cc + i) & (MLD_TRANSFER_SLOTS - 1)];
-  mld_wait_turn(&t->cons_commit, cc);   /* earlier removers release their slots first */
-  atomic_store_explicit(&t->cons_commit, cc + n, memory_order_release);
+  *at = cc;
   return n;
 }
 
-bool _mld_transfer_insert(unsigned c, void** objs, unsigned n) {
+/* Read the claimed objects [at, at+n) and release their slots. */
+static void mld_ring_commit_remove(mld_transfer_t* t, mld_counter_t* st, uint64_t at, void** objs, unsigned n) {
+  for (unsigned i = 0; i < n; i++) objs[i] = t->slots[(at + i) & (MLD_TRANSFER_SLOTS - 1)];
+  mld_wait_turn(t, st, &t->cons_commit, at);   /* earlier removers release their slots first */
+  mld_ring_publish(t, &t->cons_commit, at + n);
+}
+
+bool _mld_transfer_insert(mld_counter_t* st, unsigned c, void** objs, unsigned n) {
   mld_transfer_t* t = &mld_transfer[c];
-  return mld_transfer_kind == MLD_TRANSFER_RING ? mld_ring_insert(t, objs, n) : mld_mutex_insert(t, objs, n);
+  if (mld_transfer_kind == MLD_TRANSFER_MUTEX) return mld_mutex_insert(t, objs, n);
+  uint64_t at;
+  if (!mld_ring_claim_insert(t, st, n, mld_transfer_kind == MLD_TRANSFER_RING, &at)) return false;
+  mld_ring_commit_insert(t, st, at, objs, n);
+  return true;
 }
 
 /* Up to n objects (fewer only when fewer are cached); 0 is a miss. */
-unsigned _mld_transfer_remove(unsigned c, void** objs, unsigned n) {
+unsigned _mld_transfer_remove(mld_counter_t* st, unsigned c, void** objs, unsigned n) {
   mld_transfer_t* t = &mld_transfer[c];
-  return mld_transfer_kind == MLD_TRANSFER_RING ? mld_ring_remove(t, objs, n) : mld_mutex_remove(t, objs, n);
+  if (mld_transfer_kind == MLD_TRANSFER_MUTEX) return mld_mutex_remove(t, objs, n);
+  uint64_t at;
+  n = mld_ring_claim_remove(t, st, n, mld_transfer_kind == MLD_TRANSFER_RING, &at);
+  if (n != 0) mld_ring_commit_remove(t, st, at, objs, n);
+  return n;
 }
 
 /* fork: the mutex variant is locked across fork. A ring cannot be locked;
@@ -216,3 +300,31 @@ void _mld_transfer_fork_child(void) {
     }
   }
 }
+
+#if MLD_TEST_HOOKS
+/* Test hooks (the mallard_testhooks library only, see src/testhooks.h):
+ * one side of a ring operation in two halves, so a test can hold a claim
+ * open while other threads run into it. The caller's heap counts. */
+static mld_counter_t* mld_hook_stats(void) {
+  mld_heap_t* h = _mld_heap_tls;
+  if (h == &_mld_heap_empty) h = _mld_heap_thread_init();
+  return h->stats;
+}
+
+MLD_API int mld_test_transfer_claim(size_t size, int insert, unsigned n, uint64_t* ticket) {
+  if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init_process();
+  if (mld_transfer_kind == MLD_TRANSFER_MUTEX || size == 0 || size > MLD_MAX_SIZE) return 0;
+  mld_transfer_t* t = &mld_transfer[mld_size_class(size)];
+  if (insert) return mld_ring_claim_insert(t, mld_hook_stats(), n, false, ticket) ? (int)n : 0;
+  return (int)mld_ring_claim_remove(t, mld_hook_stats(), n, false, ticket);
+}
+
+MLD_API void mld_test_transfer_commit(size_t size, int insert, void** objs, unsigned n, uint64_t ticket) {
+  mld_transfer_t* t = &mld_transfer[mld_size_class(size)];
+  if (insert) mld_ring_commit_insert(t, mld_hook_stats(), ticket, objs, n);
+  else mld_ring_commit_remove(t, mld_hook_stats(), ticket, objs, n);
+}
+
+MLD_API unsigned mld_test_transfer_capacity(size_t size) { return mld_transfer[mld_size_class(size)].cap; }
+MLD_API unsigned mld_test_transfer_batch(size_t size) { return _mld_classes[mld_size_class(size)].batch; }
+#endif

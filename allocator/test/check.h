@@ -1,5 +1,6 @@
 /* check.h: the few helpers every allocator test shares: CHECK macros that
- * name the failing line, and mallard_require_active(), which makes a test
+ * name the failing line, a xorshift generator (next_rand), and
+ * mallard_require_active(), which makes a test
  * fail (not pass) when malloc is not Mallard's, e.g. when LD_PRELOAD was
  * lost and the test would otherwise be testing glibc. Header-only. */
 #ifndef MALLARD_TEST_CHECK_H
@@ -46,6 +47,15 @@ static int check_failures;
       exit(1);                                                                       \
     }                                                                                \
   } while (0)
+
+/* xorshift64: the tests' own deterministic random numbers (never rand()). */
+static inline uint64_t next_rand(uint64_t* s) {
+  uint64_t x = *s;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return *s = x;
+}
 
 /* Keeps the compiler from pairing away a malloc/free it can see. */
 static void* volatile check_sink;

@@ -6,7 +6,9 @@
  * memory (also when the memory is reused). */
 #include "check.h"
 
+#include <link.h>
 #include <malloc.h>
+#include <string.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -314,6 +316,21 @@ static void test_calloc_zero(void) {
   }
 }
 
+/* libmallard.so binds the C++ runtime weakly: preloading it into a C
+ * program must not load libstdc++ (relocating it cost every process
+ * ~1.3 M instructions at start-up). */
+static int find_libstdcxx(struct dl_phdr_info* info, size_t size, void* found) {
+  (void)size;
+  if (info->dlpi_name != NULL && strstr(info->dlpi_name, "libstdc++") != NULL) *(int*)found = 1;
+  return 0;
+}
+
+static void test_no_cxx_runtime(void) {
+  int found = 0;
+  dl_iterate_phdr(find_libstdcxx, &found);
+  CHECKF(!found, "libstdc++ is loaded into a C program (libmallard.so should not need it)");
+}
+
 int main(void) {
   mallard_require_active("conformance");
   test_malloc_free_usable();
@@ -326,5 +343,6 @@ int main(void) {
   test_valloc_pvalloc();
   test_realloc_keeps_contents();
   test_calloc_zero();
+  test_no_cxx_runtime();
   return check_report("conformance");
 }

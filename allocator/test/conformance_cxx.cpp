@@ -124,6 +124,11 @@ void give_up_handler() {
   std::set_new_handler(nullptr);  // next failure throws
 }
 
+void throwing_handler() {
+  handler_calls++;
+  throw std::bad_alloc();
+}
+
 void test_failures() {
   bool threw = false;
   try {
@@ -152,6 +157,14 @@ void test_failures() {
     threw = true;
   }
   CHECKF(threw && handler_calls == 1, "new_handler: threw %d, calls %d", threw, handler_calls);
+  // A handler that throws bad_alloc: nothrow forms catch it and return
+  // nullptr (libmallard.so binds the C++ runtime weakly: this unwinds
+  // through it and catches there).
+  handler_calls = 0;
+  std::set_new_handler(throwing_handler);
+  CHECK(::operator new(huge_size, std::nothrow) == nullptr);
+  CHECK(::operator new[](huge_size, std::align_val_t{64}, std::nothrow) == nullptr);
+  CHECKF(handler_calls == 2, "throwing new_handler: calls %d", handler_calls);
   std::set_new_handler(nullptr);
   // delete of nullptr is a no-op in every form
   ::operator delete(nullptr);

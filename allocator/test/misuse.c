@@ -5,7 +5,7 @@
  *                     another thread, after the block was reused and freed
  *                     again, realloc of a freed block), free of an interior
  *                     pointer, free of a pointer Mallard never returned (a
- *                     static buffer): each child must die of SIGABRT with
+ *                     static buffer, the address 2^48): each child must die of SIGABRT with
  *                     the pointer (hex) on stderr;
  *   misuse ignore  -> (run with the option that ignores misuse) the same
  *                     frees are reported or ignored, the child lives on,
@@ -24,12 +24,12 @@ static char static_buf[256] __attribute__((aligned(64)));
 
 typedef enum {
   DOUBLE_FREE, DOUBLE_FREE_MEDIUM, DOUBLE_FREE_HUGE, DOUBLE_FREE_GIANT, DOUBLE_FREE_REMOTE,
-  DOUBLE_FREE_AFTER_REUSE, REALLOC_FREED, INTERIOR_FREE, FOREIGN_FREE, N_MISUSE
+  DOUBLE_FREE_AFTER_REUSE, REALLOC_FREED, INTERIOR_FREE, FOREIGN_FREE, EDGE_FREE, N_MISUSE
 } misuse_t;
 static const char* const NAMES[] = {
     "double free", "double free (medium)", "double free (huge)", "double free (4 MiB-aligned)",
     "double free (other thread)", "double free (after reuse)", "realloc of a freed block",
-    "interior-pointer free", "foreign-pointer free"};
+    "interior-pointer free", "foreign-pointer free", "free of 2^48 (the segment map's edge)"};
 
 static void* volatile remote_target;
 static void* remote_free(void* arg) {
@@ -45,6 +45,9 @@ static void do_misuse(misuse_t kind, int report_fd) {
   void* target = p;
   if (kind == INTERIOR_FREE) target = (char*)p + 16;
   if (kind == FOREIGN_FREE) target = static_buf + 64;
+  /* the first address past the segment map: free's one range test lets
+   * it through to the map's extra last byte (always 0) */
+  if (kind == EDGE_FREE) target = (void*)((uintptr_t)1 << 48);
   char line[64];
   int n = snprintf(line, sizeof line, "%lx\n", (unsigned long)(uintptr_t)target);
   if (write(report_fd, line, (size_t)n) != n) _exit(90);
@@ -52,6 +55,7 @@ static void do_misuse(misuse_t kind, int report_fd) {
   switch (kind) {
     case INTERIOR_FREE:
     case FOREIGN_FREE:
+    case EDGE_FREE:
       free(target);
       free(p);
       return;

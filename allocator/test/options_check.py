@@ -20,17 +20,24 @@ BAD = [
     ("MALLARD_REMOTE", "nowhere"),
     ("MALLARD_DECAY_MS", "abc"),
     ("MALLARD_DECAY_MS", "-5"),
+    ("MALLARD_CANARY_NS", "-1"),
+    ("MALLARD_CANARY_NS", "10us"),
+    ("MALLARD_CANARY_LOOPS_PER_US", "fast"),
     ("MALLARD_STATS_FILE", "/tmp/" + "a" * 5000),
 ]
 GOOD = [
     {"MALLARD_TRANSFER": "mutex"},
     {"MALLARD_TRANSFER": "ring"},
+    {"MALLARD_TRANSFER": "naive"},
     {"MALLARD_DECAY_MS": "0"},
     {"MALLARD_DECAY_MS": "5000"},
     {"MALLARD_ON_MISUSE": "ignore"},
     {"MALLARD_REMOTE": "bin"},
     {"MALLARD_REMOTE": "page"},
     {"MALLARD_VERBOSE": "0"},
+    {"MALLARD_CANARY_NS": "0"},
+    {"MALLARD_CANARY_NS": "50"},
+    {"MALLARD_CANARY_NS": "20", "MALLARD_CANARY_LOOPS_PER_US": "300"},
 ]
 
 

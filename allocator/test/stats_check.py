@@ -27,6 +27,14 @@ FIELDS = [
     "transfer_remove_hits",
     "transfer_remove_misses",
     "central_refills",
+    "transfer_insert_inflight_misses",
+    "transfer_remove_inflight_misses",
+    "transfer_waits",
+    "transfer_commit_waits",
+    "transfer_yields",
+    "transfer_sleeps",
+    "pages_fresh",
+    "pages_reclaimed",
     "bytes_mapped",
     "peak_bytes_mapped",
 ]
@@ -79,7 +87,7 @@ def validate(path, pid, n, m, transfer):
         return
     check(data["version"] == 1, f"version {data['version']}")
     check(data["allocator"] == "mallard", f"allocator {data['allocator']!r}")
-    check(data["transfer"] in ("mutex", "ring"), f"transfer {data['transfer']!r}")
+    check(data["transfer"] in ("mutex", "ring", "naive"), f"transfer {data['transfer']!r}")
     if transfer:
         check(data["transfer"] == transfer, f"transfer {data['transfer']} != {transfer}")
     check(data["pid"] == pid, f"pid {data['pid']} != {pid}")
@@ -94,13 +102,21 @@ def validate(path, pid, n, m, transfer):
     check(inserts > 0, f"no transfer cache inserts after {n} frees of one size")
     check(data["central_refills"] > 0, "central_refills is 0 after the first allocations")
     check(data["peak_bytes_mapped"] >= n * 64 // 2, "peak_bytes_mapped implausibly small")
+    # one thread at a time touches the cache: nobody meets a claim in flight
+    quiet = ("transfer_insert_inflight_misses", "transfer_remove_inflight_misses", "transfer_waits")
+    for f in quiet:
+        check(data[f] == 0, f"{f} = {data[f]} in a program where no two threads overlap")
+    if data["transfer"] == "mutex":
+        check(data["transfer_commit_waits"] == 0 and data["transfer_yields"] == 0
+              and data["transfer_sleeps"] == 0,
+              "mutex variant counted ring waits")
     print(f"{os.path.basename(path)}: " + json.dumps({k: data[k] for k in FIELDS}))
 
 
 def main():
     lib, child, *emulator = sys.argv[1:]
     with tempfile.TemporaryDirectory() as d:
-        for transfer in (None, "mutex", "ring"):
+        for transfer in (None, "mutex", "ring", "naive"):
             pattern = os.path.join(d, f"stats-{transfer or 'default'}-%p.json")
             pid, n, m = run(lib, child, emulator, pattern, transfer)
             validate(pattern.replace("%p", str(pid)), pid, n, m, transfer)

@@ -57,14 +57,6 @@ static long n_threads = 4, n_ops = 20000, n_generations = 6;
 static _Atomic long failures;
 static pthread_barrier_t start_line; /* the exchangers start together */
 
-static uint64_t next_rand(uint64_t* s) {
-  uint64_t x = *s;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *s = x;
-}
-
 static size_t pick_size(uint64_t* rng) {
   uint64_t r = next_rand(rng), pct = r % 1000;
   if (pct < 900) return 16 + (r >> 10) % 500;          /* small */
@@ -177,9 +169,9 @@ int main(int argc, char** argv) {
   REQUIRE(dlsym(RTLD_DEFAULT, "__tsan_init") != NULL); /* the TSan runtime is really there */
 #endif
   long long remote_before = STAT_GET("remote_frees");
-  const char* want = getenv("MALLARD_TRANSFER"); /* unset: the default, either one */
+  const char* want = getenv("MALLARD_TRANSFER"); /* unset: the default, mutex */
   const char* mode = TRANSFER_MODE();
-  CHECKF(want ? !strcmp(mode, want) : !strcmp(mode, "mutex") || !strcmp(mode, "ring"),
+  CHECKF(!strcmp(mode, want ? want : "mutex"),
          "mld_transfer_mode() = %s, MALLARD_TRANSFER = %s", mode, want ? want : "(unset)");
 
   void* args[64];

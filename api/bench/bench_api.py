@@ -21,6 +21,7 @@ test: nothing here passes or fails on a timing.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import random
@@ -45,12 +46,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import mixed_load  # noqa: E402
 from mallard_api.db import migrate  # noqa: E402
-from mallard_api.embedded import EmbeddedPostgres, free_port  # noqa: E402
+from mallard_api.embedded import EmbeddedPostgres  # noqa: E402
+from mallard_api.harness import ApiProcess  # noqa: E402
 
 WORKLOADS = [("larson", t) for t in (1, 2, 4, 8, 16)] + [("rpc", t) for t in (1, 2, 4, 8, 16)]
 ALLOCATORS = [("mallard", ""), ("mallard", "transfer=ring"), ("glibc", ""), ("jemalloc", ""),
               ("mimalloc", "")]
 TESTBEDS = ["x86_64", "aarch64"]
+JSON = {"Content-Type": "application/json"}
 
 
 def pct(values: list[float], p: float) -> float:
@@ -127,20 +130,6 @@ def bulk_load(url: str, n_trials: int, n_commits: int) -> tuple[float, int]:
     return time.perf_counter() - start, int(stored)
 
 
-def wait_up(base: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit("bench: the API exited early")
-        try:
-            if httpx.get(f"{base}/api/v1/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("bench: the API did not come up")
-
-
 def ingest(base: str, token: str, clients: int, posts: int, batch: int
            ) -> tuple[float, int, list[float]]:
     headers = {"Authorization": f"Bearer {token}"}
@@ -178,12 +167,13 @@ def ingest(base: str, token: str, clients: int, posts: int, batch: int
                 "testbed": testbed, "trials": trials}
 
     def worker(i: int) -> None:
-        bodies = [body(i) for _ in range(posts)]
-        with httpx.Client(base_url=base, headers=headers, timeout=120) as c:
+        # encoded before the clock starts: a runner's JSON encoding is not the API's cost
+        bodies = [json.dumps(body(i)).encode() for _ in range(posts)]
+        with httpx.Client(base_url=base, headers={**headers, **JSON}, timeout=120) as c:
             barrier.wait()
             for b in bodies:
                 t0 = time.perf_counter()
-                r = c.post("/api/v1/results", json=b)
+                r = c.post("/api/v1/results", content=b)
                 dt = time.perf_counter() - t0
                 r.raise_for_status()
                 with lock:
@@ -198,6 +188,18 @@ def ingest(base: str, token: str, clients: int, posts: int, batch: int
     for t in threads:
         t.join()
     return time.perf_counter() - start, sum(stored), latencies
+
+
+def wait_analysis(url: str, timeout: float = 300) -> None:
+    """Until the analysis queue is empty (or failed rows only)."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute("SELECT count(*) FROM analysis_queue WHERE failed_at IS NULL"
+                               ).fetchone()
+            if row is None or row[0] == 0:
+                return
+            time.sleep(0.2)
 
 
 def series_queries(base: str, token: str, n: int) -> list[float]:
@@ -248,7 +250,8 @@ def main() -> int:
     base_dir = args.keep or Path(tempfile.mkdtemp(prefix="mallard-bench-"))
     base_dir.mkdir(parents=True, exist_ok=True)
     server = EmbeddedPostgres(base_dir / "pgdata")
-    api_proc = worker_proc = None
+    api: ApiProcess | None = None
+    worker_proc = None
     try:
         url = server.start()
         migrate(url, ROOT / "db")
@@ -266,25 +269,32 @@ def main() -> int:
         print(f"bench: loaded {stored:,} trials in {load_s:.1f}s", flush=True)
 
         token = secrets.token_urlsafe(24)
-        port = free_port()
         env = {**os.environ, "DATABASE_URL": url, "MALLARD_BOOTSTRAP_ADMIN_TOKEN": token,
                "MALLARD_MIGRATE_ON_START": "false", "MALLARD_REPO_URL_ALLOW": "file:///srv/git"}
         exe = shutil.which("mallard-api", path=str(Path(sys.executable).parent)) or "mallard-api"
         if args.analysis_process:
             env["MALLARD_ANALYSIS_POLL_SECONDS"] = "0"
             worker_proc = subprocess.Popen([exe, "analysis-worker"], env=env)
-        api_proc = subprocess.Popen([exe, "serve", "--host", "127.0.0.1", "--port", str(port),
-                                     "--log-level", "warning", "--workers", str(args.workers)],
-                                    env=env)
-        base = f"http://127.0.0.1:{port}"
-        wait_up(base, api_proc)
+        api = ApiProcess(env, args=("--log-level", "warning", "--workers", str(args.workers)))
+        api.start(timeout=120)
+        base = api.url
 
         phases = set(args.phases.split(","))
         ing_s, ing_n, post_lat, lat = float("nan"), 0, [float("nan")], [float("nan")]
+        assert api.proc is not None
+        postmaster = int((base_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
+        parts = {"API": api.proc.pid, "PostgreSQL": postmaster}
+        if worker_proc is not None:
+            parts["analysis worker"] = worker_proc.pid
+        ingest_cpu: dict[str, float] = {}
         if "ingest" in phases:
             print(f"bench: ingest, {args.clients} clients x {args.posts} posts x "
                   f"{args.batch} trials ...", flush=True)
+            before = {k: mixed_load.tree_cpu(p) for k, p in parts.items()}
             ing_s, ing_n, post_lat = ingest(base, token, args.clients, args.posts, args.batch)
+            # the analysis queued by the posts, done before the CPU is counted
+            wait_analysis(plain)
+            ingest_cpu = {k: mixed_load.tree_cpu(p) - before[k] for k, p in parts.items()}
         if "series" in phases:
             print(f"bench: series queries x {args.queries} ...", flush=True)
             lat = series_queries(base, token, args.queries)
@@ -292,10 +302,6 @@ def main() -> int:
         if "mixed" in phases:
             print(f"bench: mixed load, {args.mixed_clients} clients for "
                   f"{args.mixed_seconds:.0f} s ...", flush=True)
-            postmaster = int((base_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
-            parts = {"API": api_proc.pid, "PostgreSQL": postmaster}
-            if worker_proc is not None:
-                parts["analysis worker"] = worker_proc.pid
             before = {k: mixed_load.tree_cpu(p) for k, p in parts.items()}
             tally, elapsed = mixed_load.run(base, plain, args.mixed_clients, args.mixed_seconds)
             spent = {k: mixed_load.tree_cpu(p) - before[k] for k, p in parts.items()}
@@ -334,6 +340,9 @@ def main() -> int:
             f"**{ing_n / ing_s:,.0f} trials/s** ({ing_n:,} trials in {ing_s:.1f} s) |",
             f"| POST /results latency p50 / p95 | {statistics.median(pms):.0f} ms / "
             f"{pct(pms, 95):.0f} ms |",
+            "| CPU per post of " + f"{args.batch} trials, its analysis included | " + (", ".join(
+                f"{name} {1000 * sec * args.batch / max(1, ing_n):.1f} ms"
+                for name, sec in ingest_cpu.items()) or "-") + " |",
             f"| trials stored when querying | {total:,} |",
             f"| series query p50 / p95 / p99 ({len(ms)} queries, {args.commits} commits x "
             f"{points // max(1, args.commits)} trials per point) | {statistics.median(ms):.1f} ms "
@@ -345,13 +354,14 @@ def main() -> int:
         args.out.write_text(table + "\n")
         return 0
     finally:
-        for proc in (api_proc, worker_proc):
-            if proc is not None:
-                proc.terminate()
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        if api is not None:
+            api.stop(30)
+        if worker_proc is not None:
+            worker_proc.terminate()
+            try:
+                worker_proc.wait(30)
+            except subprocess.TimeoutExpired:
+                worker_proc.kill()
         server.stop()
         if args.keep is None:
             shutil.rmtree(base_dir, ignore_errors=True)

@@ -1,5 +1,5 @@
 """The admin CLI: `mallard-api serve | analysis-worker | migrate | db-url |
-token create|list|revoke`."""
+token create|list|revoke | runner list|retire`."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from mallard_api.known import CatalogError
 app = typer.Typer(help="Mallard API: serve, migrate, tokens.", no_args_is_help=True)
 token_app = typer.Typer(help="API tokens (stored hashed; printed once).", no_args_is_help=True)
 app.add_typer(token_app, name="token")
+runner_app = typer.Typer(help="Runners: list them, retire one.", no_args_is_help=True)
+app.add_typer(runner_app, name="runner")
 
 
 @app.command()
@@ -201,3 +203,41 @@ def token_revoke(token_id: int) -> None:
         typer.echo(f"no active token {token_id}", err=True)
         raise typer.Exit(1)
     typer.echo(f"revoked {token_id}")
+
+
+@runner_app.command("list")
+def runner_list() -> None:
+    """List runners (id, name, arch, last seen, in service or retired)."""
+    from mallard_api.sql import runners
+
+    engine, session = _session()
+    try:
+        for r, _ in runners.list_all(session):
+            state = f"retired {r.retired_at:%Y-%m-%d %H:%M}" if r.retired_at else "in service"
+            typer.echo(f"{r.id}\t{r.name}\t{r.arch}\t{r.last_seen_at:%Y-%m-%d %H:%M:%S}\t{state}")
+    finally:
+        session.close()
+        engine.dispose()
+        db.stop_embedded()
+
+
+@runner_app.command("retire")
+def runner_retire(name: str) -> None:
+    """Retire a runner by name: no longer expected (MallardRunnerDown resolves) until it
+    registers again."""
+    from mallard_api.sql import runners
+
+    engine, session = _session()
+    try:
+        runner = runners.get_by_name(session, name)
+        if runner is not None:
+            runners.retire(session, runner)
+            session.commit()
+    finally:
+        session.close()
+        engine.dispose()
+        db.stop_embedded()
+    if runner is None:
+        typer.echo(f"no runner named '{name}'", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"retired {name}")

@@ -69,6 +69,21 @@ class Settings(BaseSettings):
     max_artifacts_bytes: int = Field(default=8 << 20, ge=0)
     # Commits of one push that get commit jobs (the newest ones); all are recorded.
     push_max_queued: int = Field(default=20, ge=0)
+    # Commits beyond that cap get theirs when a runner of the arch finds nothing queued.
+    push_backfill: bool = True
+    # A runner seen within this long counts as live: commits are judged on its arch.
+    runner_live_seconds: float = Field(default=900.0, gt=0)
+    # Bisection (bisections.py): start one when a verdict regresses over >1 commit; the
+    # measures it follows first among the regressed cells; the longest range it walks.
+    bisect_auto: bool = True
+    # Follow-up rounds of a commit verdict's comparison (0: it settles on its first job,
+    # an `unknown` stays unknown; the branch's next commit is the next evidence).
+    verdict_max_follow_ups: int = Field(default=0, ge=0, le=5)
+    bisect_measures: str = "instructions,llc_misses,ops_per_sec,max_rss_bytes"
+    bisect_max_commits: int = Field(default=10_000, ge=2)
+    # Where a project's forge (commit statuses) may be: `scheme://host[:port][/path]`
+    # prefixes, comma-separated, as MALLARD_REPO_URL_ALLOW. Empty: no forge may be set.
+    forge_url_allow: str = ""
     # Forge delivery ids are kept this long to refuse replays (besides the head rule).
     webhook_delivery_keep_days: int = Field(default=30, ge=1)
 
@@ -114,7 +129,17 @@ class Settings(BaseSettings):
     stats_deterministic_min_count: float = 20.0
     stats_target_mde_pct: float = 2.0
     stats_bootstrap_resamples: int = 5000
-    comparison_max_follow_ups: int = 2
+    comparison_max_follow_ups: int = 5
+    # Follow-ups are sized to reach stats_target_mde_pct on every unknown primary cell, and
+    # stop early when every primary cell is settled or when the runner time their trials
+    # would take (estimated from the trials' wall_seconds) would exceed this budget.
+    comparison_follow_up_budget_seconds: float = Field(default=120.0, ge=0)
+    # Calibrations (calibration.py): a series' SAME band is its calibrated CV, at least
+    # stats_min_effect_pct and at most this; comparisons a calibration may queue in all;
+    # follow-ups of a calibration's comparisons (0: verdicts at the asked trials).
+    calibration_band_max_pct: float = Field(default=10.0, gt=0, le=100)
+    calibration_max_comparisons: int = Field(default=200, ge=1, le=5000)
+    calibration_follow_ups: int = Field(default=0, ge=0, le=5)
     # Change detection on branch history (changepoints.py).
     changepoint_max_pvalue: float = 0.001
     changepoint_min_magnitude_pct: float = 2.0

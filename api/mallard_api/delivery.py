@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 from sqlalchemy.orm import Session
 
+from mallard_api import forges
 from mallard_api.background import BackgroundLoop
 from mallard_api.models.analysis import OutboxMessage
 from mallard_api.sql import outbox
@@ -81,7 +82,7 @@ def deliver_receiver(session: Session, url: str, *, http: httpx.Client, policy: 
         if msg is None:
             break
         session.commit()
-        error = _post(http, msg)
+        error = forges.send(session, http, msg) if forges.is_forge(msg) else _post(http, msg)
         _record(msg, error, now or datetime.now(UTC), policy, result)
         session.commit()
     return result

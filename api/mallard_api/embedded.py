@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 import tempfile
 import time
 import warnings
 from pathlib import Path
 from urllib.parse import quote
+
+from mallard_api.harness import free_port
 
 with warnings.catch_warnings():  # the wheel's import warns when XDG_RUNTIME_DIR is unset
     warnings.simplefilter("ignore")
@@ -42,12 +43,6 @@ local   replication  all                 scram-sha-256
 host    replication  all   127.0.0.1/32  scram-sha-256
 host    replication  all   ::1/128       scram-sha-256
 """
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _as_root() -> bool:

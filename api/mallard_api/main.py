@@ -38,12 +38,15 @@ from mallard_api.limits import AdmissionMiddleware, BodyLimitMiddleware
 from mallard_api.metrics import REGISTRY, DatabaseCollector, MetricsMiddleware
 from mallard_api.routes import (
     alerts,
+    bisections,
+    calibrations,
     comparisons,
     jobs,
     projects,
     results,
     runners,
     series,
+    testbeds,
     webhooks,
 )
 from mallard_api.schemas.base import ErrorOut, Health
@@ -53,7 +56,8 @@ from mallard_api.ui import routes as ui_routes
 
 API_PREFIX = "/api/v1"
 ROUTERS = (projects.router, runners.router, jobs.router, results.router, series.router,
-           webhooks.router, comparisons.router, alerts.router)
+           webhooks.router, comparisons.router, bisections.router, alerts.router,
+           calibrations.router, testbeds.router)
 log = logging.getLogger("mallard_api")
 
 

@@ -95,7 +95,8 @@ class DatabaseCollector(Collector):
         oldest = GaugeMetricFamily("mallard_queue_oldest_job_age_seconds",
                                    "Age of the oldest queued job", labels=["arch"])
         seen = GaugeMetricFamily("mallard_runner_last_seen_timestamp_seconds",
-                                 "When each runner was last heard from (unix time)",
+                                 "When each runner in service (not retired) was last "
+                                 "heard from (unix time)",
                                  labels=["runner", "arch"])
         alerts = GaugeMetricFamily("mallard_alerts_open", "Open regression alerts",
                                    labels=["project", "workload", "arch", "measure"])
@@ -109,7 +110,8 @@ class DatabaseCollector(Collector):
                         "WHERE state = 'queued' GROUP BY arch")):
                     oldest.add_metric([arch], float(age))
                 for name, arch, ts in conn.execute(text(
-                        "SELECT name, arch, EXTRACT(EPOCH FROM last_seen_at) FROM runners")):
+                        "SELECT name, arch, EXTRACT(EPOCH FROM last_seen_at) FROM runners "
+                        "WHERE retired_at IS NULL")):
                     seen.add_metric([name, arch], float(ts))
                 if conn.execute(text("SELECT to_regclass('v_alerts')")).scalar() is not None:
                     for project, workload, arch, measure, n in conn.execute(text(

@@ -1,6 +1,10 @@
 """A push, whatever forge it came from: record its commits on the branch and queue
-`commit` jobs, one per runner architecture known (default x86_64 when no runner
-registered), for the push's newest new commits (at most MALLARD_PUSH_MAX_QUEUED)."""
+`commit` jobs, one per architecture with a live runner (MALLARD_DEFAULT_ARCH when none),
+for the push's newest new commits (at most MALLARD_PUSH_MAX_QUEUED; the rest are
+backfilled later, verdicts.py). Each commit job judges its commit against the last
+measured commit of the branch (a commit verdict). A force-push (the old head is not an
+ancestor of the new one) marks the commits it took off the branch unreachable; their
+results are kept."""
 
 from __future__ import annotations
 
@@ -9,12 +13,12 @@ from typing import Any
 from mallard_wire.jobs import JobSpec, SpecAllocator
 from sqlalchemy.orm import Session
 
+from mallard_api.analysis import verdicts
 from mallard_api.config import Settings
 from mallard_api.models.core import Project
 from mallard_api.schemas.core import PushOut
-from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import projects as project_sql
-from mallard_api.sql import runners as runner_sql
+from mallard_api.sql import verdicts as verdict_sql
 from mallard_api.sql.projects import CommitInfo
 from mallard_api.urls import check_repo_url, parse_allow_list
 
@@ -47,6 +51,7 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
         return PushOut(project=project.name, branch=branch, commits=0, jobs=[],
                        ignored="branch deleted")
     after = after.lower()
+    old_head = project_sql.branch_head(session, project, branch)
     record = project_sql.record_push(session, project, branch, after, commits)
     if record.stale:
         session.commit()  # nothing changed but the delivery id (when there is one)
@@ -56,6 +61,13 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
     jobs: list[int] = []
     queued: set[str] = set()
     ignored = None
+    unreachable: list[str] = []
+    if old_head and old_head != after:
+        keep = verdict_sql.ancestry(session, project.id, after, settings.bisect_max_commits)
+        new = set(record.new)
+        joins = any(sha not in new for sha in keep[1:])  # reaches the branch's old history
+        if old_head not in keep and joins:  # rewritten: what is gone stays, marked
+            unreachable = verdict_sql.mark_unreachable(session, record.branch_id, keep)
     wanted = record.new[-settings.push_max_queued:] if settings.push_max_queued else []
     if not is_tracked(project, branch):
         ignored = f"branch {branch} is not tracked"
@@ -63,21 +75,27 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
         ignored = "the project's repo_url is not allowed by MALLARD_REPO_URL_ALLOW: " \
                   "commits recorded, no job queued"
     else:
-        arches = runner_sql.arches(session) or [settings.default_arch]
         for sha in wanted:
-            for arch in arches:
-                if job_sql.active_commit_job(session, project_id=project.id, sha=sha,
-                                             arch=arch) is not None:
-                    continue
-                job = job_sql.enqueue(session, kind="commit", arch=arch,
-                                      spec=commit_spec(settings, project, branch, sha),
-                                      project_id=project.id,
-                                      max_attempts=settings.job_max_attempts)
-                jobs.append(job.id)
-                queued.add(sha)
+            for arch in verdicts.arches(session, settings):
+                job_id = verdicts.queue_commit(session, settings, project, branch=branch,
+                                               branch_id=record.branch_id, sha=sha, arch=arch)
+                if job_id is not None:
+                    jobs.append(job_id)
+                    queued.add(sha)
+    deferred = len(record.new) - len(wanted) if ignored is None else 0
+    if deferred:
+        verdict_sql.defer(session, project.id, branch, record.new[:deferred],
+                          verdicts.arches(session, settings))
+    note = None
+    if deferred:
+        note = (f"{len(record.new)} new commits: the newest {len(wanted)} queued "
+                f"(MALLARD_PUSH_MAX_QUEUED={settings.push_max_queued}); {deferred} deferred"
+                + (", backfilled newest first when runners are idle"
+                   if settings.push_backfill else " (backfill is off)"))
     session.commit()
     return PushOut(project=project.name, branch=branch, commits=len(record.new),
-                   queued=len(queued), jobs=jobs, ignored=ignored)
+                   queued=len(queued), jobs=jobs, ignored=ignored, deferred=deferred,
+                   unreachable=len(unreachable), note=note)
 
 
 def chain(before: str | None, raw: list[tuple[str, str | None, str | None, Any]]

@@ -222,7 +222,7 @@ def live_server(app: FastAPI) -> Iterator[str]:
     import time
 
     import uvicorn
-    from mallard_api.embedded import free_port
+    from mallard_api.harness import free_port
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,

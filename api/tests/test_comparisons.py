@@ -137,6 +137,18 @@ def test_comparison_end_to_end(client, user_headers, make_project, make_runner, 
         (1, "transfer_insert_hit_ratio"), (2, "transfer_insert_hit_ratio")]
     assert sorted((h["threads"], h["outcome"]) for h in detail["hypothesis_checks"]) == [
         (1, "not held (no change)"), (2, "not held (wrong direction)")]
+    # speed x memory, counters that moved, the thread-scaling curve (testbed cpus "1")
+    assert [(j["threads"], j["label"], j["kind"]) for j in detail["joint"]] == [
+        (1, "same", "same"), (2, "slower", "worse")]
+    assert [(m["threads"], m["name"], m["text"]) for m in detail["counters_moved"]] == [
+        (1, "insert hit ratio", "insert hit ratio 0.900 -> 0.600"),
+        (2, "insert hit ratio", "insert hit ratio 0.900 -> 0.600")]
+    [curve] = detail["curves"]
+    assert (curve["workload"], curve["measure"], curve["verdict"], curve["moved"],
+            curve["cpus"]) == ("larson", "ops_per_sec", "regressed", [2], 1)
+    assert [(p["threads"], p["oversubscribed"]) for p in curve["points"]] == [
+        (1, False), (2, True)]
+    assert -4.0 < curve["area_pct"] < -1.0  # -5% at 2 threads only: half of it
 
     r = client.get(f"/api/v1/comparisons/{comp['id']}/report", headers=user_headers)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
@@ -155,6 +167,13 @@ def test_comparison_end_to_end(client, user_headers, make_project, make_runner, 
                for ln in lines)
     assert "  counters: transfer_insert_hit_ratio 0.900 -> 0.600 (-33.3%)" in lines
     assert "    jemalloc: 1.32x glibc" in lines
+    assert "  counters moved most: insert hit ratio 0.900 -> 0.600" in lines
+    assert any(ln.startswith("  speed x memory: slower (worse): ops_per_sec -5.") for ln in lines)
+    assert "scaling curves (b base, h head, * both):" in lines
+    assert any(ln.startswith("scaling larson ops_per_sec: REGRESSED; moved at threads 2; ")
+               for ln in lines)
+    assert any(ln.startswith("     2 |") and ln.endswith("REGRESSED oversubscribed")
+               for ln in lines)
     assert lines[-1] == "hypothesis (expected +15% ops_per_sec): held in 0 of 2 cells"
     print(text)
 

@@ -64,6 +64,7 @@ def test_relative_paths_outside_are_refused(path):
 
 
 @pytest.mark.parametrize("variant", ["", "transfer=ring", "transfer=mutex,decay_ms=10",
+                                     "transfer=naive,canary_ns=40",
                                      "remote=page,verbose=1,on_misuse=abort"])
 def test_variants(variant):
     assert check_variant(variant) == variant

@@ -4,7 +4,6 @@ HTTP receiver (down, failing, back up) with the real database."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 import uuid
@@ -16,6 +15,7 @@ import pytest
 from mallard_api import delivery, notify
 from mallard_api.analysis.changepoints import Change
 from mallard_api.db import make_sessionmaker
+from mallard_api.harness import free_port
 from mallard_api.models.analysis import Alert, OutboxMessage
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import outbox as outbox_sql
@@ -65,12 +65,6 @@ def pause_app_worker(app):
     yield
     if worker is not None:
         delivery.start_outbox_worker(app)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def make_alert(session) -> Alert:

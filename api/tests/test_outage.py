@@ -15,7 +15,8 @@ from helpers import results, trial
 from mallard_api.auth import hash_token, new_token
 from mallard_api.background import BackgroundLoop
 from mallard_api.config import Settings
-from mallard_api.embedded import EmbeddedPostgres, free_port
+from mallard_api.embedded import EmbeddedPostgres
+from mallard_api.harness import free_port
 from mallard_api.main import create_app
 from mallard_api.sql import tokens
 

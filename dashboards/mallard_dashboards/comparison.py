@@ -1,8 +1,10 @@
 """Comparison (`mallard-comparison`): one A/B comparison in detail.
 
 Pick a comparison (v_comparisons); its cells with difference, interval, p-value and
-verdict (v_comparison_cells); a bar chart of the differences with their intervals; and
-the allocator counters of base and head side by side (v_measurements).
+verdict (v_comparison_cells); a bar chart of the differences with their intervals; the
+allocator counters of base and head side by side (v_measurements); and, for a comparison
+over several thread counts (the `scaling` suite), base's and head's throughput curves
+against threads, one panel per workload.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from .grafana import (
     sql_variable,
 )
 
+# Queued comparisons (commit verdicts not run yet) last: the default has results.
 COMPARISONS = """
     SELECT comparison_id AS __value,
            '#' || comparison_id || ' ' || base_label || ' vs ' || head_label
              || ' [' || arch || ', ' || state || ']' AS __text
     FROM v_comparisons
     WHERE project = ${project:sqlstring}
-    ORDER BY created_at DESC
+    ORDER BY state = 'queued', created_at DESC
     LIMIT 200
 """
 
@@ -96,6 +99,26 @@ COUNTER_TRIALS = f"""{COMPARISON_TRIALS}
 """
 
 
+# Workloads of the comparison measured at two thread counts or more: one curve panel each.
+CURVE_WORKLOADS = """
+    SELECT workload FROM v_comparison_cells
+    WHERE comparison_id = ${comparison:raw} AND measure = 'ops_per_sec'
+    GROUP BY workload HAVING count(DISTINCT threads) > 1
+    ORDER BY workload
+"""
+
+# Base's and head's median ops/s against threads (params other than threads fixed by the
+# suite); head/base as the ratio the API's curve verdict integrates.
+SCALING = """
+    SELECT threads, base_median AS "base ops/s", head_median AS "head ops/s",
+           ratio AS "head / base", verdict
+    FROM v_comparison_cells
+    WHERE comparison_id = ${comparison:raw} AND measure = 'ops_per_sec'
+      AND workload = ${curve:sqlstring} AND threads IS NOT NULL
+    ORDER BY threads
+"""
+
+
 def build() -> Json:
     d = Dashboard(
         "mallard-comparison",
@@ -115,6 +138,8 @@ def build() -> Json:
             multi=True,
             include_all=True,
         ),
+        sql_variable("curve", "Scaling workload", CURVE_WORKLOADS, multi=True,
+                     include_all=True),
         pages_variable(),
     ]
     d.links = [{**page_link("Comparison page", "/ui/comparisons/${comparison}",
@@ -216,5 +241,26 @@ def build() -> Json:
                 override("byRegexp", "/median|min|max/", {"unit": "percentunit", "decimals": 1}),
             ]
         ),
+    )
+    d.add(
+        "xychart",
+        "Thread scaling: $curve, base vs head",
+        [sql(SCALING)],
+        w=12,
+        h=9,
+        description="Median ops/s of base and head at each thread count (log2 axis). Above "
+        "the runner's pinned CPUs the runs are oversubscribed. The comparison's report and "
+        "page give the curve verdict: which thread counts moved, and the signed area "
+        "between the curves.",
+        field=field_config(
+            custom={"show": "points+lines", "pointSize": {"fixed": 6},
+                    "axisPlacement": "auto"},
+            overrides=[override("byName", "threads",
+                                {"custom.scaleDistribution": {"type": "log", "log": 2}})],
+        ),
+        options={"seriesMapping": "auto", "dims": {"x": "threads",
+                                                   "exclude": ["head / base", "verdict"]},
+                 "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom"}},
+        repeat="curve",
     )
     return d.to_json()

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from . import comparison, memory, service, trends
+from . import calibration, comparison, memory, service, trends
 from .grafana import Json
 
 OUT = Path(__file__).resolve().parent.parent / "grafana" / "dashboards"
@@ -18,6 +18,7 @@ DASHBOARDS: dict[str, Callable[[], Json]] = {
     "comparison.json": comparison.build,
     "memory.json": memory.build,
     "service.json": service.build,
+    "calibration.json": calibration.build,
 }
 
 

@@ -10,6 +10,10 @@ from __future__ import annotations
 from .grafana import Dashboard, Json, field_config, override, prom, sql, sql_variable
 
 ARCH = 'arch=~"${arch:regex}"'
+# Every API replica exports the database-derived gauges (mallard_jobs, the queue age, the
+# runners' last-seen times, mallard_alerts_open) with the same values: one copy is kept
+# before summing, so 3 replicas do not read 3x.
+ONE = "max without (instance, pod)"
 
 JOBS_TABLE = """
     SELECT job_id, kind, state, arch, runner, attempt, created_at, claimed_at, finished_at,
@@ -72,7 +76,7 @@ def build() -> Json:
     d.add(
         "timeseries",
         "Queue depth",
-        [prom(f'sum by (arch) (mallard_jobs{{state="queued", {ARCH}}})', "{{arch}}")],
+        [prom(f'sum by (arch) ({ONE} (mallard_jobs{{state="queued", {ARCH}}}))', "{{arch}}")],
         w=8,
         description="Jobs waiting for a runner, per architecture.",
         field=field_config(unit="short", decimals=0),
@@ -91,7 +95,7 @@ def build() -> Json:
     d.add(
         "timeseries",
         "Jobs by state",
-        [prom(f"sum by (state) (mallard_jobs{{{ARCH}}})", "{{state}}")],
+        [prom(f"sum by (state) ({ONE} (mallard_jobs{{{ARCH}}}))", "{{state}}")],
         w=8,
         field=field_config(
             unit="short", decimals=0, custom={"stacking": {"mode": "normal"}, "fillOpacity": 30}
@@ -102,7 +106,7 @@ def build() -> Json:
         "Seconds since each runner's heartbeat",
         [
             prom(
-                f"time() - mallard_runner_last_seen_timestamp_seconds{{{ARCH}}}",
+                f"time() - {ONE} (mallard_runner_last_seen_timestamp_seconds{{{ARCH}}})",
                 "{{runner}} ({{arch}})",
             )
         ],
@@ -218,7 +222,8 @@ def build() -> Json:
     d.add(
         "stat",
         "Open regression alerts",
-        [prom(f"sum(mallard_alerts_open{{{ARCH}}}) or vector(0)", "open", instant=True)],
+        [prom(f"sum({ONE} (mallard_alerts_open{{{ARCH}}})) or vector(0)", "open",
+                   instant=True)],
         w=6,
         h=6,
         field=field_config(
@@ -236,7 +241,8 @@ def build() -> Json:
         "Open alerts by series (Prometheus)",
         [
             prom(
-                f"sum by (project, workload, arch, measure) (mallard_alerts_open{{{ARCH}}}) > 0",
+                f"sum by (project, workload, arch, measure) ({ONE} "
+                f"(mallard_alerts_open{{{ARCH}}})) > 0",
                 instant=True,
             )
         ],

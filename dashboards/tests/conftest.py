@@ -113,9 +113,8 @@ def pg_url(tmp_path_factory):
 @pytest.fixture(scope="session")
 def api(pg_url, tmp_path_factory):
     """The real API (`mallard-api serve`) on a free port, against the test database."""
-    from stack import Process, free_port
+    from mallard_api.harness import ApiProcess
 
-    port = free_port()
     workdir = tmp_path_factory.mktemp("api")
     env = {
         **os.environ,
@@ -127,17 +126,10 @@ def api(pg_url, tmp_path_factory):
         "MALLARD_WARMUP": "0",
         "MALLARD_REPO_URL_ALLOW": "file:///",
     }
-    exe = Path(sys.executable).parent / "mallard-api"
-    proc = Process(
-        "mallard-api",
-        [str(exe), "serve", "--host", "127.0.0.1", "--port", str(port)],
-        workdir / "api.log",
-        env=env,
-        cwd=REPO,
-    )
+    proc = ApiProcess(env, log=workdir / "api.log", cwd=REPO)
     try:
-        proc.wait_http(f"http://127.0.0.1:{port}/api/v1/health", timeout=90)
-        yield f"http://127.0.0.1:{port}", port, proc
+        proc.start(timeout=90)
+        yield proc.url, proc.port, proc
     finally:
         proc.stop()
 
@@ -151,7 +143,7 @@ def seeded(api):
     try:
         return seed(base_url, ADMIN_TOKEN)
     except Exception:
-        print(proc.log_tail(8000))
+        print(proc.log.read_text(errors="replace")[-8000:] if proc.log else "")
         raise
 
 

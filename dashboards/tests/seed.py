@@ -46,6 +46,7 @@ class Seeded:
     commits: list[str] = field(default_factory=list)
     runner_ids: dict[str, int] = field(default_factory=dict)
     comparison_id: int | None = None
+    calibration_id: int | None = None
     queued_jobs: list[int] = field(default_factory=list)
     regressed: tuple[str, str, str] = ("larson", "x86_64", "ops_per_sec")
 
@@ -265,6 +266,29 @@ def seed(base_url: str, token: str) -> Seeded:
             if i >= BAD_FROM and arch == "x86_64":
                 slow = {("head", "larson", 2): 0.83}
             run_job(c, rng, runner, s.runner_ids[runner], job, when + timedelta(hours=1), slow)
+
+    # Two calibrations on x86_64 (before the comparison, which stays the latest): 2 A/A
+    # comparisons each, then a 3 % and a 10 % canary on larson at 1 thread.
+    for _ in range(2):
+        cal = c.call("POST", "/calibrations", {
+            "project": PROJECT, "commit": s.commits[-1], "arch": "x86_64",
+            "workloads": ["larson"], "threads": [1], "trials": 6, "aa_comparisons": 2,
+            "canary_comparisons": 1, "sizes_pct": [3, 10]}, ok=(201,))
+        for phase in ("canary", "done"):
+            while True:
+                job = c.call("POST", "/jobs/claim", {"runner_id": s.runner_ids["x86-1"]},
+                             ok=(200, 204))
+                if job is None:
+                    break
+                pct = next((x["canary_pct"] for x in c.call(
+                    "GET", f"/calibrations/{cal['id']}")["comparisons"]
+                    if x["canary_pct"] and job["spec"]["comparison_id"] == x["id"]), 0.0)
+                run_job(c, rng, "x86-1", s.runner_ids["x86-1"], job, datetime.now(UTC),
+                        {("head", "larson", 1): 1 - pct / 100})
+            wait_for(f"calibration {cal['id']} to reach {phase}",
+                     lambda p=phase, i=cal["id"]: c.call("GET", f"/calibrations/{i}")["state"] == p,
+                     180)
+        s.calibration_id = cal["id"]
 
     # An A/B comparison on x86_64: the ring transfer cache loses 17 % on larson threads=2
     # (and its hit ratios drop), the same elsewhere.

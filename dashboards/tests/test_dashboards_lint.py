@@ -10,7 +10,8 @@ import yaml
 from conftest import GRAFANA, all_panels, load_dashboards, queries, query_text
 from grafana_vars import macros_used, variables_used
 
-EXPECTED = {"mallard-trends", "mallard-comparison", "mallard-memory", "mallard-service"}
+EXPECTED = {"mallard-trends", "mallard-comparison", "mallard-memory", "mallard-service",
+            "mallard-calibration"}
 BUILTIN_DS = {"-- Grafana --", "-- Mixed --"}
 KNOWN_MACROS = {
     "__timeFilter",
@@ -158,6 +159,8 @@ def test_queries_only_read_the_contract_views():
         "v_alerts",
         "v_jobs",
         "v_runners",
+        "v_calibration_power",
+        "v_calibration_false_alarms",
     }
     relation = re.compile(r"\b(?:FROM|JOIN)\s+([a-z_][a-z0-9_]*)", re.I)
     for board in load_dashboards().values():

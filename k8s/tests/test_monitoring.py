@@ -17,6 +17,7 @@ GEN = K8S_DIR / "tools" / "gen_monitoring.py"
 RULES = REPO_ROOT / "dashboards" / "prometheus" / "rules" / "mallard.rules.yml"
 DASHBOARDS = REPO_ROOT / "dashboards" / "grafana" / "dashboards"
 MONITORED = ["production", "production-cnpg"]
+ALERTMANAGER = REPO_ROOT / "dashboards" / "alertmanager" / "alertmanager.yml"
 
 
 def load_gen():
@@ -75,6 +76,30 @@ def test_service_monitor_scrapes_the_api_as_the_rules_expect(rendered, overlay: 
     assert "jobLabel" not in monitor["spec"]
     jobs = set(re.findall(r'job="([^"]+)"', RULES.read_text()))
     assert jobs <= {service["metadata"]["name"]}, jobs
+
+
+@pytest.mark.parametrize("overlay", MONITORED)
+def test_alertmanager_config_routes_as_the_compose_alertmanager(rendered, overlay: str) -> None:
+    """The routing of dashboards/alertmanager/alertmanager.yml ships as an
+    AlertmanagerConfig: the same receivers, route tree and inhibitions; URLs from a Secret."""
+    config = one(rendered[overlay], "AlertmanagerConfig", "mallard")
+    source = yaml.safe_load(ALERTMANAGER.read_text())
+    assert config["apiVersion"] == "monitoring.coreos.com/v1alpha1"
+    spec = config["spec"]
+    assert spec["route"]["receiver"] == source["route"]["receiver"]
+    assert spec["route"]["matchers"] == [
+        {"name": "alertname", "value": "Mallard.+", "matchType": "=~"}]
+    assert [r["receiver"] for r in spec["route"]["routes"]] == [
+        r["receiver"] for r in source["route"]["routes"]]
+    assert spec["route"]["routes"][0]["matchers"] == [
+        {"name": "alertname", "value": "MallardRegressionOpen", "matchType": "="}]
+    assert [r["name"] for r in spec["receivers"]] == [r["name"] for r in source["receivers"]]
+    for receiver in spec["receivers"]:
+        for hook in receiver["webhookConfigs"]:
+            assert hook["urlSecret"]["name"] == "mallard-alert-webhooks"
+            assert "url" not in hook
+    assert len(spec["inhibitRules"]) == len(source["inhibit_rules"])
+    assert spec == load_gen().alertmanager_config(ALERTMANAGER)["spec"]
 
 
 def test_dev_has_no_monitoring(rendered) -> None:

@@ -137,6 +137,15 @@ def test_runners_are_pinned_to_their_arch_and_benchmark_nodes(rendered, overlay:
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
+def test_runners_measure_their_nodes_arch_natively(rendered, overlay: str) -> None:
+    kernel = {"amd64": "x86_64", "arm64": "aarch64"}  # what the runner registers with
+    for ds in runner_daemonsets(rendered[overlay]):
+        spec = pod_spec(ds)
+        env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+        assert env["MALLARD_RUNNER_ARCH"] == kernel[spec["nodeSelector"]["kubernetes.io/arch"]]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
 def test_nothing_else_tolerates_the_benchmark_taint(rendered, overlay: str) -> None:
     for obj in rendered[overlay]:
         if obj["kind"] in {"Deployment", "StatefulSet", "Job"}:

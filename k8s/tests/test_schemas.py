@@ -1,8 +1,9 @@
 """Every rendered object validates against the Kubernetes schemas of a current release.
 
 The schemas come from the kubernetes-validate package (no download). Objects of
-custom resources (CloudNativePG Cluster, Prometheus Operator ServiceMonitor and
-PrometheusRule) are not in those schemas: test_crds.py checks their structure.
+custom resources (CloudNativePG Cluster, Prometheus Operator ServiceMonitor,
+PrometheusRule and AlertmanagerConfig) are not in those schemas: test_crds.py checks
+their structure.
 """
 
 from __future__ import annotations
@@ -63,4 +64,5 @@ def test_only_known_custom_resources(rendered) -> None:
         ("postgresql.cnpg.io/v1", "Cluster"),
         ("monitoring.coreos.com/v1", "ServiceMonitor"),
         ("monitoring.coreos.com/v1", "PrometheusRule"),
+        ("monitoring.coreos.com/v1alpha1", "AlertmanagerConfig"),
     }

@@ -14,12 +14,17 @@ The Prometheus rules and the Grafana dashboards have one source each, in dashboa
                                                     labelled grafana_datasource=1; the
                                                     PostgreSQL user is mallard_reader, the
                                                     read-only role of db/versions/0006)
+  dashboards/alertmanager/alertmanager.yml       -> generated/alertmanagerconfig.yaml (a
+                                                    Prometheus Operator AlertmanagerConfig:
+                                                    the same route tree, receivers and
+                                                    inhibitions; the webhook URLs come from
+                                                    Secret mallard-alert-webhooks)
 Copies are needed because kustomize reads no file outside its root (without
 --load-restrictor LoadRestrictionsNone). The output is committed; `--check` (run by
 k8s/tests) fails when it differs from what this script would write.
 
 Usage: gen_monitoring.py [--check] [--rules FILE] [--dashboards DIR] [--datasources FILE]
-                         [--out DIR]
+                         [--alertmanager FILE] [--out DIR]
 """
 
 from __future__ import annotations
@@ -40,6 +45,11 @@ DEFAULT_DATASOURCES = REPO_ROOT / "dashboards" / "grafana" / "provisioning" / "d
     "mallard.yaml"
 READER = "mallard_reader"  # the role Grafana reads the v_* views as (db/versions/0006)
 DEFAULT_OUT = K8S_DIR / "components" / "monitoring" / "generated"
+DEFAULT_ALERTMANAGER = REPO_ROOT / "dashboards" / "alertmanager" / "alertmanager.yml"
+# ${VAR} of alertmanager.yml -> key of the Secret that holds the URL in the cluster
+WEBHOOK_SECRET = "mallard-alert-webhooks"
+WEBHOOK_KEYS = {"MALLARD_ALERT_WEBHOOK_URL": "regressions-url",
+                "MALLARD_OPS_WEBHOOK_URL": "ops-url"}
 
 NAMESPACE = "mallard"
 RULE_NAME = "mallard"
@@ -128,11 +138,82 @@ def datasource_configmap(datasources_file: Path) -> dict[str, Any]:
     }
 
 
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(r.capitalize() for r in rest)
+
+
+def _matchers(items: list[str]) -> list[dict[str, str]]:
+    """`name = "value"` (or `!=`, `=~`, `!~`) -> the operator's matcher objects."""
+    out = []
+    for item in items:
+        m = re.fullmatch(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*"?(.*?)"?\s*', item)
+        if not m:
+            raise ValueError(f"alertmanager.yml: cannot read matcher {item!r}")
+        out.append({"name": m[1], "value": m[3], "matchType": m[2]})
+    return out
+
+
+def _route(route: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in route.items():
+        if key == "matchers":
+            out["matchers"] = _matchers(value)
+        elif key == "routes":
+            out["routes"] = [_route(r) for r in value]
+        else:
+            out[_camel(key)] = value
+    return out
+
+
+def _receiver(receiver: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": receiver["name"]}
+    hooks = []
+    for hook in receiver.get("webhook_configs", []):
+        var = re.fullmatch(r"\$\{(\w+)\}", str(hook["url"]))
+        if not var or var[1] not in WEBHOOK_KEYS:
+            raise ValueError(f"alertmanager.yml: webhook url {hook['url']!r} is not one of "
+                             f"{', '.join('${' + k + '}' for k in WEBHOOK_KEYS)}")
+        secret = {"name": WEBHOOK_SECRET, "key": WEBHOOK_KEYS[var[1]]}
+        item: dict[str, Any] = {"urlSecret": secret}
+        item.update({_camel(k): v for k, v in hook.items() if k != "url"})
+        hooks.append(item)
+    if hooks:
+        out["webhookConfigs"] = hooks
+    return out
+
+
+def alertmanager_config(alertmanager_file: Path) -> dict[str, Any]:
+    """alertmanager.yml as an AlertmanagerConfig: the same routes under a top route for
+    Mallard's alerts, the same receivers and inhibitions."""
+    data = yaml.safe_load(alertmanager_file.read_text())
+    route = _route(data["route"])
+    # Mallard's alerts only, whatever their labels: MallardApiAbsent and the alerts on
+    # recording rules carry no `namespace`, so the operator's namespace matcher is turned
+    # off (alertmanagerConfigMatcherStrategy None, k8s/README.md) and this one scopes it.
+    route["matchers"] = [{"name": "alertname", "value": "Mallard.+", "matchType": "=~"}]
+    inhibit = [{"sourceMatch": _matchers(r["source_matchers"]),
+                "targetMatch": _matchers(r["target_matchers"]), "equal": r.get("equal", [])}
+               for r in data.get("inhibit_rules", [])]
+    return {
+        "apiVersion": "monitoring.coreos.com/v1alpha1",
+        "kind": "AlertmanagerConfig",
+        "metadata": {
+            "name": "mallard",
+            "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/name": "mallard",
+                       "app.kubernetes.io/component": "monitoring"},
+        },
+        "spec": {"route": route, "receivers": [_receiver(r) for r in data["receivers"]],
+                 "inhibitRules": inhibit},
+    }
+
+
 def dashboards_kustomization(json_files: list[Path], source: str) -> str:
     body = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": ["prometheusrule.yaml", "datasource.yaml"],
+        "resources": ["prometheusrule.yaml", "datasource.yaml", "alertmanagerconfig.yaml"],
         "generatorOptions": {
             # stable names: the sidecar keys dashboards by uid, an old hashed copy would
             # linger as a duplicate until pruned
@@ -153,13 +234,16 @@ def dashboards_kustomization(json_files: list[Path], source: str) -> str:
 
 
 def render(rules_file: Path, dashboards_dir: Path,
-           datasources_file: Path = DEFAULT_DATASOURCES) -> dict[str, bytes]:
+           datasources_file: Path = DEFAULT_DATASOURCES,
+           alertmanager_file: Path = DEFAULT_ALERTMANAGER) -> dict[str, bytes]:
     """Every generated file, by path relative to the output directory."""
     files: dict[str, bytes] = {}
     rule = prometheus_rule(load_rule_groups(rules_file))
     files["prometheusrule.yaml"] = (HEADER.format(source=_rel(rules_file)) + _dump(rule)).encode()
     files["datasource.yaml"] = (HEADER.format(source=_rel(datasources_file))
                                 + _dump(datasource_configmap(datasources_file))).encode()
+    files["alertmanagerconfig.yaml"] = (HEADER.format(source=_rel(alertmanager_file))
+                                        + _dump(alertmanager_config(alertmanager_file))).encode()
     json_files = sorted(dashboards_dir.glob("*.json"))
     if not json_files:
         raise ValueError(f"{dashboards_dir}: no dashboard JSON files")
@@ -207,9 +291,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rules", type=Path, default=DEFAULT_RULES)
     parser.add_argument("--dashboards", type=Path, default=DEFAULT_DASHBOARDS)
     parser.add_argument("--datasources", type=Path, default=DEFAULT_DATASOURCES)
+    parser.add_argument("--alertmanager", type=Path, default=DEFAULT_ALERTMANAGER)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
-    wanted = render(args.rules, args.dashboards, args.datasources)
+    wanted = render(args.rules, args.dashboards, args.datasources, args.alertmanager)
     if args.check:
         problems = diff(args.out, wanted)
         for problem in problems:

@@ -200,14 +200,16 @@ def aa_runs(settings: RunnerSettings, suite: Suite, allocators: list[str], cpus:
     return rows
 
 
-def write_block(block: str, readme: Path = README) -> None:
+def write_block(block: str, readme: Path = README,
+                markers: tuple[str, str] = (BEGIN, END)) -> None:
     """Replace what is between the markers (or add a section with them at the end)."""
+    begin, end = markers
     text = readme.read_text() if readme.exists() else "# Mallard runner\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + BEGIN + "\n" + block + "\n" + END + rest.split(END, 1)[1]
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + begin + "\n" + block + "\n" + end + rest.split(end, 1)[1]
     else:
-        text = text.rstrip() + f"\n\n## Measurement noise\n\n{BEGIN}\n{block}\n{END}\n"
+        text = text.rstrip() + f"\n\n## Measurement noise\n\n{begin}\n{block}\n{end}\n"
     readme.write_text(text)
 
 

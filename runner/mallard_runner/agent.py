@@ -15,10 +15,11 @@ shutting down") and pending posts stay in the spool for the next start.
 
 from __future__ import annotations
 
-import platform
 import threading
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,13 +32,40 @@ from .build import BuildError
 from .client import ApiClient, ApiError, BadJob, LeaseLost
 from .executor import Cancelled, Cell
 from .guard import check_ref, check_relative_dir, check_repo
-from .models import Job, Trial
+from .models import Job, ResultsIn, Trial
 from .runs import RunRequest, execute, prepare
 from .settings import REPO_ROOT, RunnerSettings
 from .spool import Pending, Spool
 from .suites import SuiteError, load_suite
 from .testbed import collect, format_cpus
 from .variants import AllocatorSelector, normalize_variant
+
+
+@dataclass
+class _Lease:
+    """A running job's lease: `cancel` stops the run, `lost` says why, `done` stops the
+    renewals."""
+
+    cancel: threading.Event = field(default_factory=threading.Event)
+    lost: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class _Progress:
+    """Per-trial callback: failed trials logged, progress at every quarter."""
+
+    def __init__(self, log: Callable[[str], None], job_id: int) -> None:
+        self.log, self.job_id = log, job_id
+        self.count = self.total = 0
+
+    def __call__(self, t: Trial, cell: Cell) -> None:
+        self.count += 1
+        if not t.ok:
+            self.log(escape(f"trial failed: {cell.key} seq {t.seq}: signal {t.signal} "
+                            f"exit {t.exit_code}: {t.stderr_tail.strip()[-200:]!r}"))
+        n, c = self.total, self.count
+        if n and c * 4 // n != (c - 1) * 4 // n:  # at every quarter
+            self.log(f"job {self.job_id}: {c}/{n} trials")
 
 
 class Agent:
@@ -54,7 +82,8 @@ class Agent:
         self._stop = threading.Event()
         self._current_cancel: threading.Event | None = None
         self.runner_id: int | None = None
-        self.testbed = collect(cpus)
+        self.target = settings.platform()  # the arch it registers with: native or emulated
+        self.testbed = collect(cpus, target=self.target)
 
     # -- plumbing -------------------------------------------------------------------
     def log(self, msg: str) -> None:
@@ -116,9 +145,11 @@ class Agent:
         delay = 1.0
         while not self.stopping:
             try:
-                runner = client.register(self.name, platform.machine(), format_cpus(self.cpus),
+                runner = client.register(self.name, self.target.arch, format_cpus(self.cpus),
                                          self.testbed)
-                self.log(f"registered as runner {runner['id']} ({platform.machine()}, "
+                how = (f", emulated by {self.testbed.emulator} on {self.target.host}"
+                       if self.target.emulated else "")
+                self.log(f"registered as runner {runner['id']} ({self.target.arch}{how}, "
                          f"CPUs {format_cpus(self.cpus)})")
                 return int(runner["id"])
             except ApiError as e:
@@ -236,82 +267,22 @@ class Agent:
                           job_id=job.id, runner_id=self.runner_id)
 
     def handle(self, job: Job, client: ApiClient) -> None:
+        """Run a claimed job under its lease, then spool and post its results (or report
+        why it could not run)."""
         assert self.runner_id is not None
         allocators = ", ".join(a.label + "=" + a.name for a in job.spec.allocators)
         self.log(escape(f"claimed job {job.id} ({job.kind}, attempt {job.attempt}): suite "
                         f"{job.spec.suite}, allocators {allocators}"[:1000]))
-        cancel = threading.Event()
-        lease_lost = threading.Event()
-        done = threading.Event()
-
-        def renew() -> None:
-            c = self.client()
-            period = max(1.0, self.settings.lease_seconds / 3)
-            try:
-                while not done.wait(period):
-                    try:
-                        c.renew(job.id, self.runner_id or 0, self.settings.lease_seconds)
-                    except LeaseLost:
-                        lease_lost.set()
-                        cancel.set()
-                        self.log(f"[red]lease on job {job.id} lost[/]: cancelling the run")
-                        return
-                    except (ApiError, httpx.HTTPError) as e:
-                        self.log(f"lease renewal failed ({e}); will retry")
-            finally:
-                c.close()
-
-        self._current_cancel = cancel
-        if self.stopping:
-            cancel.set()
-        threading.Thread(target=renew, name=f"lease-{job.id}", daemon=True).start()
-        count = [0]
-        total = [0]
-
-        def on_trial(t: Trial, cell: Cell) -> None:
-            count[0] += 1
-            if not t.ok:
-                self.log(escape(f"trial failed: {cell.key} seq {t.seq}: signal {t.signal} "
-                                f"exit {t.exit_code}: {t.stderr_tail.strip()[-200:]!r}"))
-            n, c = total[0], count[0]
-            if n and c * 4 // n != (c - 1) * 4 // n:  # at every quarter
-                self.log(f"job {job.id}: {count[0]}/{total[0]} trials")
-
+        lease = self.keep_lease(job)
+        progress = _Progress(self.log, job.id)
         try:
-            req = self.request_for(job)
-            prep = prepare(self.settings, req, on_trial=on_trial, cancel=cancel)
-            total[0] = prep.total
-            for note in prep.notes:
-                self.log(note)
-            built = ", ".join(f"{b.commit[:12]} ({'cached' if b.cached else 'built'})"
-                              for b in prep.resolved.builds.values())
-            self.log(f"job {job.id}: {len(prep.cells)} cells, {prep.total} trials, interleaved"
-                     + (f"; mallard {built}" if built else ""))
-            results = execute(prep)
-        except Cancelled:
-            done.set()
-            if lease_lost.is_set():
-                self.log(f"job {job.id} abandoned (lease lost); results not posted")
-            else:
-                self.report_failure(job, client, "runner shutting down (SIGTERM) before the "
-                                    f"job finished; {count[0]} trials were run", retryable=True)
+            results = self.run_job(job, lease.cancel, progress)
+        except Exception as e:  # noqa: BLE001 - reported, never a crashed agent
+            lease.done.set()
+            self.report_error(job, client, e, lease.lost.is_set(), progress.count)
             return
-        except BuildError as e:
-            done.set()
-            self.report_failure(job, client, f"build failed: {e.args[0]}\n{e.log}",
-                                retryable=False)
-            return
-        except (SuiteError, FileNotFoundError, ValueError) as e:
-            done.set()
-            self.report_failure(job, client, f"cannot run the job: {e}", retryable=False)
-            return
-        except Exception:  # noqa: BLE001 - anything else is reported, never a crashed agent
-            done.set()
-            self.report_failure(job, client, "runner error:\n" + traceback.format_exc(),
-                                retryable=True)
-            return
-        done.set()
-        if lease_lost.is_set():
+        lease.done.set()
+        if lease.lost.is_set():
             self.log(f"job {job.id} finished after its lease was lost; results not posted")
             return
         n_ok = sum(1 for t in results.trials if t.ok)
@@ -319,6 +290,64 @@ class Agent:
         path = self.spool.put("/results", results.model_dump(mode="json"), f"results-{job.id}")
         self.log(f"job {job.id}: {len(results.trials)} trials ({n_ok} ok) spooled as {path.name}")
         self.flush(client)
+
+    def keep_lease(self, job: Job) -> _Lease:
+        """Renew the job's lease in a thread until `done`; a lost lease cancels the run."""
+        lease = _Lease()
+
+        def renew() -> None:
+            c = self.client()
+            period = max(1.0, self.settings.lease_seconds / 3)
+            try:
+                while not lease.done.wait(period):
+                    try:
+                        c.renew(job.id, self.runner_id or 0, self.settings.lease_seconds)
+                    except LeaseLost:
+                        lease.lost.set()
+                        lease.cancel.set()
+                        self.log(f"[red]lease on job {job.id} lost[/]: cancelling the run")
+                        return
+                    except (ApiError, httpx.HTTPError) as e:
+                        self.log(f"lease renewal failed ({e}); will retry")
+            finally:
+                c.close()
+
+        self._current_cancel = lease.cancel
+        if self.stopping:
+            lease.cancel.set()
+        threading.Thread(target=renew, name=f"lease-{job.id}", daemon=True).start()
+        return lease
+
+    def run_job(self, job: Job, cancel: threading.Event, progress: _Progress) -> ResultsIn:
+        """Build what the job names and run its cells, interleaved."""
+        prep = prepare(self.settings, self.request_for(job), on_trial=progress, cancel=cancel)
+        progress.total = prep.total
+        for note in prep.notes:
+            self.log(note)
+        built = ", ".join(f"{b.commit[:12]} ({'cached' if b.cached else 'built'})"
+                          for b in prep.resolved.builds.values())
+        self.log(f"job {job.id}: {len(prep.cells)} cells, {prep.total} trials, interleaved"
+                 + (f"; mallard {built}" if built else ""))
+        return execute(prep)
+
+    def report_error(self, job: Job, client: ApiClient, e: Exception, lease_lost: bool,
+                     trials_run: int) -> None:
+        """Why the job did not finish, told to the API (retryable or not)."""
+        if isinstance(e, Cancelled):
+            if lease_lost:
+                self.log(f"job {job.id} abandoned (lease lost); results not posted")
+            else:
+                self.report_failure(job, client, "runner shutting down (SIGTERM) before the "
+                                    f"job finished; {trials_run} trials were run",
+                                    retryable=True)
+        elif isinstance(e, BuildError):
+            self.report_failure(job, client, f"build failed: {e.args[0]}\n{e.log}",
+                                retryable=False)
+        elif isinstance(e, SuiteError | FileNotFoundError | ValueError):
+            self.report_failure(job, client, f"cannot run the job: {e}", retryable=False)
+        else:
+            self.report_failure(job, client, "runner error:\n" + "".join(
+                traceback.format_exception(e)), retryable=True)
 
     def fail_malformed(self, e: BadJob) -> None:
         """A job the runner cannot even read: fail it (not retryable) so it is not re-claimed."""

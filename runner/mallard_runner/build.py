@@ -10,6 +10,11 @@ Refs and folders come from jobs, so they pass guard.py's checks here too (the ag
 checks them first): a ref is a full sha or a valid ref name and reaches git after
 `--end-of-options`; the allocator folder is proven inside the tree; git may use only
 the source's own protocol and follows no redirects.
+
+On an emulated testbed (arch.py) the allocator is cross-built with the runner's own CMake
+toolchain file (not one from the commit's tree: an older commit may have none), cached
+under its own key, and the library must be an ELF file of the target's machine; the
+workloads are cross-built from the runner's checkout the same way (`cross_workloads`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
+from .arch import Platform, elf_machine
 from .guard import GIT_SAFE_CONFIG, Refused, check_ref, git_env, inside
 from .peers import sha256_file
 from .settings import child_env
@@ -105,10 +111,32 @@ def _source_key(source: str) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+def _generator() -> list[str]:
+    return ["-G", "Ninja"] if shutil.which("ninja") else []
+
+
+def _check_machine(path: Path, platform: Platform | None, log: list[str], what: str) -> None:
+    """A cross build must make programs of the target's machine, never the host's."""
+    if platform is None or not platform.emulated:
+        return
+    machine = elf_machine(path)
+    if machine != platform.arch:
+        raise BuildError(f"{what} {path.name} is built for {machine or 'no ELF machine'}, "
+                         f"not {platform.arch}", "\n".join(log))
+
+
 class Builder:
-    def __init__(self, cache_dir: Path, build_type: str = "Release"):
+    def __init__(self, cache_dir: Path, build_type: str = "Release",
+                 platform: Platform | None = None):
         self.cache = Path(cache_dir)
         self.build_type = build_type
+        self.platform = platform if platform is not None and platform.emulated else None
+
+    def _cross(self) -> list[str]:
+        """The configure options of a cross build (none when native)."""
+        if self.platform is None:
+            return []
+        return [f"-DCMAKE_TOOLCHAIN_FILE={self.platform.toolchain}"]
 
     # -- checkout -----------------------------------------------------------------
     def _fetch(self, bare: Path, src: str, refspecs: list[str], log: list[str],
@@ -202,6 +230,8 @@ class Builder:
         log: list[str] = []
         bare, sha = self.resolve(source, ref, log)
         key = f"{sha}-{re.sub(r'[^A-Za-z0-9_.-]', '_', allocator_dir)}-{self.build_type}"
+        if self.platform is not None:
+            key += f"-{self.platform.arch}"
         build = self.cache / "builds" / key
         info_file = build / "mallard-build.json"
         with _locked(self.cache / "builds" / f"{key}.lock"):
@@ -218,10 +248,9 @@ class Builder:
             if not (src / "CMakeLists.txt").exists():
                 raise BuildError(f"{allocator_dir}/CMakeLists.txt not found at {sha[:12]}",
                                  "\n".join(log))
-            gen = ["-G", "Ninja"] if shutil.which("ninja") else []
-            configure = ["cmake", "-S", str(src), "-B", str(build), *gen,
+            configure = ["cmake", "-S", str(src), "-B", str(build), *_generator(),
                          f"-DCMAKE_BUILD_TYPE={self.build_type}", "-DBUILD_TESTING=OFF",
-                         "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"]
+                         "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", *self._cross()]
             out = _run(configure, log)
             if out.returncode != 0 and build.exists():
                 # a build dir left by an interrupted run: start it afresh, once
@@ -237,6 +266,7 @@ class Builder:
             if not libs:
                 raise BuildError(f"the build made no {LIBRARY} at {sha[:12]}", "\n".join(log))
             lib = libs[0].resolve()
+            _check_machine(lib, self.platform, log, "the library")
             built = BuiltAllocator(commit=sha, library=str(lib), library_sha256=sha256_file(lib),
                                    compiler=cmake_compiler(build), build_flags=cmake_flags(
                                        build, self.build_type), build_dir=str(build))
@@ -244,6 +274,25 @@ class Builder:
             tmp.write_text(json.dumps(asdict(built), indent=2))
             os.replace(tmp, info_file)
             return built
+
+
+def cross_workloads(platform: Platform, source: Path, out: Path,
+                    build_type: str = "Release") -> Path:
+    """Cross-build the workload programs of `source` (runner/workloads) for an emulated
+    target into `out` (incremental: a no-op when up to date); returns `out`."""
+    log: list[str] = []
+    with _locked(out.parent / f".{out.name}.lock"):
+        if not (out / "CMakeCache.txt").exists():
+            res = _run(["cmake", "-S", str(source), "-B", str(out), *_generator(),
+                        f"-DCMAKE_BUILD_TYPE={build_type}",
+                        f"-DCMAKE_TOOLCHAIN_FILE={platform.toolchain}"], log)
+            if res.returncode != 0:
+                raise BuildError(f"cmake configure of the {platform.arch} workloads failed",
+                                 "\n".join(log))
+        if _run(["cmake", "--build", str(out)], log).returncode != 0:
+            raise BuildError(f"build of the {platform.arch} workloads failed", "\n".join(log))
+    _check_machine(out / "larson", platform, log, "the workload")
+    return out
 
 
 def _members_inside(tar: tarfile.TarFile, sha: str, log: list[str]) -> list[tarfile.TarInfo]:

@@ -55,6 +55,26 @@ def progress_bar() -> Progress:
                     TimeElapsedColumn(), TimeRemainingColumn(), console=console)
 
 
+ArchOption = Annotated[str | None, typer.Option(
+    help="architecture to measure: the host's (default), or e.g. aarch64/arm64 cross-built and "
+         "run under qemu-user (MALLARD_RUNNER_ARCH)")]
+
+
+def load_settings(arch: str | None = None) -> RunnerSettings:
+    """The settings (with --arch over MALLARD_RUNNER_ARCH); exit 2 with the reason when they,
+    or the emulated target's tools, are wrong."""
+    try:
+        settings = RunnerSettings(arch=arch) if arch else RunnerSettings()
+        settings.platform()  # an emulated target needs qemu, a sysroot and a toolchain file
+    except (ValidationError, ValueError) as e:
+        errors = e.errors(include_input=False) if isinstance(e, ValidationError) else [
+            {"msg": str(e)}]
+        for err in errors:
+            console.print(f"[red]error:[/] {str(err['msg']).removeprefix('Value error, ')}")
+        raise typer.Exit(2) from e
+    return settings
+
+
 def default_source() -> str | None:
     return str(REPO_ROOT) if (REPO_ROOT / ".git").exists() else None
 
@@ -86,9 +106,10 @@ def bench(
     csv_out: Annotated[Path | None, typer.Option("--csv", help="write one CSV row per trial")]
     = None,
     raw_dir: Annotated[Path | None, typer.Option(help="keep raw trial files here")] = None,
+    arch: ArchOption = None,
 ) -> None:
     """Run a suite locally, pinned and interleaved; print a table per workload."""
-    settings = RunnerSettings()
+    settings = load_settings(arch)
     try:
         s = load_suite(suite, settings.suites_dir, allow_path=True)
         selectors = parse_selectors(allocators) if allocators else parse_selectors(
@@ -149,9 +170,9 @@ def bench(
 
 
 @app.command()
-def peers() -> None:
-    """List the peer allocators found on this node."""
-    found, missing = find_peers()
+def peers(arch: ArchOption = None) -> None:
+    """List the peer allocators found on this node (for its target architecture)."""
+    found, missing = find_peers(target=load_settings(arch).platform())
     for name, p in found.items():
         typer.echo(f"{name:9} {p.library or '(no preload)'}  sha256={p.sha256}")
     for name, why in missing.items():
@@ -159,9 +180,11 @@ def peers() -> None:
 
 
 @app.command()
-def testbed(cpus: Annotated[str, typer.Option(help="pinned CPU set")] = "0") -> None:
+def testbed(cpus: Annotated[str, typer.Option(help="pinned CPU set")] = "0",
+            arch: ArchOption = None) -> None:
     """Print this node's testbed fingerprint fields as JSON."""
-    typer.echo(collect(parse_cpus(cpus)).model_dump_json(indent=2))
+    target = load_settings(arch).platform()
+    typer.echo(collect(parse_cpus(cpus), target=target).model_dump_json(indent=2))
 
 
 @app.command()
@@ -176,16 +199,13 @@ def agent(
     once: Annotated[bool, typer.Option(help="exit after one job")] = False,
     max_idle: Annotated[float | None, typer.Option(
         help="with --once: give up after this many seconds without a job")] = None,
+    arch: ArchOption = None,
 ) -> None:
     """Register, heartbeat, claim jobs with a lease, run them, post results (spooled)."""
     from .agent import Agent
 
-    try:
-        settings = RunnerSettings()
-    except ValidationError as e:  # a placeholder token, a bad allow-list entry, ...
-        for err in e.errors(include_input=False):
-            console.print(f"[red]error:[/] {err['msg'].removeprefix('Value error, ')}")
-        raise typer.Exit(2) from e
+    # a placeholder token, a bad allow-list entry, an emulated arch without qemu: exit 2
+    settings = load_settings(arch)
     api = api or settings.api
     token = token or settings.token
     if not api or not token:

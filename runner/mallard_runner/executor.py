@@ -28,6 +28,12 @@ not a `peer`: a comparison judges base against head) gets one run under valgrind
 cachegrind: `instructions`, `d1_misses`, `llc_misses`, the same on every run. When
 `perf stat` counts on the node, every timed trial also gets `hw_instructions`,
 `hw_cycles` and `hw_llc_misses`: hardware counts, as noisy as a timing.
+
+On an emulated testbed (arch.py) the workload runs as `qemu-<arch> -L <sysroot>
+[-E LD_PRELOAD=<lib>] <workload> ...` after `env -i`: the preload goes to the guest only
+(never to qemu, a host program), and the environment is padded with the preload counted,
+so the guest's environment has the same size for every allocator. There is no cachegrind
+(valgrind cannot run another architecture's programs) and no perf (it would count qemu).
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .arch import Platform
 from .models import AllocatorInfo, Trial, WorkloadRef
 from .settings import RunnerSettings, child_env
 from .testbed import setarch_prefix
@@ -148,9 +155,19 @@ def last_json_line(text: str) -> dict[str, Any] | None:
     return None
 
 
+# Raw counts that become diagnostic measures as they are (contracts §2): what explains a
+# hit ratio that moved (the API ranks them under each cell).
+# Few, because a trial carries at most 24 measures (the API's MAX_MEASURES).
+COUNT_MEASURES = ("transfer_insert_inflight_misses", "transfer_remove_inflight_misses",
+                  "transfer_waits", "central_refills", "pages_reclaimed")
+
+
 def derive_ratios(counters: dict[str, Any]) -> dict[str, float]:
-    """contracts §2: transfer_{insert,remove}_hit_ratio = hits / (hits + misses)."""
-    out: dict[str, float] = {}
+    """contracts §2: transfer_{insert,remove}_hit_ratio = hits / (hits + misses), and the
+    raw counts of COUNT_MEASURES that the stats file has."""
+    out: dict[str, float] = {k: float(counters[k]) for k in COUNT_MEASURES
+                             if isinstance(counters.get(k), int | float)
+                             and not isinstance(counters.get(k), bool)}
     for kind in ("insert", "remove"):
         hits = counters.get(f"transfer_{kind}_hits")
         misses = counters.get(f"transfer_{kind}_misses")
@@ -250,16 +267,20 @@ def padded_env(pairs: list[str], block: int = ENV_BLOCK) -> list[str]:
 class Executor:
     def __init__(self, settings: RunnerSettings, cpus: list[int], raw_dir: Path,
                  on_trial: Callable[[Trial, Cell], None] | None = None,
-                 cancel: threading.Event | None = None, use_perf: bool | None = None):
+                 cancel: threading.Event | None = None, use_perf: bool | None = None,
+                 target: Platform | None = None):
         self.settings = settings
+        self.target = target if target is not None else settings.platform()
         self.cpus = cpus
         self.raw_dir = Path(raw_dir)
         self.on_trial = on_trial
         self.cancel = cancel or threading.Event()
-        self.use_perf = perf_works(settings.perf) if use_perf is None else use_perf
+        emulated = self.target.emulated
+        self.use_perf = not emulated and (perf_works(settings.perf) if use_perf is None
+                                          else use_perf)
         self.noise_control = settings.noise_control
         self.setarch = list(setarch_prefix() or ())
-        self.valgrind = shutil.which(settings.valgrind) is not None
+        self.valgrind = not emulated and shutil.which(settings.valgrind) is not None
         for tool in (settings.hyperfine, settings.taskset):
             if not shutil.which(tool):
                 raise RuntimeError(f"{tool} not found: install it (scripts/install-deps.sh)")
@@ -284,11 +305,19 @@ class Executor:
         return pairs
 
     def _pinned(self, minimal: bool, pairs: list[str]) -> tuple[list[str], list[str]]:
-        """(taskset [setarch -R], env [-i MINIMAL...] PAIRS [_PAD]): what runs the workload."""
+        """(taskset [setarch -R], env [-i MINIMAL...] PAIRS [_PAD] [qemu -L root -E PRELOAD]):
+        what runs the workload."""
         pin = [self.settings.taskset, "-c", self._cpu_list()]
+        env = padded_env([*MINIMAL_ENV, *pairs]) if minimal else pairs
+        if self.target.emulated:  # the preload is the guest's: qemu's -E, never qemu's own
+            preload = [p for p in env if p.startswith("LD_PRELOAD=")]
+            env = [p for p in env if not p.startswith("LD_PRELOAD=")]
+            guest = self.target.guest_prefix(preload)
+        else:
+            guest = []
         if minimal:
-            return [*pin, *self.setarch], ["env", "-i", *padded_env([*MINIMAL_ENV, *pairs])]
-        return pin, ["env", *pairs]
+            return [*pin, *self.setarch], ["env", "-i", *env, *guest]
+        return pin, ["env", *env, *guest]
 
     def trial_command(self, cell: Cell, trial_dir: Path) -> list[str]:
         """The command hyperfine times for one trial (stderr kept, pinned, preloaded)."""
@@ -310,20 +339,43 @@ class Executor:
 
     # -- one trial ------------------------------------------------------------------
     def run_trial(self, cell: Cell, seq: int, warmup: bool) -> tuple[Trial, dict[str, Any] | None]:
+        """One trial: run the workload under hyperfine in a fresh folder, then read what
+        hyperfine, the workload's result line, the allocator's counters and perf left."""
         trial_dir = self.raw_dir / cell.slug / (f"warmup-{seq}" if warmup else f"trial-{seq}")
         if trial_dir.exists():
             shutil.rmtree(trial_dir)
         trial_dir.mkdir(parents=True)
+        started = _now()
+        note = self._hyperfine(cell, trial_dir)
+        hf, exit_code, sig, measures, note = self._read_hyperfine(trial_dir, note)
+        stdout = (trial_dir / "stdout").read_text(errors="replace") if (
+            trial_dir / "stdout").exists() else ""
+        ok, note = self._read_result(last_json_line(stdout), exit_code == 0 and sig is None
+                                     and not note, note, measures)
+        counters = read_stats(trial_dir) if cell.target.is_mallard else None
+        if counters:
+            measures.update(derive_ratios(counters))
+        if self.use_perf and (trial_dir / "perf.txt").exists():
+            measures.update(parse_perf_stat((trial_dir / "perf.txt").read_text()))
+        stderr_tail = _tail(trial_dir / "stderr", self.settings.stderr_tail_chars)
+        if note:
+            stderr_tail = (stderr_tail + ("\n" if stderr_tail else "") + f"[runner] {note}")[
+                -self.settings.stderr_tail_chars:]
+        trial = Trial(uid=str(uuid.uuid4()), label=cell.target.label, allocator=cell.target.info,
+                      workload=WorkloadRef(name=cell.workload, params=dict(cell.params)),
+                      seq=seq, warmup=warmup, started_at=started, ok=ok, exit_code=exit_code,
+                      signal=sig, stderr_tail=stderr_tail, measures=measures, counters=counters)
+        (trial_dir / "trial.json").write_text(trial.model_dump_json(indent=2))
+        return trial, hf
+
+    def _hyperfine(self, cell: Cell, trial_dir: Path) -> str:
+        """Run the trial's command once under hyperfine (killed at the trial timeout);
+        return what went wrong ("" when hyperfine itself succeeded)."""
         command = shlex.join(self.trial_command(cell, trial_dir))
         (trial_dir / "command").write_text(command + "\n")
-        hf_json = trial_dir / "hyperfine.json"
         hf_cmd = [self.settings.hyperfine, "-N", "--runs", "1", "-i", "--style", "none",
-                  "--output", str(trial_dir / "stdout"), "--export-json", str(hf_json), command]
-        started = _now()
-        exit_code: int | None = None
-        sig: int | None = None
-        note = ""
-        hf: dict[str, Any] | None = None
+                  "--output", str(trial_dir / "stdout"), "--export-json",
+                  str(trial_dir / "hyperfine.json"), command]
         try:
             proc = subprocess.Popen(hf_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     env=self._child_env(), cwd=trial_dir,
@@ -332,14 +384,23 @@ class Executor:
                 _, hf_err = proc.communicate(timeout=self.settings.trial_timeout_seconds)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
-                _, hf_err = proc.communicate()
-                note = f"timed out after {self.settings.trial_timeout_seconds:g}s (killed)"
-                sig = signal.SIGKILL
-            if not note and proc.returncode != 0:
-                note = f"hyperfine failed ({proc.returncode}): " + hf_err.decode(
+                proc.communicate()
+                return f"timed out after {self.settings.trial_timeout_seconds:g}s (killed)"
+            if proc.returncode != 0:
+                return f"hyperfine failed ({proc.returncode}): " + hf_err.decode(
                     errors="replace")[-1000:]
         except OSError as e:
-            note = f"cannot run hyperfine: {e}"
+            return f"cannot run hyperfine: {e}"
+        return ""
+
+    @staticmethod
+    def _read_hyperfine(trial_dir: Path, note: str) -> tuple[
+            dict[str, Any] | None, int | None, int | None, dict[str, float], str]:
+        """hyperfine's export: (the export, exit code, signal, time measures, note)."""
+        hf: dict[str, Any] | None = None
+        exit_code: int | None = None
+        sig: int | None = signal.SIGKILL if note.startswith("timed out") else None
+        hf_json = trial_dir / "hyperfine.json"
         if hf_json.exists() and not note:
             try:
                 hf = json.loads(hf_json.read_text())
@@ -358,12 +419,14 @@ class Executor:
                 sig = code - 128  # hyperfine reports a signal as 128+N
             else:
                 exit_code = int(code)
-        stdout = (trial_dir / "stdout").read_text(errors="replace") if (
-            trial_dir / "stdout").exists() else ""
-        result = last_json_line(stdout)
-        ok = exit_code == 0 and sig is None and not note
+        return hf, exit_code, sig, measures, note
+
+    @staticmethod
+    def _read_result(result: dict[str, Any] | None, ok: bool, note: str,
+                     measures: dict[str, float]) -> tuple[bool, str]:
+        """The workload's JSON result line into `measures`: (ok, note)."""
         if ok and result is None:
-            ok, note = False, "the workload printed no JSON result line"
+            return False, "the workload printed no JSON result line"
         if result is not None:
             ops, secs = result.get("operations"), result.get("seconds")
             if isinstance(ops, int | float) and isinstance(secs, int | float) and secs > 0:
@@ -375,21 +438,7 @@ class Executor:
                     continue
                 if isinstance(v, int | float):
                     measures[k] = float(v)
-        counters = read_stats(trial_dir) if cell.target.is_mallard else None
-        if counters:
-            measures.update(derive_ratios(counters))
-        if self.use_perf and (trial_dir / "perf.txt").exists():
-            measures.update(parse_perf_stat((trial_dir / "perf.txt").read_text()))
-        stderr_tail = _tail(trial_dir / "stderr", self.settings.stderr_tail_chars)
-        if note:
-            stderr_tail = (stderr_tail + ("\n" if stderr_tail else "") + f"[runner] {note}")[
-                -self.settings.stderr_tail_chars:]
-        trial = Trial(uid=str(uuid.uuid4()), label=cell.target.label, allocator=cell.target.info,
-                      workload=WorkloadRef(name=cell.workload, params=dict(cell.params)),
-                      seq=seq, warmup=warmup, started_at=started, ok=ok, exit_code=exit_code,
-                      signal=sig, stderr_tail=stderr_tail, measures=measures, counters=counters)
-        (trial_dir / "trial.json").write_text(trial.model_dump_json(indent=2))
-        return trial, hf
+        return ok, note
 
     # -- deterministic counts (cachegrind) ------------------------------------------
     def wants_deterministic(self, cell: Cell) -> bool:

@@ -32,6 +32,10 @@ class Testbed(BaseModel):
     aslr: str = "on"  # off when workloads run under setarch -R
     workload_env: str = "inherited"  # minimal: a fixed environment of fixed size
     isolated: bool | None = None  # no other process may run on the pinned CPUs
+    # another architecture run under qemu-user on this host (arch.py): its timings are
+    # shown, never judged; `emulator` is `qemu-aarch64 7.2.22`
+    emulated: bool = False
+    emulator: str | None = None
 
 
 class AllocatorInfo(BaseModel):

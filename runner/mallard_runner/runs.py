@@ -8,6 +8,10 @@ Before the first trial the pinned CPUs are tuned where the node allows (governor
 run on them; what was found and done goes into the artifacts (`noise_control`), the
 resulting state into the testbed fingerprint, and a CPU set that is not isolated into the
 run's notes as a warning.
+
+An emulated target (setting `arch` other than the host's, arch.py) cross-builds the
+workloads from the runner's checkout into its workloads folder first, builds mallard with
+the toolchain file, takes the target's peers, and runs everything under qemu.
 """
 
 from __future__ import annotations
@@ -18,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .build import Builder
+from .build import Builder, cross_workloads
 from .executor import CACHEGRIND_CACHES, Cell, Executor, RunOutput
 from .models import ResultsIn, Trial
-from .settings import RunnerSettings
+from .settings import RUNNER_DIR, RunnerSettings
 from .suites import Suite, expand
 from .targets import Resolved, make_cells, resolve_targets
 from .testbed import collect, isolation, tune_cpus
@@ -68,12 +72,19 @@ def prepare(settings: RunnerSettings, req: RunRequest,
             on_trial: Callable[[Trial, Cell], None] | None = None,
             cancel: threading.Event | None = None) -> Prepared:
     """Build and find everything; raises BuildError, SuiteError, FileNotFoundError."""
-    cases = expand(req.suite, req.workloads, req.threads)
-    resolved = resolve_targets(req.selectors, Builder(settings.cache()), req.source, req.ref,
-                               req.allocator_dir)
+    target = settings.platform()
+    cases = expand(req.suite, req.workloads, req.threads, emulated=target.emulated)
+    if target.emulated:
+        cross_workloads(target, RUNNER_DIR / "workloads", settings.workloads_dir)
+    resolved = resolve_targets(req.selectors, Builder(settings.cache(), platform=target),
+                               req.source, req.ref, req.allocator_dir, target)
     notes = [f"peer {name} skipped: {why}" for name, why in resolved.missing.items()]
+    if target.emulated:
+        notes.append(f"emulated testbed: {target.arch} under {target.emulator_version} on "
+                     f"{target.host}; timings are shown, never judged; no cachegrind or perf")
     cells = make_cells(resolved.targets, cases, settings.workloads_dir)
-    executor = Executor(settings, req.cpus, req.raw_dir, on_trial=on_trial, cancel=cancel)
+    executor = Executor(settings, req.cpus, req.raw_dir, on_trial=on_trial, cancel=cancel,
+                        target=target)
     trials = req.trials if req.trials is not None else req.suite.trials
     warmup = req.warmup if req.warmup is not None else req.suite.warmup
     iso = isolation(req.cpus)
@@ -94,7 +105,7 @@ def execute(prep: Prepared) -> ResultsIn:
     out: RunOutput = prep.executor.run(prep.cells, prep.trials, prep.warmup, seed)
     compilers = {b.compiler for b in prep.resolved.builds.values()}
     testbed = collect(req.cpus, compilers.pop() if len(compilers) == 1 else None,
-                      noise_control=prep.executor.noise_control)
+                      noise_control=prep.executor.noise_control, target=prep.executor.target)
     return ResultsIn(
         job_id=req.job_id, runner_id=req.runner_id, project=req.project, branch=req.branch,
         testbed=testbed, trials=out.trials,
@@ -102,7 +113,16 @@ def execute(prep: Prepared) -> ResultsIn:
                    "order": [[r, k] for r, k in out.order], "notes": prep.notes,
                    "missing_peers": prep.resolved.missing, "raw_dir": str(req.raw_dir),
                    "seed": seed, "trials": prep.trials, "warmup": prep.warmup,
-                   "noise_control": prep.noise})
+                   "noise_control": prep.noise,
+                   "oversubscribed": oversubscribed(prep.cells, req.cpus)})
+
+
+def oversubscribed(cells: list[Cell], cpus: list[int]) -> dict[str, Any]:
+    """The thread counts above the pinned CPUs (allowed; where a small node's contention
+    comes from): the API marks those points of a scaling curve the same way."""
+    threads = sorted({int(t) for c in cells if isinstance(t := c.params.get("threads"), int)
+                      and t > len(cpus)})
+    return {"pinned_cpus": len(cpus), "threads": threads}
 
 
 def run_suite(settings: RunnerSettings, req: RunRequest,

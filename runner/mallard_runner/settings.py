@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .arch import Platform, host_arch, normalize_arch, resolve_platform
 from .guard import Rule, parse_rules
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -20,8 +21,12 @@ RUNNER_DIR = PACKAGE_DIR.parent
 REPO_ROOT = RUNNER_DIR.parent
 
 
-def _default_workloads_dir() -> Path:
-    return REPO_ROOT / "build" / "workloads"
+def _default_workloads_dir(arch: str | None = None) -> Path:
+    """`build/workloads` for the host's own architecture, `build/workloads-<arch>` for a
+    cross-built (emulated) one."""
+    if arch is None or arch == host_arch():
+        return REPO_ROOT / "build" / "workloads"
+    return REPO_ROOT / "build" / f"workloads-{arch}"
 
 
 def _default_state_dir() -> Path:
@@ -62,6 +67,14 @@ class RunnerSettings(BaseSettings):
     spool_dir: Path | None = None  # default: <state_dir>/spool
     raw_dir: Path | None = None  # default: <state_dir>/raw (hyperfine JSON, stdout, stderr)
 
+    # the architecture measured: the host's (native) or another run under qemu-user
+    # (emulated: timings shown, never judged); arch.py
+    arch: str = Field(default_factory=host_arch)
+    emulator: str | None = None  # default qemu-<arch>
+    sysroot: Path | None = None  # default /usr/<arch>-linux-gnu
+    toolchain_file: Path | None = None  # default allocator/cmake/<arch>-linux-gnu.cmake
+    peers_dir: Path | None = None  # default <repo>/build/peers-<arch> (make peers-arm64)
+
     # how trials run
     cpus: str = "0"
     hyperfine: str = "hyperfine"
@@ -101,6 +114,27 @@ class RunnerSettings(BaseSettings):
             if why:
                 raise ValueError(f"MALLARD_RUNNER_TOKEN {why}")
         return v
+
+    @field_validator("arch")
+    @classmethod
+    def _arch_name(cls, v: str) -> str:
+        return normalize_arch(v)
+
+    @model_validator(mode="after")
+    def _cross_workloads(self) -> RunnerSettings:
+        if "workloads_dir" not in self.model_fields_set:
+            self.workloads_dir = _default_workloads_dir(self.arch)
+        return self
+
+    @property
+    def emulated(self) -> bool:
+        return self.arch != host_arch()
+
+    def platform(self) -> Platform:
+        """The target and how programs run on it; ValueError naming what is missing."""
+        return resolve_platform(self.arch, self.emulator, self.sysroot, self.toolchain_file,
+                                REPO_ROOT, self.peers_dir or REPO_ROOT / "build" /
+                                f"peers-{self.arch}")
 
     @field_validator("repo_allow")
     @classmethod

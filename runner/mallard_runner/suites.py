@@ -18,6 +18,10 @@ value (a cross product); `threads` is a param like the others.
 workload's params with these overrides): `instructions`, `d1_misses`, `llc_misses`. Only
 at the listed thread counts, those whose counts were measured to repeat (runner/README.md);
 a workload without the block, or a thread count not listed, gets no deterministic measures.
+
+`emulated` overrides params on an emulated testbed (another architecture under qemu-user,
+20-100x slower than native): the same workloads at sizes that keep a trial near a second.
+The cells differ from the native ones, as the testbed does anyway.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class SuiteWorkload(BaseModel):
     params: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
     threads: list[int] | None = None
     deterministic: Deterministic | None = None
+    emulated: dict[str, Scalar] = Field(default_factory=dict)  # param overrides under qemu
 
 
 class Suite(BaseModel):
@@ -128,8 +133,9 @@ def _errors(e: Exception) -> str:
 
 
 def expand(suite: Suite, workloads: list[str] | None = None,
-           threads: list[int] | None = None) -> list[Case]:
-    """The suite's cases, filtered by workload names and thread counts."""
+           threads: list[int] | None = None, emulated: bool = False) -> list[Case]:
+    """The suite's cases, filtered by workload names and thread counts (`emulated`: with
+    each workload's `emulated` overrides)."""
     if workloads:
         unknown = [w for w in workloads if w not in suite.workloads]
         if unknown:
@@ -142,8 +148,9 @@ def expand(suite: Suite, workloads: list[str] | None = None,
         thread_list = wl.threads or suite.threads
         if threads:
             thread_list = [t for t in thread_list if t in threads] if wl.threads else threads
-        keys = list(wl.params)
-        values = [v if isinstance(v, list) else [v] for v in wl.params.values()]
+        sized = {**wl.params, **wl.emulated} if emulated else wl.params
+        keys = list(sized)
+        values = [v if isinstance(v, list) else [v] for v in sized.values()]
         for t in thread_list:
             for combo in itertools.product(*values):
                 params: dict[str, Scalar] = {"threads": t, **dict(zip(keys, combo, strict=True))}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .arch import Platform
 from .build import Builder, BuiltAllocator
 from .executor import Cell, Target
 from .models import AllocatorInfo
@@ -21,11 +22,12 @@ class Resolved:
 
 
 def resolve_targets(selectors: list[AllocatorSelector], builder: Builder, source: str | None,
-                    default_ref: str | None, allocator_dir: str = "allocator") -> Resolved:
+                    default_ref: str | None, allocator_dir: str = "allocator",
+                    target: Platform | None = None) -> Resolved:
     """Build each mallard commit once (BuildError propagates), find the peers (missing: noted)."""
     out = Resolved()
     peer_names = sorted({s.name for s in selectors if not s.is_mallard})
-    peers, out.missing = find_peers(peer_names) if peer_names else ({}, {})
+    peers, out.missing = find_peers(peer_names, target) if peer_names else ({}, {})
     for sel in selectors:
         if sel.is_mallard:
             ref = sel.commit or default_ref or "HEAD"

@@ -13,6 +13,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .arch import Platform
 from .models import Testbed
 from .peers import libc_version
 
@@ -257,20 +258,26 @@ def isolation(cpus: list[int], proc: Path = PROC, me: int | None = None) -> Isol
     return Isolation(not others, others, parse_cpus(iso) if iso else [])
 
 
-def collect(cpus: list[int], compiler: str | None = None, noise_control: bool = True) -> Testbed:
+def collect(cpus: list[int], compiler: str | None = None, noise_control: bool = True,
+            target: Platform | None = None) -> Testbed:
+    """The fingerprint fields. On an emulated target: its arch, the cross compiler, the
+    sysroot's libc, `emulated` and the emulator's version; the rest is the host's."""
+    emulated = target is not None and target.emulated
     return Testbed(
-        arch=platform.machine(),
+        arch=target.arch if target is not None else platform.machine(),
         cpu_model=cpu_model(),
         cpus=format_cpus(cpus),
         kernel=platform.release(),
         governor=governor(cpus[0]),
         smt=smt_active(),
         thp=thp_mode(),
-        compiler=compiler or compiler_version(),
-        libc=libc_version(),
+        compiler=compiler or compiler_version(target.compiler if emulated and target else None),
+        libc=(target.libc if emulated and target else None) or libc_version(),
         page_size=os.sysconf("SC_PAGE_SIZE"),
         turbo=turbo(),
         aslr=aslr(noise_control),
         workload_env="minimal" if noise_control else "inherited",
         isolated=isolation(cpus).isolated,
+        emulated=emulated,
+        emulator=target.emulator_version if emulated and target else None,
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,18 +21,13 @@ from typing import Any
 
 import httpx
 import pytest
+from mallard_api.harness import free_port
 
 from .conftest import first_cpu, gate_workload, write_suite
 
 MINI_API = Path(__file__).resolve().parent / "mini_api.py"
 AGENT = Path(sys.executable).parent / "mallard-runner"
 TOKEN = "test-token-0123456789abcdef"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:

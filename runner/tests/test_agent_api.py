@@ -11,7 +11,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -20,61 +19,26 @@ from pathlib import Path
 
 import httpx
 import pytest
+from mallard_api.harness import API_BIN, ApiProcess
 from mallard_runner.settings import REPO_ROOT
 
 from .conftest import first_cpu, gate_workload, write_suite
-from .test_agent import agent_log, free_port, job_spec, wait_for
+from .test_agent import agent_log, job_spec, wait_for
 
-API_BIN = Path(sys.executable).parent / "mallard-api"
 pytestmark = pytest.mark.skipif(not API_BIN.exists(), reason="mallard-api is not installed")
 
 
-class RealApi:
+class RealApi(ApiProcess):
+    """The real API (embedded PostgreSQL in `base`), reading the suites the test writes."""
+
     def __init__(self, base: Path):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         # the API checks a job's suite by name: it reads the suites the test writes
         self.suites_dir = base / "suites"
         shutil.copytree(REPO_ROOT / "runner" / "suites", self.suites_dir)
-        self.env = {**os.environ, "MALLARD_DATA_DIR": str(base / "pgdata"),
-                    "MALLARD_REPO_URL_ALLOW": "file:///",
-                    "MALLARD_SUITES_DIR": str(self.suites_dir)}
-        self.env.pop("DATABASE_URL", None)
-        self.log = base / "api.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [str(API_BIN), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
-                env=self.env, cwd=REPO_ROOT, stdout=log, stderr=log, start_new_session=True)
-
-        def healthy() -> bool:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(f"the API exited: {self.log.read_text()[-3000:]}")
-            try:
-                return httpx.get(f"{self.url}/api/v1/health", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for(healthy, 240, "the API to be healthy")
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    def token(self, *args: str) -> str:
-        out = subprocess.run([str(API_BIN), "token", "create", *args], env=self.env,
-                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stderr
-        return out.stdout.strip().splitlines()[-1]
+        env = {**os.environ, "MALLARD_DATA_DIR": str(base / "pgdata"),
+               "MALLARD_REPO_URL_ALLOW": "file:///", "MALLARD_SUITES_DIR": str(self.suites_dir)}
+        env.pop("DATABASE_URL", None)
+        super().__init__(env, log=base / "api.log", cwd=REPO_ROOT)
 
 
 @pytest.fixture
@@ -97,8 +61,8 @@ def test_agent_survives_a_real_api_restart(real_api, make_settings, toy_repo, tm
     suite = write_suite(settings, "t", {"trials": 3, "warmup": 0, "threads": [1],
                                         "allocators": ["glibc"], "workloads": {"gate": {}}})
     shutil.copy(suite, real_api.suites_dir / suite.name)
-    user = real_api.token("--role", "user")
-    runner_token = real_api.token("--role", "runner", "--runner", "node-real")
+    user = real_api.token("user")
+    runner_token = real_api.token("runner", "node-real")
     api = httpx.Client(base_url=real_api.url, timeout=30,
                        headers={"Authorization": f"Bearer {user}"})
     api.put("/api/v1/projects/mallard", json={"repo_url": str(toy_repo),

@@ -201,9 +201,9 @@ def cachegrind_counts(ex: Executor, c: Cell, runs: int = 3) -> list[dict[str, fl
 def test_deterministic_counters_repeat_within_a_tenth_of_a_percent(
         make_settings, real_mallard, tmp_path, workload):
     """One thread, the quick suite's small params, glibc and mallard: three runs each give
-    instructions within +-0.1% of their median, and D1 and LLC misses too (or within +-10
-    counts: a few thousand misses wobble by a few, which the API's absolute floor of 20
-    counts absorbs)."""
+    instructions within +-0.1% of their median, and D1 and LLC misses too (or within +-20
+    counts, the API's absolute floor: a few thousand misses wobble by a few; mallard's rpc
+    has ~6,000 LLC misses since it stopped loading libstdc++ and moved by up to 17)."""
     quick = load_suite("quick", RunnerSettings().suites_dir)
     (case,) = [c for c in expand(quick, [workload], [1])]
     assert case.deterministic_params is not None
@@ -223,7 +223,7 @@ def test_deterministic_counters_repeat_within_a_tenth_of_a_percent(
             values = [r[measure] for r in runs]
             med = float(np.median(values))
             dev = max(abs(v / med - 1) for v in values)
-            wobble = 0 if measure == "instructions" else 10
+            wobble = 0 if measure == "instructions" else 20
             assert dev <= 0.001 or max(abs(v - med) for v in values) <= wobble, (
                 target.label, measure, values)
 
@@ -343,6 +343,10 @@ def test_parsers():
     assert derive_ratios({"transfer_insert_hits": 3, "transfer_insert_misses": 1,
                           "transfer_remove_hits": 0, "transfer_remove_misses": 0}) == {
         "transfer_insert_hit_ratio": 0.75}
+    # the raw counts that explain a moved ratio become measures; flags and text do not
+    assert derive_ratios({"transfer_remove_inflight_misses": 12, "central_refills": 7,
+                          "transfer_waits": True, "pages_reclaimed": "x", "allocs": 9}) == {
+        "transfer_remove_inflight_misses": 12.0, "central_refills": 7.0}
     assert parse_cachegrind(CACHEGRIND_OUT) == {
         "instructions": 8680858, "d1_misses": 99005 + 16294, "llc_misses": 2070 + 8271}
     assert parse_cachegrind("events: Ir\nsummary: 42\n") == {"instructions": 42}

@@ -11,7 +11,8 @@ SUITES = RUNNER_DIR / "suites"
 WORKLOADS_SRC = RUNNER_DIR / "workloads"
 
 
-@pytest.mark.parametrize("name", ["quick", "full", "bench-allocator"])
+@pytest.mark.parametrize("name", ["quick", "full", "bench-allocator", "scaling",
+                                  "transfer-cache"])
 def test_shipped_suites_load_and_name_real_workloads(name):
     suite = load_suite(name, SUITES)
     assert suite.name == name
@@ -19,8 +20,9 @@ def test_shipped_suites_load_and_name_real_workloads(name):
     assert {s.name for s in sels} >= {"mallard", "glibc"}
     cases = expand(suite)
     assert cases and all("threads" in c.params for c in cases)
-    for c in cases:  # every workload is a program of runner/workloads
-        assert (WORKLOADS_SRC / f"{c.workload.replace('-', '_')}.c").exists(), c.workload
+    for c in cases:  # every workload is a program of runner/workloads (C, or a macro script)
+        stem = c.workload.replace("-", "_")
+        assert any((WORKLOADS_SRC / f"{stem}{ext}").exists() for ext in (".c", ".py")), c.workload
 
 
 def test_quick_suite_shape():
@@ -122,3 +124,20 @@ def test_local_runs_may_load_a_file_explicitly(tmp_path):
     assert load_suite(str(path), tmp_path / "nowhere", allow_path=True).name == "mine"
     with pytest.raises(SuiteError, match="refused"):
         load_suite(str(path), tmp_path / "nowhere")
+
+
+def test_scaling_suite_runs_every_workload_at_1_to_64_threads_and_marks_oversubscription():
+    from mallard_runner.executor import Cell, Target
+    from mallard_runner.models import AllocatorInfo
+    from mallard_runner.runs import oversubscribed
+
+    scaling = load_suite("scaling", SUITES)
+    cases = expand(scaling)
+    threads = {w: sorted({c.params["threads"] for c in cases if c.workload == w})
+               for w in {c.workload for c in cases}}
+    assert threads == {w: [1, 2, 4, 8, 16, 32, 64] for w in ("transfer", "xmalloc", "larson")}
+    assert "mallard:transfer=naive" in scaling.allocators
+    target = Target(label="head", info=AllocatorInfo(name="glibc"))
+    cells = [Cell(target, c.workload, c.params, RUNNER_DIR) for c in cases]
+    assert oversubscribed(cells, [0, 1]) == {"pinned_cpus": 2, "threads": [4, 8, 16, 32, 64]}
+    assert oversubscribed(cells, list(range(64))) == {"pinned_cpus": 64, "threads": []}

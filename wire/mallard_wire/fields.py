@@ -208,7 +208,18 @@ class InModel(BaseModel):
 RepoUrl = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=NO_NUL)]
 BranchName = Annotated[GitRef, StringConstraints(max_length=200)]
 
-Arch = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
+# what people and tools also call an architecture -> the kernel's name (`uname -m`), the one
+# runners register with and jobs are queued for (the runner's arch.py reads it too)
+ARCH_ALIASES = {"arm64": "aarch64", "amd64": "x86_64", "x64": "x86_64"}
+
+
+def normalize_arch(value: str) -> str:
+    """`arm64` -> `aarch64`, `AMD64` -> `x86_64`; other names as they are."""
+    return ARCH_ALIASES.get(value.lower(), value)
+
+
+Arch = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$"),
+                 AfterValidator(normalize_arch)]
 Label = Literal["base", "head", "peer"]
 # what a job or comparison may ask the runner to run (None: the whole suite)
 Workloads = Annotated[list[Word], Field(min_length=1, max_length=100)]

@@ -51,3 +51,5 @@ class JobSpec(InModel):
     # set by the API for the jobs of a comparison (never by hand: POST /jobs refuses them)
     comparison_id: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
     round: Annotated[int, Field(ge=0, le=100)] | None = None
+    # the bisection a comparison probes for (analysis/bisections.py)
+    bisection_id: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None

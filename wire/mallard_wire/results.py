@@ -13,6 +13,7 @@ from mallard_wire.fields import (
     INT32_MAX,
     MAX_MEASURES,
     NO_NUL,
+    Arch,
     BranchName,
     FiniteFloat,
     InModel,
@@ -30,7 +31,7 @@ from mallard_wire.fields import (
 
 
 class TestbedIn(InModel):
-    arch: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
+    arch: Arch
     cpu_model: Text | None = None
     cpus: Text | None = None
     kernel: Text | None = None
@@ -45,6 +46,10 @@ class TestbedIn(InModel):
     aslr: Literal["on", "off"] | None = None
     workload_env: Literal["minimal", "inherited"] | None = None
     isolated: bool | None = None
+    # another architecture run under qemu-user on the node (runner/README.md): timings
+    # shown, never judged; both are fingerprint fields when `emulated` is true
+    emulated: bool | None = None
+    emulator: Text | None = None
 
 
 class AllocatorIn(InModel):

@@ -19,4 +19,8 @@ Pure functions (no database, no settings), docs/statistics.md explains them:
 - `changepoints` change points on a branch's per-commit medians (Apache Otava)
 - `report`       the text lines and the comparison report
 - `hypothesis`   a comparison's hypothesis and whether a cell bore it out
+- `joint`        speed x memory: one label per (ops_per_sec, max_rss_bytes) pair of cells
+- `moved`        the allocator counters that moved most under each cell
+- `curves`       thread-scaling curves: points, moved thread counts, area, curve verdict
+- `explain`      the three above for the report and the JSON answer, from the same cells
 """

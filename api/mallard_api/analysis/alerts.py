@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from mallard_api import notify
 from mallard_api.analysis import changepoints, report
-from mallard_api.analysis.measures import higher_is_better
+from mallard_api.analysis.measures import higher_is_better, unjudged_reason
 from mallard_api.analysis.policy import ChangePolicy, change_policy, stats_policy
 from mallard_api.config import Settings, get_settings
 from mallard_api.models.analysis import Alert
@@ -54,6 +54,8 @@ def detect_changes(session: Session, trial_ids: list[int], settings: Settings | 
     to = notify.targets(session, settings.alert_webhooks)
     opened: list[Alert] = []
     for s in alert_sql.touched_series(session, trial_ids):
+        if unjudged_reason(s.measure, s.emulated):  # a timing under emulation: never judged
+            continue
         points = series_sql.series(
             session, branch_id=s.branch_id, workload=s.workload, params_sha=s.params_sha,
             threads=None, allocator=s.allocator, variant=s.variant, measure=s.measure,
@@ -76,7 +78,7 @@ def detect_changes(session: Session, trial_ids: list[int], settings: Settings | 
                 continue
             near = [a for a in existing if a.first_bad_commit in position
                     and abs(position[a.first_bad_commit] - ch.index) < cpol.min_segment]
-            if near:
+            if near or alert_sql.verdict_alert_covers(session, key, ch.first_bad_commit):
                 continue
             alert = alert_sql.add_alert(session, s, key, ch, alert_text(s, ch))
             if alert is None:

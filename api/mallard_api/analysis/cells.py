@@ -14,19 +14,21 @@ from mallard_api.analysis.stats import DIAGNOSTIC, CellNumbers, CellStats, numbe
 class CellRow(CellNumbers):
     """A cell: workload x params x measure, its numbers and its report line. The verdict is
     same | improved | regressed | unknown, or diagnostic for a diagnostic measure; mde_pct
-    is the minimum detectable effect at 80% power."""
+    is the minimum detectable effect at 80% power; unjudged_reason says why a cell's
+    timings are shown but never judged (an emulated testbed, `measures.unjudged_reason`)."""
 
     workload: str
     params: dict[str, Any]
     threads: int | None
     measure: str
     line: str
+    unjudged_reason: str | None = None
 
     @classmethod
     def of(cls, s: CellStats, *, workload: str, params: dict[str, Any], threads: int | None,
-           measure: str, line: str) -> CellRow:
+           measure: str, line: str, unjudged_reason: str | None = None) -> CellRow:
         return cls(**numbers_of(s), workload=workload, params=params, threads=threads,
-                   measure=measure, line=line)
+                   measure=measure, line=line, unjudged_reason=unjudged_reason)
 
     @classmethod
     def from_attributes(cls, obj: object) -> CellRow:

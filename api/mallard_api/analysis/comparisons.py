@@ -8,10 +8,14 @@ another testbed are left out and the report says so). When every job has reporte
 
 * no ``unknown`` among the follow-up cells (every measure except allocator counters):
   ``done``;
-* some ``unknown`` and fewer than ``max_follow_ups`` follow-ups so far: queue a follow-up
-  ``comparison`` job for just the unknown cells' workloads and threads (no peers), whose
-  trials double the total so far (``trials * 2**(round-1)``); state stays ``running``;
-* otherwise ``done``, the unknowns reported as they are.
+* some ``unknown`` and fewer than ``max_follow_ups`` follow-ups so far: queue follow-up
+  jobs sized to the target MDE within the time budget (``followups.py``), one per unknown
+  workload x threads (no peers); state stays ``running``;
+* otherwise (or when the budget is spent) ``done``, the unknowns reported as they are with
+  the MDE they reached (the comparison's note says why the follow-ups stopped).
+
+A series calibrated on the comparison's testbed is judged with its calibrated SAME band
+(``calibration.bands``); the report's notes name the calibrations used.
 
 A job of a comparison that fails for good leaves the comparison ``failed`` when no cells
 exist; otherwise the comparison settles as above from the cells it has (each follow-up,
@@ -30,16 +34,24 @@ from typing import Any
 from mallard_wire.jobs import JobSpec, SpecAllocator
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import report, stats
+from mallard_api.analysis import calibration, explain, followups, report, stats
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.hypothesis import Hypothesis
-from mallard_api.analysis.measures import THROUGHPUT, higher_is_better, is_deterministic, is_primary
+from mallard_api.analysis.measures import (
+    EMULATED_REASON,
+    THROUGHPUT,
+    higher_is_better,
+    is_deterministic,
+    is_primary,
+    unjudged_reason,
+)
 from mallard_api.analysis.policy import Policy, stats_policy
 from mallard_api.config import Settings, get_settings
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.core import Job
 from mallard_api.params import params_key
 from mallard_api.sql import comparisons as sql
+from mallard_api.sql import followups as followup_sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.ui import links
 
@@ -86,6 +98,10 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
     rows = [r for r in rows if r.testbed_fingerprint == comp.testbed_fingerprint]
     note = (f"note: {len(other)} trials from another testbed were left out"
             if other else None)
+    emulated = any(r.emulated for r in rows)  # one testbed: all rows say the same
+    if emulated:
+        note = "; ".join(n for n in (note, f"note: {EMULATED_REASON}: timing measures are "
+                                           "shown, never judged") if n)
     sides: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(
         lambda: {"base": [], "head": []})
     params_of: dict[tuple[str, str], tuple[dict[str, Any], int | None]] = {}
@@ -101,20 +117,30 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
     known = sql.measure_directions(session)
     keys = sorted(k for k, v in sides.items() if v["base"] or v["head"])
     requested = [comp.hypothesis_measure] if comp.hypothesis_measure else []
+    unjudged = [unjudged_reason(k[2], emulated) for k in keys]
     raw = [
         stats.compare_samples(sides[k]["base"], sides[k]["head"],
                               higher_is_better=_direction(k[2], known),
                               deterministic=is_deterministic(k[2]),
-                              primary=is_primary(k[2], requested), policy=policy)
-        for k in keys
+                              primary=is_primary(k[2], requested) and why is None,
+                              policy=policy)
+        for k, why in zip(keys, unjudged, strict=True)
     ]
-    decided = stats.adjust_and_decide(raw, policy)
+    band_of, calibrations = calibration.bands(session, comp.testbed_fingerprint)
+    decided = stats.adjust_and_decide(raw, policy, [band_of.get(k) for k in keys])
+    if calibrations:
+        used = ", ".join(f"#{i}" for i in calibrations)
+        note = "; ".join(filter(None, [note, f"SAME bands from calibration {used}"]))
     rcells = [report.ReportCell(k[0], params_of[(k[0], k[1])][0], k[2], s)
               for k, s in zip(keys, decided, strict=True)]
     lines = report.cell_lines(rcells)
-    out = [CellRow.of(s, workload=k[0], params=params_of[(k[0], k[1])][0],
-                      threads=params_of[(k[0], k[1])][1], measure=k[2], line=line)
-           for k, s, line in zip(keys, decided, lines, strict=True)]
+    out = []
+    for k, s, line, why in zip(keys, decided, lines, unjudged, strict=True):
+        params, threads = params_of[(k[0], k[1])]
+        if why is not None:
+            line = f"{line} (not judged: {why})"
+        out.append(CellRow.of(s, workload=k[0], params=params, threads=threads,
+                              measure=k[2], line=line, unjudged_reason=why))
     peers = [
         {"workload": wl, "params": params_of[(wl, pk)][0], "allocator": alloc,
          "median": float(statistics.median(vs))}
@@ -132,15 +158,17 @@ def update_comparison(session: Session, comp: Comparison, settings: Settings | N
     comp.peer_medians = peers
     comp.note = note
     comp.updated_at = datetime.now(UTC)
-    refresh_state(session, comp, cells=cells)
+    refresh_state(session, comp, cells=cells, settings=settings)
+    if comp.state in ("done", "failed"):
+        from mallard_api.analysis import verdicts  # commit verdicts, bisections (issue 12)
 
-
-def _follow_up_unknowns(cells: list[CellRow]) -> list[CellRow]:
-    return [c for c in cells if c.verdict == "unknown" and not report.is_counter(c.measure)]
+        session.flush()
+        verdicts.on_comparison_settled(session, comp, settings or get_settings())
 
 
 def refresh_state(session: Session, comp: Comparison,
-                  cells: list[CellRow] | None = None) -> None:
+                  cells: list[CellRow] | None = None,
+                  settings: Settings | None = None) -> None:
     """Settle ``comp.state`` from its jobs and cells; queue a follow-up when due."""
     if comp.state in ("done", "failed"):
         return
@@ -156,35 +184,53 @@ def refresh_state(session: Session, comp: Comparison,
             comp.state = "failed"
             comp.finished_at = datetime.now(UTC)
         return
-    unknown = _follow_up_unknowns(cells)
+    unknown = followups.unknown_primary(cells)
+    stop = None
+    settings = settings or get_settings()
     if unknown and comp.follow_ups < comp.max_follow_ups:
-        queue_follow_up(session, comp, unknown, jobs)
-        comp.state = "running"
-        return
+        left = (settings.comparison_follow_up_budget_seconds
+                - followup_sql.spent_seconds(session, comp.id))
+        plan = followups.plan(
+            unknown, [r for r in sql.trials(session, comp.id)
+                      if r.testbed_fingerprint == comp.testbed_fingerprint],
+            step=comp.trials, warmup=comp.warmup, budget_left=left,
+            policy=stats_policy(settings))
+        if plan.groups:
+            queue_follow_up(session, comp, plan.groups, jobs)
+            comp.state = "running"
+            return
+        stop = plan.note
+    elif unknown:
+        stop = f"follow-ups stopped: {comp.follow_ups} of at most {comp.max_follow_ups} ran"
+    if unknown:
+        reached = followups.mde_reached(unknown, settings.stats_target_mde_pct)
+        comp.note = "; ".join(filter(None, [comp.note, stop, reached]))
     comp.state = "done"
     comp.finished_at = datetime.now(UTC)
 
 
-def queue_follow_up(session: Session, comp: Comparison, unknown: list[CellRow],
-                    jobs: list[sql.JobState]) -> Job:
+def queue_follow_up(session: Session, comp: Comparison, groups: list[followups.Group],
+                    jobs: list[sql.JobState]) -> list[Job]:
+    """One job per planned workload x threads group, all of the next round."""
     round_ = comp.follow_ups + 1
-    workloads = sorted({c.workload for c in unknown})
-    thread_set = {c.threads for c in unknown if c.threads is not None}
-    threads = None if any(c.threads is None for c in unknown) else sorted(thread_set)
-    trials = comp.trials * 2 ** (round_ - 1)
     first = session.get(Job, jobs[0].job_id) if jobs else None
     if first is None:
         raise ValueError(f"comparison {comp.id} has no job to follow up")
     first_spec = JobSpec.model_validate(first.spec)
-    spec = comparison_spec(
-        comp, project_repo=first_spec.repo_url, allocator_dir=first_spec.allocator_dir,
-        workloads=workloads, threads=threads, trials=trials, peers=[], round=round_)
-    job = job_sql.enqueue(session, kind="comparison", arch=comp.arch, spec=spec,
-                          project_id=comp.project_id,
-                          max_attempts=first.max_attempts)
-    sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=round_, trials=trials)
+    out = []
+    for g in groups:
+        spec = comparison_spec(
+            comp, project_repo=first_spec.repo_url,
+            allocator_dir=first_spec.allocator_dir, workloads=[g.workload],
+            threads=None if g.threads is None else [g.threads], trials=g.trials, peers=[],
+            round=round_)
+        job = job_sql.enqueue(session, kind=first.kind, arch=comp.arch, spec=spec,
+                              project_id=comp.project_id, max_attempts=first.max_attempts)
+        sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=round_,
+                     trials=g.trials)
+        out.append(job)
     comp.follow_ups = round_
-    return job
+    return out
 
 
 def hypothesis_of(comp: Comparison) -> Hypothesis | None:
@@ -214,4 +260,5 @@ def render_report(session: Session, comp: Comparison) -> str:
         base_label=comp.base_label, head_label=comp.head_label, state=comp.state,
         testbed=testbed, follow_ups=comp.follow_ups, hypothesis=hypothesis_of(comp),
         notes=notes)
-    return report.format_report(header, rcells, peers)
+    cpus = sql.testbed_cpus(session, comp.testbed_fingerprint)
+    return report.format_report(header, rcells, peers, explain.report_extras(rcells, cpus))

@@ -13,7 +13,13 @@ directions are contracts section 4's.
 * every other measure is a **diagnostic** (wall/user/sys seconds, ``ns_per_op``, the
   other RSS figures, ``d1_misses``, the ``hw_*`` counters, allocator counters): its
   difference and interval are computed and shown under its cell, its verdict is
-  ``DIAGNOSTIC`` and its p-value is left out of the correction.
+  ``DIAGNOSTIC`` and its p-value is left out of the correction;
+* on an **emulated testbed** (another architecture under qemu-user, testbed field
+  ``emulated``) the timing measures (``ops_per_sec``, the ``*_seconds``, ``ns_per_op``,
+  ``hw_*``) are diagnostics too: emulation slows each instruction by its own factor, so a
+  timing there says nothing about the real machine. The cell says why
+  (``unjudged_reason``: ``emulated testbed``); counters, instruction counts and RSS are
+  judged as anywhere else.
 """
 
 from __future__ import annotations
@@ -40,6 +46,10 @@ MEASURES: dict[str, tuple[str, bool]] = {
     "ns_per_op": ("ns", False),
     "transfer_insert_hit_ratio": ("ratio", True),
     "transfer_remove_hit_ratio": ("ratio", True),
+    # raw allocator counts (diagnostics: what explains a moved hit ratio)
+    **{name: ("count", False) for name in (
+        "transfer_insert_inflight_misses", "transfer_remove_inflight_misses",
+        "transfer_waits", "central_refills", "pages_reclaimed")},
 }
 
 # Counted by simulation (valgrind cachegrind): the same on every run (docs/statistics.md).
@@ -70,6 +80,21 @@ def is_deterministic(measure: str) -> bool:
 
 def is_primary(measure: str, requested: Iterable[str] = ()) -> bool:
     return measure in PRIMARY_MEASURES or measure in set(requested)
+
+
+EMULATED_REASON = "emulated testbed"
+TIMING_SUFFIXES = ("_seconds", "_per_sec", "_per_op")
+
+
+def is_timing(measure: str) -> bool:
+    """A measure of time or speed (also perf's hardware counts, as noisy as a timing)."""
+    return measure.endswith(TIMING_SUFFIXES) or measure.startswith("hw_")
+
+
+def unjudged_reason(measure: str, emulated: bool) -> str | None:
+    """Why a measure gets no verdict on this testbed whatever the request asks (module
+    doc): ``emulated testbed`` for a timing measured under emulation, else None."""
+    return EMULATED_REASON if emulated and is_timing(measure) else None
 
 
 def measure_role(measure: str, requested: Iterable[str] = ()) -> str:

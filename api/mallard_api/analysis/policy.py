@@ -33,6 +33,7 @@ class Policy:
     n_resamples: int = 5000
     seed: int = 20261121
     outlier_k: float = 3.5
+    same_band_pct: float | None = None  # a series' calibrated SAME band (stats module doc)
 
 
 DEFAULT_POLICY = Policy()

@@ -34,14 +34,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mallard_api.analysis.extras import Extras
 from mallard_api.analysis.hypothesis import Hypothesis, hypothesis_outcome
 from mallard_api.analysis.measures import THROUGHPUT
 from mallard_api.analysis.stats import DIAGNOSTIC, CellStats
 from mallard_api.params import params_key
 
+# Raw allocator counts the runner reports as diagnostics (contracts section 2); with the
+# hit ratios they are the counters ranked by ``mallard_api.analysis.moved``.
+COUNT_MEASURES = frozenset({
+    "transfer_insert_inflight_misses", "transfer_remove_inflight_misses",
+    "transfer_waits", "central_refills", "pages_reclaimed",
+})
+
 
 def is_counter(measure: str) -> bool:
-    """Allocator counters (contracts section 2), shown beside throughput."""
+    """Allocator counters (contracts section 2): the hit ratios and the raw counts."""
+    return measure.endswith("_ratio") or measure in COUNT_MEASURES
+
+
+def is_ratio(measure: str) -> bool:
+    """The counters listed beside throughput on the ``counters:`` line."""
     return measure.endswith("_ratio")
 
 
@@ -145,6 +158,7 @@ def format_report(
     header: ReportHeader,
     cells: Sequence[ReportCell],
     peers: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
+    extras: Extras | None = None,
 ) -> str:
     """A whole comparison report: a header whose summary counts the primary cells, then per
     workload (a blank line between workloads) one line per primary cell at the start of its
@@ -157,8 +171,14 @@ def format_report(
     for the peer trials of the comparison (``glibc``, ``jemalloc``, ...). They are printed as
     reference lines ``jemalloc: 1.32x glibc`` (against glibc, or against base when glibc was
     not run), with base and head placed on the same scale.
+
+    ``extras`` (made by the caller from the same cells) adds, under the throughput line,
+    the counters that moved most (``mallard_api.analysis.moved``) and the speed x memory label
+    (``mallard_api.analysis.joint``), and at the end the thread-scaling curves
+    (``mallard_api.analysis.curves``).
     """
     peers = peers or {}
+    extras = extras or Extras()
     counts = {v: 0 for v in ("improved", "regressed", "same", "unknown")}
     primary_cells = [c for c in cells if c.stats.primary]
     for c in primary_cells:
@@ -194,12 +214,14 @@ def format_report(
             params = group[0].params
             ptext = params_text(params, vary.get(workload, ()))
             main = [c for c in group if c.stats.primary]
-            counters = [c for c in group if not c.stats.primary and is_counter(c.measure)]
+            counters = [c for c in group if not c.stats.primary and is_ratio(c.measure)]
             diagnostics = [c for c in group if not c.stats.primary and not is_counter(c.measure)]
             for c in main:
                 out.append(format_line(workload, ptext, c.measure, c.stats))
-                if c is main[0] and counters:  # beside throughput (sorted first)
-                    out.append("  counters: " + ", ".join(_counter_text(k) for k in counters))
+                if c is main[0]:  # beside throughput (sorted first)
+                    if counters:
+                        out.append("  counters: " + ", ".join(_counter_text(k) for k in counters))
+                    out.extend("  " + line for line in extras.under((workload, pkey)))
                 if hyp is not None and c.measure == hyp.measure:
                     res = hypothesis_outcome(hyp, c.stats)
                     outcomes.append(res)
@@ -213,12 +235,20 @@ def format_report(
             if not main and counters:
                 joined = ", ".join(_counter_text(k) for k in counters)
                 out.append(f"{workload} {ptext} counters: {joined}")
+            if not main:
+                out.extend(f"{workload} {ptext} {line}" for line in extras.under((workload, pkey)))
             ref = peers.get((workload, pkey))
             if ref:
                 lines = peer_lines(ref, group)
                 if lines:
                     out.append(f"  reference ({THROUGHPUT} medians):")
                     out.extend("    " + line for line in lines)
+    if extras.curves:
+        out.append("")
+        out.append("scaling curves (b base, h head, * both):")
+        for curve in extras.curves:
+            out.append(curve.summary())
+            out.extend("  " + row for row in curve.plot())
     if hyp is not None:
         held = sum(1 for o in outcomes if o == "held")
         out.append("")

@@ -222,13 +222,15 @@ def decide(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> str:
     lo, hi, p, diff = cell.ci_low_pct, cell.ci_high_pct, cell.p_adjusted, cell.diff_pct
     if lo is None or hi is None or p is None:
         return "unknown"
-    if -m < lo and hi < m:
+    band = policy.same_band_pct if policy.same_band_pct is not None else m
+    if -band < lo and hi < band:
         return "same"
     if p < policy.alpha and (lo > 0 or hi < 0) and abs(diff) >= m:
         better = (diff > 0) == cell.higher_is_better
         return "improved" if better else "regressed"
     ran = min(cell.n_base, cell.n_head)
-    narrow = (hi - lo) / 2.0 <= policy.settle_max_half_width_pct
+    narrow = (hi - lo) / 2.0 <= (policy.settle_max_half_width_pct
+                                 if policy.same_band_pct is None else policy.same_band_pct)
     if (p >= policy.alpha and lo <= 0 <= hi and abs(diff) < m and ran >= policy.settle_trials
             and narrow):
         return "same"
@@ -247,15 +249,19 @@ def adjust_pvalues(p_values: Sequence[float | None]) -> list[float | None]:
 
 
 def adjust_and_decide(
-    cells: Sequence[CellStats], policy: Policy = DEFAULT_POLICY
+    cells: Sequence[CellStats], policy: Policy = DEFAULT_POLICY,
+    bands: Sequence[float | None] | None = None,
 ) -> list[CellStats]:
     """Adjust the p-values across the primary cells of one comparison (diagnostics keep
-    ``p_adjusted = None``), then give each cell its verdict."""
+    ``p_adjusted = None``), then give each cell its verdict; ``bands[i]``, when set, is
+    cell i's calibrated SAME band (rules 2 and 4, module doc)."""
     adjusted = adjust_pvalues([c.p_value if c.primary else None for c in cells])
     out = []
-    for c, p in zip(cells, adjusted, strict=True):
+    for i, (c, p) in enumerate(zip(cells, adjusted, strict=True)):
         c2 = replace(c, p_adjusted=p)
-        c2.verdict = decide(c2, policy)
+        band = bands[i] if bands is not None else None
+        c2.verdict = decide(c2, policy if band is None
+                            else replace(policy, same_band_pct=band))
         out.append(c2)
     return out
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import alerts, comparisons
+from mallard_api.analysis import alerts, calibration, comparisons
 from mallard_api.background import BackgroundLoop
 from mallard_api.config import Settings
 from mallard_api.errors import DB_UNAVAILABLE
@@ -43,6 +43,8 @@ class AnalysisWorker:
             comp = comparison_sql.lock(session, task.comparison_id)
             if comp is not None:
                 comparisons.update_comparison(session, comp, self.settings)
+                if comp.calibration_id is not None and comp.state in ("done", "failed"):
+                    calibration.advance(session, comp.calibration_id, self.settings)
         else:
             alerts.detect_changes(session, sorted(set(task.trial_ids)), self.settings)
 

@@ -1,6 +1,7 @@
-"""Table models: one Base (base.py); core tables (core.py); analysis tables (analysis.py)."""
+"""Table models: one Base (base.py); core tables (core.py); analysis tables (analysis.py);
+commit verdicts, bisections and forges (verdicts.py)."""
 
-from mallard_api.models import analysis, core
+from mallard_api.models import analysis, calibration, core, verdicts
 from mallard_api.models.base import Base
 
-__all__ = ["Base", "analysis", "core"]
+__all__ = ["Base", "analysis", "calibration", "core", "verdicts"]

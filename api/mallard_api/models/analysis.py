@@ -60,6 +60,10 @@ class Comparison(Base):
     created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     finished_at: Mapped[datetime | None] = mapped_column(TS)
+    # a comparison run for a calibration (db/versions/0009): its A/A or canary size
+    calibration_id: Mapped[int | None] = mapped_column(
+        ForeignKey("calibrations.id", ondelete="CASCADE"))
+    canary_pct: Mapped[float | None] = mapped_column(Float)
 
 
 class ComparisonJob(Base):
@@ -98,6 +102,8 @@ class ComparisonCell(Base):
     robust_head: Mapped[int] = mapped_column(Integer)
     verdict: Mapped[str] = mapped_column(Text)
     mde_pct: Mapped[float | None] = mapped_column(Float)  # db/versions/0007_cell_mde.py
+    # why a cell has no verdict whatever it measures ("emulated testbed"); 0011
+    unjudged_reason: Mapped[str | None] = mapped_column(Text)
     line: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
 
@@ -133,6 +139,11 @@ class Alert(Base):
     updated_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     acknowledged_at: Mapped[datetime | None] = mapped_column(TS)
     resolved_at: Mapped[datetime | None] = mapped_column(TS)
+    # db/versions/0008_verdicts.py: verdict alerts group their cells; bisection's culprit
+    source: Mapped[str] = mapped_column(Text, server_default="changepoint")
+    cells: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
+    culprit: Mapped[str | None] = mapped_column(Text)
+    bisection_id: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class ChangePoint(Base):
@@ -184,6 +195,9 @@ class OutboxMessage(Base):
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     delivered_at: Mapped[datetime | None] = mapped_column(TS)
+    # db/versions/0008_verdicts.py: forge messages find their project's token at send time
+    project_id: Mapped[int | None] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"))
 
 
 class AnalysisTask(Base):

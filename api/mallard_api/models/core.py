@@ -76,6 +76,8 @@ class BranchCommit(Base):
         ForeignKey("commits.id", ondelete="CASCADE"), primary_key=True
     )
     position: Mapped[int] = mapped_column(Integer)
+    # db/versions/0008_verdicts.py: a force-push rewrote the branch past it (results kept)
+    unreachable_at: Mapped[datetime | None] = mapped_column(TS)
 
 
 class Testbed(Base):
@@ -98,6 +100,7 @@ class Runner(Base):
     testbed_id: Mapped[int | None] = mapped_column(ForeignKey("testbeds.id"))
     registered_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     last_seen_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
+    retired_at: Mapped[datetime | None] = mapped_column(TS)  # out of service (0012)
 
 
 class ApiToken(Base):

@@ -10,8 +10,9 @@ from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import comparisons
+from mallard_api.analysis.explain import explain
 from mallard_api.analysis.hypothesis import hypothesis_outcome, parse_hypothesis
-from mallard_api.analysis.report import is_counter
+from mallard_api.analysis.report import ReportCell, is_counter
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
@@ -21,8 +22,11 @@ from mallard_api.schemas.analysis import (
     ComparisonDetail,
     ComparisonIn,
     ComparisonOut,
+    CurveOut,
     HypothesisCheck,
     JobRef,
+    JointOut,
+    MovedOut,
     PeerOut,
 )
 from mallard_api.schemas.base import ErrorOut
@@ -125,11 +129,16 @@ def get_comparison(comparison_id: ComparisonPath, session: DB, _: AnyRole) -> Co
             outcome=hypothesis_outcome(hyp, c.stats()))
         for c in cells if c.measure == hyp.measure
     ]
+    rcells = [ReportCell(c.workload, c.params, c.measure, c.stats()) for c in cells]
+    extra = explain(rcells, sql.testbed_cpus(session, comp.testbed_fingerprint))
     return ComparisonDetail(
         **comparison_out(session, comp), cells=cells,
         counters=[c for c in cells if is_counter(c.measure)],
         peer_medians=[PeerOut(**p) for p in comp.peer_medians or []],
-        hypothesis_checks=checks, report=comparisons.render_report(session, comp))
+        hypothesis_checks=checks, joint=[JointOut(**j) for j in extra["joint"]],
+        counters_moved=[MovedOut(**m) for m in extra["counters_moved"]],
+        curves=[CurveOut(**c) for c in extra["curves"]],
+        report=comparisons.render_report(session, comp))
 
 
 @router.get("/{comparison_id}/report", response_class=PlainTextResponse,

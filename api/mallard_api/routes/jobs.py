@@ -9,7 +9,7 @@ from mallard_wire.fields import INT64_MAX
 from mallard_wire.jobs import JobSpec
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import ingest
+from mallard_api.analysis import ingest, verdicts
 from mallard_api.auth import (
     AnyRole,
     Principal,
@@ -73,6 +73,9 @@ def claim(body: ClaimIn, session: DB, p: RunnerOrAdmin,
     ingest.jobs_changed(session, sql.requeue_expired(session, runner.arch))
     job = sql.claim(session, runner_id=runner.id, arch=runner.arch,
                     lease_seconds=body.lease_seconds)
+    if job is None and verdicts.backfill(session, settings, runner.arch) is not None:
+        job = sql.claim(session, runner_id=runner.id, arch=runner.arch,
+                        lease_seconds=body.lease_seconds)  # idle: a deferred commit
     session.commit()
     if job is None:
         return Response(status_code=204)
@@ -127,7 +130,7 @@ def check_spec(spec: JobSpec, settings: Settings, catalog: Catalog,
     reason = catalog.check_workloads(spec.suite, spec.workloads)
     if reason:
         raise field_error(422, [*loc, "workloads"], reason)
-    for field in ("comparison_id", "round"):
+    for field in ("comparison_id", "round", "bisection_id"):
         if getattr(spec, field) is not None:
             raise field_error(422, [*loc, field], "set only by the API for a comparison's jobs")
 

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query
 from sqlalchemy.orm import Session
 
+from mallard_api.analysis import verdicts
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
@@ -15,7 +16,9 @@ from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.core import Project
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.core import BranchOut, CommitOut, Membership, ProjectIn, ProjectOut
+from mallard_api.schemas.verdicts import CommitDetail
 from mallard_api.sql import projects as sql
+from mallard_api.sql import verdicts as verdict_sql
 from mallard_api.urls import check_repo_url, parse_allow_list
 
 router = APIRouter(prefix="/projects", tags=["projects"], route_class=StrictJsonRoute,
@@ -117,17 +120,22 @@ def branch_commits(
             for c, pos in sql.commits_on_branch(session, b, limit, offset)]
 
 
-@router.get("/{name}/commits/{sha}", response_model=CommitOut,
+@router.get("/{name}/commits/{sha}", response_model=CommitDetail,
             responses={404: {"model": ErrorOut}})
 def get_commit(name: ProjectName,
                sha: Annotated[str, Path(pattern=r"^[0-9a-fA-F]{4,64}$")],
-               session: DB, _: AnyRole) -> CommitOut:
+               session: DB, _: AnyRole,
+               settings: Annotated[Settings, Depends(get_settings)]) -> CommitDetail:
+    """The commit, its branches, and per arch its verdict against the branch's last
+    measured commit (the cells that moved, the report's link)."""
     project = load(session, name)
     c = sql.get_commit(session, project, sha.lower())
     if c is None:
         raise field_error(404, ["path", "sha"], f"no single commit '{sha}' in '{name}'",
                           "not_found")
-    return CommitOut(sha=c.sha, parent_sha=c.parent_sha, message=c.message, author=c.author,
-                     committed_at=c.committed_at,
-                     branches=[Membership(branch=b, position=p)
-                               for b, p in sql.memberships(session, c)])
+    return CommitDetail(sha=c.sha, parent_sha=c.parent_sha, message=c.message,
+                        author=c.author, committed_at=c.committed_at,
+                        branches=[Membership(branch=b, position=p)
+                                  for b, p in sql.memberships(session, c)],
+                        verdicts=verdicts.verdicts_out(session, settings, project.id, c.sha),
+                        unreachable_on=verdict_sql.unreachable_on(session, c.id))

@@ -1,4 +1,4 @@
-"""Runners: register (idempotent by name), heartbeat, list."""
+"""Runners: register (idempotent by name), heartbeat, retire, list."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Path
 from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
-from mallard_api.auth import AnyRole, RunnerOrAdmin, check_runner, field_error
+from mallard_api.auth import Admin, AnyRole, RunnerOrAdmin, check_runner, field_error
 from mallard_api.deps import get_session
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.core import Runner
@@ -24,7 +24,7 @@ DB = Annotated[Session, Depends(get_session)]
 def runner_out(r: Runner, fingerprint: str | None) -> RunnerOut:
     return RunnerOut(id=r.id, name=r.name, arch=r.arch, cpus=r.cpus, testbed=r.testbed,
                      testbed_fingerprint=fingerprint, registered_at=r.registered_at,
-                     last_seen_at=r.last_seen_at)
+                     last_seen_at=r.last_seen_at, retired_at=r.retired_at)
 
 
 @router.post("/register", response_model=RunnerOut)
@@ -46,6 +46,23 @@ def heartbeat(runner_id: Annotated[int, Path(ge=1, le=INT32_MAX)], body: Heartbe
                           "not_found")
     check_runner(p, runner.name, ["path", "runner_id"])
     sql.heartbeat(session, runner, body.testbed)
+    session.commit()
+    return runner_out(runner, sql.testbed_fingerprint(session, runner))
+
+
+@router.post("/{runner_id}/retire", response_model=RunnerOut,
+             responses={404: {"model": ErrorOut}})
+def retire(runner_id: Annotated[int, Path(ge=1, le=INT32_MAX)], session: DB,
+           _: Admin) -> RunnerOut:
+    """Take a runner out of service for good (idempotent): it is no longer exported as
+    `mallard_runner_last_seen_timestamp_seconds`, so MallardRunnerDown resolves, and
+    push jobs are no longer queued for its arch on its account. Registering again (an
+    agent does at start) brings it back."""
+    runner = sql.get(session, runner_id)
+    if runner is None:
+        raise field_error(404, ["path", "runner_id"], f"no runner with id {runner_id}",
+                          "not_found")
+    sql.retire(session, runner)
     session.commit()
     return runner_out(runner, sql.testbed_fingerprint(session, runner))
 

@@ -28,13 +28,14 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request
 from mallard_wire.fields import FullSha, GitRef, Name, Sha, Text
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session
 
+from mallard_api.analysis import pull_requests
 from mallard_api.auth import UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
@@ -97,7 +98,8 @@ class ForgePush(BaseModel):
     commits: list[ForgeCommit] = []
 
 
-def parse(raw: bytes) -> ForgePush:
+def json_object(raw: bytes) -> dict[str, Any]:
+    """The body as a JSON object, or a 422 naming `body`."""
     try:
         data = strict_json(raw)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -105,6 +107,11 @@ def parse(raw: bytes) -> ForgePush:
                           "json_invalid") from exc
     if not isinstance(data, dict):
         raise field_error(422, ["body"], "must be a JSON object", "type_error")
+    return data
+
+
+def parse(raw: bytes) -> ForgePush:
+    data = json_object(raw)
     try:
         return ForgePush.model_validate(data)
     except ValidationError as exc:
@@ -182,6 +189,22 @@ def run_push(session: Session, settings: Settings, project: Project, push: Forge
                        commits=chain(push.before, raw))
 
 
+def pull_request(forge: Forge, raw: bytes, session: Session, settings: Settings,
+                 project: Project) -> PushOut:
+    """A pull/merge request event on a project's own address (analysis/pull_requests.py)."""
+    try:
+        pr = pull_requests.parse(forge.name, json_object(raw))
+    except pull_requests.BadEvent as exc:
+        raise field_error(422, exc.field, str(exc)) from exc
+    if pr is None:
+        return ignored("a pull request action that changes no code")
+    comp_id, job_id = pull_requests.handle(session, settings, project, pr)
+    session.commit()
+    return PushOut(project=project.name, branch=None, commits=0, jobs=[job_id],
+                   note=f"pull request #{pr.number}: {pr.head[:7]} compared with "
+                        f"{pr.base[:7]} (comparison {comp_id})")
+
+
 def ignored(reason: str) -> PushOut:
     return PushOut(project=None, branch=None, commits=0, jobs=[], ignored=reason)
 
@@ -199,6 +222,8 @@ def deliver(forge: Forge, request: Request, raw: bytes, session: Session, settin
     if not authentic(forge, secret, raw, request.headers.get(forge.signature_header)):
         raise denied(forge)
     event = request.headers.get(forge.event_header)
+    if event == pull_requests.PR_EVENTS[forge.name] and project is not None:
+        return pull_request(forge, raw, session, settings, project)
     if event not in forge.push_events:
         return ignored(f"event {printable(event or '', 100)!r} is not a push")
     push = parse(raw)

@@ -1,3 +1,4 @@
 """Request and response bodies (pydantic v2), shaped like `models/`: `base` (bounded
 field types, the strict input model, errors), `core` (the core's resources), `analysis`
-(comparisons and alerts)."""
+(comparisons and alerts), `calibration` (calibrations and a testbed's noise), `verdicts`
+(commit verdicts, bisections, forges)."""

@@ -20,6 +20,7 @@ from mallard_wire.fields import (
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints, field_validator
 
 from mallard_api.analysis.cells import CellRow
+from mallard_api.analysis.curves import Point
 from mallard_api.analysis.hypothesis import parse_hypothesis
 
 
@@ -108,11 +109,58 @@ class HypothesisCheck(BaseModel):
     outcome: str  # held | undecided | not held (...)
 
 
+class JointOut(BaseModel):
+    """Speed x memory label of one workload x params (mallard_api.analysis.joint)."""
+
+    workload: str
+    params: dict[str, Any]
+    threads: int | None
+    label: str  # better-both | worse-both | faster-but-fatter | slower-but-leaner | faster |
+    #             slower | leaner | fatter | same | unknown
+    kind: str  # better | worse | trade-off | same | unknown
+    speed_verdict: str
+    memory_verdict: str
+    speed_diff_pct: float | None
+    memory_diff_pct: float | None
+
+
+class MovedOut(BaseModel):
+    """An allocator counter that moved most under its cell (mallard_api.analysis.moved)."""
+
+    workload: str
+    params: dict[str, Any]
+    threads: int | None
+    measure: str
+    name: str
+    base_median: float
+    head_median: float
+    diff_pct: float | None
+    text: str
+
+
+class CurveOut(BaseModel):
+    """A thread-scaling curve and its verdict (mallard_api.analysis.curves)."""
+
+    workload: str
+    params: dict[str, Any]
+    measure: str
+    higher_is_better: bool
+    points: list[Point]  # threads, both medians, change, verdict, oversubscribed
+    moved: list[int]
+    area_pct: float | None
+    verdict: str  # improved | regressed | mixed | same | unknown
+    cpus: int | None
+    summary: str
+
+
 class ComparisonDetail(ComparisonOut):
     cells: list[CellRow]
     counters: list[CellRow]  # the allocator-counter cells (also in cells)
     peer_medians: list[PeerOut]
     hypothesis_checks: list[HypothesisCheck]
+    joint: list[JointOut]
+    counters_moved: list[MovedOut]
+    curves: list[CurveOut]
     report: str
 
 

@@ -91,7 +91,7 @@ class CommitOut(BaseModel):
 # --- runners ------------------------------------------------------------------------------
 class RunnerRegister(InModel):
     name: Name
-    arch: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
+    arch: Arch
     cpus: Str200 | None = None
     testbed: JsonObject | None = None
 
@@ -109,11 +109,12 @@ class RunnerOut(BaseModel):
     testbed_fingerprint: str | None
     registered_at: datetime
     last_seen_at: datetime
+    retired_at: datetime | None = None
 
 
 # --- jobs ---------------------------------------------------------------------------------
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
-JobKind = Literal["commit", "comparison"]
+JobKind = Literal["commit", "comparison", "calibrate"]
 
 
 class JobIn(InModel):
@@ -230,3 +231,8 @@ class PushOut(BaseModel):
                                        "MALLARD_PUSH_MAX_QUEUED, the newest ones)")
     jobs: list[int]
     ignored: str | None = None
+    deferred: int = Field(default=0, description="new commits beyond the cap: measured "
+                                        "later, newest first, when runners are idle")
+    unreachable: int = Field(default=0, description="commits a force-push took off the "
+                                           "branch (their results are kept)")
+    note: str | None = None

@@ -29,13 +29,15 @@ class TouchedSeries:
     arch: str
     testbed_fingerprint: str
     measure: str
+    emulated: bool = False  # the testbed ran another architecture under qemu-user
 
 
 TOUCHED_SQL = text("""
 SELECT DISTINCT p.id AS project_id, p.name AS project, b.id AS branch_id, b.name AS branch,
        p.default_branch, p.tracked_branches,
        w.name AS workload, w.params, w.params_sha256, w.threads, a.name AS allocator,
-       a.variant, tb.arch, tb.fingerprint, m.key AS measure
+       a.variant, tb.arch, tb.fingerprint, m.key AS measure,
+       COALESCE((tb.fields->>'emulated')::boolean, false) AS emulated
 FROM trials t
 JOIN projects p ON p.id = t.project_id
 JOIN branches b ON b.id = t.branch_id
@@ -58,7 +60,7 @@ def touched_series(session: Session, trial_ids: list[int]) -> list[TouchedSeries
         out.append(TouchedSeries(
             r.project_id, r.project, r.branch_id, r.branch, r.workload, r.params,
             r.params_sha256, r.threads, r.allocator, r.variant, r.arch, r.fingerprint,
-            r.measure))
+            r.measure, bool(r.emulated)))
     return out
 
 
@@ -97,14 +99,22 @@ def add_alert(session: Session, s: TouchedSeries, series_key: str, ch: Change, t
               ) -> Alert | None:
     """Open an alert for change `ch` of series `s`; None when this series already has one
     for that first bad commit."""
-    res = session.execute(insert(Alert).values(
+    return add_alert_row(session, Alert(
         series_key=series_key, project_id=s.project_id, project=s.project, branch=s.branch,
         workload=s.workload, params=s.params, threads=s.threads, arch=s.arch,
         testbed_fingerprint=s.testbed_fingerprint, allocator=s.allocator, variant=s.variant,
         measure=s.measure, first_bad_commit=ch.first_bad_commit,
         last_good_commit=ch.last_good_commit, change_pct=ch.change_pct,
         ci_low_pct=ch.ci_low_pct, ci_high_pct=ch.ci_high_pct, p_value=ch.p_value,
-        before_median=ch.before_median, after_median=ch.after_median, state="open", text=text)
+        before_median=ch.before_median, after_median=ch.after_median, state="open", text=text))
+
+
+def add_alert_row(session: Session, alert: Alert) -> Alert | None:
+    """Insert a new (unsaved) alert; None when its series already has one for that first
+    bad commit (a commit verdict's alert is built whole by `analysis/verdicts.py`)."""
+    values = {c.key: getattr(alert, c.key) for c in Alert.__table__.columns
+              if getattr(alert, c.key) is not None}
+    res = session.execute(insert(Alert).values(**values)
                           .on_conflict_do_nothing(index_elements=["series_key",
                                                                   "first_bad_commit"])
                           .returning(Alert.id))
@@ -144,3 +154,44 @@ def set_state(alert: Alert, state: str) -> None:
 def set_label(alert: Alert, label: str | None) -> None:
     alert.label = label
     alert.updated_at = datetime.now(UTC)
+
+
+# -- verdict alerts (migration 0008) --------------------------------------------------------
+def changepoint_alert_on(session: Session, series_key: str, commit: str) -> bool:
+    """Whether change detection already alerted this series at this commit."""
+    return session.scalar(text(
+        "SELECT EXISTS (SELECT 1 FROM alerts WHERE series_key = :k AND first_bad_commit = :c "
+        "AND source = 'changepoint')"), {"k": series_key, "c": commit}) is True
+
+
+def verdict_alert_covers(session: Session, series_key: str, commit: str) -> bool:
+    """Whether a verdict alert on this commit groups a cell of this series."""
+    return session.scalar(text(
+        "SELECT EXISTS (SELECT 1 FROM alerts WHERE source = 'verdict' AND "
+        "first_bad_commit = :c AND cells @> CAST(:cell AS jsonb))"),
+        {"c": commit, "cell": f'[{{"series_key": "{series_key}"}}]'}) is True
+
+
+# Triage labels per series: a verdict alert counts once for every series it groups.
+_TRIAGE = text("""
+WITH per_series AS (
+    SELECT a.series_key, a.project, a.workload, a.threads, a.measure, a.arch, a.label
+    FROM alerts a WHERE a.source = 'changepoint'
+  UNION ALL
+    SELECT c->>'series_key', a.project, c->>'workload', CAST(c->>'threads' AS integer),
+           c->>'measure', a.arch, a.label
+    FROM alerts a, jsonb_array_elements(a.cells) c WHERE a.source = 'verdict'
+)
+SELECT series_key, project, workload, threads, measure, arch,
+       count(*) AS alerts,
+       count(*) FILTER (WHERE label = 'true_positive') AS true_positive,
+       count(*) FILTER (WHERE label = 'false_positive') AS false_positive
+FROM per_series
+WHERE (CAST(:project AS text) IS NULL OR project = :project)
+GROUP BY series_key, project, workload, threads, measure, arch
+ORDER BY project, workload, threads NULLS FIRST, measure, arch
+""")
+
+
+def triage_counts(session: Session, project: str | None) -> list[Any]:
+    return list(session.execute(_TRIAGE, {"project": project}))

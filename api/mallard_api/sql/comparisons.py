@@ -100,11 +100,13 @@ class TrialRow:
     testbed_fingerprint: str
     cpu_model: str | None
     measures: dict[str, float]
+    emulated: bool = False  # the testbed ran another architecture under qemu-user
 
 
 TRIALS_SQL = text("""
 SELECT t.label, a.name AS allocator, a.variant, w.name AS workload, w.params, w.threads,
-       tb.fingerprint, tb.cpu_model, t.measures
+       tb.fingerprint, tb.cpu_model, t.measures,
+       COALESCE((tb.fields->>'emulated')::boolean, false) AS emulated
 FROM comparison_jobs cj
 JOIN trials t ON t.job_id = cj.job_id
 JOIN allocators a ON a.id = t.allocator_id
@@ -119,7 +121,7 @@ def trials(session: Session, comparison_id: int) -> list[TrialRow]:
     """Every valid, non-warm-up trial of every job of the comparison."""
     return [
         TrialRow(r.label, r.allocator, r.variant, r.workload, dict(r.params), r.threads,
-                 r.fingerprint, r.cpu_model, dict(r.measures or {}))
+                 r.fingerprint, r.cpu_model, dict(r.measures or {}), bool(r.emulated))
         for r in session.execute(TRIALS_SQL, {"id": comparison_id})
     ]
 
@@ -151,3 +153,12 @@ def counts(session: Session, comparison_id: int) -> dict[str, int]:
     for verdict, n in rows:
         out[str(verdict)] = int(n)
     return out
+
+
+def testbed_cpus(session: Session, fingerprint: str | None) -> str | None:
+    """The pinned CPUs (``0,1``) of a testbed, for the curves' oversubscribed points."""
+    if not fingerprint:
+        return None
+    cpus = session.execute(text("SELECT fields->>'cpus' FROM testbeds WHERE fingerprint = :f"),
+                           {"f": fingerprint}).scalar()
+    return str(cpus) if cpus is not None else None

@@ -48,7 +48,7 @@ class Point(Where):
 
 
 # The last :last_n commits of the branch, then their trials of one allocator (name) and
-# the measures asked for. Trials of comparison jobs (A/B experiments, often of variants)
+# the measures asked for. Trials of comparison and calibrate jobs (A/B experiments, canaries)
 # are not the branch's history. trials_commit_idx finds a commit's trials.
 _RECENT = """
 WITH recent AS (
@@ -69,7 +69,7 @@ JOIN workloads w ON w.id = t.workload_id
 JOIN testbeds tb ON tb.id = t.testbed_id
 CROSS JOIN LATERAL jsonb_each(t.measures) AS m(key, value)
 WHERE m.key = ANY(CAST(:measures AS text[])) AND jsonb_typeof(m.value) = 'number'
-  AND j.kind IS DISTINCT FROM 'comparison'
+  AND COALESCE(j.kind, '') NOT IN ('comparison', 'calibrate')
 GROUP BY w.id, tb.id, a.variant, m.key, c.id, r.position
 ORDER BY w.name, w.params_sha256, m.key, r.position
 """)
@@ -81,7 +81,7 @@ JOIN trials t ON t.commit_id = r.commit_id AND t.ok AND NOT t.warmup
 JOIN allocators a ON a.id = t.allocator_id AND a.name = :allocator
 LEFT JOIN jobs j ON j.id = t.job_id
 CROSS JOIN LATERAL jsonb_object_keys(t.measures) AS m(key)
-WHERE j.kind IS DISTINCT FROM 'comparison'
+WHERE COALESCE(j.kind, '') NOT IN ('comparison', 'calibrate')
 ORDER BY 1
 """)
 

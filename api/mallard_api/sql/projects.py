@@ -189,6 +189,12 @@ def record_push(session: Session, project: Project, branch_name: str, after: str
     return PushRecord(branch_id, [c.sha for c in ordered if id_of[c.sha] in added])
 
 
+def branch_head(session: Session, project: Project, name: str) -> str | None:
+    head = session.scalar(text("SELECT head_sha FROM branches WHERE project_id = :p AND "
+                               "name = :n"), {"p": project.id, "n": name})
+    return None if head is None else str(head)
+
+
 def commits_on_branch(session: Session, branch: Branch, limit: int, offset: int
                       ) -> list[tuple[Commit, int]]:
     rows = session.execute(

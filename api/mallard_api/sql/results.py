@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import psycopg
 from mallard_wire.results import ResultsIn, TrialIn
+from psycopg.types.json import Jsonb
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
@@ -28,8 +30,19 @@ def _threads(params: dict[str, Any]) -> int | None:
     return None
 
 
-# One statement for the whole batch: columns as arrays, unnested; a short query text that
-# psycopg and PostgreSQL parse once, whatever the batch size.
+# The batch goes to a per-connection temporary table by binary COPY (no parameter
+# arrays to build and parse), then into `trials` in one statement that skips the uids
+# already stored. The staging table lives as long as the pooled connection; its rows
+# only as long as the transaction (one ingest per transaction).
+STAGE_COLS = ("n", "uid", "commit_id", "allocator_id", "workload_id", "label", "seq",
+              "warmup", "ok", "exit_code", "signal", "stderr_tail", "started_at", "measures",
+              "counters")
+STAGE_TYPES = ("int4", "text", "int8", "int4", "int4", "text", "int4", "bool", "bool", "int4",
+               "int4", "text", "timestamptz", "jsonb", "jsonb")
+CREATE_STAGE = ("CREATE TEMP TABLE IF NOT EXISTS trials_in ("
+                + ", ".join(f"{c} {t}" for c, t in zip(STAGE_COLS, STAGE_TYPES, strict=True))
+                + ") ON COMMIT DELETE ROWS")
+COPY_STAGE = f"COPY trials_in ({', '.join(STAGE_COLS)}) FROM STDIN (FORMAT BINARY)"
 INSERT_TRIALS = text("""
 INSERT INTO trials (uid, job_id, runner_id, project_id, branch_id, commit_id, testbed_id,
                     allocator_id, workload_id, label, seq, warmup, ok, exit_code, signal,
@@ -37,16 +50,8 @@ INSERT INTO trials (uid, job_id, runner_id, project_id, branch_id, commit_id, te
 SELECT u.uid, CAST(:job_id AS bigint), CAST(:runner_id AS integer),
        CAST(:project_id AS integer), CAST(:branch_id AS integer), u.commit_id,
        CAST(:testbed_id AS integer), u.allocator_id, u.workload_id, u.label, u.seq, u.warmup,
-       u.ok, u.exit_code, u.signal, u.stderr_tail, u.started_at, u.measures::jsonb,
-       u.counters::jsonb
-FROM unnest(CAST(:uid AS text[]), CAST(:commit_id AS bigint[]), CAST(:allocator_id AS integer[]),
-            CAST(:workload_id AS integer[]), CAST(:label AS text[]), CAST(:seq AS integer[]),
-            CAST(:warmup AS boolean[]), CAST(:ok AS boolean[]), CAST(:exit_code AS integer[]),
-            CAST(:signal AS integer[]), CAST(:stderr_tail AS text[]),
-            CAST(:started_at AS timestamptz[]), CAST(:measures AS text[]),
-            CAST(:counters AS text[]))
-     AS u(uid, commit_id, allocator_id, workload_id, label, seq, warmup, ok, exit_code, signal,
-          stderr_tail, started_at, measures, counters)
+       u.ok, u.exit_code, u.signal, u.stderr_tail, u.started_at, u.measures, u.counters
+FROM trials_in u ORDER BY u.n
 ON CONFLICT (uid) DO NOTHING
 RETURNING id
 """)
@@ -156,6 +161,7 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
              for t in body.trials]
     workloads = ensure_workloads(session, {(name, digest): params
                                            for name, digest, params in wkeys})
+    wids = [workloads[(name, digest)] for name, digest, _ in wkeys]
     allocators = ensure_allocators(session, {_alloc_key(t) for t in body.trials})
     commits: dict[str, int] = {}
     if project_id is not None:
@@ -172,24 +178,30 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
             if t.label == "head":
                 break
 
-    ts = body.trials
-    cols: dict[str, Any] = dict(
-        uid=[t.uid for t in ts],
-        commit_id=[commits.get(t.allocator.commit or "", context_commit) for t in ts],
-        allocator_id=[allocators[_alloc_key(t)] for t in ts],
-        workload_id=[workloads[(name, digest)] for name, digest, _ in wkeys],
-        label=[t.label for t in ts], seq=[t.seq for t in ts], warmup=[t.warmup for t in ts],
-        ok=[t.ok for t in ts], exit_code=[t.exit_code for t in ts],
-        signal=[t.signal for t in ts], stderr_tail=[t.stderr_tail for t in ts],
-        started_at=[t.started_at for t in ts],
-        measures=[json.dumps(t.measures) for t in ts],
-        counters=[None if t.counters is None else json.dumps(t.counters) for t in ts],
-    )
+    rows = [(n, t.uid, commits.get(t.allocator.commit or "", context_commit),
+             allocators[_alloc_key(t)], wid, t.label, t.seq, t.warmup,
+             t.ok, t.exit_code, t.signal, t.stderr_tail, t.started_at, Jsonb(t.measures),
+             None if t.counters is None else Jsonb(t.counters))
+            for n, (t, wid) in enumerate(zip(body.trials, wids, strict=True))]
+    stage(session, rows)
     res = session.execute(INSERT_TRIALS, dict(
-        cols, job_id=body.job_id, runner_id=runner_id, project_id=project_id,
+        job_id=body.job_id, runner_id=runner_id, project_id=project_id,
         branch_id=branch_id, testbed_id=testbed_id))
     new_ids = [int(i) for i in res.scalars()]
-    return new_ids, len(ts) - len(new_ids)
+    return new_ids, len(rows) - len(new_ids)
+
+
+def stage(session: Session, rows: list[tuple[Any, ...]]) -> None:
+    """COPY the rows into this connection's `trials_in` (created if this connection has
+    none yet, or lost it when the transaction that made it rolled back)."""
+    conn = session.connection()
+    conn.exec_driver_sql(CREATE_STAGE)
+    raw = conn.connection.driver_connection
+    assert isinstance(raw, psycopg.Connection)
+    with raw.cursor() as cur, cur.copy(COPY_STAGE) as copy:
+        copy.set_types(list(STAGE_TYPES))
+        for row in rows:
+            copy.write_row(row)
 
 
 def store_artifacts(session: Session, *, job_id: int | None, runner_id: int | None,

@@ -18,8 +18,14 @@ FINGERPRINT_FIELDS = ("arch", "cpu_model", "cpus", "kernel", "governor", "smt", 
                       "compiler", "libc", "page_size")
 
 
+# ... and these only on an emulated testbed (so every native fingerprint stays as it was)
+EMULATION_FIELDS = ("emulated", "emulator")
+
+
 def fingerprint(testbed: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     fields = {k: testbed.get(k) for k in FINGERPRINT_FIELDS}
+    if testbed.get("emulated"):
+        fields.update({k: testbed.get(k) for k in EMULATION_FIELDS})
     canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest(), fields
 
@@ -83,7 +89,8 @@ def register(session: Session, *, name: str, arch: str, cpus: str | None,
         testbed_id = ensure_testbed(session, {"arch": arch, "cpus": cpus, **testbed})
     stmt = insert(Runner).values(name=name, arch=arch, cpus=cpus, testbed=testbed,
                                  testbed_id=testbed_id)
-    changes: dict[str, Any] = dict(arch=arch, cpus=cpus, last_seen_at=func.now())
+    changes: dict[str, Any] = dict(arch=arch, cpus=cpus, last_seen_at=func.now(),
+                                   retired_at=None)  # registering brings it back
     if testbed is not None:
         changes.update(testbed=testbed, testbed_id=testbed_id)
     session.execute(stmt.on_conflict_do_update(index_elements=[Runner.name], set_=changes))
@@ -100,6 +107,15 @@ def heartbeat(session: Session, runner: Runner, testbed: dict[str, Any] | None) 
             session, {"arch": runner.arch, "cpus": runner.cpus, **testbed})
     runner.last_seen_at = session.scalar(select(func.now()))  # type: ignore[assignment]
     session.flush()
+    return runner
+
+
+def retire(session: Session, runner: Runner) -> Runner:
+    """Out of service: no longer exported as last seen (MallardRunnerDown resolves) nor
+    counted among the arches push jobs are queued for, until it registers again."""
+    if runner.retired_at is None:
+        runner.retired_at = session.scalar(select(func.now()))
+        session.flush()
     return runner
 
 
@@ -120,6 +136,3 @@ def testbed_fingerprint(session: Session, runner: Runner) -> str | None:
         return None
     return session.scalar(select(Testbed.fingerprint).where(Testbed.id == runner.testbed_id))
 
-
-def arches(session: Session) -> list[str]:
-    return [str(a) for a in session.scalars(select(Runner.arch).distinct().order_by(Runner.arch))]

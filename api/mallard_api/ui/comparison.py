@@ -1,7 +1,8 @@
 """What the comparison page shows: the summary, then per workload cell the primary
 measures (verdict, change, interval, p, trials, MDE when the cell has one) each with a
 strip plot of both sides' trials, the diagnostics under them, the allocator counters that
-moved, and the peers' throughput as ratios."""
+moved, the speed x memory label, and the peers' throughput as ratios; then the
+thread-scaling curves (base and head against threads) with their verdicts."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import comparisons, report, stats
+from mallard_api.analysis import comparisons, curves, joint, report, stats
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.hypothesis import hypothesis_outcome
 from mallard_api.analysis.measures import THROUGHPUT
@@ -22,7 +23,7 @@ from mallard_api.models.analysis import Comparison
 from mallard_api.params import params_key
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import pages as pages_sql
-from mallard_api.ui import fmt, svg
+from mallard_api.ui import fmt, svg, trend
 
 # Measures that get a verdict (the rest are diagnostics shown under them), in page order.
 PRIMARY = ("ops_per_sec", "max_rss_bytes", "instructions", "llc_misses")
@@ -70,6 +71,38 @@ class GroupView:
     counters_still: list[str] = field(default_factory=list)
     peers: Markup | None = None
     peer_reference: str | None = None
+    joint: str | None = None
+
+
+@dataclass
+class CurveView:
+    summary: str
+    plot: Markup
+    oversubscribed: list[int]
+
+
+def curve_views(cells: list[CellRow], cpus: str | None) -> list[CurveView]:
+    """The scaling curves (mallard_api.analysis.curves) drawn as two lines against threads."""
+    rcells = [report.ReportCell(c.workload, c.params, c.measure, c.stats())
+              for c in cells]
+    views = []
+    for cv in curves.curves(rcells, curves.cpu_count(cpus)):
+        labels = [str(p.threads) for p in cv.points]
+        sides: dict[str, list[trend.TrendPoint]] = {"base": [], "head": []}
+        for i, p in enumerate(cv.points):
+            for side, v in (("base", p.base_median), ("head", p.head_median)):
+                if v is not None:
+                    sides[side].append(trend.TrendPoint(
+                        i, v, v, v, title=f"{side}, {p.threads} threads: "
+                        f"{fmt.value(v, cv.measure)} ({p.verdict})"))
+        series = [trend.TrendSeries("base", sides["base"], "s0"),
+                  trend.TrendSeries("head", sides["head"], "s1")]
+        plot = svg.trend_plot(series, trend.TrendAxis(labels, dict(enumerate(labels))),
+                              measure=cv.measure, label=f"{cv.workload} {cv.measure} "
+                              "against threads, base and head")
+        views.append(CurveView(cv.summary(), plot,
+                               [p.threads for p in cv.points if p.oversubscribed]))
+    return views
 
 
 def _mde(cell: CellRow) -> str | None:
@@ -179,6 +212,12 @@ def build(session: Session, comp: Comparison) -> dict[str, Any]:
             g.peers = svg.ratio_bars(ratios[0], reference=ratios[1])
             g.peer_reference = ratios[1]
         groups.append(g)
+    rcells = [report.ReportCell(c.workload, c.params, c.measure, c.stats())
+              for c in cells]
+    by_key = {(j.workload, params_key(j.params)): j.text() for j in joint.joint_labels(rcells)}
+    for g, key in zip(groups, sorted(grouped), strict=True):
+        g.joint = by_key.get(key)
+    cpus = cmp_sql.testbed_cpus(session, comp.testbed_fingerprint)
     counts = cmp_sql.counts(session, comp.id)
     return dict(
         comp=comp, groups=groups, decided=decided, counts=counts, total=sum(counts.values()),
@@ -186,4 +225,5 @@ def build(session: Session, comp: Comparison) -> dict[str, Any]:
         hypothesis_held=(sum(held), len(held)),
         testbed=(f"{comp.cpu_model or 'unknown CPU'} ({comp.testbed_fingerprint[:12]})"
                  if comp.testbed_fingerprint else None),
+        curves=curve_views(cells, cpus),
         report=comparisons.render_report(session, comp))

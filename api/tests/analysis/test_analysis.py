@@ -156,7 +156,7 @@ CONTRACT_COLUMNS = {  # docs/contracts.md §7: the dashboards' interface
     "v_comparison_cells": "comparison_id, workload, params, threads, measure, base_median, "
                           "head_median, ratio, diff_pct, ci_low_pct, ci_high_pct, p_value, "
                           "p_adjusted, n_base, n_head, robust_base, robust_head, verdict, line, "
-                          "mde_pct",
+                          "mde_pct, unjudged_reason",
     "v_comparison_jobs": "comparison_id, job_id, round, trials",
     "v_alerts": "alert_id, opened_at, updated_at, resolved_at, state, label, project, branch, "
                 "workload, params, threads, arch, measure, allocator, first_bad_commit, "

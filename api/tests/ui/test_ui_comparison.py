@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fastapi.testclient import TestClient
 from mallard_api.analysis.cells import CellRow
 from mallard_api.ui import comparison
 
@@ -21,3 +22,33 @@ def test_cells_show_their_mde_when_they_have_one():
     cell.verdict = "regressed"
     assert comparison.cell_view(cell, "s", "a").mde == "2.1%"
     assert comparison.is_primary(cell)
+
+
+def _cell(threads: int, base: float, head: float, verdict: str, measure: str = "ops_per_sec"
+          ) -> CellRow:
+    return CellRow(
+        workload="transfer", params={"threads": threads, "size": 1024}, threads=threads,
+        measure=measure, higher_is_better=measure == "ops_per_sec", base_median=base,
+        head_median=head, ratio=head / base, diff_pct=(head / base - 1) * 100,
+        ci_low_pct=-1.0, ci_high_pct=1.0, p_value=0.01, p_adjusted=0.01, n_base=5, n_head=5,
+        robust_base=5, robust_head=5, verdict=verdict, line="...")
+
+
+def test_scaling_curves_are_drawn_as_two_lines_against_threads():
+    cells = [_cell(1, 30e6, 30e6, "same"), _cell(2, 18e6, 18e6, "same"),
+             _cell(32, 10e6, 4e6, "regressed"), _cell(2, 1e6, 1e6, "same", "max_rss_bytes")]
+    [view] = comparison.curve_views(cells, "0,1")
+    assert view.summary.startswith("scaling transfer ops_per_sec: REGRESSED; moved at threads 32;")
+    assert view.oversubscribed == [32]
+    svg = str(view.plot)
+    assert svg.count("<polyline") == 2 and 'class="trend s0"' in svg and "s1" in svg
+    assert ">32</text>" in svg and "head, 32 threads" in svg
+    assert comparison.curve_views(cells[:1], "0,1") == []  # one thread count: no curve
+
+
+def test_the_page_shows_the_speed_x_memory_label_and_the_curve(app, pages_data):
+    r = TestClient(app).get(f"/ui/comparisons/{pages_data['comparison']}",
+                headers={"Authorization": f"Bearer {pages_data['user_token']}"})
+    assert r.status_code == 200
+    assert "speed x memory: slower (worse)" in r.text
+    assert "Thread scaling" in r.text and "scaling larson ops_per_sec: REGRESSED" in r.text

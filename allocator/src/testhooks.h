@@ -1,0 +1,32 @@
+/* testhooks.h: test-only entry points, compiled into the mallard_testhooks
+ * library (MLD_TEST_HOOKS=1, no interposition) and nowhere else. They split
+ * one ring transfer-cache operation (MALLARD_TRANSFER=ring or naive) into its
+ * claim and its commit, so a test can hold a claim open while another thread
+ * runs into it (test/transfer_hold.c). */
+#ifndef MALLARD_TESTHOOKS_H
+#define MALLARD_TESTHOOKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mallard.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Claim n slots to insert into (insert=1) or up to n objects to remove
+ * (insert=0) in the transfer cache of the size class of `size`, without
+ * waiting for the other side. Returns how many were claimed (0: none; always
+ * 0 with the mutex variant) and the claim's ticket. */
+MLD_API int mld_test_transfer_claim(size_t size, int insert, unsigned n, uint64_t* ticket);
+/* Complete a claim: fill its slots from objs (insert) or read them into objs
+ * (remove), then publish, after earlier claims of the same side. */
+MLD_API void mld_test_transfer_commit(size_t size, int insert, void** objs, unsigned n, uint64_t ticket);
+MLD_API unsigned mld_test_transfer_capacity(size_t size);   /* objects */
+MLD_API unsigned mld_test_transfer_batch(size_t size);      /* objects per batch */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

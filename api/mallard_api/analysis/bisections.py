@@ -1,0 +1,239 @@
+"""Bisection: name the culprit commit inside a range of commits that were not each
+measured. The search itself is pure (bisect_search.py); this module runs it on the
+job queue: each round creates two comparisons, good end vs probe and probe vs bad end
+(each interleaved A/B on one runner, only the judged workload and threads), and when both
+have settled classifies the probe (`good`, `bad`, or `skip` when a build failed) and
+queues the next round. Started by a request (POST /api/v1/bisections) or automatically
+when a commit verdict regresses against a measured commit more than one commit back.
+
+When the culprit is named, the alert that started it names it too (`alerts.culprit`,
+and its text), and the culprit commit gets a failure status on the forge.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from mallard_api.analysis.bisect_search import BAD, GOOD, SKIP, Evidence, Search, classify
+from mallard_api.analysis.comparisons import allocator_label, comparison_spec
+from mallard_api.analysis.measures import higher_is_better
+from mallard_api.config import Settings
+from mallard_api.models.analysis import Alert, Comparison
+from mallard_api.models.core import Commit, Project
+from mallard_api.models.verdicts import Bisection, CommitVerdict
+from mallard_api.sql import comparisons as comparison_sql
+from mallard_api.sql import jobs as job_sql
+from mallard_api.sql import verdicts as sql
+
+
+def search_of(b: Bisection) -> Search:
+    s = Search(len(b.commits) - 1)
+    for k, outcome in (b.verdicts or {}).items():
+        s.record(int(k), outcome)
+    return s
+
+
+def start(session: Session, settings: Settings, project: Project, *, branch: str | None,
+          arch: str, workload: str, measure: str, threads: int | None, commits: list[str],
+          origin: str, origin_comparison: int | None = None,
+          alert_id: int | None = None) -> Bisection:
+    """Create a bisection over `commits` (good .. bad, oldest first) and queue its first
+    round (or name the culprit at once when bad's parent is good)."""
+    steps: list[dict[str, Any]] = []
+    if origin_comparison is not None:
+        steps.append({"round": 0, "index": len(commits) - 1, "sha": commits[-1],
+                      "good_end": commits[0], "bad_end": commits[-1], "good_index": 0,
+                      "bad_index": len(commits) - 1, "comparisons": [origin_comparison],
+                      "outcome": BAD, "note": "the commit verdict that found the regression"})
+    b = sql.add_bisection(
+        session, project_id=project.id, project=project.name, branch=branch, arch=arch,
+        workload=workload, measure=measure, threads=threads, good=commits[0], bad=commits[-1],
+        commits=commits, skipped=[], verdicts={}, steps=steps, state="running", builds=0,
+        origin=origin, alert_id=alert_id)
+    probe(session, settings, b, project)
+    return b
+
+
+def _comparison(session: Session, settings: Settings, project: Project, b: Bisection,
+                base: str, head: str) -> Comparison:
+    threads = [b.threads] if b.threads is not None else None
+    comp = comparison_sql.create(session, Comparison(
+        project_id=project.id, project=project.name, arch=b.arch,
+        base={"commit": base, "variant": None}, head={"commit": head, "variant": None},
+        base_label=allocator_label({"commit": base}),
+        head_label=allocator_label({"commit": head}), workloads=[b.workload],
+        threads=threads, suite=settings.suite, trials=settings.trials, warmup=settings.warmup,
+        peers=[], hypothesis=None, hypothesis_measure=b.measure, state="queued",
+        max_follow_ups=settings.comparison_max_follow_ups))
+    spec = comparison_spec(comp, project_repo=project.repo_url,
+                                    allocator_dir=project.allocator_dir,
+                                    workloads=[b.workload], threads=threads,
+                                    trials=settings.trials, peers=[])
+    spec = spec.model_copy(update={"bisection_id": b.id})
+    job = job_sql.enqueue(session, kind="comparison", arch=b.arch, spec=spec,
+                          project_id=project.id, max_attempts=settings.job_max_attempts)
+    comparison_sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=0,
+                            trials=settings.trials)
+    return comp
+
+
+def probe(session: Session, settings: Settings, b: Bisection, project: Project) -> None:
+    """Queue the next round, or finish when the search is over."""
+    s = search_of(b)
+    i = s.next_probe()
+    if i is None:
+        finish(session, settings, b)
+        return
+    lo, hi = s.bounds()
+    left = _comparison(session, settings, project, b, b.commits[lo], b.commits[i])
+    right = _comparison(session, settings, project, b, b.commits[i], b.commits[hi])
+    rounds = [st for st in b.steps if st["round"] > 0]
+    b.steps = [*b.steps, {
+        "round": len(rounds) + 1, "index": i, "sha": b.commits[i], "good_end": b.commits[lo],
+        "bad_end": b.commits[hi], "good_index": lo, "bad_index": hi,
+        "comparisons": [left.id, right.id], "outcome": None}]
+    b.builds += 1
+
+
+def _evidence(session: Session, comp: Comparison | None, b: Bisection) -> dict[str, Any] | None:
+    """The judged cell of a comparison (None when it failed or has no such cell)."""
+    if comp is None or comp.state == "failed":
+        return None
+    for c in comparison_sql.cells(session, comp.id):
+        if c.workload == b.workload and c.measure == b.measure \
+                and (b.threads is None or c.threads == b.threads):
+            return {"comparison_id": comp.id, "base": comp.base.get("commit"),
+                    "head": comp.head.get("commit"), "diff_pct": c.diff_pct,
+                    "ci_low_pct": c.ci_low_pct, "ci_high_pct": c.ci_high_pct,
+                    "verdict": c.verdict, "higher_is_better": c.higher_is_better,
+                    "threads": c.threads, "line": c.line}
+    return None
+
+
+def advance(session: Session, settings: Settings, bisection_id: int) -> None:
+    """A comparison of the current round settled: classify the probe when both have."""
+    b = sql.get_bisection(session, bisection_id, lock=True)
+    if b is None or b.state != "running" or not b.steps:
+        return
+    step = dict(b.steps[-1])
+    if step.get("outcome") is not None:
+        return
+    comps = [comparison_sql.get(session, cid) for cid in step["comparisons"]]
+    if any(c is not None and c.state not in ("done", "failed") for c in comps):
+        return
+    left, right = (_evidence(session, c, b) for c in comps)
+    hib = next((e["higher_is_better"] for e in (left, right) if e),
+               higher_is_better(b.measure))
+    outcome = classify(*(None if e is None else Evidence(e["diff_pct"], e["verdict"])
+                         for e in (left, right)), higher_is_better=hib)
+    step.update(outcome=outcome, evidence={"good_vs_probe": left, "probe_vs_bad": right})
+    b.steps = [*b.steps[:-1], step]
+    b.verdicts = {**(b.verdicts or {}), str(step["index"]): outcome}
+    if outcome == SKIP:
+        b.skipped = [*b.skipped, step["index"]]
+    project = session.get(Project, b.project_id)
+    if project is None:
+        return
+    probe(session, settings, b, project)
+
+
+def culprit_evidence(session: Session, b: Bisection) -> dict[str, Any] | None:
+    """The judged cell of the narrowest comparison across the culprit (only the culprit's
+    change lies inside it)."""
+    if b.culprit is None:
+        return None
+    at = b.commits.index(b.culprit)
+    spans = []
+    for st in b.steps:
+        pairs = [(st["good_index"], st["bad_index"])] if st["round"] == 0 else \
+            [(st["good_index"], st["index"]), (st["index"], st["bad_index"])]
+        for (lo, hi), cid in zip(pairs, st["comparisons"], strict=False):
+            if lo < at <= hi:
+                spans.append((hi - lo, -st["round"], cid))
+    for _, _, cid in sorted(spans):
+        e = _evidence(session, comparison_sql.get(session, cid), b)
+        if e is not None:
+            return e
+    return None
+
+
+def subject(session: Session, project_id: int, sha: str) -> str:
+    c = session.query(Commit).filter_by(project_id=project_id, sha=sha).one_or_none()
+    msg = (c.message or "") if c is not None else ""
+    return msg.strip().splitlines()[0][:120] if msg.strip() else ""
+
+
+def culprit_line(session: Session, b: Bisection) -> str | None:
+    """`culprit: <sha7> <subject> (<workload> threads=N <measure> -X% ±Y%, bisected in K
+    builds)`, or None before the culprit is named."""
+    if b.culprit is None:
+        return None
+    e = culprit_evidence(session, b)
+    change = ""
+    if e is not None and e["diff_pct"] is not None:
+        half = 0.0
+        if e["ci_low_pct"] is not None and e["ci_high_pct"] is not None:
+            half = (e["ci_high_pct"] - e["ci_low_pct"]) / 2
+        change = f" {e['diff_pct']:+.1f}% ±{half:.1f}%"
+    threads = f" threads={b.threads}" if b.threads is not None else ""
+    return (f"culprit: {b.culprit[:7]} {subject(session, b.project_id, b.culprit)} "
+            f"({b.workload}{threads} {b.measure}{change}, bisected in {b.builds} builds)")
+
+
+def finish(session: Session, settings: Settings, b: Bisection) -> None:
+    from mallard_api import forges
+
+    s = search_of(b)
+    c = s.culprit()
+    b.state = "done"
+    b.finished_at = datetime.now(UTC)
+    if c is None:
+        b.culprit_candidates = [b.commits[i] for i in s.candidates()]
+        return
+    b.culprit = b.commits[c]
+    b.culprit_candidates = [b.culprit]
+    line = culprit_line(session, b) or ""
+    if b.alert_id is not None:
+        alert = session.get(Alert, b.alert_id)
+        if alert is not None:
+            alert.culprit = b.culprit
+            alert.text = f"{alert.text}; {line}"
+            alert.updated_at = datetime.now(UTC)
+    forges.enqueue_status(session, settings, b.project_id, b.culprit, b.arch, "failure",
+                          line.removeprefix("culprit: ")[:140], None, context="bisection")
+
+
+def judged_cell(settings: Settings, regressed: list[Any]) -> Any:
+    """The cell a bisection follows: the first measure of MALLARD_BISECT_MEASURES among
+    the regressed cells (deterministic counts first by default), then the largest move."""
+    prefer = [m.strip() for m in settings.bisect_measures.split(",") if m.strip()]
+    rank = {m: i for i, m in enumerate(prefer)}
+    return min(regressed, key=lambda c: (rank.get(c.measure, len(rank)),
+                                         -abs(c.diff_pct or 0.0)))
+
+
+def after_regression(session: Session, settings: Settings, comp: Comparison, v: CommitVerdict,
+                     regressed: list[Any]) -> Bisection | None:
+    """A commit verdict regressed: bisect when its base is more than one commit back."""
+    if not settings.bisect_auto:
+        return None
+    chain = sql.ancestry(session, v.project_id, v.commit_sha, settings.bisect_max_commits)
+    if v.base_sha not in chain:
+        return None
+    commits = list(reversed(chain[:chain.index(v.base_sha) + 1]))
+    if len(commits) <= 2:
+        return None
+    project = session.get(Project, v.project_id)
+    if project is None:
+        return None
+    cell = judged_cell(settings, regressed)
+    return start(session, settings, project, branch=v.branch, arch=v.arch,
+                 workload=cell.workload, measure=cell.measure, threads=cell.threads,
+                 commits=commits, origin="verdict", origin_comparison=comp.id,
+                 alert_id=v.alert_id)
+
+
+__all__ = ["BAD", "GOOD", "SKIP", "advance", "after_regression", "culprit_line", "start"]

@@ -1,0 +1,281 @@
+"""Calibration (issue 11 item 6): how often this testbed's verdicts cry wolf, how small a
+regression they catch, and the noise that sets each series' SAME band.
+
+A calibration of a build (project, commit, optional variant) runs in two phases of
+ordinary comparisons, each queued as a `calibrate` job that the runner treats like a
+comparison job (base and head interleaved, no peers, no follow-ups unless asked):
+
+1. **A/A**: ``aa_comparisons`` comparisons of the build against itself (both sides the same
+   variant). Every ``improved``/``regressed`` primary cell is a false alarm.
+2. **Canary**: once every A/A comparison has settled, for each workload and injected size
+   ``s`` (percent, e.g. 1, 3, 10) ``canary_comparisons`` comparisons of the build against
+   itself with ``canary_ns=N`` added to the head's variant. ``N`` is sized from the A/A
+   trials: ``N = s/100 * (1e9 / median ops_per_sec) / frees_per_op``: the CPU time of one
+   operation on the runner's pinned core (threads share it), spread over the frees of one
+   operation (:data:`FREES_PER_OP`: larson frees one block per operation, rpc a request and
+   a response; other workloads are counted as one). This is an approximation: the
+   measured change of each size (the median ``diff_pct`` of its comparisons) is stored and
+   shown beside the nominal one.
+
+When every comparison has settled the results are computed and stored once (replacing
+any partial set of an interrupted try), per testbed x workload x params x primary measure:
+
+* ``cv_pct``: the median over A/A comparisons and sides of the robust CV of the trials;
+* ``false_alarms`` of ``aa_comparisons`` (and ``aa_unknown``), ``false_alarm_rate``;
+* ``detection``: per injected size, the comparisons, how many called the cell
+  ``regressed`` (the canary only makes things worse), the rate, the measured change;
+* ``band_pct``: the series' SAME band, ``clamp(cv_pct, min_effect_pct, band_max_pct)``
+  for a noisy measure (none for a deterministic one, which has its own rule): later
+  comparisons on the testbed call the series ``same`` when the interval lies inside
+  ``±band`` (rules 2 and 4 of ``stats``), in place of the one ±1%/±3% for every series.
+
+The worker calls :func:`advance` whenever one of the calibration's comparisons was
+updated; the calibration row is locked, so two workers never queue a phase twice. A
+runner that dies mid-job loses its lease; the job is re-queued (or fails at its attempt
+cap) and its comparison, then the calibration, settles from what was stored: trials are
+stored once by their uid, results once per calibration. A calibration whose comparisons
+all failed is ``failed`` with a note.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from mallard_api.analysis import stats
+from mallard_api.analysis.measures import is_deterministic
+from mallard_api.config import Settings
+from mallard_api.models.analysis import Comparison
+from mallard_api.models.calibration import Calibration
+from mallard_api.params import params_key
+from mallard_api.sql import calibrations as sql
+from mallard_api.sql import comparisons as comparison_sql
+from mallard_api.sql import jobs as job_sql
+from mallard_api.sql import projects as project_sql
+
+FREES_PER_OP: dict[str, float] = {"larson": 1.0, "rpc": 2.0}
+SETTLED = ("done", "failed")
+
+
+def canary_ns(size_pct: float, ops_per_sec: float, workload: str) -> int:
+    """The canary that costs about ``size_pct`` percent of the workload's time (module doc)."""
+    ns_per_op = 1e9 / ops_per_sec
+    return max(1, round(size_pct / 100.0 * ns_per_op / FREES_PER_OP.get(workload, 1.0)))
+
+
+def head_variant(variant: str, ns: int | None) -> str:
+    if ns is None:
+        return variant
+    return ",".join(p for p in (variant, f"canary_ns={ns}") if p)
+
+
+def band_pct(cv_pct: float | None, deterministic: bool, settings: Settings) -> float | None:
+    if deterministic or cv_pct is None:
+        return None
+    return min(max(cv_pct, settings.stats_min_effect_pct), settings.calibration_band_max_pct)
+
+
+# -- queueing -------------------------------------------------------------------------------
+def queue_comparison(session: Session, cal: Calibration, settings: Settings, *,
+                     workloads: list[str], canary_pct: float | None = None,
+                     ns: int | None = None) -> Comparison:
+    """One comparison of the calibration and its `calibrate` job (no peers)."""
+    from mallard_api.analysis import comparisons as analysis  # imports this module
+
+    project = project_sql.get(session, cal.project)
+    base = {"commit": cal.commit_sha, "variant": cal.variant or None}
+    head = {"commit": cal.commit_sha, "variant": head_variant(cal.variant, ns) or None}
+    comp = comparison_sql.create(session, Comparison(
+        project_id=cal.project_id, project=cal.project, arch=cal.arch, base=base,
+        head=head, base_label=analysis.allocator_label(base),
+        head_label=analysis.allocator_label(head), workloads=workloads,
+        threads=cal.threads, suite=cal.suite, trials=cal.trials, warmup=settings.warmup,
+        peers=[], state="queued", max_follow_ups=settings.calibration_follow_ups,
+        calibration_id=cal.id, canary_pct=canary_pct))
+    spec = analysis.comparison_spec(
+        comp, project_repo=project.repo_url if project else "",
+        allocator_dir=project.allocator_dir if project else "allocator",
+        workloads=workloads, threads=cal.threads, trials=cal.trials, peers=[])
+    job = job_sql.enqueue(session, kind="calibrate", arch=cal.arch, spec=spec,
+                          project_id=cal.project_id, max_attempts=settings.job_max_attempts)
+    comparison_sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=0,
+                            trials=cal.trials)
+    return comp
+
+
+def start(session: Session, cal: Calibration, settings: Settings) -> None:
+    """Queue the A/A phase (the request asks for at least one A/A comparison whenever it
+    asks for canaries: their size comes from the A/A trials)."""
+    for _ in range(cal.aa_comparisons):
+        queue_comparison(session, cal, settings, workloads=cal.workloads)
+    cal.state = "aa"
+    if cal.aa_comparisons == 0:
+        finish(session, cal, settings)
+
+
+def ops_per_sec_of(session: Session, comps: list[Comparison]) -> dict[str, float]:
+    """Per workload, the median ops/s of the A/A trials (both sides, every thread count)."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for comp in comps:
+        for r in comparison_sql.trials(session, comp.id):
+            v = r.measures.get("ops_per_sec")
+            if r.label in ("base", "head") and v:
+                values[r.workload].append(float(v))
+    return {w: float(statistics.median(vs)) for w, vs in values.items() if vs}
+
+
+def advance(session: Session, calibration_id: int, settings: Settings) -> None:
+    """Called after one of the calibration's comparisons changed (module doc)."""
+    cal = sql.lock(session, calibration_id)
+    if cal is None or cal.state in SETTLED:
+        return
+    comps = sql.comparisons(session, cal.id)
+    if any(c.state not in SETTLED for c in comps):
+        return
+    if cal.state == "aa" and cal.canary_comparisons and cal.sizes_pct:
+        rates = ops_per_sec_of(session, comps)
+        sized: dict[str, dict[str, int]] = {}
+        for workload in cal.workloads:
+            if workload not in rates:
+                continue
+            sized[workload] = {}
+            for size in cal.sizes_pct:
+                ns = canary_ns(float(size), rates[workload], workload)
+                sized[workload][f"{float(size):g}"] = ns
+                for _ in range(cal.canary_comparisons):
+                    queue_comparison(session, cal, settings, workloads=[workload],
+                                     canary_pct=float(size), ns=ns)
+        cal.canary_ns = sized
+        if sized:
+            cal.state = "canary"
+            cal.updated_at = datetime.now(UTC)
+            return
+    finish(session, cal, settings)
+
+
+def result_rows(session: Session, comps: list[Comparison], settings: Settings
+                ) -> list[dict[str, Any]]:
+    """The per-series rows of the module doc from the settled comparisons."""
+    aa: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
+    cvs: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+    canary: dict[tuple[str, str, str, str], dict[float, list[tuple[str, float | None]]]] = (
+        defaultdict(lambda: defaultdict(list)))
+    meta: dict[tuple[str, str, str, str], tuple[dict[str, Any], int | None]] = {}
+    for comp in comps:
+        fp = comp.testbed_fingerprint
+        if fp is None:
+            continue
+        for cell in comparison_sql.cells(session, comp.id):
+            if cell.verdict == stats.DIAGNOSTIC:
+                continue
+            key = (fp, cell.workload, params_key(cell.params), cell.measure)
+            meta[key] = (cell.params, cell.threads)
+            if comp.canary_pct is None:
+                aa[key].append(cell.verdict)
+            else:
+                canary[key][comp.canary_pct].append((cell.verdict, cell.diff_pct))
+        if comp.canary_pct is None:
+            sides: dict[tuple[str, str, str, str], dict[str, list[float]]] = defaultdict(
+                lambda: {"base": [], "head": []})
+            for r in comparison_sql.trials(session, comp.id):
+                if r.label not in ("base", "head") or r.testbed_fingerprint != fp:
+                    continue
+                for m, v in r.measures.items():
+                    sides[(fp, r.workload, params_key(r.params), m)][r.label].append(float(v))
+            for key, by_side in sides.items():
+                for values in by_side.values():
+                    cv = stats.robust_cv_pct(values)
+                    if cv is not None:
+                        cvs[key].append(cv)
+    rows = []
+    for key in sorted(meta):
+        fp, workload, _, measure = key
+        params, threads = meta[key]
+        verdicts = aa.get(key, [])
+        false_alarms = sum(v in ("improved", "regressed") for v in verdicts)
+        cv = float(statistics.median(cvs[key])) if cvs.get(key) else None
+        detection = []
+        for size in sorted(canary.get(key, {})):
+            got = canary[key][size]
+            detected = sum(v == "regressed" for v, _ in got)
+            diffs = [d for _, d in got if d is not None]
+            detection.append({
+                "size_pct": size, "comparisons": len(got), "detected": detected,
+                "rate": detected / len(got),
+                "measured_pct": float(statistics.median(diffs)) if diffs else None})
+        rows.append(dict(
+            testbed_id=sql.testbed_id_of(session, fp), testbed_fingerprint=fp,
+            workload=workload, params=params, threads=threads, measure=measure, cv_pct=cv,
+            aa_comparisons=len(verdicts), false_alarms=false_alarms,
+            aa_unknown=sum(v == "unknown" for v in verdicts),
+            false_alarm_rate=false_alarms / len(verdicts) if verdicts else None,
+            detection=detection,
+            band_pct=band_pct(cv, is_deterministic(measure), settings)))
+    return rows
+
+
+def finish(session: Session, cal: Calibration, settings: Settings) -> None:
+    comps = sql.comparisons(session, cal.id)
+    rows = result_rows(session, comps, settings)
+    sql.replace_results(session, cal.id, rows)
+    now = datetime.now(UTC)
+    cal.updated_at = cal.finished_at = now
+    if rows:
+        cal.state = "done"
+        if cal.testbed_id is None:
+            cal.testbed_id = rows[0]["testbed_id"]
+    else:
+        cal.state = "failed"
+        failed = sum(c.state == "failed" for c in comps)
+        cal.note = (f"no results: {failed} of {len(comps)} comparisons failed"
+                    if comps else "no comparisons were asked for")
+
+
+# -- the SAME bands of a comparison's series -----------------------------------------------
+def bands(session: Session, fingerprint: str | None
+          ) -> tuple[dict[tuple[str, str, str], float], list[int]]:
+    """``{(workload, params key, measure): band_pct}`` from the testbed's latest calibration
+    of each series, and the calibrations they came from."""
+    if fingerprint is None:
+        return {}, []
+    out: dict[tuple[str, str, str], float] = {}
+    ids: set[int] = set()
+    for r in sql.latest_noise(session, fingerprint):
+        if r["band_pct"] is not None:
+            out[(r["workload"], params_key(r["params"]), r["measure"])] = float(r["band_pct"])
+            ids.add(int(r["calibration_id"]))
+    return out, sorted(ids)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The results as a markdown table: workload x threads x measure, CV, false alarms of
+    the A/A comparisons, per injected size ``detected/comparisons (measured change)``, and
+    the SAME band."""
+    if not rows:
+        return ""
+    sizes = sorted({d["size_pct"] for r in rows for d in r["detection"]})
+    head = ["workload", "threads", "measure", "CV", "false alarms (A/A)"]
+    head += [f"canary {s:g}%" for s in sizes] + ["SAME band"]
+    out = ["| " + " | ".join(head) + " |",
+           "|" + "---|" * 3 + "---:|" * (len(head) - 3)]
+    for r in rows:
+        by_size = {d["size_pct"]: d for d in r["detection"]}
+        cells = [r["workload"], str(r["threads"] if r["threads"] is not None else ""),
+                 r["measure"],
+                 "n/a" if r["cv_pct"] is None else f"{r['cv_pct']:.2f}%",
+                 f"{r['false_alarms']} of {r['aa_comparisons']}"]
+        for s in sizes:
+            d = by_size.get(s)
+            if d is None:
+                cells.append("")
+                continue
+            measured = ("" if d["measured_pct"] is None
+                        else f" ({d['measured_pct']:+.1f}%)")
+            cells.append(f"{d['detected']}/{d['comparisons']}{measured}")
+        cells.append("n/a" if r["band_pct"] is None else f"±{r['band_pct']:.1f}%")
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)

@@ -1,0 +1,61 @@
+"""Calibration tables (db/versions/0009_calibrations.py): a calibration and what it measured
+per workload x params x measure on a testbed. Its comparisons are ordinary `comparisons`
+rows pointing at it (`Comparison.calibration_id`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, DateTime, Float, ForeignKey, Integer, Text, func
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from mallard_api.models.base import Base
+
+TS = DateTime(timezone=True)
+
+
+class Calibration(Base):
+    __tablename__ = "calibrations"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project_id: Mapped[int | None] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    project: Mapped[str] = mapped_column(Text)
+    arch: Mapped[str] = mapped_column(Text)
+    testbed_id: Mapped[int | None] = mapped_column(ForeignKey("testbeds.id"))
+    commit_sha: Mapped[str] = mapped_column(Text)
+    variant: Mapped[str] = mapped_column(Text, server_default="")
+    suite: Mapped[str] = mapped_column(Text)
+    workloads: Mapped[list[str]] = mapped_column(JSONB)
+    threads: Mapped[list[int]] = mapped_column(JSONB)
+    trials: Mapped[int] = mapped_column(Integer)
+    aa_comparisons: Mapped[int] = mapped_column(Integer)
+    canary_comparisons: Mapped[int] = mapped_column(Integer)
+    sizes_pct: Mapped[list[float]] = mapped_column(JSONB)
+    state: Mapped[str] = mapped_column(Text, server_default="queued")
+    canary_ns: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default="{}")
+    note: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
+    finished_at: Mapped[datetime | None] = mapped_column(TS)
+
+
+class CalibrationResult(Base):
+    __tablename__ = "calibration_results"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    calibration_id: Mapped[int] = mapped_column(
+        ForeignKey("calibrations.id", ondelete="CASCADE"))
+    testbed_id: Mapped[int | None] = mapped_column(ForeignKey("testbeds.id"))
+    testbed_fingerprint: Mapped[str] = mapped_column(Text)
+    workload: Mapped[str] = mapped_column(Text)
+    params: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    threads: Mapped[int | None] = mapped_column(Integer)
+    measure: Mapped[str] = mapped_column(Text)
+    cv_pct: Mapped[float | None] = mapped_column(Float)
+    aa_comparisons: Mapped[int] = mapped_column(Integer)
+    false_alarms: Mapped[int] = mapped_column(Integer)
+    aa_unknown: Mapped[int] = mapped_column(Integer)
+    false_alarm_rate: Mapped[float | None] = mapped_column(Float)
+    detection: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default="[]")
+    band_pct: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())

@@ -1,0 +1,54 @@
+"""calibration.py's pure parts: canary sizing, the SAME band, the table; and the verdict
+rule with a calibrated band (stats.adjust_and_decide)."""
+
+import numpy as np
+import pytest
+from mallard_api.analysis import calibration, stats
+
+
+def test_canary_is_sized_from_the_time_per_operation_and_frees():
+    # 1e6 ops/s: 1000 ns an operation; larson frees one block per operation, rpc two
+    assert calibration.canary_ns(3, 1e6, "larson") == 30
+    assert calibration.canary_ns(10, 1e6, "rpc") == 50
+    assert calibration.canary_ns(1, 1e6, "xmalloc") == 10
+    assert calibration.canary_ns(0.01, 1e9, "larson") == 1  # never 0 (0 is "off")
+    assert calibration.head_variant("transfer=ring", 30) == "transfer=ring,canary_ns=30"
+    assert calibration.head_variant("", 30) == "canary_ns=30"
+    assert calibration.head_variant("", None) == ""
+
+
+def test_band_is_the_cv_clamped(settings):
+    assert calibration.band_pct(0.3, False, settings) == settings.stats_min_effect_pct
+    assert calibration.band_pct(4.2, False, settings) == pytest.approx(4.2)
+    assert calibration.band_pct(40.0, False, settings) == settings.calibration_band_max_pct
+    assert calibration.band_pct(4.2, True, settings) is None
+    assert calibration.band_pct(None, False, settings) is None
+
+
+def test_table_lists_every_size():
+    rows = [{"workload": "larson", "threads": 1, "measure": "ops_per_sec", "cv_pct": 12.345,
+             "false_alarms": 1, "aa_comparisons": 20, "band_pct": 10.0,
+             "detection": [{"size_pct": 3.0, "comparisons": 10, "detected": 4, "rate": 0.4,
+                            "measured_pct": -2.96}]},
+            {"workload": "larson", "threads": 1, "measure": "instructions", "cv_pct": 0.0,
+             "false_alarms": 0, "aa_comparisons": 20, "band_pct": None, "detection": []}]
+    lines = calibration.table(rows).splitlines()
+    assert lines[0] == ("| workload | threads | measure | CV | false alarms (A/A) | "
+                        "canary 3% | SAME band |")
+    assert lines[2] == "| larson | 1 | ops_per_sec | 12.35% | 1 of 20 | 4/10 (-3.0%) | ±10.0% |"
+    assert lines[3] == "| larson | 1 | instructions | 0.00% | 0 of 20 |  | n/a |"
+    assert calibration.table([]) == ""
+
+
+def test_a_calibrated_band_decides_same_for_a_noisy_series():
+    rng = np.random.default_rng(5)
+    base = 1e6 * (1 + 0.05 * rng.standard_normal(20))
+    head = 1e6 * (1 + 0.05 * rng.standard_normal(20))
+    cell = stats.compare_samples(base, head)
+    assert cell.half_width_pct is not None and 1.0 < cell.half_width_pct < 6.0
+    default, = stats.adjust_and_decide([cell])
+    banded, = stats.adjust_and_decide([cell], bands=[8.0])
+    assert default.verdict == "unknown" and banded.verdict == "same"
+    # a real 20% regression is still one inside a wide band
+    worse = stats.compare_samples(base, head * 0.8)
+    assert stats.adjust_and_decide([worse], bands=[10.0])[0].verdict == "regressed"

@@ -1,0 +1,100 @@
+"""Follow-ups sized to the target MDE within the time budget (followups.py), and a
+comparison that stops when the budget is spent, its unknowns printed with the MDE reached."""
+
+import numpy as np
+import pytest
+from helpers import patch_analysis_settings, run_analysis
+from mallard_api.analysis import followups, power, stats
+from mallard_api.analysis.cells import CellRow
+from mallard_api.analysis.policy import DEFAULT_POLICY
+from mallard_api.sql.comparisons import TrialRow
+from test_comparisons import SHA_BASE, SHA_HEAD, claim, comparison_trials, post_results
+
+POLICY = DEFAULT_POLICY
+
+
+def rows(n, cv_pct, *, workload="larson", threads=1, wall=0.5, seed=1):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        for label in ("base", "head"):
+            out.append(TrialRow(label, "mallard", "", workload, {"threads": threads}, threads,
+                                "fp", None, {"ops_per_sec": 1e6 * (1 + cv_pct / 100 *
+                                                                    rng.standard_normal()),
+                                             "wall_seconds": wall}))
+    return out
+
+
+def unknown(workload="larson", threads=1, measure="ops_per_sec", mde=9.0):
+    return CellRow(workload=workload, threads=threads, params={"threads": threads},
+                   measure=measure, verdict="unknown", mde_pct=mde, n_base=5, n_head=5,
+                   robust_base=5, robust_head=5, base_median=1.0, head_median=1.0, ratio=1.0,
+                   diff_pct=0.0, ci_low_pct=-5.0, ci_high_pct=5.0, p_value=0.5, line="")
+
+
+def test_plan_asks_for_the_trials_the_target_mde_needs():
+    trial_rows = rows(5, 10.0)
+    plan = followups.plan([unknown()], trial_rows, step=5, warmup=1, budget_left=1e6,
+                          policy=POLICY)
+    b = [r.measures["ops_per_sec"] for r in trial_rows if r.label == "base"]
+    h = [r.measures["ops_per_sec"] for r in trial_rows if r.label == "head"]
+    noise = np.sqrt((stats.robust_cv_pct(b) ** 2 + stats.robust_cv_pct(h) ** 2) / 2)
+    needed = power.trials_for_mde(noise, policy=POLICY)
+    assert needed is not None and needed > 10
+    assert [(g.workload, g.threads, g.trials) for g in plan.groups] == [("larson", 1, needed - 5)]
+    assert plan.seconds == pytest.approx((needed - 5 + 1) * 2 * 0.5)
+    assert plan.note is None
+
+
+def test_plan_fits_the_budget_or_stops():
+    trial_rows = rows(5, 10.0) + rows(5, 10.0, workload="rpc", seed=2)
+    cells = [unknown(), unknown("rpc")]
+    full = followups.plan(cells, trial_rows, step=5, warmup=1, budget_left=1e6, policy=POLICY)
+    half = followups.plan(cells, trial_rows, step=5, warmup=1, budget_left=full.seconds / 2,
+                          policy=POLICY)
+    assert len(half.groups) == 2 and half.seconds <= full.seconds / 2
+    assert half.note.startswith("follow-ups cut to the time budget")
+    none = followups.plan(cells, trial_rows, step=5, warmup=1, budget_left=3.0, policy=POLICY)
+    assert none.groups == [] and none.note.startswith("follow-ups stopped: the time budget")
+
+
+def test_a_cell_at_the_edge_and_a_deterministic_cell_get_a_step():
+    trial_rows = rows(40, 0.2)  # MDE far below the target already
+    plan = followups.plan([unknown(), unknown(measure="instructions", threads=2)], trial_rows,
+                          step=5, warmup=0, budget_left=1e6, policy=POLICY)
+    assert [(g.threads, g.trials) for g in plan.groups] == [(1, 5), (2, 5)]
+
+
+def test_mde_reached_names_the_range_and_the_target():
+    assert followups.mde_reached([unknown(mde=2.44), unknown(mde=9.1)], 2.0) == (
+        "2 unknown primary cells reached mde 2.4-9.1% (target 2.0%)")
+    assert followups.mde_reached([unknown(mde=None)], 2.0) == (
+        "1 unknown primary cell reached mde n/a (target 2.0%)")
+
+
+@pytest.fixture
+def no_budget(monkeypatch, settings):
+    s = settings.model_copy(update={"stats_bootstrap_resamples": 2000,
+                                    "comparison_follow_up_budget_seconds": 1.0})
+    patch_analysis_settings(monkeypatch, s)
+    return s
+
+
+def test_comparison_stops_when_the_budget_is_spent(client, user_headers, make_project,
+                                                   make_runner, no_budget):
+    project = make_project()
+    runner, rheaders = make_runner()
+    r = client.post("/api/v1/comparisons", headers=user_headers, json={
+        "project": project["name"], "base": {"commit": SHA_BASE}, "head": {"commit": SHA_HEAD},
+        "workloads": ["larson"], "threads": [1], "trials": 5, "arch": runner["arch"]})
+    cid = r.json()["id"]
+    job = claim(client, rheaders, runner)
+    post_results(client, rheaders, runner, project["name"], job["id"],
+                 comparison_trials(5, seed=3, shifts={1: 1.0}, noise=0.05))
+    run_analysis(client.app)
+    d = client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json()
+    assert d["state"] == "done" and d["follow_ups"] == 0, d["report"]
+    assert "follow-ups stopped: the time budget is spent" in d["note"]
+    assert "1 unknown primary cell reached mde" in d["note"] and "(target 2.0%)" in d["note"]
+    line = next(c["line"] for c in d["cells"] if c["measure"] == "ops_per_sec")
+    assert line.endswith("UNKNOWN") and "mde " in line

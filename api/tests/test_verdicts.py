@@ -1,0 +1,178 @@
+"""Commit verdicts, alerts from verdicts and automatic bisection through the real API and
+database: a push beyond the cap, a regressed verdict, its alert, the bisection's rounds
+(each job answered with trials whose instructions depend on the commit) and the culprit
+named on the bisection, the alert and the commit; bad input to POST /bisections."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from fastapi.testclient import TestClient
+from helpers import results, run_analysis, trial
+from mallard_api import pushes
+from mallard_api.config import Settings
+from mallard_api.deps import get_settings
+from mallard_api.models.core import Project
+from mallard_api.sql.projects import CommitInfo
+from sqlalchemy.orm import Session
+
+
+def hexsha(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def claim(client: TestClient, headers: dict[str, str], runner: dict[str, Any]
+          ) -> dict[str, Any] | None:
+    r = client.post("/api/v1/jobs/claim", headers=headers,
+                    json={"runner_id": runner["id"], "lease_seconds": 600})
+    assert r.status_code in (200, 204), r.text
+    return r.json() if r.status_code == 200 else None
+
+
+def answer(client: TestClient, headers: dict[str, str], runner: dict[str, Any],
+           job: dict[str, Any], cost: dict[str, float]) -> None:
+    """Post one instructions trial per mallard allocator of the job: `cost[commit]`."""
+    trials = [trial(a["commit"], threads=1, label=a["label"],
+                    measures={"instructions": cost[a["commit"]]})
+              for a in job["spec"]["allocators"] if a["name"] == "mallard"]
+    r = client.post("/api/v1/results", headers=headers, json=results(
+        trials, job_id=job["id"], runner_id=runner["id"], project=job["spec"]["project"],
+        branch=job["spec"].get("branch")))
+    assert r.status_code in (200, 201), r.text
+
+
+def push(db_session: Session, settings: Settings, project: str, before: str | None,
+         shas: list[str], messages: list[str]) -> Any:
+    p = db_session.query(Project).filter_by(name=project).one()
+    infos = pushes.chain(before, [(s, m, "Ada", None) for s, m in zip(shas, messages,
+                                                                      strict=True)])
+    return pushes.handle_push(db_session, settings, p, ref="refs/heads/main", after=shas[-1],
+                              commits=infos)
+
+
+def test_push_verdict_alert_bisection(client: TestClient, app: Any, settings: Settings,
+                                      db_session: Session, make_project: Any,
+                                      make_runner: Any, user_headers: dict[str, str],
+                                      unique: Any) -> None:
+    runner, rheaders = make_runner()
+    conf = settings.model_copy(update={"push_max_queued": 1, "default_arch": runner["arch"],
+                                       "push_backfill": False, "comparison_max_follow_ups": 0})
+    app.dependency_overrides[get_settings] = lambda: conf  # the routes see it too
+    try:
+        flow(client, app, conf, db_session, make_project, runner, rheaders, user_headers,
+             unique)
+    finally:
+        app.dependency_overrides.pop(get_settings, None)
+
+
+def flow(client: TestClient, app: Any, conf: Settings, db_session: Session,
+         make_project: Any, runner: dict[str, Any], rheaders: dict[str, str],
+         user_headers: dict[str, str], unique: str) -> None:
+    project = make_project()["name"]
+    tag = unique
+    commits = [hexsha(f"{tag}{i:02d}") for i in range(8)]
+    culprit = 5
+    cost = {c: (1_000_000.0 if i < culprit else 1_100_000.0) for i, c in enumerate(commits)}
+    # the branch starts: c0 measured alone
+    out = push(db_session, conf, project, None, commits[:1], ["start"])
+    assert out.queued == 1
+    job = claim(client, rheaders, runner)
+    assert job is not None and [a["label"] for a in job["spec"]["allocators"]][0] == "head"
+    answer(client, rheaders, runner, job, cost)
+    # seven commits at once, cap 1: the newest is judged against c0, the rest deferred
+    out = push(db_session, conf, project, commits[0], commits[1:],
+               [f"change {i}" for i in range(1, 8)])
+    assert (out.commits, out.queued, out.deferred) == (7, 1, 6)
+    assert out.note and "deferred" in out.note
+    job = claim(client, rheaders, runner)
+    assert job is not None and job["spec"]["allocators"][0]["commit"] == commits[0]
+    answer(client, rheaders, runner, job, cost)
+    run_analysis(app, conf)
+    got = client.get(f"/api/v1/projects/{project}/commits/{commits[7]}",
+                     headers=user_headers).json()
+    # other tests' runners may be live too: each live arch gets its own verdict
+    (v,) = [x for x in got["verdicts"] if x["arch"] == conf.default_arch]
+    assert v["verdict"] == "regressed" and v["base_sha"] == commits[0]
+    assert v["moved"][0]["measure"] == "instructions" and v["report_url"]
+    assert v["alert_id"] and v["bisection_id"]
+    alert = client.get(f"/api/v1/alerts/{v['alert_id']}", headers=user_headers).json()
+    assert alert["first_bad_commit"] == commits[7] and alert["measure"] == "instructions"
+    # the gauge Alertmanager's rule reads counts it at once (no change point needed)
+    metrics = client.get("/metrics").text
+    assert (f'mallard_alerts_open{{arch="{conf.default_arch}",measure="instructions",'
+            f'project="{alert["project"]}",workload="larson"}} 1.0') in metrics
+    # the bisection's rounds: each job is answered from the synthetic history
+    rounds = 0
+    while (job := claim(client, rheaders, runner)) is not None:
+        rounds += 1
+        assert rounds <= 20
+        answer(client, rheaders, runner, job, cost)
+        run_analysis(app, conf)
+    b = client.get(f"/api/v1/bisections/{v['bisection_id']}", headers=user_headers).json()
+    assert b["state"] == "done" and b["culprit"] == commits[culprit], b
+    assert b["builds"] <= 3 + 2  # ceil(log2(7)) + 2
+    assert b["culprit_line"].startswith(f"culprit: {commits[culprit][:7]} change {culprit} "
+                                        "(larson threads=1 instructions +10.0% ±0.0%, "
+                                        "bisected in ")
+    assert all(st["evidence"]["good_vs_probe"] for st in b["steps"] if st["round"] > 0)
+    alert = client.get(f"/api/v1/alerts/{v['alert_id']}", headers=user_headers).json()
+    assert f"culprit: {commits[culprit][:7]}" in alert["text"]
+    tri = client.get("/api/v1/alerts/triage", params={"project": project},
+                     headers=user_headers)
+    assert tri.status_code == 200 and tri.json()[0]["alerts"] == 1
+
+
+def test_bisection_bad_input(client: TestClient, settings: Settings, db_session: Session,
+                             make_project: Any, user_headers: dict[str, str],
+                             unique: Any) -> None:
+    project = make_project()["name"]
+    tag = unique
+    commits = [hexsha(f"{tag}{i:02d}") for i in range(3)]
+    push(db_session, settings.model_copy(update={"push_max_queued": 0}), project, None,
+         commits, ["a", "b", "c"])
+    body = {"project": project, "good": commits[0], "bad": commits[2], "workload": "larson",
+            "measure": "instructions", "threads": 1}
+
+    def post(**change: Any) -> Any:
+        return client.post("/api/v1/bisections", headers=user_headers, json={**body, **change})
+
+    r = post(good="f" * 40)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "good"]
+    r = post(bad="e" * 40)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "bad"]
+    r = post(good=commits[2], bad=commits[0])  # good is not an ancestor of bad
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "good"]
+    r = post(workload="nosuch")
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "workload"]
+    r = post(project="nosuch-project")
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "project"]
+    r = post()
+    assert r.status_code == 201, r.text
+    assert r.json()["commits"] == commits and r.json()["state"] == "running"
+
+
+def test_push_of_1000_commits_queues_the_cap_and_force_push_marks_unreachable(
+        client: TestClient, settings: Settings, db_session: Session, make_project: Any,
+        user_headers: dict[str, str], unique: Any) -> None:
+    project = make_project()["name"]
+    tag = unique
+    commits = [hexsha(f"{tag}{i:04d}") for i in range(1000)]
+    conf = settings.model_copy(update={"push_max_queued": 20})
+    out = push(db_session, conf, project, None, commits, [f"c{i}" for i in range(1000)])
+    assert (out.commits, out.queued, out.deferred) == (1000, 20, 980)
+    assert "980 deferred" in (out.note or "")
+    # rewrite the last two commits: they stay, marked unreachable
+    p = db_session.query(Project).filter_by(name=project).one()
+    new = [hexsha(f"{tag}x{i}") for i in range(2)]
+    infos = [CommitInfo(sha=new[0], parent=commits[997], message="redo"),
+             CommitInfo(sha=new[1], parent=new[0], message="redo 2")]
+    out = pushes.handle_push(db_session, conf, p, ref="refs/heads/main", after=new[1],
+                             commits=infos)
+    assert out.unreachable == 2
+    gone = client.get(f"/api/v1/projects/{project}/commits/{commits[999]}",
+                      headers=user_headers).json()
+    assert gone["unreachable_on"] == ["main"]
+    kept = client.get(f"/api/v1/projects/{project}/commits/{commits[997]}",
+                      headers=user_headers).json()
+    assert kept["unreachable_on"] == []
