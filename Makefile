@@ -22,7 +22,7 @@ deps: ## system packages (compilers, hyperfine, valgrind, peers, qemu, prometheu
 	@scripts/install-deps.sh
 
 python: $(VENV)/.synced ## the Python workspace (.venv) via uv
-$(VENV)/.synced: pyproject.toml api/pyproject.toml runner/pyproject.toml
+$(VENV)/.synced: pyproject.toml api/pyproject.toml runner/pyproject.toml wire/pyproject.toml
 	@scripts/install-python.sh
 	@touch $@
 
@@ -67,8 +67,8 @@ test-k8s: python ## kustomize render, schema validation, checkov (pytest)
 	@$(VENV)/bin/pytest k8s/tests
 
 lint: python ## ruff and mypy
-	@$(VENV)/bin/ruff check api runner dashboards k8s scripts tests
-	@$(VENV)/bin/mypy api/mallard_api runner/mallard_runner
+	@$(VENV)/bin/ruff check api runner wire dashboards k8s scripts tests
+	@$(VENV)/bin/mypy api/mallard_api runner/mallard_runner wire/mallard_wire
 
 SCENARIO ?=
 demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running; SCENARIO=push: 8 commits pushed, the culprit bisected; SCENARIO=transfer-cache: mutex vs ring vs naive, micro 1..64 threads and macro)

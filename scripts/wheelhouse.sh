@@ -4,7 +4,8 @@
 #
 #   build/wheelhouse/deps/api.txt, runner.txt   pinned requirements (uv export, from uv.lock)
 #   build/wheelhouse/deps/<arch>/*.whl           every third-party wheel, for that arch
-#   build/wheelhouse/local/*.whl                 mallard-api and mallard-runner (pure Python)
+#   build/wheelhouse/local/*.whl                 mallard-api, mallard-runner and the wire
+#                                                models both use, mallard-wire (pure Python)
 # The images copy deps/ in one layer (cached until uv.lock changes) and local/ in a later one.
 #
 # <arch> is Docker's name (amd64, arm64). The host's own arch is built with `pip wheel`
@@ -45,11 +46,12 @@ log "$(wc -l <"$WH/deps/api.txt") api and $(wc -l <"$WH/deps/runner.txt") runner
 # Each step tries without the network first (uv's cache, the wheels already here), so a
 # warm wheelhouse rebuilds offline and quickly.
 rm -f "$WH"/local/*.whl
-for pkg in mallard-api mallard-runner; do
+for pkg in mallard-api mallard-runner mallard-wire; do
   uv build --quiet --offline --package "$pkg" --wheel --out-dir "$WH/local" >/dev/null 2>&1 \
     || uv build --quiet --package "$pkg" --wheel --out-dir "$WH/local"
 done
-ls "$WH"/local/mallard_api-*.whl "$WH"/local/mallard_runner-*.whl >/dev/null
+ls "$WH"/local/mallard_api-*.whl "$WH"/local/mallard_runner-*.whl \
+   "$WH"/local/mallard_wire-*.whl >/dev/null
 
 # Host arch: pip wheel (uses wheels already there, builds sdists). Idempotent and quick when warm.
 if [ -s "$WH/deps/all.txt" ]; then

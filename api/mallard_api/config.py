@@ -11,10 +11,9 @@ from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from mallard_wire.names import PEERS
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from mallard_api.known import KNOWN_PEERS
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 SECRET_MIN_BYTES = 16
@@ -166,10 +165,10 @@ class Settings(BaseSettings):
     @field_validator("peers")
     @classmethod
     def _known_peers(cls, value: str) -> str:
-        unknown = [p for p in _split(value) if p not in KNOWN_PEERS]
+        unknown = [p for p in _split(value) if p not in PEERS]
         if unknown:
             raise ValueError(f"MALLARD_PEERS: unknown peer(s) {', '.join(unknown)}; known: "
-                             f"{', '.join(KNOWN_PEERS)}")
+                             f"{', '.join(PEERS)}")
         return value
 
     @model_validator(mode="after")

@@ -1,13 +1,10 @@
-"""The names a job may use, in one place: peers, variant keys, suites and their workloads.
+"""The suites a job may name, and their workloads (the peers and variant keys a job may
+use are `mallard_wire.names`, shared with the runner).
 
 Whatever a request names here ends up on a runner (a peer to LD_PRELOAD, a variant to
 turn into an environment variable, a suite file to read), so it is checked against
 these sets at the API, and a request naming anything else is a 422 naming the field.
 
-- Peers: the allocators a runner finds on its node.
-- Variant keys: the allocator's runtime options (`allocator/src/options.c`, without the
-  `MALLARD_` prefix, lower case) that a variant may set. `stats_file` is left out on
-  purpose: it is a path the allocator writes to.
 - Suites: the runner's suite files, `<suites_dir>/<name>.yaml` (`MALLARD_SUITES_DIR`, by
   default the repository's `runner/suites`), read when the app starts and again when a
   request names a suite not seen yet (a file added since); a job's suite is one of
@@ -20,10 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-
-KNOWN_PEERS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
-VARIANT_KEYS = ("transfer", "decay_ms", "on_misuse", "verbose", "remote", "canary_ns",
-                "canary_loops_per_us")
 
 
 class CatalogError(ValueError):

@@ -31,11 +31,11 @@ from mallard_api.analysis.worker import AnalysisService, AnalysisWorker
 from mallard_api.auth import TokenCache
 from mallard_api.background import BackgroundLoop
 from mallard_api.config import Settings, get_settings
+from mallard_api.delivery import start_outbox_worker
 from mallard_api.deps import get_session
 from mallard_api.known import Catalog, CatalogError
 from mallard_api.limits import AdmissionMiddleware, BodyLimitMiddleware
 from mallard_api.metrics import REGISTRY, DatabaseCollector, MetricsMiddleware
-from mallard_api.notify import start_outbox_worker
 from mallard_api.routes import (
     alerts,
     bisections,

@@ -9,7 +9,7 @@ Fixture names are stable (the analysis tests use them too):
 - `settings`     (session) `Settings` for that database (migrations off, webhook secrets set:
                  GITHUB_SECRET, GITLAB_TOKEN, GITEA_SECRET below; any file:// repo_url
                  allowed; no background analysis worker: tests call `analyze`; the outbox
-                 worker polls once an hour: tests deliver with `notify.deliver_due`;
+                 worker polls once an hour: tests deliver with `delivery.deliver_due`;
                  no token cache: a revoked token fails at once).
 - `app`          (session) the FastAPI app from `create_app(settings)`.
 - `client`       (session) a `fastapi.testclient.TestClient` on `app`.

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import patch_analysis_settings, run_analysis
-from mallard_api import notify
+from mallard_api import delivery
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql.projects import CommitInfo
 from sqlalchemy import text
@@ -146,7 +146,7 @@ def test_step_opens_one_alert_and_notifies(client, app, user_headers, make_proje
         assert cps == 1
         # the opened event went through the outbox to both targets, once each
         for _ in range(2):
-            notify.deliver_due(s, now=datetime.now(UTC) + timedelta(hours=1))
+            delivery.deliver_due(s, now=datetime.now(UTC) + timedelta(hours=1))
             s.commit()
     mine = [(p, b) for p, b in receiver.bodies if f"#{alert['alert_id']}:" in b["text"]]
     assert sorted(p for p, _ in mine) == ["/generic", "/slack"]
@@ -176,7 +176,7 @@ def test_step_opens_one_alert_and_notifies(client, app, user_headers, make_proje
     r = client.post(f"/api/v1/alerts/{aid}/acknowledge", headers=user_headers)
     assert r.status_code == 409
     with app.state.sessionmaker() as s:
-        notify.deliver_due(s, now=datetime.now(UTC) + timedelta(hours=2))
+        delivery.deliver_due(s, now=datetime.now(UTC) + timedelta(hours=2))
         s.commit()
     resolved = [b for p, b in receiver.bodies
                 if p == "/generic" and b.get("event") == "alert.resolved"

@@ -70,6 +70,15 @@ def post_results(client, headers, runner, project, job_id, trials, attempt=1):
     return r.json()
 
 
+def larson_comparison(client, headers, project, runner, **fields) -> int:
+    """POST a comparison of SHA_BASE and SHA_HEAD on larson, 5 trials a side; its id."""
+    r = client.post("/api/v1/comparisons", headers=headers, json={
+        "project": project["name"], "base": {"commit": SHA_BASE}, "head": {"commit": SHA_HEAD},
+        "workloads": ["larson"], "trials": 5, "arch": runner["arch"], **fields})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
 def claim(client, headers, runner):
     r = client.post("/api/v1/jobs/claim", headers=headers,
                     json={"runner_id": runner["id"], "lease_seconds": 60})
@@ -189,20 +198,23 @@ def analysis_session(client):
     return client.app.state.sessionmaker()
 
 
-def test_unknown_asks_for_a_follow_up(client, user_headers, make_project, make_runner,
-                                      fast_analysis):
+def first_round_leaves_an_unknown(client, user_headers, make_project, make_runner):
+    """A comparison (one follow-up at most) whose first round reports: threads=2 a clear
+    20% regression (decided), threads=1 no shift in 5 trials (unknown)."""
     project = make_project()
     runner, rheaders = make_runner()
-    r = client.post("/api/v1/comparisons", headers=user_headers, json={
-        "project": project["name"], "base": {"commit": SHA_BASE}, "head": {"commit": SHA_HEAD},
-        "workloads": ["larson"], "threads": [1, 2], "trials": 5, "arch": runner["arch"],
-        "max_follow_ups": 1})
-    assert r.status_code == 201, r.text
-    cid = r.json()["id"]
+    cid = larson_comparison(client, user_headers, project, runner, threads=[1, 2],
+                            max_follow_ups=1)
     job = claim(client, rheaders, runner)
-    # threads=2: a clear 20% regression (decided); threads=1: no shift, 5 trials: unknown
     post_results(client, rheaders, runner, project["name"], job["id"],
                  comparison_trials(5, seed=3, shifts={1: 1.0, 2: 0.8}))
+    return project, runner, rheaders, cid
+
+
+def test_unknown_asks_for_a_follow_up(client, user_headers, make_project, make_runner,
+                                      fast_analysis):
+    project, runner, rheaders, cid = first_round_leaves_an_unknown(
+        client, user_headers, make_project, make_runner)
     d = client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json()
     assert d["state"] == "running" and d["follow_ups"] == 1, d["report"]
     v = {(c["threads"], c["measure"]): c["verdict"] for c in d["cells"]}
@@ -306,3 +318,58 @@ def test_bad_comparisons_are_422_and_create_nothing(client, user_headers, make_p
     assert r.json()["detail"][0]["loc"][:len(loc)] == loc
     assert client.get("/api/v1/comparisons", headers=user_headers,
                       params={"project": project["name"]}).json() == []
+
+
+def test_a_failed_follow_up_settles_the_comparison_with_what_it_has(
+        client, user_headers, make_project, make_runner, fast_analysis):
+    """A follow-up job that fails for good counts against the cap: at the cap the
+    comparison does not stay `running`; it is `done` with the cells of the rounds that
+    reported, the unknowns as they are."""
+    project, runner, rheaders, cid = first_round_leaves_an_unknown(
+        client, user_headers, make_project, make_runner)
+    follow = claim(client, rheaders, runner)
+    r = client.post(f"/api/v1/jobs/{follow['id']}/fail", headers=rheaders,
+                    json={"runner_id": runner["id"], "log": "node lost", "retryable": False})
+    assert r.status_code == 200 and r.json()["state"] == "failed", r.text
+    assert client.get(f"/api/v1/comparisons/{cid}",
+                      headers=user_headers).json()["state"] == "running"  # not yet analysed
+    run_analysis(client.app)
+    d = client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json()
+    assert d["state"] == "done" and d["finished_at"] is not None, d["report"]
+    v = {(c["threads"], c["measure"]): c["verdict"] for c in d["cells"]}
+    assert v[(1, "ops_per_sec")] == "unknown" and v[(2, "ops_per_sec")] == "regressed"
+    assert [j["state"] for j in d["jobs"]] == ["done", "failed"]
+    assert client.post("/api/v1/jobs/claim", headers=rheaders, json={
+        "runner_id": runner["id"], "lease_seconds": 60}).status_code == 204  # no new round
+
+
+def test_reads_never_write(client, app, user_headers, make_project, make_runner,
+                           fast_analysis):
+    """GET of a comparison (JSON, report, list) and its page send no INSERT, UPDATE or
+    DELETE to the database, even while the comparison's jobs have ended unanalysed."""
+    from sqlalchemy import event
+
+    project = make_project()
+    runner, rheaders = make_runner()
+    cid = larson_comparison(client, user_headers, project, runner, threads=[2])
+    job = claim(client, rheaders, runner)
+    client.post(f"/api/v1/jobs/{job['id']}/fail", headers=rheaders,
+                json={"runner_id": runner["id"], "log": "x", "retryable": False})
+    writes: list[str] = []
+
+    def record(conn, cursor, statement, *args):
+        if statement.lstrip().split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE"):
+            writes.append(statement)
+
+    event.listen(app.state.engine, "before_cursor_execute", record)
+    try:
+        for path in (f"/api/v1/comparisons/{cid}", f"/api/v1/comparisons/{cid}/report",
+                     f"/api/v1/comparisons?project={project['name']}",
+                     f"/ui/comparisons/{cid}"):
+            r = client.get(path, headers=user_headers)
+            assert r.status_code == 200, (path, r.text)
+    finally:
+        event.remove(app.state.engine, "before_cursor_execute", record)
+    assert writes == []
+    assert client.get(f"/api/v1/comparisons/{cid}",
+                      headers=user_headers).json()["state"] == "queued"  # the worker settles

@@ -9,6 +9,7 @@ from helpers import run_analysis
 from mallard_api.analysis.measures import EMULATED_REASON, is_timing, unjudged_reason
 from mallard_api.schemas import core as schemas
 from mallard_api.sql.runners import fingerprint
+from mallard_wire import results
 from test_comparisons import SHA_BASE, SHA_HEAD, claim, fast_analysis, trial  # noqa: F401
 
 EMULATED = {"arch": "aarch64", "cpu_model": "Test CPU", "cpus": "1", "emulated": True,
@@ -78,7 +79,7 @@ def test_native_timing_cells_have_no_unjudged_reason():
                                                ("amd64", "x86_64"), ("aarch64", "aarch64"),
                                                ("x86_64", "x86_64"), ("riscv64", "riscv64")])
 def test_arch_aliases(given, stored):
-    assert schemas.TestbedIn.model_validate({"arch": given}).arch == stored
+    assert results.TestbedIn.model_validate({"arch": given}).arch == stored
     assert schemas.RunnerRegister.model_validate({"name": "n1", "arch": given}).arch == stored
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from mallard_api.fields import check_ref, check_relative_path, check_variant
-from mallard_api.known import VARIANT_KEYS, Catalog, CatalogError
+from mallard_api.known import Catalog, CatalogError
+from mallard_wire.fields import check_ref, check_relative_path, check_variant
+from mallard_wire.names import VARIANT_KEYS
 
 REPO = Path(__file__).resolve().parents[2]
 

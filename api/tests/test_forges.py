@@ -16,7 +16,7 @@ import pytest
 from conftest import GITHUB_SECRET
 from fastapi.testclient import TestClient
 from helpers import results, run_analysis, trial
-from mallard_api import forges, notify
+from mallard_api import delivery, forges
 from mallard_api.config import Settings
 from mallard_api.deps import get_settings
 from mallard_api.models.analysis import OutboxMessage
@@ -107,10 +107,10 @@ def test_status_and_comment_create_then_update(
     stored = db_session.query(OutboxMessage).filter_by(project_id=project["id"]).all()
     assert stored and all(TOKEN not in json.dumps(m.payload) + m.url for m in stored)
     with caplog.at_level("DEBUG"):
-        notify.deliver_due(db_session)
+        delivery.deliver_due(db_session)
         forges.enqueue_comment(db_session, project["id"], 7, "second verdict")
         db_session.commit()
-        notify.deliver_due(db_session)
+        delivery.deliver_due(db_session)
     assert TOKEN not in caplog.text
     header, value = AUTH[kind]
     status = [c for c in forge.calls if "/statuses/" in c[1]]
@@ -166,7 +166,7 @@ def test_pull_request_status_and_one_comment_updated(
                 project=project["name"])).raise_for_status()
             run_analysis(app, conf)
             with app.state.background_sessionmaker() as fresh:  # now() moves on
-                notify.deliver_due(fresh)
+                delivery.deliver_due(fresh)
         bad = json.dumps({"action": "opened", "pull_request": {
             "number": 7, "head": {"sha": "nope"}, "base": {"sha": base}}}).encode()
         sig = "sha256=" + hmac.new(GITHUB_SECRET.encode(), bad, hashlib.sha256).hexdigest()

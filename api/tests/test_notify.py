@@ -12,7 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from mallard_api import notify
+from mallard_api import delivery, notify
+from mallard_api.analysis.changepoints import Change
 from mallard_api.db import make_sessionmaker
 from mallard_api.harness import free_port
 from mallard_api.models.analysis import Alert, OutboxMessage
@@ -63,17 +64,20 @@ def pause_app_worker(app):
         worker.stop()
     yield
     if worker is not None:
-        notify.start_outbox_worker(app)
+        delivery.start_outbox_worker(app)
 
 
 def make_alert(session) -> Alert:
+    series = alert_sql.TouchedSeries(
+        project_id=None, project="mallard", branch_id=0, branch="main", workload="larson",
+        params={"threads": 2}, params_sha="", threads=2, allocator="mallard", variant="",
+        arch="x86_64", testbed_fingerprint="f" * 64, measure="ops_per_sec")
+    change = Change(index=5, first_bad_commit="a" * 40, last_good_commit="b" * 40,
+                    change_pct=-8.1, ci_low_pct=-9.0, ci_high_pct=-7.2, p_value=0.0001,
+                    before_median=1e6, after_median=9.19e5, direction="regression")
     alert = alert_sql.add_alert(
-        session, series_key=uuid.uuid4().hex, project="mallard", branch="main",
-        workload="larson", params={"threads": 2}, threads=2, arch="x86_64",
-        testbed_fingerprint="f" * 64, allocator="mallard", variant="", measure="ops_per_sec",
-        first_bad_commit="a" * 40, last_good_commit="b" * 40, change_pct=-8.1,
-        ci_low_pct=-9.0, ci_high_pct=-7.2, state="open",
-        text="larson threads=2 ops_per_sec on mallard/main: -8.1% from aaaaaaa")
+        session, series, uuid.uuid4().hex, change,
+        "larson threads=2 ops_per_sec on mallard/main: -8.1% from aaaaaaa")
     assert alert is not None
     return alert
 
@@ -88,7 +92,7 @@ def test_parse_targets():
 
 
 def test_backoff_doubles_and_caps():
-    assert [notify.backoff(n, 5, 60) for n in (1, 2, 3, 4, 5)] == [5, 10, 20, 40, 60]
+    assert [delivery.backoff(n, 5, 60) for n in (1, 2, 3, 4, 5)] == [5, 10, 20, 40, 60]
 
 
 def test_payload_shapes(db_session):
@@ -108,7 +112,7 @@ def test_payload_shapes(db_session):
 def test_outbox_survives_a_receiver_that_is_down(engine):
     factory = make_sessionmaker(engine)
     port = free_port()
-    policy = notify.DeliveryPolicy(base_delay=10, max_delay=300, max_attempts=10, timeout=2)
+    policy = delivery.DeliveryPolicy(base_delay=10, max_delay=300, max_attempts=10, timeout=2)
     with factory() as s:
         alert = make_alert(s)
         targets = [notify.Target("generic", f"http://127.0.0.1:{port}/generic"),
@@ -126,7 +130,7 @@ def test_outbox_survives_a_receiver_that_is_down(engine):
     # receiver down: attempts counted, backoff scheduled, nothing lost
     t0 = datetime.now(UTC)
     with factory() as s:
-        notify.deliver_due(s, policy=policy, now=t0)
+        delivery.deliver_due(s, policy=policy, now=t0)
         s.commit()
         rows = mine(s)
         assert [(r.state, r.attempts) for r in rows] == [("pending", 1), ("pending", 1)]
@@ -134,13 +138,13 @@ def test_outbox_survives_a_receiver_that_is_down(engine):
         assert all(r.next_attempt_at >= t0 + timedelta(seconds=9) for r in rows)
     # not due yet: no attempt
     with factory() as s:
-        notify.deliver_due(s, policy=policy, now=t0 + timedelta(seconds=1))
+        delivery.deliver_due(s, policy=policy, now=t0 + timedelta(seconds=1))
         s.commit()
         assert [r.attempts for r in mine(s)] == [1, 1]
     # still down at the next attempt: the delay doubles
     t1 = t0 + timedelta(seconds=11)
     with factory() as s:
-        notify.deliver_due(s, policy=policy, now=t1)
+        delivery.deliver_due(s, policy=policy, now=t1)
         s.commit()
         rows = mine(s)
         assert [r.attempts for r in rows] == [2, 2]
@@ -150,7 +154,7 @@ def test_outbox_survives_a_receiver_that_is_down(engine):
     try:
         for _ in range(2):
             with factory() as s:
-                notify.deliver_due(s, policy=policy, now=t1 + timedelta(seconds=3600))
+                delivery.deliver_due(s, policy=policy, now=t1 + timedelta(seconds=3600))
                 s.commit()
         with factory() as s:
             rows = mine(s)
@@ -169,7 +173,7 @@ def test_outbox_survives_a_receiver_that_is_down(engine):
 def test_error_status_retries_then_fails(engine):
     factory = make_sessionmaker(engine)
     receiver = Receiver(status=500)
-    policy = notify.DeliveryPolicy(base_delay=1, max_delay=2, max_attempts=2, timeout=2)
+    policy = delivery.DeliveryPolicy(base_delay=1, max_delay=2, max_attempts=2, timeout=2)
     try:
         with factory() as s:
             alert = make_alert(s)
@@ -179,7 +183,7 @@ def test_error_status_retries_then_fails(engine):
         now = datetime.now(UTC)
         for step in range(2):
             with factory() as s:
-                notify.deliver_due(s, policy=policy, now=now + timedelta(seconds=10 * step))
+                delivery.deliver_due(s, policy=policy, now=now + timedelta(seconds=10 * step))
                 s.commit()
         with factory() as s:
             row = s.get(OutboxMessage, msg.id)
@@ -194,7 +198,7 @@ def test_error_status_retries_then_fails(engine):
 def test_background_worker_delivers(engine):
     factory = make_sessionmaker(engine)
     receiver = Receiver()
-    worker = notify.OutboxWorker(factory, policy=notify.DeliveryPolicy(timeout=2),
+    worker = delivery.OutboxWorker(factory, policy=delivery.DeliveryPolicy(timeout=2),
                                  poll_seconds=0.2).start()
     try:
         with factory() as s:
@@ -229,9 +233,9 @@ def test_targets_merge_settings_and_table(db_session):
 
 
 def test_one_worker_per_app(app):
-    first = notify.start_outbox_worker(app)
+    first = delivery.start_outbox_worker(app)
     try:
-        assert notify.start_outbox_worker(app) is first and first.alive
+        assert delivery.start_outbox_worker(app) is first and first.alive
     finally:
         first.stop()
     assert not first.alive
@@ -268,7 +272,7 @@ def wait_for(check, what: str, seconds: float = 30) -> None:
 def test_a_slow_receiver_holds_back_only_its_own_events(engine):
     factory = make_sessionmaker(engine)
     slow, fast = BlockingReceiver(), Receiver()
-    worker = notify.OutboxWorker(factory, policy=notify.DeliveryPolicy(timeout=30),
+    worker = delivery.OutboxWorker(factory, policy=delivery.DeliveryPolicy(timeout=30),
                                  poll_seconds=0.05, concurrency=4).start()
     try:
         with factory() as s:
@@ -302,7 +306,7 @@ def test_a_slow_receiver_holds_back_only_its_own_events(engine):
 def test_a_crash_mid_post_re_sends_only_the_message_in_flight(engine):
     factory = make_sessionmaker(engine)
     receiver = Receiver()
-    policy = notify.DeliveryPolicy(timeout=2)
+    policy = delivery.DeliveryPolicy(timeout=2)
     try:
         with factory() as s:
             alert = make_alert(s)
@@ -315,11 +319,11 @@ def test_a_crash_mid_post_re_sends_only_the_message_in_flight(engine):
             assert outbox_sql.lease_next(s, url, now=now, lease_seconds=32).id == msgs[0].id
             s.commit()
         with factory() as s:  # another worker: the leased message is not sent again yet
-            notify.deliver_due(s, policy=policy, now=now)
+            delivery.deliver_due(s, policy=policy, now=now)
         assert [b["event"] for _, b, _ in receiver.requests] == ["alert.resolved"]
         with factory() as s:  # the lease runs out: sent once
-            notify.deliver_due(s, policy=policy, now=now + timedelta(seconds=33))
-            notify.deliver_due(s, policy=policy, now=now + timedelta(seconds=34))
+            delivery.deliver_due(s, policy=policy, now=now + timedelta(seconds=33))
+            delivery.deliver_due(s, policy=policy, now=now + timedelta(seconds=34))
         assert [b["event"] for _, b, _ in receiver.requests] == ["alert.resolved",
                                                                  "alert.opened"]
     finally:

@@ -1,7 +1,7 @@
 """The testbed a runner reports carries its noise controls; bad values name the field."""
 
 import pytest
-from mallard_api.schemas import core as schemas
+from mallard_wire import results as schemas
 from pydantic import ValidationError
 
 BASE = {"arch": "x86_64", "cpu_model": "Xeon", "cpus": "1", "kernel": "6.1", "governor":

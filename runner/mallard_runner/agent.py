@@ -262,7 +262,8 @@ class Agent:
         return RunRequest(suite=suite, selectors=selectors, cpus=self.cpus, raw_dir=Path(raw),
                           source=source, ref=None, allocator_dir=spec.allocator_dir,
                           trials=spec.trials, warmup=spec.warmup, workloads=spec.workloads,
-                          threads=spec.threads, project=spec.project, branch=spec.branch,
+                          threads=spec.threads, project=spec.project or "mallard",
+                          branch=spec.branch,
                           job_id=job.id, runner_id=self.runner_id)
 
     def handle(self, job: Job, client: ApiClient) -> None:

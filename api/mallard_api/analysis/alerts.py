@@ -37,7 +37,7 @@ def series_key(s: alert_sql.TouchedSeries) -> str:
 
 
 def alert_text(s: alert_sql.TouchedSeries, ch: changepoints.Change) -> str:
-    params = report.params_text(s.params if isinstance(s.params, dict) else {})
+    params = report.params_text(s.params)
     who = s.allocator + (f" {s.variant}" if s.variant else "")
     return (f"{s.workload} {params} {s.measure} on {s.project}/{s.branch} ({who}, {s.arch}): "
             f"{ch.change_pct:+.1f}% [{ch.ci_low_pct:+.1f}%, {ch.ci_high_pct:+.1f}%] "
@@ -73,29 +73,14 @@ def detect_changes(session: Session, trial_ids: list[int], settings: Settings | 
         position = {c: i for i, c in enumerate(commits)}
         existing = alert_sql.alerts_of_series(session, key)
         for ch in changes:
-            alert_sql.add_change_point(
-                session, series_key=key, project=s.project, branch=s.branch,
-                workload=s.workload, params=s.params, arch=s.arch,
-                testbed_fingerprint=s.testbed_fingerprint, allocator=s.allocator,
-                variant=s.variant, measure=s.measure, commit_sha=ch.first_bad_commit,
-                prev_commit_sha=ch.last_good_commit, change_pct=ch.change_pct,
-                ci_low_pct=ch.ci_low_pct, ci_high_pct=ch.ci_high_pct, p_value=ch.p_value,
-                direction=ch.direction)
+            alert_sql.add_change_point(session, s, key, ch)
             if not ch.is_regression:
                 continue
             near = [a for a in existing if a.first_bad_commit in position
                     and abs(position[a.first_bad_commit] - ch.index) < cpol.min_segment]
             if near or alert_sql.verdict_alert_covers(session, key, ch.first_bad_commit):
                 continue
-            alert = alert_sql.add_alert(
-                session, series_key=key, project_id=s.project_id, project=s.project,
-                branch=s.branch, workload=s.workload, params=s.params, threads=s.threads,
-                arch=s.arch, testbed_fingerprint=s.testbed_fingerprint, allocator=s.allocator,
-                variant=s.variant, measure=s.measure, first_bad_commit=ch.first_bad_commit,
-                last_good_commit=ch.last_good_commit, change_pct=ch.change_pct,
-                ci_low_pct=ch.ci_low_pct, ci_high_pct=ch.ci_high_pct, p_value=ch.p_value,
-                before_median=ch.before_median, after_median=ch.after_median,
-                state="open", text=alert_text(s, ch))
+            alert = alert_sql.add_alert(session, s, key, ch, alert_text(s, ch))
             if alert is None:
                 continue
             alert_sql.link_change_point(session, key, ch.first_bad_commit, alert.id)

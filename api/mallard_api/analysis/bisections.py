@@ -60,19 +60,19 @@ def start(session: Session, settings: Settings, project: Project, *, branch: str
 def _comparison(session: Session, settings: Settings, project: Project, b: Bisection,
                 base: str, head: str) -> Comparison:
     threads = [b.threads] if b.threads is not None else None
-    comp = comparison_sql.create(
-        session, project_id=project.id, project=project.name, arch=b.arch,
+    comp = comparison_sql.create(session, Comparison(
+        project_id=project.id, project=project.name, arch=b.arch,
         base={"commit": base, "variant": None}, head={"commit": head, "variant": None},
         base_label=allocator_label({"commit": base}),
         head_label=allocator_label({"commit": head}), workloads=[b.workload],
         threads=threads, suite=settings.suite, trials=settings.trials, warmup=settings.warmup,
         peers=[], hypothesis=None, hypothesis_measure=b.measure, state="queued",
-        max_follow_ups=settings.comparison_max_follow_ups)
+        max_follow_ups=settings.comparison_max_follow_ups))
     spec = comparison_spec(comp, project_repo=project.repo_url,
                                     allocator_dir=project.allocator_dir,
                                     workloads=[b.workload], threads=threads,
                                     trials=settings.trials, peers=[])
-    spec["bisection_id"] = b.id
+    spec = spec.model_copy(update={"bisection_id": b.id})
     job = job_sql.enqueue(session, kind="comparison", arch=b.arch, spec=spec,
                           project_id=project.id, max_attempts=settings.job_max_attempts)
     comparison_sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=0,

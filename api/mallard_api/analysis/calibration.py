@@ -39,7 +39,6 @@ all failed is ``failed`` with a note.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -52,6 +51,7 @@ from mallard_api.analysis.measures import is_deterministic
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.calibration import Calibration
+from mallard_api.params import params_key
 from mallard_api.sql import calibrations as sql
 from mallard_api.sql import comparisons as comparison_sql
 from mallard_api.sql import jobs as job_sql
@@ -89,13 +89,13 @@ def queue_comparison(session: Session, cal: Calibration, settings: Settings, *,
     project = project_sql.get(session, cal.project)
     base = {"commit": cal.commit_sha, "variant": cal.variant or None}
     head = {"commit": cal.commit_sha, "variant": head_variant(cal.variant, ns) or None}
-    comp = comparison_sql.create(
-        session, project_id=cal.project_id, project=cal.project, arch=cal.arch, base=base,
+    comp = comparison_sql.create(session, Comparison(
+        project_id=cal.project_id, project=cal.project, arch=cal.arch, base=base,
         head=head, base_label=analysis.allocator_label(base),
         head_label=analysis.allocator_label(head), workloads=workloads,
         threads=cal.threads, suite=cal.suite, trials=cal.trials, warmup=settings.warmup,
         peers=[], state="queued", max_follow_ups=settings.calibration_follow_ups,
-        calibration_id=cal.id, canary_pct=canary_pct)
+        calibration_id=cal.id, canary_pct=canary_pct))
     spec = analysis.comparison_spec(
         comp, project_repo=project.repo_url if project else "",
         allocator_dir=project.allocator_dir if project else "allocator",
@@ -157,10 +157,6 @@ def advance(session: Session, calibration_id: int, settings: Settings) -> None:
     finish(session, cal, settings)
 
 
-def _pkey(params: dict[str, Any]) -> str:
-    return json.dumps(params, sort_keys=True, separators=(",", ":"))
-
-
 def result_rows(session: Session, comps: list[Comparison], settings: Settings
                 ) -> list[dict[str, Any]]:
     """The per-series rows of the module doc from the settled comparisons."""
@@ -176,7 +172,7 @@ def result_rows(session: Session, comps: list[Comparison], settings: Settings
         for cell in comparison_sql.cells(session, comp.id):
             if cell.verdict == stats.DIAGNOSTIC:
                 continue
-            key = (fp, cell.workload, _pkey(cell.params), cell.measure)
+            key = (fp, cell.workload, params_key(cell.params), cell.measure)
             meta[key] = (cell.params, cell.threads)
             if comp.canary_pct is None:
                 aa[key].append(cell.verdict)
@@ -189,7 +185,7 @@ def result_rows(session: Session, comps: list[Comparison], settings: Settings
                 if r.label not in ("base", "head") or r.testbed_fingerprint != fp:
                     continue
                 for m, v in r.measures.items():
-                    sides[(fp, r.workload, _pkey(r.params), m)][r.label].append(float(v))
+                    sides[(fp, r.workload, params_key(r.params), m)][r.label].append(float(v))
             for key, by_side in sides.items():
                 for values in by_side.values():
                     cv = stats.robust_cv_pct(values)
@@ -250,7 +246,7 @@ def bands(session: Session, fingerprint: str | None
     ids: set[int] = set()
     for r in sql.latest_noise(session, fingerprint):
         if r["band_pct"] is not None:
-            out[(r["workload"], _pkey(r["params"]), r["measure"])] = float(r["band_pct"])
+            out[(r["workload"], params_key(r["params"]), r["measure"])] = float(r["band_pct"])
             ids.add(int(r["calibration_id"]))
     return out, sorted(ids)
 

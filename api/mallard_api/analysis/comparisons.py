@@ -25,16 +25,17 @@ its comparison for the worker (:func:`jobs_changed`), so no comparison stays ``r
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
+from mallard_wire.jobs import JobSpec, SpecAllocator
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import calibration, explain, followups, report, stats
+from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.hypothesis import Hypothesis
 from mallard_api.analysis.measures import (
     EMULATED_REASON,
@@ -46,8 +47,9 @@ from mallard_api.analysis.measures import (
 )
 from mallard_api.analysis.policy import Policy, stats_policy
 from mallard_api.config import Settings, get_settings
-from mallard_api.models.analysis import Comparison, ComparisonCell
+from mallard_api.models.analysis import Comparison
 from mallard_api.models.core import Job
+from mallard_api.params import params_key
 from mallard_api.sql import comparisons as sql
 from mallard_api.sql import followups as followup_sql
 from mallard_api.sql import jobs as job_sql
@@ -63,24 +65,19 @@ def allocator_label(side: dict[str, Any], name: str = "mallard") -> str:
 
 def comparison_spec(comp: Comparison, *, project_repo: str, allocator_dir: str,
                     workloads: list[str] | None, threads: list[int] | None, trials: int,
-                    peers: list[str], round: int = 0) -> dict[str, Any]:
+                    peers: list[str], round: int = 0) -> JobSpec:
     """The job spec of contracts §5 for a comparison (labels base, head, peer)."""
-    return {
-        "project": comp.project, "repo_url": project_repo, "allocator_dir": allocator_dir,
-        "suite": comp.suite, "workloads": workloads, "threads": threads, "trials": trials,
-        "warmup": comp.warmup,
-        "allocators": [
-            {"label": "base", "name": "mallard", "commit": comp.base.get("commit"),
-             "variant": comp.base.get("variant")},
-            {"label": "head", "name": "mallard", "commit": comp.head.get("commit"),
-             "variant": comp.head.get("variant")},
-        ] + [{"label": "peer", "name": p} for p in peers],
-        "comparison_id": comp.id, "round": round,
-    }
-
-
-def _pkey(params: dict[str, Any]) -> str:
-    return json.dumps(params, sort_keys=True, separators=(",", ":"))
+    return JobSpec(
+        project=comp.project, repo_url=project_repo, allocator_dir=allocator_dir,
+        suite=comp.suite, workloads=workloads, threads=threads, trials=trials,
+        warmup=comp.warmup,
+        allocators=[
+            SpecAllocator(label="base", name="mallard", commit=comp.base.get("commit"),
+                          variant=comp.base.get("variant")),
+            SpecAllocator(label="head", name="mallard", commit=comp.head.get("commit"),
+                          variant=comp.head.get("variant")),
+        ] + [SpecAllocator(label="peer", name=p) for p in peers],
+        comparison_id=comp.id, round=round)
 
 
 def _direction(measure: str, known: dict[str, bool]) -> bool:
@@ -88,8 +85,8 @@ def _direction(measure: str, known: dict[str, bool]) -> bool:
 
 
 def compute_cells(session: Session, comp: Comparison, policy: Policy
-                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
-    """(cell rows, peer medians, note) from the comparison's trials."""
+                  ) -> tuple[list[CellRow], list[dict[str, Any]], str | None]:
+    """(cells, peer medians, note) from the comparison's trials."""
     rows = sql.trials(session, comp.id)
     if not rows:
         return [], [], None
@@ -110,7 +107,7 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
     params_of: dict[tuple[str, str], tuple[dict[str, Any], int | None]] = {}
     peer_values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for r in rows:
-        pk = _pkey(r.params)
+        pk = params_key(r.params)
         params_of[(r.workload, pk)] = (r.params, r.threads)
         for m, v in r.measures.items():
             if r.label in ("base", "head"):
@@ -142,14 +139,8 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
         params, threads = params_of[(k[0], k[1])]
         if why is not None:
             line = f"{line} (not judged: {why})"
-        out.append(dict(
-            workload=k[0], params=params, threads=threads, measure=k[2],
-            higher_is_better=s.higher_is_better, base_median=s.base_median,
-            head_median=s.head_median, ratio=s.ratio, diff_pct=s.diff_pct,
-            ci_low_pct=s.ci_low_pct, ci_high_pct=s.ci_high_pct, p_value=s.p_value,
-            p_adjusted=s.p_adjusted, n_base=s.n_base, n_head=s.n_head,
-            robust_base=s.robust_base, robust_head=s.robust_head, verdict=s.verdict,
-            mde_pct=s.mde_pct, unjudged_reason=why, line=line))
+        out.append(CellRow.of(s, workload=k[0], params=params, threads=threads,
+                              measure=k[2], line=line, unjudged_reason=why))
     peers = [
         {"workload": wl, "params": params_of[(wl, pk)][0], "allocator": alloc,
          "median": float(statistics.median(vs))}
@@ -176,7 +167,7 @@ def update_comparison(session: Session, comp: Comparison, settings: Settings | N
 
 
 def refresh_state(session: Session, comp: Comparison,
-                  cells: list[dict[str, Any]] | None = None,
+                  cells: list[CellRow] | None = None,
                   settings: Settings | None = None) -> None:
     """Settle ``comp.state`` from its jobs and cells; queue a follow-up when due."""
     if comp.state in ("done", "failed"):
@@ -187,11 +178,7 @@ def refresh_state(session: Session, comp: Comparison,
             comp.state = "running"
         return
     if cells is None:
-        cells = [
-            {"verdict": c.verdict, "measure": c.measure, "workload": c.workload,
-             "threads": c.threads, "params": c.params, "mde_pct": c.mde_pct}
-            for c in sql.cells(session, comp.id)
-        ]
+        cells = sql.cells(session, comp.id)
     if not cells:
         if jobs and all(j.state in ("failed", "cancelled") for j in jobs):
             comp.state = "failed"
@@ -227,32 +214,23 @@ def queue_follow_up(session: Session, comp: Comparison, groups: list[followups.G
     """One job per planned workload x threads group, all of the next round."""
     round_ = comp.follow_ups + 1
     first = session.get(Job, jobs[0].job_id) if jobs else None
-    spec0 = dict(first.spec) if first is not None else {}
+    if first is None:
+        raise ValueError(f"comparison {comp.id} has no job to follow up")
+    first_spec = JobSpec.model_validate(first.spec)
     out = []
     for g in groups:
         spec = comparison_spec(
-            comp, project_repo=spec0.get("repo_url", ""),
-            allocator_dir=spec0.get("allocator_dir", "allocator"), workloads=[g.workload],
+            comp, project_repo=first_spec.repo_url,
+            allocator_dir=first_spec.allocator_dir, workloads=[g.workload],
             threads=None if g.threads is None else [g.threads], trials=g.trials, peers=[],
             round=round_)
-        job = job_sql.enqueue(session, kind=first.kind if first is not None else "comparison",
-                              arch=comp.arch, spec=spec, project_id=comp.project_id,
-                              max_attempts=first.max_attempts if first is not None else 3)
+        job = job_sql.enqueue(session, kind=first.kind, arch=comp.arch, spec=spec,
+                              project_id=comp.project_id, max_attempts=first.max_attempts)
         sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=round_,
                      trials=g.trials)
         out.append(job)
     comp.follow_ups = round_
     return out
-
-
-def cell_stats(c: ComparisonCell) -> stats.CellStats:
-    return stats.CellStats(
-        n_base=c.n_base, n_head=c.n_head, robust_base=c.robust_base, robust_head=c.robust_head,
-        base_median=c.base_median, head_median=c.head_median, ratio=c.ratio,
-        diff_pct=c.diff_pct, ci_low_pct=c.ci_low_pct, ci_high_pct=c.ci_high_pct,
-        p_value=c.p_value, p_adjusted=c.p_adjusted, verdict=c.verdict,
-        higher_is_better=c.higher_is_better, primary=c.verdict != stats.DIAGNOSTIC,
-        mde_pct=c.mde_pct)
 
 
 def hypothesis_of(comp: Comparison) -> Hypothesis | None:
@@ -265,10 +243,10 @@ def hypothesis_of(comp: Comparison) -> Hypothesis | None:
 def render_report(session: Session, comp: Comparison) -> str:
     """The text report of GET /comparisons/{id}/report."""
     cells = sql.cells(session, comp.id)
-    rcells = [report.ReportCell(c.workload, c.params, c.measure, cell_stats(c)) for c in cells]
+    rcells = [report.ReportCell(c.workload, c.params, c.measure, c.stats()) for c in cells]
     peers: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     for p in comp.peer_medians or []:
-        peers[(p["workload"], report.params_key(p["params"]))][p["allocator"]] = p["median"]
+        peers[(p["workload"], params_key(p["params"]))][p["allocator"]] = p["median"]
     testbed = None
     if comp.testbed_fingerprint:
         testbed = f"{comp.cpu_model or 'unknown CPU'} ({comp.testbed_fingerprint[:12]})"

@@ -1,6 +1,6 @@
 """What a comparison shows beyond its cells, made from the same cells: the counters that
 moved most and the speed x memory label under each cell, and the thread-scaling curves.
-One place builds them for the text report (``report.Extras``) and for the JSON answer of
+One place builds them for the text report (``extras.Extras``) and for the JSON answer of
 ``GET /comparisons/{id}`` (``explain`` below), so the two never disagree."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from dataclasses import asdict
 from typing import Any
 
 from mallard_api.analysis import curves, joint, moved
-from mallard_api.analysis.report import Extras, ReportCell, params_key
+from mallard_api.analysis.extras import Extras
+from mallard_api.analysis.report import ReportCell
+from mallard_api.params import params_key
 
 
 def report_extras(cells: Sequence[ReportCell], cpus: str | None) -> Extras:

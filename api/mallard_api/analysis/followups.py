@@ -24,18 +24,18 @@ threads group, each with its own trial count.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 from mallard_api.analysis import report
+from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.measures import is_deterministic
 from mallard_api.analysis.policy import Policy
 from mallard_api.analysis.power import trials_for_mde
 from mallard_api.analysis.stats import robust_cv_pct
+from mallard_api.params import params_key
 from mallard_api.sql.comparisons import TrialRow
 
 
@@ -54,18 +54,13 @@ class Plan:
     note: str | None = None  # why no (or a smaller) follow-up, when that is the case
 
 
-def _pkey(params: dict[str, Any]) -> str:
-    return json.dumps(params, sort_keys=True, separators=(",", ":"))
+def unknown_primary(cells: list[CellRow]) -> list[CellRow]:
+    return [c for c in cells if c.verdict == "unknown" and not report.is_counter(c.measure)]
 
 
-def unknown_primary(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [c for c in cells
-            if c["verdict"] == "unknown" and not report.is_counter(c["measure"])]
-
-
-def mde_reached(cells: list[dict[str, Any]], target: float) -> str:
+def mde_reached(cells: list[CellRow], target: float) -> str:
     """``3 unknown primary cells reached mde 2.4-9.1% (target 2.0%)``."""
-    mdes = [c.get("mde_pct") for c in cells]
+    mdes = [c.mde_pct for c in cells]
     known = [m for m in mdes if m is not None and math.isfinite(m)]
     span = "n/a" if not known else (f"{min(known):.1f}%" if len(set(known)) == 1 else
                                     f"{min(known):.1f}-{max(known):.1f}%")
@@ -73,7 +68,7 @@ def mde_reached(cells: list[dict[str, Any]], target: float) -> str:
     return f"{len(cells)} unknown primary {noun} reached mde {span} (target {target:.1f}%)"
 
 
-def plan(unknown: list[dict[str, Any]], rows: list[TrialRow], *, step: int, warmup: int,
+def plan(unknown: list[CellRow], rows: list[TrialRow], *, step: int, warmup: int,
          budget_left: float, policy: Policy) -> Plan:
     """The next round for ``unknown`` cells from the comparison's trials (module doc)."""
     sides: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(
@@ -82,7 +77,7 @@ def plan(unknown: list[dict[str, Any]], rows: list[TrialRow], *, step: int, warm
     for r in rows:
         if r.label not in ("base", "head"):
             continue
-        pk = _pkey(r.params)
+        pk = params_key(r.params)
         for m, v in r.measures.items():
             sides[(r.workload, pk, m)][r.label].append(float(v))
         w = r.measures.get("wall_seconds")
@@ -90,9 +85,9 @@ def plan(unknown: list[dict[str, Any]], rows: list[TrialRow], *, step: int, warm
             wall[(r.workload, r.threads)].append(float(w))
     extra: dict[tuple[str, int | None], int] = {}
     for c in unknown:
-        s = sides.get((c["workload"], _pkey(c["params"]), c["measure"]))
+        s = sides.get((c.workload, params_key(c.params), c.measure))
         add = step
-        if s and s["base"] and s["head"] and not is_deterministic(c["measure"]):
+        if s and s["base"] and s["head"] and not is_deterministic(c.measure):
             b = [v for v in s["base"] if math.isfinite(v)]
             h = [v for v in s["head"] if math.isfinite(v)]
             noises = [n for n in (robust_cv_pct(b), robust_cv_pct(h))
@@ -101,7 +96,7 @@ def plan(unknown: list[dict[str, Any]], rows: list[TrialRow], *, step: int, warm
                 noise = math.sqrt(sum(n * n for n in noises) / len(noises))
                 needed = trials_for_mde(noise, policy=policy) or policy.max_trials
                 add = max(needed - min(len(b), len(h)), step)
-        key = (c["workload"], c["threads"])
+        key = (c.workload, c.threads)
         extra[key] = max(extra.get(key, 0), add)
     groups = []
     for (workload, threads), n in sorted(extra.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mallard_api.analysis.report import ReportCell, params_key
+from mallard_api.analysis.report import ReportCell
+from mallard_api.params import params_key
 
 SPEED = "ops_per_sec"
 MEMORY = "max_rss_bytes"

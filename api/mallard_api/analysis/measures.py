@@ -52,9 +52,9 @@ MEASURES: dict[str, tuple[str, bool]] = {
         "transfer_waits", "central_refills", "pages_reclaimed")},
 }
 
-# Counted by simulation (valgrind cachegrind): the same on every run (stats module doc).
+# Counted by simulation (valgrind cachegrind): the same on every run (docs/statistics.md).
 DETERMINISTIC_MEASURES = frozenset({"instructions", "d1_misses", "llc_misses"})
-# Get a verdict; every other measure is a diagnostic (module doc).
+# Get a verdict; every other measure is a diagnostic (module doc, docs/statistics.md).
 PRIMARY_MEASURES = frozenset({"ops_per_sec", "max_rss_bytes", "instructions", "llc_misses"})
 
 LOWER_IS_BETTER_SUFFIXES = ("_seconds", "_bytes", "_ns", "_per_op", "_misses", "_instructions",

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mallard_api.analysis.report import ReportCell, is_counter, params_key
+from mallard_api.analysis.report import ReportCell, is_counter
+from mallard_api.params import params_key
 
 TOP = 3
 

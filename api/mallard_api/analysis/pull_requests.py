@@ -16,13 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mallard_wire.fields import FULL_SHA
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from mallard_api import forges
 from mallard_api.analysis.comparisons import allocator_label, comparison_spec
 from mallard_api.config import Settings
-from mallard_api.fields import FULL_SHA
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.core import Project
 from mallard_api.models.verdicts import ForgeComment
@@ -81,13 +81,13 @@ def handle(session: Session, settings: Settings, project: Project, pr: PullReque
            ) -> tuple[int, int]:
     """Queue the comparison base vs head (default arch); (comparison id, job id)."""
     arch = settings.default_arch
-    comp = comparison_sql.create(
-        session, project_id=project.id, project=project.name, arch=arch,
+    comp = comparison_sql.create(session, Comparison(
+        project_id=project.id, project=project.name, arch=arch,
         base={"commit": pr.base, "variant": None}, head={"commit": pr.head, "variant": None},
         base_label=allocator_label({"commit": pr.base}),
         head_label=allocator_label({"commit": pr.head}), workloads=None, threads=None,
         suite=settings.suite, trials=settings.trials, warmup=settings.warmup, peers=[],
-        hypothesis=None, state="queued", max_follow_ups=settings.comparison_max_follow_ups)
+        hypothesis=None, state="queued", max_follow_ups=settings.comparison_max_follow_ups))
     spec = comparison_spec(comp, project_repo=project.repo_url,
                            allocator_dir=project.allocator_dir, workloads=None, threads=None,
                            trials=settings.trials, peers=[])

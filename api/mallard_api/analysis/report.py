@@ -32,11 +32,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from mallard_api.analysis.extras import Extras
 from mallard_api.analysis.hypothesis import Hypothesis, hypothesis_outcome
 from mallard_api.analysis.measures import THROUGHPUT
 from mallard_api.analysis.stats import DIAGNOSTIC, CellStats
+from mallard_api.params import params_key
 
 # Raw allocator counts the runner reports as diagnostics (contracts section 2); with the
 # hit ratios they are the counters ranked by ``mallard_api.analysis.moved``.
@@ -146,38 +148,6 @@ class ReportHeader:
     notes: list[str] = field(default_factory=list)
 
 
-class _Line(Protocol):
-    def text(self) -> str: ...
-
-
-class _Curve(Protocol):
-    def summary(self) -> str: ...
-
-    def plot(self) -> list[str]: ...
-
-
-@dataclass
-class Extras:
-    """What the report prints beyond the cells, keyed by ``(workload, params_key)``:
-    the counters that moved most (one line), the speed x memory label, and the curves."""
-
-    moved: Mapping[tuple[str, str], str] = field(default_factory=dict)
-    joint: Mapping[tuple[str, str], _Line] = field(default_factory=dict)
-    curves: Sequence[_Curve] = ()
-
-    def under(self, key: tuple[str, str]) -> list[str]:
-        lines = []
-        if key in self.moved:
-            lines.append(self.moved[key])
-        if key in self.joint:
-            lines.append(self.joint[key].text())
-        return lines
-
-
-def _params_key(params: Mapping[str, Any]) -> str:
-    return repr(sorted(params.items()))
-
-
 def _measure_order(measure: str) -> tuple[int, str]:
     if measure == THROUGHPUT:
         return (0, measure)
@@ -235,7 +205,7 @@ def format_report(
     vary = varying_keys(cells)
     groups: dict[str, dict[str, list[ReportCell]]] = {}
     for c in cells:
-        groups.setdefault(c.workload, {}).setdefault(_params_key(c.params), []).append(c)
+        groups.setdefault(c.workload, {}).setdefault(params_key(c.params), []).append(c)
     outcomes: list[str] = []
     for workload in sorted(groups):
         out.append("")
@@ -314,8 +284,3 @@ def peer_lines(ref: Mapping[str, float], group: Sequence[ReportCell]) -> list[st
         for name, val in sorted(values.items())
         if name != ref_name
     ]
-
-
-def params_key(params: Mapping[str, Any]) -> str:
-    """The key ``format_report`` uses to match peer medians to cells."""
-    return _params_key(params)

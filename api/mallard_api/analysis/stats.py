@@ -1,104 +1,18 @@
-"""The statistics policy (how a comparison reaches a verdict), as pure functions.
+"""One comparison cell, as pure functions: which trials are robust (median/MAD), the
+ratio of medians with its bootstrap interval, the Mann-Whitney p-value, the
+Benjamini-Hochberg adjustment over the primary cells, and the verdict rule, with its
+deterministic variant for cachegrind's counts (rules D1-D3).
 
-One *cell* is one workload x params x measure of a comparison: the robust
-trials of the base against the robust trials of the head.
-
-Per cell
---------
-* **Outliers** are *marked*, never dropped from storage: a trial is robust when
-  ``|x - median| <= k * scale`` with ``k = 3.5`` and ``scale = 1.4826 * MAD``
-  (the MAD scaled to a normal sigma; Iglewicz & Hoaglin's modified z-score).
-  When the MAD is 0 (more than half the trials identical) the scale falls back to
-  ``1.2533 * mean absolute deviation``; when that is 0 too every trial is
-  identical and robust (deterministic measures such as callgrind instructions).
-  The report says "10 trials, 9 robust"; the statistics below use robust trials.
-* **Difference**: ``ratio = median(head) / median(base)``, shown as
-  ``diff_pct = (ratio - 1) * 100``. Its confidence interval is a seeded
-  two-sample percentile bootstrap of that ratio (``scipy.stats.bootstrap``,
-  independent resampling of each side; percentile rather than BCa because BCa is
-  undefined for zero-variance cells). A fixed seed makes every report
-  reproducible.
-* **p-value**: two-sided Mann-Whitney U (``scipy.stats.mannwhitneyu``); 1.0 when
-  every robust value on both sides is identical.
-
-Across the cells of one comparison
-----------------------------------
-The p-values of the *primary* cells (below) are adjusted with **Benjamini-Hochberg**
-(``scipy.stats.false_discovery_control``); diagnostics take no part.
-Why BH and not Holm: a comparison tests tens of cells (workloads x threads x
-measures) that are strongly *positively* dependent (one code change moves
-``ops_per_sec`` and ``wall_seconds`` together), the setting in which BH controls
-the false discovery rate; Holm controls the family-wise error and, with tens of
-cells, turns most real 2-5% effects into ``unknown``, which costs a follow-up run
-each. A false ``regressed`` is further guarded by the effect-size gate below
-(|change| >= the minimum effect and an interval excluding 0), so the FDR is the
-right error to spend.
-
-Verdict rule (exact, in this order)
------------------------------------
-With ``nb, nh`` the robust trials per side, ``[lo, hi]`` the interval of the
-change in percent, ``p`` the adjusted p-value, ``m`` the minimum effect (percent,
-setting ``min_effect_pct``, default 1.0) and ``alpha`` (default 0.05):
-
-1. ``unknown`` when ``min(nb, nh) < min_trials`` (default 5) or the ratio is
-   undefined (base median 0).
-2. ``same`` when ``-m < lo`` and ``hi < m``: the whole interval lies inside the
-   practical-equivalence band (equivalence by confidence interval).
-3. ``improved`` / ``regressed`` when ``p < alpha`` and the interval excludes 0
-   (``lo > 0`` or ``hi < 0``) and ``|diff| >= m``. The direction of the change
-   (head above or below base) becomes better/worse through the measure's
-   ``higher_is_better`` (contracts section 4).
-4. ``same`` when ``p >= alpha``, the interval contains 0, ``|diff| < m``, at least
-   ``settle_trials`` (default 10) trials ran per side (robust or not) and the interval
-   is no wider than ``±settle_max_half_width_pct`` (default 3%): no evidence of a
-   difference, a point estimate inside the band, enough trials to have looked, and
-   an interval narrow enough that "same" means something (a ±16% interval is
-   ``unknown``, however many trials ran).
-
-   A series calibrated on its testbed has its own **SAME band** ``b``
-   (``same_band_pct``; its calibrated CV clamped to ``[min_effect_pct, 10%]``,
-   ``calibration.py``): rule 2 reads ``-b < lo and hi < b`` (the interval inside the
-   band the testbed's own noise allows) and rule 4 bounds the half-width by ``b``
-   instead of ``settle_max_half_width_pct``. Rule 3 is unchanged: a change of at least
-   ``m`` is still a verdict when the test says so.
-5. ``unknown`` otherwise: the interval straddles the band edge, or the effect is
-   significant but smaller than the band can decide, or too few trials to settle.
-   A comparison asks for more trials (a follow-up) while unknowns remain, up to a cap.
-
-Deterministic measures (one valgrind run per side)
---------------------------------------------------
-``DETERMINISTIC_MEASURES`` (``instructions``, ``d1_misses``, ``llc_misses``) are counted
-by valgrind's cachegrind (instructions executed, simulated D1 and last-level misses),
-which gives the same count on every run of a workload that repeats (the runner runs
-only those under valgrind; runner/README.md lists them with their measured spread).
-Hardware counters from ``perf`` (``hw_instructions``, ``hw_cycles``,
-``hw_llc_misses``) are *not* deterministic: they are judged by the rule above like
-any timing. With ``t`` = ``deterministic_tolerance_pct`` (default 0.1, the
-repeatability bound), ``e`` = ``deterministic_min_effect_pct`` (default 0.25) and
-``c`` = ``deterministic_min_count`` (default 20: small counts, such as a workload's
-1,500 LLC misses, wobble by a few units from run to run under valgrind):
-
-D1. ``unknown`` when a side has fewer than ``min_trials_deterministic`` (default 1)
-    values or the base median is 0.
-D2. When a side's values deviate from their median by more than ``t`` (a follow-up
-    that repeats the run gives a second value), the count did not repeat: the cell is
-    judged by the noisy rule above instead (rank test, interval, trials).
-D3. Otherwise ``diff`` is the change of the medians; the interval is the range of
-    ``head_i / base_j - 1`` over all pairs (one point with one value a side); there is
-    no p-value. ``improved`` / ``regressed`` when ``|diff| > t``, ``|diff| >= e`` and
-    the medians differ by at least ``c`` counts; ``same`` otherwise. So +0.5%
-    instructions is ``regressed`` on every run, and a 0.05% wobble is ``same``. The
-    MDE of such a cell is ``max(t, e, 100 * c / base median)`` (``power``).
-
-Which measures are primary, diagnostic or deterministic: ``measures``. The minimum
-detectable effect of a cell: ``power``. The tunable numbers: ``policy.Policy``.
+docs/statistics.md states the policy in full; the rules are numbered there as they are
+referred to here. Which measures are primary, diagnostic or deterministic: `measures`.
+The minimum detectable effect of a cell: `power`. The tunable numbers: `policy.Policy`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -113,7 +27,7 @@ DIAGNOSTIC = "diagnostic"  # the verdict column of a diagnostic cell: it has non
 
 
 def robust_mask(values: Sequence[float] | NDArray[np.float64], k: float = 3.5) -> NDArray[np.bool_]:
-    """True for robust trials, False for outliers (median/MAD rule, see module doc)."""
+    """True for robust trials, False for outliers (the median/MAD rule, docs/statistics.md)."""
     x = np.asarray(values, dtype=np.float64)
     if x.size == 0:
         return np.zeros(0, dtype=bool)
@@ -148,8 +62,9 @@ def _median_ratio(head: NDArray[np.float64], base: NDArray[np.float64], axis: in
 
 
 @dataclass
-class CellStats:
-    """Statistics of one cell. Percentages are of the base median."""
+class CellNumbers:
+    """The numbers of one cell that are stored and shown (`cells.CellRow` adds what the
+    cell is). Percentages are of the base median."""
 
     n_base: int
     n_head: int
@@ -165,9 +80,20 @@ class CellStats:
     p_adjusted: float | None = None
     verdict: str = "unknown"
     higher_is_better: bool = True
+    mde_pct: float | None = None
+
+
+def numbers_of(cell: CellNumbers) -> dict[str, Any]:
+    """The `CellNumbers` fields of any cell record, by name."""
+    return {f.name: getattr(cell, f.name) for f in fields(CellNumbers)}
+
+
+@dataclass
+class CellStats(CellNumbers):
+    """Statistics of one cell as computed, with what only the computation knows."""
+
     deterministic: bool = False
     primary: bool = True
-    mde_pct: float | None = None
     noise_pct: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -275,7 +201,7 @@ def _compare_deterministic(b: NDArray[np.float64], h: NDArray[np.float64], hib: 
 
 
 def decide(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> str:
-    """The verdict rule of the module doc, for a cell whose ``p_adjusted`` is set
+    """The verdict rule (docs/statistics.md), for a cell whose ``p_adjusted`` is set
     (deterministic and diagnostic cells need none)."""
     if not cell.primary:
         return DIAGNOSTIC

@@ -24,6 +24,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from mallard_wire.jobs import SpecAllocator
 from sqlalchemy.orm import Session
 
 from mallard_api import notify
@@ -65,18 +66,18 @@ def queue_commit(session: Session, settings: Settings, project: Project, *, bran
         if v.arch == arch and v.state == "deferred" and (base is None or base == sha):
             v.state = "baseline"  # measured alone: the start of its branch's history
     if base is not None and base != sha:
-        comp = comparison_sql.create(
-            session, project_id=project.id, project=project.name, arch=arch,
+        comp = comparison_sql.create(session, Comparison(
+            project_id=project.id, project=project.name, arch=arch,
             base={"commit": base, "variant": None}, head={"commit": sha, "variant": None},
             base_label=allocator_label({"commit": base}),
             head_label=allocator_label({"commit": sha}), workloads=None,
             threads=None, suite=settings.suite, trials=settings.trials,
             warmup=settings.warmup, peers=settings.peer_list, hypothesis=None,
-            state="queued", max_follow_ups=settings.verdict_max_follow_ups)
-        spec["allocators"].insert(0, {"label": "base", "name": "mallard", "commit": base,
-                                      "variant": None})
-        spec["comparison_id"] = comp.id
-        spec["round"] = 0
+            state="queued", max_follow_ups=settings.verdict_max_follow_ups))
+        spec = spec.model_copy(update={
+            "allocators": [SpecAllocator(label="base", name="mallard", commit=base),
+                           *spec.allocators],
+            "comparison_id": comp.id, "round": 0})
     job = job_sql.enqueue(session, kind="commit", arch=arch, spec=spec,
                           project_id=project.id, max_attempts=settings.job_max_attempts)
     if comp is not None and base is not None:
@@ -230,8 +231,8 @@ def open_alert(session: Session, settings: Settings, comp: Comparison, v: Commit
             f"{worst['workload']} threads={worst['threads']} {worst['measure']} "
             f"{worst['diff_pct']:+.1f}% [{worst['ci_low_pct']:+.1f}%, "
             f"{worst['ci_high_pct']:+.1f}%]")
-    alert = alert_sql.add_alert(
-        session, series_key=verdict_series_key(comp.project, v.branch, v.arch),
+    alert = alert_sql.add_alert_row(session, Alert(
+        series_key=verdict_series_key(comp.project, v.branch, v.arch),
         project_id=v.project_id, project=comp.project, branch=v.branch,
         workload=worst["workload"], params=worst["params"], threads=worst["threads"],
         arch=v.arch, testbed_fingerprint=comp.testbed_fingerprint or "",
@@ -239,7 +240,7 @@ def open_alert(session: Session, settings: Settings, comp: Comparison, v: Commit
         first_bad_commit=v.commit_sha, last_good_commit=v.base_sha,
         change_pct=worst["diff_pct"] or 0.0, ci_low_pct=worst["ci_low_pct"],
         ci_high_pct=worst["ci_high_pct"], p_value=None, before_median=base_med,
-        after_median=head_med, state="open", text=text, source="verdict", cells=cells)
+        after_median=head_med, state="open", text=text, source="verdict", cells=cells))
     if alert is None:
         return None
     notify.enqueue_alert_event(session, alert, "alert.opened",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
+from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import alerts
@@ -13,7 +14,7 @@ from mallard_api.deps import get_session
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.analysis import Alert
 from mallard_api.schemas.analysis import AlertOut, LabelIn
-from mallard_api.schemas.base import INT32_MAX, ErrorOut
+from mallard_api.schemas.base import ErrorOut
 from mallard_api.sql import alerts as sql
 
 router = APIRouter(prefix="/alerts", tags=["alerts"], route_class=StrictJsonRoute,

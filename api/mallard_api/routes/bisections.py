@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
+from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import bisections
@@ -15,7 +16,7 @@ from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.verdicts import Bisection, ProjectForge
-from mallard_api.schemas.base import INT32_MAX, ErrorOut
+from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.verdicts import BisectionIn, BisectionOut, ForgeIn, ForgeOut, TriageOut
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import projects as project_sql

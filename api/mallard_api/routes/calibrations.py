@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request
+from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import calibration
@@ -14,7 +15,7 @@ from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.calibration import Calibration
-from mallard_api.schemas.base import INT32_MAX, ErrorOut
+from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.calibration import (
     CalibrationIn,
     CalibrationOut,

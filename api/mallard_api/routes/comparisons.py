@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse
+from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import comparisons
@@ -18,7 +19,6 @@ from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.analysis import Comparison
 from mallard_api.schemas.analysis import (
-    CellOut,
     ComparisonDetail,
     ComparisonIn,
     ComparisonOut,
@@ -29,7 +29,7 @@ from mallard_api.schemas.analysis import (
     MovedOut,
     PeerOut,
 )
-from mallard_api.schemas.base import INT32_MAX, ErrorOut
+from mallard_api.schemas.base import ErrorOut
 from mallard_api.sql import comparisons as sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import projects as project_sql
@@ -73,8 +73,8 @@ def create_comparison(body: ComparisonIn, request: Request, session: DB, _: User
     arch = body.arch or settings.default_arch
     base = body.base.model_dump()
     head = body.head.model_dump()
-    comp = sql.create(
-        session, project_id=project.id, project=project.name, arch=arch, base=base, head=head,
+    comp = sql.create(session, Comparison(
+        project_id=project.id, project=project.name, arch=arch, base=base, head=head,
         base_label=comparisons.allocator_label(base), head_label=comparisons.allocator_label(head),
         workloads=body.workloads, threads=body.threads, suite=suite,
         trials=trials, warmup=settings.warmup if body.warmup is None else body.warmup,
@@ -83,7 +83,7 @@ def create_comparison(body: ComparisonIn, request: Request, session: DB, _: User
         hypothesis_high_pct=hyp.high_pct if hyp else None,
         hypothesis_measure=hyp.measure if hyp else None, state="queued",
         max_follow_ups=(settings.comparison_max_follow_ups
-                        if body.max_follow_ups is None else body.max_follow_ups))
+                        if body.max_follow_ups is None else body.max_follow_ups)))
     spec = comparisons.comparison_spec(
         comp, project_repo=project.repo_url, allocator_dir=project.allocator_dir,
         workloads=body.workloads, threads=body.threads, trials=trials, peers=comp.peers)
@@ -119,19 +119,17 @@ def _load(session: Session, comparison_id: int) -> Comparison:
             responses={404: {"model": ErrorOut}})
 def get_comparison(comparison_id: ComparisonPath, session: DB, _: AnyRole) -> ComparisonDetail:
     comp = _load(session, comparison_id)
-    rows = sql.cells(session, comp.id)
-    cells = [CellOut.model_validate(c, from_attributes=True) for c in rows]
+    cells = sql.cells(session, comp.id)
     hyp = comparisons.hypothesis_of(comp)
     checks = [] if hyp is None else [
         HypothesisCheck(
             workload=c.workload, params=c.params, threads=c.threads, measure=c.measure,
             expected_low_pct=hyp.low_pct, expected_high_pct=hyp.high_pct,
             diff_pct=c.diff_pct, ci_low_pct=c.ci_low_pct, ci_high_pct=c.ci_high_pct,
-            outcome=hypothesis_outcome(hyp, comparisons.cell_stats(c)))
-        for c in rows if c.measure == hyp.measure
+            outcome=hypothesis_outcome(hyp, c.stats()))
+        for c in cells if c.measure == hyp.measure
     ]
-    rcells = [ReportCell(c.workload, c.params, c.measure, comparisons.cell_stats(c))
-              for c in rows]
+    rcells = [ReportCell(c.workload, c.params, c.measure, c.stats()) for c in cells]
     extra = explain(rcells, sql.testbed_cpus(session, comp.testbed_fingerprint))
     return ComparisonDetail(
         **comparison_out(session, comp), cells=cells,

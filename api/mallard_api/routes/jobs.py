@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from mallard_wire.fields import INT64_MAX
+from mallard_wire.jobs import JobSpec
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import ingest, verdicts
@@ -21,7 +23,7 @@ from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.known import Catalog
 from mallard_api.models.core import Job
-from mallard_api.schemas.base import INT64_MAX, ErrorOut
+from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.core import (
     AttemptOut,
     ClaimIn,
@@ -30,7 +32,6 @@ from mallard_api.schemas.core import (
     JobIn,
     JobKind,
     JobOut,
-    JobSpecIn,
     JobState,
     LeaseIn,
 )
@@ -117,7 +118,7 @@ def fail(job_id: JobPath, body: FailIn, request: Request, session: DB, p: Runner
     return job_out(job)
 
 
-def check_spec(spec: JobSpecIn, settings: Settings, catalog: Catalog,
+def check_spec(spec: JobSpec, settings: Settings, catalog: Catalog,
                loc: list[str | int]) -> None:
     """What a spec names must be allowed here: its repo_url, suite and workloads."""
     reason = check_repo_url(spec.repo_url, parse_allow_list(settings.repo_url_allow))
@@ -129,6 +130,9 @@ def check_spec(spec: JobSpecIn, settings: Settings, catalog: Catalog,
     reason = catalog.check_workloads(spec.suite, spec.workloads)
     if reason:
         raise field_error(422, [*loc, "workloads"], reason)
+    for field in ("comparison_id", "round", "bisection_id"):
+        if getattr(spec, field) is not None:
+            raise field_error(422, [*loc, field], "set only by the API for a comparison's jobs")
 
 
 @router.post("", response_model=JobOut, status_code=201,
@@ -144,7 +148,7 @@ def create_job(body: JobIn, request: Request, session: DB, _: UserOrAdmin,
             raise field_error(422, ["body", "project"], f"no project named '{body.project}'")
         project_id = project.id
     job = sql.enqueue(session, kind=body.kind, arch=body.arch,
-                      spec=body.spec.model_dump(exclude_none=True),
+                      spec=body.spec,
                       project_id=project_id, max_attempts=body.max_attempts)
     session.commit()
     return job_out(job)

@@ -9,6 +9,7 @@ import json
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
+from mallard_wire.results import ResultsIn
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import ingest
@@ -18,7 +19,7 @@ from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.metrics import TRIALS_INGESTED
 from mallard_api.schemas.base import ErrorOut
-from mallard_api.schemas.core import ResultsIn, ResultsOut
+from mallard_api.schemas.core import ResultsOut
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import results as sql

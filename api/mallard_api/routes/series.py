@@ -6,17 +6,17 @@ import json
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
+from mallard_wire.fields import INT32_MAX, check_json
 from sqlalchemy.orm import Session
 
 from mallard_api.auth import AnyRole, field_error
 from mallard_api.deps import get_session
 from mallard_api.errors import StrictJsonRoute, printable, strict_json
-from mallard_api.fields import check_json
-from mallard_api.schemas.base import INT32_MAX, ErrorOut
+from mallard_api.params import params_sha256
+from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.core import SeriesOut
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import series as sql
-from mallard_api.sql.results import canonical_params
 
 router = APIRouter(prefix="/series", tags=["series"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
@@ -55,7 +55,7 @@ def get_series(
         except ValueError as exc:
             raise field_error(422, ["query", "params"], printable(
                 f"must be a JSON object of workload params ({exc})")) from exc
-        params_sha = canonical_params(parsed)[1]
+        params_sha = params_sha256(parsed)
     proj = project_sql.get(session, project)
     if proj is None:
         raise field_error(404, ["query", "project"], f"no project named '{project}'",

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
+from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
 from mallard_api.auth import AnyRole, field_error
 from mallard_api.deps import get_session
 from mallard_api.errors import StrictJsonRoute
-from mallard_api.schemas.base import INT32_MAX, ErrorOut
+from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.calibration import NoiseOut, SeriesNoise
 from mallard_api.sql import calibrations as sql
 

@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request
+from mallard_wire.fields import FullSha, GitRef, Name, Sha, Text
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session
 
@@ -39,10 +40,9 @@ from mallard_api.auth import UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute, printable, strict_json
-from mallard_api.fields import FullSha, GitRef
 from mallard_api.models.core import Project
 from mallard_api.pushes import chain, handle_push
-from mallard_api.schemas.base import ErrorOut, Name, Sha, Text
+from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.core import PlainPush, PushOut
 from mallard_api.sql import deliveries
 from mallard_api.sql import projects as project_sql

@@ -5,12 +5,23 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from mallard_wire.fields import (
+    Arch,
+    GitRef,
+    InModel,
+    Peer,
+    Threads,
+    Variant,
+    Warmup,
+    Word,
+    Workloads,
+    check_text,
+)
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints, field_validator
 
+from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.curves import Point
 from mallard_api.analysis.hypothesis import parse_hypothesis
-from mallard_api.fields import GitRef, Peer, Variant, Word, check_text
-from mallard_api.schemas.base import Arch, InModel, Threads, Warmup, Workloads
 
 
 class Side(InModel):
@@ -48,32 +59,6 @@ class JobRef(BaseModel):
     round: int
     trials: int
     state: str
-
-
-class CellOut(BaseModel):
-    workload: str
-    params: dict[str, Any]
-    threads: int | None
-    measure: str
-    higher_is_better: bool
-    base_median: float | None
-    head_median: float | None
-    ratio: float | None
-    diff_pct: float | None
-    ci_low_pct: float | None
-    ci_high_pct: float | None
-    p_value: float | None
-    p_adjusted: float | None
-    n_base: int
-    n_head: int
-    robust_base: int
-    robust_head: int
-    verdict: str  # same | improved | regressed | unknown; diagnostic for a diagnostic measure
-    mde_pct: float | None = None  # minimum detectable effect at 80% power
-    # set when the cell is not judged whatever its measure: "emulated testbed" for a
-    # timing measured under qemu (its verdict is then diagnostic)
-    unjudged_reason: str | None = None
-    line: str
 
 
 class PeerOut(BaseModel):
@@ -169,8 +154,8 @@ class CurveOut(BaseModel):
 
 
 class ComparisonDetail(ComparisonOut):
-    cells: list[CellOut]
-    counters: list[CellOut]  # the allocator-counter cells (also in cells)
+    cells: list[CellRow]
+    counters: list[CellRow]  # the allocator-counter cells (also in cells)
     peer_medians: list[PeerOut]
     hypothesis_checks: list[HypothesisCheck]
     joint: list[JointOut]

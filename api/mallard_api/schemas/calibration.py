@@ -6,10 +6,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
+from mallard_wire.fields import (
+    INT32_MAX,
+    Arch,
+    GitRef,
+    InModel,
+    Threads,
+    Variant,
+    Word,
+    Workloads,
+    check_text,
+)
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints
-
-from mallard_api.fields import GitRef, Variant, Word, check_text
-from mallard_api.schemas.base import INT32_MAX, Arch, InModel, Threads, Workloads
 
 SizePct = Annotated[float, Field(gt=0, le=50, allow_inf_nan=False)]
 

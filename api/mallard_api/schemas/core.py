@@ -7,50 +7,34 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    Field,
-    StringConstraints,
-    ValidationInfo,
-    field_validator,
-)
-from pydantic_core import PydanticCustomError
-
-from mallard_api.config import check_secret
-from mallard_api.fields import (
-    FullSha,
-    GitRef,
-    Peer,
-    RelativePath,
-    Variant,
-    Word,
-)
-from mallard_api.schemas.base import (
-    INT32_MAX,
-    MAX_MEASURES,
+from mallard_wire.fields import (
     NO_NUL,
     Arch,
     BranchName,
-    FiniteFloat,
+    FullSha,
+    GitRef,
     InModel,
-    Int32,
-    JobId,
     JsonObject,
-    Label,
     LeaseSeconds,
     LogText,
-    MeasureName,
     Name,
+    RelativePath,
     RepoUrl,
     RunnerId,
     Sha,
     Str200,
     Str500,
     Text,
-    Threads,
-    Warmup,
-    Workloads,
 )
+from mallard_wire.jobs import JobSpec
+from pydantic import (
+    BaseModel,
+    Field,
+    StringConstraints,
+    field_validator,
+)
+
+from mallard_api.config import check_secret
 
 
 # --- projects, branches, commits -------------------------------------------------------
@@ -133,34 +117,10 @@ JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 JobKind = Literal["commit", "comparison", "calibrate"]
 
 
-class SpecAllocatorIn(InModel):
-    label: Label
-    name: Literal["mallard"] | Peer
-    commit: GitRef | None = None
-    variant: Variant | None = None
-
-
-class JobSpecIn(InModel):
-    """The spec of a job queued by hand (contracts §5). repo_url is checked against
-    MALLARD_REPO_URL_ALLOW and suite/workloads against the suites by the route."""
-
-    project: Name | None = None
-    repo_url: RepoUrl
-    allocator_dir: RelativePath = "allocator"
-    suite: Word = "quick"
-    workloads: Workloads | None = None
-    threads: Threads | None = None
-    trials: Annotated[int, Field(ge=1, le=1000)] | None = None
-    warmup: Warmup | None = None
-    branch: BranchName | None = None
-    commit: GitRef | None = None
-    allocators: Annotated[list[SpecAllocatorIn], Field(min_length=1, max_length=20)]
-
-
 class JobIn(InModel):
     kind: JobKind
     arch: Arch
-    spec: JobSpecIn
+    spec: JobSpec
     project: Name | None = None
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
 
@@ -211,83 +171,6 @@ class JobDetail(JobOut):
 
 
 # --- results ------------------------------------------------------------------------------
-class TestbedIn(InModel):
-    arch: Arch
-    cpu_model: Text | None = None
-    cpus: Text | None = None
-    kernel: Text | None = None
-    governor: Text | None = None
-    smt: bool | None = None
-    thp: Text | None = None
-    compiler: Text | None = None
-    libc: Text | None = None
-    page_size: Annotated[int, Field(ge=0, le=2**40)] | None = None
-    # noise controls the workloads ran under (runner/README.md)
-    turbo: Literal["on", "off", "unknown"] | None = None
-    aslr: Literal["on", "off"] | None = None
-    workload_env: Literal["minimal", "inherited"] | None = None
-    isolated: bool | None = None
-    # another architecture run under qemu-user on the node (runner/README.md): timings
-    # shown, never judged; both are fingerprint fields when `emulated` is true
-    emulated: bool | None = None
-    emulator: Text | None = None
-
-
-class AllocatorIn(InModel):
-    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]{1,100}$")]
-    commit: Str200 | None = None
-    variant: Str500 | None = None
-    build_flags: Text | None = None
-    compiler: Text | None = None
-    library_sha256: Annotated[str, StringConstraints(max_length=128,
-                                                     pattern=NO_NUL)] | None = None
-
-
-class WorkloadIn(InModel):
-    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]
-    params: JsonObject = {}
-
-
-class TrialIn(InModel):
-    uid: Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_NUL)]
-    label: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")] = "head"
-    allocator: AllocatorIn
-    workload: WorkloadIn
-    seq: Int32 = 0
-    warmup: bool = False
-    started_at: datetime | None = None
-    ok: bool = True
-    exit_code: Int32 | None = None
-    signal: Int32 | None = None
-    stderr_tail: LogText | None = None
-    measures: Annotated[dict[MeasureName, FiniteFloat], Field(max_length=MAX_MEASURES)] = {}
-    counters: JsonObject | None = None
-
-
-class ResultsIn(InModel):
-    """Trials of a job (job_id and the attempt the runner holds), or history uploaded
-    without a job (no job_id, no attempt)."""
-
-    job_id: JobId | None = None
-    attempt: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = Field(
-        default=None, validate_default=True,
-        description="the job's attempt as the runner claimed it; required with job_id")
-    runner_id: RunnerId | None = None
-    project: Name | None = None
-    branch: BranchName | None = None
-    testbed: TestbedIn
-    trials: Annotated[list[TrialIn], Field(max_length=20000)]
-    artifacts: JsonObject | None = None
-
-    @field_validator("attempt")
-    @classmethod
-    def _attempt_with_job(cls, value: int | None, info: ValidationInfo) -> int | None:
-        if value is None and info.data.get("job_id") is not None:
-            raise PydanticCustomError("missing", "required with job_id: the attempt of the "
-                                      "job this runner holds (the job's `attempt`)")
-        return value
-
-
 class ResultsOut(BaseModel):
     stored: int
     duplicates: int

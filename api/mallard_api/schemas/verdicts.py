@@ -5,10 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from mallard_wire.fields import Arch, InModel, Name, Sha, Word
 from pydantic import BaseModel, Field, StringConstraints
 
-from mallard_api.fields import Word
-from mallard_api.schemas.base import Arch, InModel, Name, Sha
 from mallard_api.schemas.core import CommitOut
 
 

@@ -10,6 +10,7 @@ from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from mallard_api.analysis.changepoints import Change
 from mallard_api.models.analysis import Alert, ChangePoint
 
 
@@ -20,7 +21,7 @@ class TouchedSeries:
     branch_id: int
     branch: str
     workload: str
-    params: Any
+    params: dict[str, Any]
     params_sha: str
     threads: int | None
     allocator: str
@@ -69,9 +70,15 @@ def measure_direction(session: Session, name: str) -> bool | None:
     return None if value is None else bool(value)
 
 
-def add_change_point(session: Session, **fields: Any) -> bool:
-    """Insert a change point; False when this series already has it."""
-    res = session.execute(insert(ChangePoint).values(**fields)
+def add_change_point(session: Session, s: TouchedSeries, series_key: str, ch: Change) -> bool:
+    """Insert a change point of series `s`; False when this series already has it."""
+    res = session.execute(insert(ChangePoint).values(
+        series_key=series_key, project=s.project, branch=s.branch, workload=s.workload,
+        params=s.params, arch=s.arch, testbed_fingerprint=s.testbed_fingerprint,
+        allocator=s.allocator, variant=s.variant, measure=s.measure,
+        commit_sha=ch.first_bad_commit, prev_commit_sha=ch.last_good_commit,
+        change_pct=ch.change_pct, ci_low_pct=ch.ci_low_pct, ci_high_pct=ch.ci_high_pct,
+        p_value=ch.p_value, direction=ch.direction)
                           .on_conflict_do_nothing(index_elements=["series_key", "commit_sha"])
                           .returning(ChangePoint.id))
     return res.scalar() is not None
@@ -88,9 +95,26 @@ def alerts_of_series(session: Session, series_key: str) -> list[Alert]:
                                 .order_by(Alert.id)))
 
 
-def add_alert(session: Session, **fields: Any) -> Alert | None:
-    """Insert an alert; None when this series already has one for that first bad commit."""
-    res = session.execute(insert(Alert).values(**fields)
+def add_alert(session: Session, s: TouchedSeries, series_key: str, ch: Change, text: str
+              ) -> Alert | None:
+    """Open an alert for change `ch` of series `s`; None when this series already has one
+    for that first bad commit."""
+    return add_alert_row(session, Alert(
+        series_key=series_key, project_id=s.project_id, project=s.project, branch=s.branch,
+        workload=s.workload, params=s.params, threads=s.threads, arch=s.arch,
+        testbed_fingerprint=s.testbed_fingerprint, allocator=s.allocator, variant=s.variant,
+        measure=s.measure, first_bad_commit=ch.first_bad_commit,
+        last_good_commit=ch.last_good_commit, change_pct=ch.change_pct,
+        ci_low_pct=ch.ci_low_pct, ci_high_pct=ch.ci_high_pct, p_value=ch.p_value,
+        before_median=ch.before_median, after_median=ch.after_median, state="open", text=text))
+
+
+def add_alert_row(session: Session, alert: Alert) -> Alert | None:
+    """Insert a new (unsaved) alert; None when its series already has one for that first
+    bad commit (a commit verdict's alert is built whole by `analysis/verdicts.py`)."""
+    values = {c.key: getattr(alert, c.key) for c in Alert.__table__.columns
+              if getattr(alert, c.key) is not None}
+    res = session.execute(insert(Alert).values(**values)
                           .on_conflict_do_nothing(index_elements=["series_key",
                                                                   "first_bad_commit"])
                           .returning(Alert.id))

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy import delete, func, select, text
 from sqlalchemy.orm import Session
 
+from mallard_api.analysis.cells import CellRow
 from mallard_api.models.analysis import Comparison, ComparisonCell, ComparisonJob
 
 
-def create(session: Session, **fields: Any) -> Comparison:
-    c = Comparison(**fields)
+def create(session: Session, c: Comparison) -> Comparison:
+    """Store a new comparison; returns it with its id and server defaults."""
     session.add(c)
     session.flush()
     session.refresh(c)
@@ -130,17 +132,17 @@ def measure_directions(session: Session) -> dict[str, bool]:
     return {str(r[0]): bool(r[1]) for r in rows}
 
 
-def replace_cells(session: Session, comparison_id: int, cells: list[dict[str, Any]]) -> None:
+def replace_cells(session: Session, comparison_id: int, cells: Sequence[CellRow]) -> None:
     session.execute(delete(ComparisonCell).where(ComparisonCell.comparison_id == comparison_id))
     for c in cells:
-        session.add(ComparisonCell(comparison_id=comparison_id, **c))
+        session.add(ComparisonCell(comparison_id=comparison_id, **asdict(c)))
     session.flush()
 
 
-def cells(session: Session, comparison_id: int) -> list[ComparisonCell]:
-    return list(session.scalars(
+def cells(session: Session, comparison_id: int) -> list[CellRow]:
+    return [CellRow.from_attributes(c) for c in session.scalars(
         select(ComparisonCell).where(ComparisonCell.comparison_id == comparison_id)
-        .order_by(ComparisonCell.workload, ComparisonCell.threads, ComparisonCell.id)))
+        .order_by(ComparisonCell.workload, ComparisonCell.threads, ComparisonCell.id))]
 
 
 def counts(session: Session, comparison_id: int) -> dict[str, int]:

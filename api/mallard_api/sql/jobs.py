@@ -7,10 +7,9 @@ ran out: the runner died). A job whose attempts reach max_attempts ends `failed`
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
+from mallard_wire.jobs import JobSpec
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
@@ -23,14 +22,15 @@ _CLOSE_ATTEMPT = text(
     "WHERE job_id = :job_id AND attempt = :attempt AND ended_at IS NULL")
 
 
-def enqueue(session: Session, *, kind: str, arch: str, spec: dict[str, Any],
+def enqueue(session: Session, *, kind: str, arch: str, spec: JobSpec,
             project_id: int | None = None, max_attempts: int = 3) -> Job:
-    """Queue a job (contracts §8). The caller commits."""
+    """Queue a job (contracts §8); `spec` is validated, like every spec, by its model.
+    The caller commits."""
     row = session.execute(text(
         "INSERT INTO jobs (kind, arch, spec, project_id, max_attempts, state, attempt) "
         "VALUES (:kind, :arch, CAST(:spec AS jsonb), :project, :max, 'queued', 0) "
         "RETURNING " + JOB_COLUMNS),
-        {"kind": kind, "arch": arch, "spec": json.dumps(spec), "project": project_id,
+        {"kind": kind, "arch": arch, "spec": spec.model_dump_json(), "project": project_id,
          "max": max_attempts}).one()
     return row  # type: ignore[return-value]  # a Row with the Job's columns
 

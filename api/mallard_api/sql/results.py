@@ -3,25 +3,20 @@ dedup tables, then insert the raw trials with `ON CONFLICT (uid) DO NOTHING`."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 import psycopg
+from mallard_wire.results import ResultsIn, TrialIn
 from psycopg.types.json import Jsonb
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from mallard_api.models.core import Measure
-from mallard_api.schemas.core import ResultsIn, TrialIn
+from mallard_api.params import params_key, params_sha256
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql
-
-
-def canonical_params(params: dict[str, Any]) -> tuple[str, str]:
-    canonical = json.dumps(params, sort_keys=True, separators=(",", ":"))
-    return canonical, hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _threads(params: dict[str, Any]) -> int | None:
@@ -98,8 +93,7 @@ def ensure_workloads(session: Session, wanted: dict[tuple[str, str], dict[str, A
     if missing:
         session.execute(_INSERT_WORKLOADS, {
             "name": [k[0] for k in missing], "sha": [k[1] for k in missing],
-            "params": [json.dumps(wanted[k], sort_keys=True, separators=(",", ":"))
-                       for k in missing],
+            "params": [params_key(wanted[k]) for k in missing],
             "threads": [_threads(wanted[k]) for k in missing]})
         found.update(select(missing))
     return {k: found[k] for k in wanted}
@@ -163,10 +157,11 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     if project_id is not None and body.branch:
         branch_id = project_sql.ensure_branch_id(session, project_id, body.branch)
 
-    wkeys = [(t.workload.name, canonical_params(t.workload.params)) for t in body.trials]
-    workloads = ensure_workloads(session, {(name, digest): json.loads(canonical)
-                                           for name, (canonical, digest) in wkeys})
-    wids = [workloads[(name, digest)] for name, (_, digest) in wkeys]
+    wkeys = [(t.workload.name, params_sha256(t.workload.params), t.workload.params)
+             for t in body.trials]
+    workloads = ensure_workloads(session, {(name, digest): params
+                                           for name, digest, params in wkeys})
+    wids = [workloads[(name, digest)] for name, digest, _ in wkeys]
     allocators = ensure_allocators(session, {_alloc_key(t) for t in body.trials})
     commits: dict[str, int] = {}
     if project_id is not None:

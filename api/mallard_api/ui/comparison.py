@@ -15,13 +15,15 @@ from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import comparisons, curves, joint, report, stats
+from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.hypothesis import hypothesis_outcome
 from mallard_api.analysis.measures import THROUGHPUT
-from mallard_api.models.analysis import Comparison, ComparisonCell
+from mallard_api.analysis.stats import DIAGNOSTIC
+from mallard_api.models.analysis import Comparison
+from mallard_api.params import params_key
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import pages as pages_sql
-from mallard_api.sql.results import canonical_params
-from mallard_api.ui import fmt, svg
+from mallard_api.ui import fmt, svg, trend
 
 # Measures that get a verdict (the rest are diagnostics shown under them), in page order.
 PRIMARY = ("ops_per_sec", "max_rss_bytes", "instructions", "llc_misses")
@@ -29,21 +31,14 @@ PRIMARY = ("ops_per_sec", "max_rss_bytes", "instructions", "llc_misses")
 COUNTER_MOVED_PCT = 0.1
 
 
-def is_primary(cell: ComparisonCell, hypothesis_measure: str | None) -> bool:
-    flag = vars(cell).get("primary")  # a cell that says so itself wins
-    if isinstance(flag, bool):
-        return flag
-    return cell.measure in PRIMARY or cell.measure == hypothesis_measure
+def is_primary(cell: CellRow) -> bool:
+    """A cell with a verdict (stats decided it is primary), not a diagnostic."""
+    return cell.verdict != DIAGNOSTIC
 
 
 def measure_order(measure: str) -> tuple[int, str]:
     """Primary measures first, in PRIMARY's order, then the rest by name."""
     return (PRIMARY.index(measure), "") if measure in PRIMARY else (len(PRIMARY), measure)
-
-
-def pkey(params: dict[str, Any]) -> str:
-    """Workload params as one comparable string (the stored canonical JSON)."""
-    return canonical_params(params)[0]
 
 
 @dataclass
@@ -86,23 +81,23 @@ class CurveView:
     oversubscribed: list[int]
 
 
-def curve_views(cells: list[ComparisonCell], cpus: str | None) -> list[CurveView]:
+def curve_views(cells: list[CellRow], cpus: str | None) -> list[CurveView]:
     """The scaling curves (mallard_api.analysis.curves) drawn as two lines against threads."""
-    rcells = [report.ReportCell(c.workload, c.params, c.measure, comparisons.cell_stats(c))
+    rcells = [report.ReportCell(c.workload, c.params, c.measure, c.stats())
               for c in cells]
     views = []
     for cv in curves.curves(rcells, curves.cpu_count(cpus)):
         labels = [str(p.threads) for p in cv.points]
-        sides: dict[str, list[svg.TrendPoint]] = {"base": [], "head": []}
+        sides: dict[str, list[trend.TrendPoint]] = {"base": [], "head": []}
         for i, p in enumerate(cv.points):
             for side, v in (("base", p.base_median), ("head", p.head_median)):
                 if v is not None:
-                    sides[side].append(svg.TrendPoint(
+                    sides[side].append(trend.TrendPoint(
                         i, v, v, v, title=f"{side}, {p.threads} threads: "
                         f"{fmt.value(v, cv.measure)} ({p.verdict})"))
-        series = [svg.TrendSeries("base", sides["base"], "s0"),
-                  svg.TrendSeries("head", sides["head"], "s1")]
-        plot = svg.trend_plot(series, svg.TrendAxis(labels, dict(enumerate(labels))),
+        series = [trend.TrendSeries("base", sides["base"], "s0"),
+                  trend.TrendSeries("head", sides["head"], "s1")]
+        plot = svg.trend_plot(series, trend.TrendAxis(labels, dict(enumerate(labels))),
                               measure=cv.measure, label=f"{cv.workload} {cv.measure} "
                               "against threads, base and head")
         views.append(CurveView(cv.summary(), plot,
@@ -110,13 +105,12 @@ def curve_views(cells: list[ComparisonCell], cpus: str | None) -> list[CurveView
     return views
 
 
-def _mde(cell: ComparisonCell) -> str | None:
-    v = vars(cell).get("mde_pct")  # present once the cells carry their MDE
-    return None if v is None else f"{float(v):.1f}%"
+def _mde(cell: CellRow) -> str | None:
+    return None if cell.mde_pct is None else f"{cell.mde_pct:.1f}%"
 
 
-def cell_view(cell: ComparisonCell, unit: str, anchor: str) -> CellView:
-    s = comparisons.cell_stats(cell)
+def cell_view(cell: CellRow, unit: str, anchor: str) -> CellView:
+    s = cell.stats()
     hw = s.half_width_pct
     return CellView(
         measure=cell.measure, unit=unit, verdict=cell.verdict,
@@ -131,7 +125,7 @@ def cell_view(cell: ComparisonCell, unit: str, anchor: str) -> CellView:
         mde=_mde(cell), line=cell.line, anchor=anchor)
 
 
-def trial_plot(cell: ComparisonCell, unit: str, base: list[float], head: list[float]) -> Markup:
+def trial_plot(cell: CellRow, unit: str, base: list[float], head: list[float]) -> Markup:
     """Both sides' trials, their medians, the head's interval relative to the base median."""
     band = None
     bm = cell.base_median
@@ -150,7 +144,7 @@ def trial_plot(cell: ComparisonCell, unit: str, base: list[float], head: list[fl
                                 f"base and head trials")
 
 
-def peer_ratios(peer_medians: dict[str, float], throughput: ComparisonCell | None
+def peer_ratios(peer_medians: dict[str, float], throughput: CellRow | None
                 ) -> tuple[list[tuple[str, float]], str] | None:
     """Throughput of base, head and the peers relative to glibc (or to base without it)."""
     values = dict(peer_medians)
@@ -175,14 +169,14 @@ def build(session: Session, comp: Comparison) -> dict[str, Any]:
         if t.testbed_fingerprint != comp.testbed_fingerprint or t.label not in ("base", "head"):
             continue
         for m, v in t.measures.items():
-            values[(t.workload, pkey(t.params), m, t.label)].append(float(v))
+            values[(t.workload, params_key(t.params), m, t.label)].append(float(v))
     peers: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     for p in comp.peer_medians or []:
-        peers[(p["workload"], pkey(p["params"]))][p["allocator"]] = float(p["median"])
+        peers[(p["workload"], params_key(p["params"]))][p["allocator"]] = float(p["median"])
 
-    grouped: dict[tuple[str, str], list[ComparisonCell]] = defaultdict(list)
+    grouped: dict[tuple[str, str], list[CellRow]] = defaultdict(list)
     for c in cells:
-        grouped[(c.workload, pkey(c.params))].append(c)
+        grouped[(c.workload, params_key(c.params))].append(c)
     groups: list[GroupView] = []
     decided: list[tuple[CellView, str]] = []
     held = []
@@ -201,9 +195,9 @@ def build(session: Session, comp: Comparison) -> dict[str, Any]:
                     g.counters_still.append(f"{c.measure} {view.base}")
                 continue
             if hyp is not None and c.measure == hyp.measure:
-                view.hypothesis = hypothesis_outcome(hyp, comparisons.cell_stats(c))
+                view.hypothesis = hypothesis_outcome(hyp, c.stats())
                 held.append(view.hypothesis == "held")
-            if is_primary(c, hyp.measure if hyp else None):
+            if is_primary(c):
                 view.plot = trial_plot(c, unit, values.get((workload, pk, c.measure, "base"), []),
                                        values.get((workload, pk, c.measure, "head"), []))
                 g.primary.append(view)
@@ -218,9 +212,9 @@ def build(session: Session, comp: Comparison) -> dict[str, Any]:
             g.peers = svg.ratio_bars(ratios[0], reference=ratios[1])
             g.peer_reference = ratios[1]
         groups.append(g)
-    rcells = [report.ReportCell(c.workload, c.params, c.measure, comparisons.cell_stats(c))
+    rcells = [report.ReportCell(c.workload, c.params, c.measure, c.stats())
               for c in cells]
-    by_key = {(j.workload, pkey(j.params)): j.text() for j in joint.joint_labels(rcells)}
+    by_key = {(j.workload, params_key(j.params)): j.text() for j in joint.joint_labels(rcells)}
     for g, key in zip(groups, sorted(grouped), strict=True):
         g.joint = by_key.get(key)
     cpus = cmp_sql.testbed_cpus(session, comp.testbed_fingerprint)

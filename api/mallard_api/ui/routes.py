@@ -13,12 +13,12 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
 from mallard_api.auth import Principal, field_error
 from mallard_api.deps import get_session
 from mallard_api.models.core import Project
-from mallard_api.schemas.base import INT32_MAX
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import pages as pages_sql

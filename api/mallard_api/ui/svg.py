@@ -1,17 +1,14 @@
 """A small SVG writer for the pages: strip plots, trend plots and ratio bars.
 
-Plots are drawn on the server as inline SVG (no JavaScript, no fonts or images to fetch);
-colours and line styles come from classes that `static/mallard.css` styles. Every data
-mark carries its number (`data-v`, and `data-i` for a commit index) and a `<title>`
-tooltip, so a test can check that a mark sits where its number says and a person can
-hover to read it.
+Plots are drawn on the server as inline SVG (no JavaScript, fonts or images to fetch);
+colours and line styles are classes `static/mallard.css` styles. Every data mark carries its
+number (`data-v`, `data-i` for a commit index) and a `<title>` tooltip: a test can check
+where a mark sits, a person can hover to read it.
 
-* `strip_plot`: one row per group of trials (base, head; or allocators), each trial a
-  dot (hollow when not robust), the median a tick; optionally an interval band on one
-  row and a reference line (the base median) across all rows.
-* `trend_plot`: medians along a branch's commits, the p25-p75 spread as a bar at each
-  point, every point a link; change points as dashed lines before their first bad commit,
-  alerts as linked triangles, optional level segments (the median before / after).
+* `strip_plot`: a row per group of trials (base, head; or allocators), a dot per trial
+  (hollow when not robust), the median a tick; an interval band, a reference line.
+* `trend_plot`: a series along a branch's commits (what it draws: `trend.py`), the p25-p75
+  spread as a bar at each point, every point a link; change points dashed, alerts linked.
 * `ratio_bars`: horizontal bars of ratios to a reference (peers' throughput vs glibc).
 """
 
@@ -19,12 +16,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
 from markupsafe import Markup
 
 from mallard_api.ui import fmt
+from mallard_api.ui.trend import Level, Marker, TrendAxis, TrendSeries
 
 SVG_NS = "http://www.w3.org/2000/svg"
 
@@ -221,50 +219,6 @@ def strip_plot(rows: Sequence[StripRow], *, measure: str, unit: str = "",
 
 
 # -- trend plot -----------------------------------------------------------------------------
-@dataclass
-class TrendPoint:
-    index: int  # position on the x axis (the commit's index among the plotted commits)
-    median: float
-    p25: float
-    p75: float
-    title: str = ""
-    href: str | None = None
-
-
-@dataclass
-class TrendSeries:
-    name: str
-    points: Sequence[TrendPoint]
-    css: str = "s0"
-
-
-@dataclass
-class Marker:
-    index: int  # the first bad commit's index
-    kind: str  # "change" (a change point) or "alert"
-    label: str = ""
-    href: str | None = None
-    title: str = ""
-
-
-@dataclass
-class Level:
-    """A horizontal segment from index i0 to i1 at `value` (e.g. the median before a change)."""
-
-    i0: int
-    i1: int
-    value: float
-    title: str = ""
-
-
-@dataclass
-class TrendAxis:
-    """The plotted commits, in branch order, and their short labels."""
-
-    labels: Sequence[str]
-    extra: dict[int, str] = field(default_factory=dict)
-
-
 def trend_plot(series: Sequence[TrendSeries], axis: TrendAxis, *, measure: str,
                unit: str = "", markers: Sequence[Marker] = (), levels: Sequence[Level] = (),
                width: int = 400, height: int = 150, label: str = "") -> Markup:

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from helpers import patch_analysis_settings, run_analysis
 from mallard_api.analysis import followups, power, stats
+from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.policy import DEFAULT_POLICY
 from mallard_api.sql.comparisons import TrialRow
 from test_comparisons import SHA_BASE, SHA_HEAD, claim, comparison_trials, post_results
@@ -25,8 +26,10 @@ def rows(n, cv_pct, *, workload="larson", threads=1, wall=0.5, seed=1):
 
 
 def unknown(workload="larson", threads=1, measure="ops_per_sec", mde=9.0):
-    return {"workload": workload, "threads": threads, "params": {"threads": threads},
-            "measure": measure, "verdict": "unknown", "mde_pct": mde}
+    return CellRow(workload=workload, threads=threads, params={"threads": threads},
+                   measure=measure, verdict="unknown", mde_pct=mde, n_base=5, n_head=5,
+                   robust_base=5, robust_head=5, base_median=1.0, head_median=1.0, ratio=1.0,
+                   diff_pct=0.0, ci_low_pct=-5.0, ci_high_pct=5.0, p_value=0.5, line="")
 
 
 def test_plan_asks_for_the_trials_the_target_mde_needs():

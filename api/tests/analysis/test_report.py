@@ -10,9 +10,9 @@ from mallard_api.analysis.report import (
     ReportHeader,
     format_line,
     format_report,
-    params_key,
 )
 from mallard_api.analysis.stats import DIAGNOSTIC, CellStats, adjust_and_decide, compare_samples
+from mallard_api.params import params_key
 
 P = Policy(n_resamples=2000)
 

@@ -6,7 +6,7 @@ import itertools
 import xml.etree.ElementTree as ET
 
 import pytest
-from mallard_api.ui import fmt, svg
+from mallard_api.ui import fmt, svg, trend
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 
@@ -73,13 +73,13 @@ def test_an_outlier_beyond_the_axis_is_drawn_at_the_edge_with_its_value():
 
 
 def test_trend_plot_points_links_and_markers():
-    pts = [svg.TrendPoint(i, 10.0 + i, 9.5 + i, 10.5 + i, f"c{i}", f"/ui/commits/c{i}")
+    pts = [trend.TrendPoint(i, 10.0 + i, 9.5 + i, 10.5 + i, f"c{i}", f"/ui/commits/c{i}")
            for i in range(5)]
-    axis = svg.TrendAxis([f"c{i}" for i in range(5)])
-    markers = [svg.Marker(3, "change", "-8.0%"), svg.Marker(3, "alert", href="/ui/alerts/7")]
-    root = parse(svg.trend_plot([svg.TrendSeries("default", pts)], axis,
+    axis = trend.TrendAxis([f"c{i}" for i in range(5)])
+    markers = [trend.Marker(3, "change", "-8.0%"), trend.Marker(3, "alert", href="/ui/alerts/7")]
+    root = parse(svg.trend_plot([trend.TrendSeries("default", pts)], axis,
                                 measure="ops_per_sec", markers=markers,
-                                levels=[svg.Level(0, 2, 11.0)], width=400, height=150))
+                                levels=[trend.Level(0, 2, 11.0)], width=400, height=150))
     dots = root.findall(".//s:a/s:circle", NS)
     assert len(dots) == 5
     links = [a.get("href") for a in root.findall(".//s:a", NS)]

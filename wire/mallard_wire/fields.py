@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+)
 
-from mallard_api.known import KNOWN_PEERS, VARIANT_KEYS
+from mallard_wire.names import PEERS, VARIANT_KEYS
 
 MAX_JSON_DEPTH = 32
 
@@ -137,11 +144,84 @@ Variant = Annotated[str, StringConstraints(max_length=500), AfterValidator(check
 
 
 def check_peer(value: str) -> str:
-    if value not in KNOWN_PEERS:
-        raise ValueError(f"unknown peer {value!r}; known: {', '.join(KNOWN_PEERS)}")
+    if value not in PEERS:
+        raise ValueError(f"unknown peer {value!r}; known: {', '.join(PEERS)}")
     return value
 
 
 Peer = Annotated[str, StringConstraints(max_length=40), AfterValidator(check_peer)]
 # A name that is never a path or an option (suites, workloads, arches).
 Word = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")]
+
+
+# --- bounded types: what passes validation can be stored ------------------------------------
+# No NUL characters or lone surrogates in text (PostgreSQL rejects them), finite floats
+# only, integers within their column's range. A violation is a 422 that names the field.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+# Text PostgreSQL can store: no NUL (the pattern), no lone surrogates (pydantic-core
+# refuses those for any constrained string). Checked in Rust, not in a Python callback.
+NO_NUL = r"^[^\x00]*$"
+Text = Annotated[str, StringConstraints(max_length=1_000_000, pattern=NO_NUL)]
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _clean_log(value: Any) -> Any:
+    """Logs and stderr tails are kept, not rejected: characters PostgreSQL cannot store
+    (NUL, lone surrogates) become U+FFFD (before the string is validated: pydantic
+    refuses lone surrogates in any constrained string)."""
+    return _UNSTORABLE.sub("\ufffd", value) if isinstance(value, str) else value
+
+
+LogText = Annotated[str, StringConstraints(max_length=1_000_000), BeforeValidator(_clean_log)]
+
+
+Str200 = Annotated[str, StringConstraints(max_length=200, pattern=NO_NUL)]
+Str500 = Annotated[str, StringConstraints(max_length=500, pattern=NO_NUL)]
+
+
+Name = Annotated[
+    str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True,
+                           pattern=NO_NUL),
+]
+Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
+MeasureName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.]{0,63}$")]
+MAX_MEASURES = 24  # per trial: the measures object is kept inside the series index entry
+JsonObject = Annotated[dict[str, Any], AfterValidator(check_json)]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+Int32 = Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]
+RunnerId = Annotated[int, Field(ge=1, le=INT32_MAX)]
+JobId = Annotated[int, Field(ge=1, le=INT64_MAX)]
+LeaseSeconds = Annotated[int, Field(ge=1, le=7 * 86400)]
+
+
+class InModel(BaseModel):
+    """Every request body: a field it does not know (a misspelling) is a 422 naming it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+RepoUrl = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=NO_NUL)]
+BranchName = Annotated[GitRef, StringConstraints(max_length=200)]
+
+# what people and tools also call an architecture -> the kernel's name (`uname -m`), the one
+# runners register with and jobs are queued for (the runner's arch.py reads it too)
+ARCH_ALIASES = {"arm64": "aarch64", "amd64": "x86_64", "x64": "x86_64"}
+
+
+def normalize_arch(value: str) -> str:
+    """`arm64` -> `aarch64`, `AMD64` -> `x86_64`; other names as they are."""
+    return ARCH_ALIASES.get(value.lower(), value)
+
+
+Arch = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$"),
+                 AfterValidator(normalize_arch)]
+Label = Literal["base", "head", "peer"]
+# what a job or comparison may ask the runner to run (None: the whole suite)
+Workloads = Annotated[list[Word], Field(min_length=1, max_length=100)]
+Threads = Annotated[list[Annotated[int, Field(ge=1, le=4096)]], Field(min_length=1, max_length=64)]
+Warmup = Annotated[int, Field(ge=0, le=100)]

@@ -1,0 +1,107 @@
+"""What a runner posts back: POST /api/v1/results (contracts §5), the file `bench --json`
+writes, and what the exporters read."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from mallard_wire.fields import (
+    INT32_MAX,
+    MAX_MEASURES,
+    NO_NUL,
+    Arch,
+    BranchName,
+    FiniteFloat,
+    InModel,
+    Int32,
+    JobId,
+    JsonObject,
+    LogText,
+    MeasureName,
+    Name,
+    RunnerId,
+    Str200,
+    Str500,
+    Text,
+)
+
+
+class TestbedIn(InModel):
+    arch: Arch
+    cpu_model: Text | None = None
+    cpus: Text | None = None
+    kernel: Text | None = None
+    governor: Text | None = None
+    smt: bool | None = None
+    thp: Text | None = None
+    compiler: Text | None = None
+    libc: Text | None = None
+    page_size: Annotated[int, Field(ge=0, le=2**40)] | None = None
+    # noise controls the workloads ran under (runner/README.md)
+    turbo: Literal["on", "off", "unknown"] | None = None
+    aslr: Literal["on", "off"] | None = None
+    workload_env: Literal["minimal", "inherited"] | None = None
+    isolated: bool | None = None
+    # another architecture run under qemu-user on the node (runner/README.md): timings
+    # shown, never judged; both are fingerprint fields when `emulated` is true
+    emulated: bool | None = None
+    emulator: Text | None = None
+
+
+class AllocatorIn(InModel):
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]{1,100}$")]
+    commit: Str200 | None = None
+    variant: Str500 | None = None
+    build_flags: Text | None = None
+    compiler: Text | None = None
+    library_sha256: Annotated[str, StringConstraints(max_length=128,
+                                                     pattern=NO_NUL)] | None = None
+
+
+class WorkloadIn(InModel):
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]
+    params: JsonObject = {}
+
+
+class TrialIn(InModel):
+    uid: Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_NUL)]
+    label: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")] = "head"
+    allocator: AllocatorIn
+    workload: WorkloadIn
+    seq: Int32 = 0
+    warmup: bool = False
+    started_at: datetime | None = None
+    ok: bool = True
+    exit_code: Int32 | None = None
+    signal: Int32 | None = None
+    stderr_tail: LogText | None = None
+    measures: Annotated[dict[MeasureName, FiniteFloat], Field(max_length=MAX_MEASURES)] = {}
+    counters: JsonObject | None = None
+
+
+class ResultsIn(InModel):
+    """Trials of a job (job_id and the attempt the runner holds), or history uploaded
+    without a job (no job_id, no attempt)."""
+
+    job_id: JobId | None = None
+    attempt: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = Field(
+        default=None, validate_default=True,
+        description="the job's attempt as the runner claimed it; required with job_id")
+    runner_id: RunnerId | None = None
+    project: Name | None = None
+    branch: BranchName | None = None
+    testbed: TestbedIn
+    trials: Annotated[list[TrialIn], Field(max_length=20000)]
+    artifacts: JsonObject | None = None
+
+    @field_validator("attempt")
+    @classmethod
+    def _attempt_with_job(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is None and info.data.get("job_id") is not None:
+            raise PydanticCustomError("missing", "required with job_id: the attempt of the "
+                                      "job this runner holds (the job's `attempt`)")
+        return value
