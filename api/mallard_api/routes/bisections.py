@@ -16,6 +16,7 @@ from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.verdicts import Bisection, ProjectForge
+from mallard_api.routes.checks import buildable_project
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.verdicts import BisectionIn, BisectionOut, ForgeIn, ForgeOut, TriageOut
 from mallard_api.sql import alerts as alert_sql
@@ -44,12 +45,7 @@ def bisection_out(session: Session, b: Bisection) -> BisectionOut:
              responses={422: {"model": ErrorOut}})
 def create_bisection(body: BisectionIn, request: Request, session: DB, settings: Conf,
                      _: UserOrAdmin) -> BisectionOut:
-    project = project_sql.get(session, body.project)
-    if project is None:
-        raise field_error(422, ["body", "project"], f"no project named '{body.project}'")
-    reason = check_repo_url(project.repo_url, parse_allow_list(settings.repo_url_allow))
-    if reason:
-        raise field_error(422, ["body", "project"], f"project '{project.name}': {reason}")
+    project = buildable_project(session, body.project, settings)
     reason = request.app.state.catalog.check_workloads(settings.suite, [body.workload])
     if reason:
         raise field_error(422, ["body", "workload"], reason)

@@ -15,6 +15,7 @@ from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.calibration import Calibration
+from mallard_api.routes.checks import buildable_project
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.calibration import (
     CalibrationIn,
@@ -23,8 +24,6 @@ from mallard_api.schemas.calibration import (
     ResultOut,
 )
 from mallard_api.sql import calibrations as sql
-from mallard_api.sql import projects as project_sql
-from mallard_api.urls import check_repo_url, parse_allow_list
 
 router = APIRouter(prefix="/calibrations", tags=["calibrations"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
@@ -63,12 +62,7 @@ def create_calibration(body: CalibrationIn, request: Request, session: DB, _: Us
     if not workloads:
         raise field_error(422, ["body", "workloads"], f"suite {suite!r} runs neither "
                           f"{' nor '.join(DEFAULT_WORKLOADS)}: name the workloads")
-    project = project_sql.get(session, body.project)
-    if project is None:
-        raise field_error(422, ["body", "project"], f"no project named '{body.project}'")
-    reason = check_repo_url(project.repo_url, parse_allow_list(settings.repo_url_allow))
-    if reason:
-        raise field_error(422, ["body", "project"], f"project '{project.name}': {reason}")
+    project = buildable_project(session, body.project, settings)
     arch = body.arch or settings.default_arch
     if body.testbed_id is not None:
         testbed = sql.testbed(session, body.testbed_id)

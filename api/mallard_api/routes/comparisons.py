@@ -18,6 +18,7 @@ from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.analysis import Comparison
+from mallard_api.routes.checks import buildable_project
 from mallard_api.schemas.analysis import (
     ComparisonDetail,
     ComparisonIn,
@@ -32,8 +33,6 @@ from mallard_api.schemas.analysis import (
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.sql import comparisons as sql
 from mallard_api.sql import jobs as job_sql
-from mallard_api.sql import projects as project_sql
-from mallard_api.urls import check_repo_url, parse_allow_list
 
 router = APIRouter(prefix="/comparisons", tags=["comparisons"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
@@ -62,12 +61,7 @@ def create_comparison(body: ComparisonIn, request: Request, session: DB, _: User
                           ("workloads", catalog.check_workloads(suite, body.workloads))):
         if reason:
             raise field_error(422, ["body", field], reason)
-    project = project_sql.get(session, body.project)
-    if project is None:
-        raise field_error(422, ["body", "project"], f"no project named '{body.project}'")
-    reason = check_repo_url(project.repo_url, parse_allow_list(settings.repo_url_allow))
-    if reason:
-        raise field_error(422, ["body", "project"], f"project '{project.name}': {reason}")
+    project = buildable_project(session, body.project, settings)
     hyp = parse_hypothesis(body.hypothesis)
     trials = body.trials or max(settings.trials, 2)
     arch = body.arch or settings.default_arch
