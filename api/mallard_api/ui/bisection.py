@@ -28,6 +28,7 @@ from mallard_api.ui import fmt, links, svg, trend
 from mallard_api.ui.comparison import CellView, cell_view
 
 OUTCOME_TEXT = {"good": "GOOD", "bad": "BAD", "skip": "SKIPPED"}
+AXIS_LABELS_MAX = 12  # commits in a range up to which every probe is named on the x axis
 
 
 @dataclass
@@ -172,16 +173,20 @@ def plot(session: Session, b: Bisection, unit: str, public_url: str | None
                 title=f"round {st['round']}: {sha[:7]} median "
                       f"{fmt.value(med, b.measure, unit, 4)} ({len(vals)} trials)",
                 href=links.path(public_url, links.commit(sha))))
-        if not pts:
+        what = "the commit verdict" if st["round"] == 0 else \
+            f"probe {st['sha'][:7]} {OUTCOME_TEXT.get(st.get('outcome') or '', 'measuring')}"
+        if not pts:  # a skipped (or still queued) probe: named in the legend only
+            legend.append(("", f"round {st['round']}: {what}, no result"))
             continue
         css = f"s{k % 6}"
         series.append(trend.TrendSeries(f"round {st['round']}", pts, css))
-        what = "the commit verdict" if st["round"] == 0 else \
-            f"probe {st['sha'][:7]} {OUTCOME_TEXT.get(st.get('outcome') or '', 'measuring')}"
         legend.append((css, f"round {st['round']}: {what}"))
     if not series:
         return None, []
-    markers, extra = [], {}
+    markers = []
+    # the probes' shas under the axis while they fit (a skipped one crossed out)
+    extra = {int(st["index"]): st["sha"][:7] + (" ✕" if st.get("outcome") == "skip" else "")
+             for st in b.steps if st["round"] > 0} if len(b.commits) <= AXIS_LABELS_MAX else {}
     if b.culprit in index:
         at = index[b.culprit]
         markers.append(trend.Marker(at, "change", f"culprit {b.culprit[:7]}",
@@ -199,6 +204,6 @@ def build(session: Session, b: Bisection, public_url: str | None) -> dict[str, A
     unit = pages_sql.measure_units(session).get(b.measure, "")
     svg_plot, legend = plot(session, b, unit, public_url)
     return dict(b=b, unit=unit, steps=steps(session, b, unit), culprit=culprit(session, b, unit),
-                plot=svg_plot, legend=legend, subjects={
+                plot=svg_plot, legend=legend, outcomes=OUTCOME_TEXT, subjects={
                     sha: bisections.subject(session, b.project_id, sha)
                     for sha in [b.good, b.bad, *b.culprit_candidates]})
