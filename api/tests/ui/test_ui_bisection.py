@@ -10,6 +10,7 @@ from typing import Any
 
 from mallard_api.models.analysis import OutboxMessage
 from sqlalchemy import select
+
 from ui.bisect_data import BUILD_ERROR, CULPRIT, FORGE_TOKEN, SKIPPED
 from ui.test_ui_access import fresh
 
@@ -111,6 +112,7 @@ def test_commit_page_marks_a_force_pushed_commit_unreachable(app, settings, make
     from mallard_api import pushes
     from mallard_api.sql import projects as project_sql
     from mallard_api.sql.projects import CommitInfo
+
     from ui.bisect_data import hexsha
 
     name = make_project()["name"]

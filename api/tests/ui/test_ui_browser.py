@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import pytest
+
 from ui.bisect_data import CULPRIT
 
 
