@@ -163,9 +163,9 @@ def settle_verdict(session: Session, settings: Settings, comp: Comparison,
     v.moved = _moved(primary)
     regressed = [c for c in primary if c.verdict == "regressed"]
     summary = summary_line(v, regressed)
-    forges.enqueue_status(session, settings, v.project_id, v.commit_sha, v.arch,
-                          "failure" if regressed else "success", summary, comp.id)
     if not regressed:
+        forges.enqueue_status(session, settings, v.project_id, v.commit_sha, v.arch,
+                              "success", summary, comp.id)
         return
     alert = open_alert(session, settings, comp, v, regressed)
     if alert is not None:
@@ -175,7 +175,10 @@ def settle_verdict(session: Session, settings: Settings, comp: Comparison,
         v.bisection_id = b.id
         if alert is not None:
             alert.bisection_id = b.id
-    if alert is not None:  # announced once its bisection is known: the webhook links it
+    # the status and the alert go out once the bisection is known: they link its page
+    forges.enqueue_status(session, settings, v.project_id, v.commit_sha, v.arch, "failure",
+                          summary, comp.id, page=None if b is None else links.bisection(b.id))
+    if alert is not None:
         notify.enqueue_alert_event(session, alert, "alert.opened",
                                    notify.targets(session, settings.alert_webhooks))
 

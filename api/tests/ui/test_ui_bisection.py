@@ -80,6 +80,13 @@ def test_links_to_the_bisection(app, client, bisect_data, user_headers, public_u
             OutboxMessage.url.endswith(f"/statuses/{d['commits'][CULPRIT]}"))))
         assert [m.payload["target_url"] for m in statuses] == [page]
         assert statuses[0].payload["context"].endswith("/bisection")
+        # the regressed head's verdict status links the bisection that looks for its culprit
+        head = list(s.scalars(select(OutboxMessage).where(
+            OutboxMessage.event == "forge.status",
+            OutboxMessage.url.endswith(f"/statuses/{d['commits'][7]}"))))
+        assert {(m.payload["state"], m.payload["target_url"]) for m in head} == {
+            ("pending", f"{public_url}/ui/comparisons/{d['verdict']['comparison_id']}"),
+            ("failure", page)}
     report = client.get(f"/api/v1/comparisons/{d['verdict']['comparison_id']}/report",
                         headers=user_headers).text.splitlines()
     at = report.index(d["bisection"]["culprit_line"])
