@@ -168,7 +168,8 @@ def project_page(request: Request, project: Name, session: DB, who: Viewer,
                 comparisons=[(c, cmp_sql.counts(session, c.id)) for c in cmp_sql.list_all(
                     session, project=proj.name, state=None, limit=10, offset=0)],
                 alerts=alert_sql.list_alerts(session, state="open", project=proj.name,
-                                             workload=None, limit=20, offset=0))
+                                             workload=None, limit=20, offset=0),
+                bisections=verdict_sql.list_bisections(session, proj.name, 10))
 
 
 @router.get("/projects/{project}/branches/{branch}")

@@ -91,6 +91,8 @@ def test_links_to_the_bisection(app, client, bisect_data, user_headers, public_u
                         headers=user_headers).text.splitlines()
     at = report.index(d["bisection"]["culprit_line"])
     assert report[at + 1] == f"bisection: /ui/bisections/{bid}"  # read without a public URL
+    proj = fresh(app).get(f"/ui/projects/{d['project']}", headers=user_headers).text
+    assert "Recent bisections" in proj and f'href="/ui/bisections/{bid}">#{bid}</a>' in proj
     comp = fresh(app).get(f"/ui/comparisons/{d['verdict']['comparison_id']}",
                           headers=user_headers).text
     assert f'href="/ui/bisections/{bid}">bisection #{bid}</a>' in comp
