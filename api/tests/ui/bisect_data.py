@@ -30,21 +30,27 @@ def hexsha(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
-def _claim(client: Any, headers: dict[str, str], runner: dict[str, Any]) -> Any:
+def claim(client: Any, headers: dict[str, str], runner: dict[str, Any]) -> Any:
     r = client.post("/api/v1/jobs/claim", headers=headers,
                     json={"runner_id": runner["id"], "lease_seconds": 600})
     assert r.status_code in (200, 204), r.text
     return r.json() if r.status_code == 200 else None
 
 
+def fail_job(client: Any, headers: dict[str, str], runner: dict[str, Any],
+             job: dict[str, Any]) -> None:
+    """The runner reports that the job's build failed (not retryable)."""
+    commits = [a["commit"] for a in job["spec"]["allocators"] if a["name"] == "mallard"]
+    r = client.post(f"/api/v1/jobs/{job['id']}/fail", headers=headers, json={
+        "runner_id": runner["id"], "log": f"building {commits}\n{BUILD_ERROR}\n",
+        "retryable": False})
+    assert r.status_code == 200, r.text
+
+
 def _answer(client: Any, headers: dict[str, str], runner: dict[str, Any],
             job: dict[str, Any], cost: dict[str, float], rng: Any) -> None:
-    commits = [a["commit"] for a in job["spec"]["allocators"] if a["name"] == "mallard"]
-    if any(c == cost["skip"] for c in commits):
-        r = client.post(f"/api/v1/jobs/{job['id']}/fail", headers=headers, json={
-            "runner_id": runner["id"], "log": f"building {commits}\n{BUILD_ERROR}\n",
-            "retryable": False})
-        assert r.status_code == 200, r.text
+    if any(a.get("commit") == cost["skip"] for a in job["spec"]["allocators"]):
+        fail_job(client, headers, runner, job)
         return
     trials = [trial(a["commit"], threads=1, label=a["label"], measures={
         "ops_per_sec": cost[a["commit"]] * (1 + 0.003 * rng.standard_normal())})
@@ -88,12 +94,12 @@ def build(client: Any, app: Any, conf: Settings, make_token: Any,
                                commits=infos)
 
     push(None, commits[:1], 0)
-    job = _claim(client, runner_headers, runner)
+    job = claim(client, runner_headers, runner)
     assert job is not None
     _answer(client, runner_headers, runner, job, cost, rng)
     push(commits[0], commits[1:], 1)  # cap 1: commit 7 is judged against commit 0
     rounds = 0
-    while (job := _claim(client, runner_headers, runner)) is not None:
+    while (job := claim(client, runner_headers, runner)) is not None:
         rounds += 1
         assert rounds <= 20
         _answer(client, runner_headers, runner, job, cost, rng)
@@ -105,4 +111,5 @@ def build(client: Any, app: Any, conf: Settings, make_token: Any,
     assert b["state"] == "done" and b["culprit"] == commits[CULPRIT], b
     assert [st["outcome"] for st in b["steps"] if st["index"] == SKIPPED] == ["skip"], b
     return dict(project=project, commits=commits, verdict=verdict, bisection=b,
-                alert=verdict["alert_id"], runner=runner)
+                alert=verdict["alert_id"], runner=runner, runner_headers=runner_headers,
+                conf=conf)
