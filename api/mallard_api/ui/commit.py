@@ -2,8 +2,8 @@
 
 A section is a function `(SectionContext) -> dict | None` registered in SECTIONS, drawn
 by the template `templates/commit/<name>.html` with its dict as `s`; None leaves the
-section out. To add one (a commit verdict, a bisection): write the function, its
-template, and add it to SECTIONS where it should appear.
+section out. To add one: write the function, its template, and add it to SECTIONS where
+it should appear.
 """
 
 from __future__ import annotations
