@@ -288,7 +288,8 @@ def main() -> int:
                 b = done[0]
                 step(
                     f"bisection #{b['id']}: {len(b['steps']) - 1} rounds, "
-                    f"{time.monotonic() - t0:.0f} s since the start"
+                    f"{time.monotonic() - t0:.0f} s since the start; "
+                    f"its page: {api}/ui/bisections/{b['id']}"
                 )
                 print(b["culprit_line"] or f"culprit: one of {b['culprit_candidates']}", flush=True)
                 ok = b["culprit"] == injected

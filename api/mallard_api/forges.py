@@ -72,14 +72,16 @@ def status_payload(kind: str, state: str, description: str, target_url: str,
 
 def enqueue_status(session: Session, settings: Settings, project_id: int, sha: str,
                    arch: str, state: str, description: str, comparison_id: int | None,
-                   context: str = "verdict") -> OutboxMessage | None:
+                   context: str = "verdict", page: str | None = None) -> OutboxMessage | None:
     """Queue a commit status (state pending|success|failure|error) when the project has a
-    forge; the link goes to the comparison's page."""
+    forge; the link goes to `page` (a path under /ui, e.g. the bisection's) when given, else
+    to the comparison's page."""
     f = session.get(ProjectForge, project_id)
     if f is None:
         return None
-    target = links.absolute(settings.public_url, links.comparison(comparison_id)) \
-        if comparison_id is not None else links.absolute(settings.public_url, "/ui")
+    if page is None:
+        page = links.comparison(comparison_id) if comparison_id is not None else links.PREFIX
+    target = links.absolute(settings.public_url, page)
     msg = outbox.add(session, event="forge.status", alert_id=None, kind=f"{f.kind}-status",
                      url=f"{api_root(f)}/statuses/{sha}",
                      payload=status_payload(f.kind, state, description, target,

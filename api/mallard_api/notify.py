@@ -11,9 +11,11 @@ without a kind is ``generic``) plus the enabled rows of ``webhook_endpoints``.
 Payloads:
 
 * ``generic``: ``{"event": "alert.opened", "alert": {... the v_alerts columns ...},
-  "text": "...", "page_url": "<MALLARD_PUBLIC_URL>/ui/alerts/<id>"}``
+  "text": "...", "page_url": "<MALLARD_PUBLIC_URL>/ui/alerts/<id>",
+  "bisection_url": "<MALLARD_PUBLIC_URL>/ui/bisections/<id>" or null}``: the bisection
+  that looks for the culprit of a regressed commit verdict, when one was started
 * ``slack`` (Slack incoming-webhook compatible): ``{"text": "...", "blocks": [...]}``, the
-  page's link among the fields
+  page's link (and the bisection's) among the fields
 """
 
 from __future__ import annotations
@@ -96,7 +98,10 @@ def event_text(alert: Alert, event: str) -> str:
 
 def payload(alert: Alert, event: str, kind: str) -> dict[str, Any]:
     text = event_text(alert, event)
-    page = links.absolute(get_settings().public_url, links.alert(alert.id))
+    base = get_settings().public_url
+    page = links.absolute(base, links.alert(alert.id))
+    bisection = None if alert.bisection_id is None else \
+        links.absolute(base, links.bisection(alert.bisection_id))
     if kind == "slack":
         fields = [
             f"*project* {alert.project}/{alert.branch}",
@@ -105,6 +110,8 @@ def payload(alert: Alert, event: str, kind: str) -> dict[str, Any]:
             f"*testbed* {alert.arch} {alert.testbed_fingerprint[:12]}",
             f"*page* <{page}|alert #{alert.id}>",
         ]
+        if bisection is not None:
+            fields.append(f"*bisection* <{bisection}|bisection #{alert.bisection_id}>")
         return {
             "text": text,
             "blocks": [
@@ -115,7 +122,8 @@ def payload(alert: Alert, event: str, kind: str) -> dict[str, Any]:
                  "elements": [{"type": "mrkdwn", "text": f"event `{event}`, state {alert.state}"}]},
             ],
         }
-    return {"event": event, "alert": alert_dict(alert), "text": text, "page_url": page}
+    return {"event": event, "alert": alert_dict(alert), "text": text, "page_url": page,
+            "bisection_url": bisection}
 
 
 def enqueue_alert_event(session: Session, alert: Alert, event: str,

@@ -7,7 +7,8 @@ queues the next round. Started by a request (POST /api/v1/bisections) or automat
 when a commit verdict regresses against a measured commit more than one commit back.
 
 When the culprit is named, the alert that started it names it too (`alerts.culprit`,
-and its text), and the culprit commit gets a failure status on the forge.
+and its text), and the culprit commit gets a failure status on the forge, linking the
+bisection's page (/ui/bisections/{id}).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from mallard_api.models.verdicts import Bisection, CommitVerdict
 from mallard_api.sql import comparisons as comparison_sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import verdicts as sql
+from mallard_api.ui import links
 
 
 def search_of(b: Bisection) -> Search:
@@ -203,7 +205,8 @@ def finish(session: Session, settings: Settings, b: Bisection) -> None:
             alert.text = f"{alert.text}; {line}"
             alert.updated_at = datetime.now(UTC)
     forges.enqueue_status(session, settings, b.project_id, b.culprit, b.arch, "failure",
-                          line.removeprefix("culprit: ")[:140], None, context="bisection")
+                          line.removeprefix("culprit: ")[:140], None, context="bisection",
+                          page=links.bisection(b.id))
 
 
 def judged_cell(settings: Settings, regressed: list[Any]) -> Any:

@@ -240,6 +240,20 @@ def hypothesis_of(comp: Comparison) -> Hypothesis | None:
                       comp.hypothesis_measure or THROUGHPUT, comp.hypothesis or "")
 
 
+def bisection_notes(session: Session, comparison_id: int) -> list[str]:
+    """The culprit line of each bisection that measured this comparison (or its page's
+    link while it runs), followed by the link to the bisection's page."""
+    from mallard_api.analysis.bisections import culprit_line
+    from mallard_api.sql import bisection_pages
+
+    out = []
+    for b in bisection_pages.of_comparison(session, comparison_id):
+        url = links.absolute(get_settings().public_url, links.bisection(b.id))
+        line = culprit_line(session, b)
+        out += [line, f"bisection: {url}"] if line else [f"bisection #{b.id} ({b.state}): {url}"]
+    return out
+
+
 def render_report(session: Session, comp: Comparison) -> str:
     """The text report of GET /comparisons/{id}/report."""
     cells = sql.cells(session, comp.id)
@@ -252,6 +266,7 @@ def render_report(session: Session, comp: Comparison) -> str:
         testbed = f"{comp.cpu_model or 'unknown CPU'} ({comp.testbed_fingerprint[:12]})"
     notes = [comp.note] if comp.note else []
     notes.insert(0, "page: " + links.absolute(get_settings().public_url, links.comparison(comp.id)))
+    notes.extend(bisection_notes(session, comp.id))
     if not cells:
         notes.append("no results yet" if comp.state in ("queued", "running")
                      else "no results")

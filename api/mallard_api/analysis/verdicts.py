@@ -163,9 +163,9 @@ def settle_verdict(session: Session, settings: Settings, comp: Comparison,
     v.moved = _moved(primary)
     regressed = [c for c in primary if c.verdict == "regressed"]
     summary = summary_line(v, regressed)
-    forges.enqueue_status(session, settings, v.project_id, v.commit_sha, v.arch,
-                          "failure" if regressed else "success", summary, comp.id)
     if not regressed:
+        forges.enqueue_status(session, settings, v.project_id, v.commit_sha, v.arch,
+                              "success", summary, comp.id)
         return
     alert = open_alert(session, settings, comp, v, regressed)
     if alert is not None:
@@ -175,6 +175,12 @@ def settle_verdict(session: Session, settings: Settings, comp: Comparison,
         v.bisection_id = b.id
         if alert is not None:
             alert.bisection_id = b.id
+    # the status and the alert go out once the bisection is known: they link its page
+    forges.enqueue_status(session, settings, v.project_id, v.commit_sha, v.arch, "failure",
+                          summary, comp.id, page=None if b is None else links.bisection(b.id))
+    if alert is not None:
+        notify.enqueue_alert_event(session, alert, "alert.opened",
+                                   notify.targets(session, settings.alert_webhooks))
 
 
 def summary_line(v: CommitVerdict, regressed: list[Any]) -> str:
@@ -207,7 +213,8 @@ def covered_by_verdict(session: Session, series_key: str, commit: str) -> bool:
 def open_alert(session: Session, settings: Settings, comp: Comparison, v: CommitVerdict,
                regressed: list[Any]) -> Alert | None:
     """One alert per (commit, arch) grouping the regressed primary cells, except the cells
-    whose series already has a change-point alert on this commit."""
+    whose series already has a change-point alert on this commit. The caller announces it
+    (after a bisection is started, so the webhook can link that too)."""
     cells = []
     for c in regressed:
         key = cell_series_key(comp, v.branch, c.workload, c.params, c.measure)
@@ -241,10 +248,6 @@ def open_alert(session: Session, settings: Settings, comp: Comparison, v: Commit
         change_pct=worst["diff_pct"] or 0.0, ci_low_pct=worst["ci_low_pct"],
         ci_high_pct=worst["ci_high_pct"], p_value=None, before_median=base_med,
         after_median=head_med, state="open", text=text, source="verdict", cells=cells))
-    if alert is None:
-        return None
-    notify.enqueue_alert_event(session, alert, "alert.opened",
-                               notify.targets(session, settings.alert_webhooks))
     return alert
 
 

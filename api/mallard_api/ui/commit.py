@@ -2,8 +2,8 @@
 
 A section is a function `(SectionContext) -> dict | None` registered in SECTIONS, drawn
 by the template `templates/commit/<name>.html` with its dict as `s`; None leaves the
-section out. To add one (a commit verdict, a bisection): write the function, its
-template, and add it to SECTIONS where it should appear.
+section out. To add one: write the function, its template, and add it to SECTIONS where
+it should appear.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from sqlalchemy.orm import Session
 
 from mallard_api.analysis import stats
 from mallard_api.models.core import Commit, Project
+from mallard_api.sql import bisection_pages as bp_sql
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import pages as pages_sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import series as series_sql
+from mallard_api.sql import verdicts as verdict_sql
 from mallard_api.ui import fmt, svg
 from mallard_api.ui.comparison import PRIMARY, measure_order
 
@@ -37,7 +39,22 @@ def summary(ctx: SectionContext) -> dict[str, Any]:
     c = ctx.commit
     return dict(project=ctx.project.name, sha=c.sha, parent=c.parent_sha, author=c.author,
                 message=c.message, time=c.committed_at,
-                branches=project_sql.memberships(ctx.session, c))
+                branches=project_sql.memberships(ctx.session, c),
+                unreachable=verdict_sql.unreachable_on(ctx.session, c.id))
+
+
+def verdicts(ctx: SectionContext) -> dict[str, Any] | None:
+    """Per arch the verdict against the branch's last measured commit (as GET
+    /api/v1/projects/{p}/commits/{sha}): the cells that moved, its comparison, alert and
+    bisection."""
+    rows = verdict_sql.of_commit(ctx.session, ctx.project.id, ctx.commit.sha)
+    return dict(verdicts=rows) if rows else None
+
+
+def bisections(ctx: SectionContext) -> dict[str, Any] | None:
+    """Bisections that named this commit the culprit (or one of the candidates)."""
+    rows = bp_sql.naming(ctx.session, ctx.project.id, ctx.commit.sha)
+    return dict(bisections=rows, sha=ctx.commit.sha) if rows else None
 
 
 def _label(cell: pages_sql.CommitCell) -> str:
@@ -101,6 +118,8 @@ def comparisons(ctx: SectionContext) -> dict[str, Any] | None:
 
 SECTIONS: list[tuple[str, Callable[[SectionContext], dict[str, Any] | None]]] = [
     ("summary", summary),
+    ("verdicts", verdicts),
+    ("bisections", bisections),
     ("alerts", alerts),
     ("medians", medians),
     ("comparisons", comparisons),

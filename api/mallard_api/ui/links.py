@@ -20,6 +20,10 @@ def alert(alert_id: int) -> str:
     return f"{PREFIX}/alerts/{int(alert_id)}"
 
 
+def bisection(bisection_id: int) -> str:
+    return f"{PREFIX}/bisections/{int(bisection_id)}"
+
+
 def commit(sha: str) -> str:
     return f"{PREFIX}/commits/{quote(sha, safe='')}"
 

@@ -1,4 +1,5 @@
-"""The pages under /ui: index, login, comparison, project, branch, commit, alert, static.
+"""The pages under /ui: index, login, comparison, project, branch, commit, alert, bisection,
+static.
 
 Every page needs a read token: the bearer header, or the session cookie the login form
 sets (`login.py`). Pages only read; SQL lives in `mallard_api/sql/`.
@@ -20,9 +21,12 @@ from mallard_api.auth import Principal, field_error
 from mallard_api.deps import get_session
 from mallard_api.models.core import Project
 from mallard_api.sql import alerts as alert_sql
+from mallard_api.sql import bisection_pages as bp_sql
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import pages as pages_sql
 from mallard_api.sql import projects as project_sql
+from mallard_api.sql import verdicts as verdict_sql
+from mallard_api.ui import bisection as bisection_page
 from mallard_api.ui import commit as commit_page
 from mallard_api.ui import comparison, history, links, login
 from mallard_api.ui.render import HEADERS, PageRoute, error_page, page, public_url
@@ -127,7 +131,8 @@ def comparison_page(request: Request, comparison_id: Id, session: DB, who: Viewe
     if comp is None:
         raise field_error(404, ["path", "comparison_id"], f"There is no comparison "
                           f"#{comparison_id}.", "not_found")
-    return page(request, "comparison.html", viewer=who, **comparison.build(session, comp))
+    return page(request, "comparison.html", viewer=who, **comparison.build(session, comp),
+                bisections=bp_sql.of_comparison(session, comp.id))
 
 
 Measures = Annotated[list[str], Query(max_length=20)]
@@ -163,7 +168,8 @@ def project_page(request: Request, project: Name, session: DB, who: Viewer,
                 comparisons=[(c, cmp_sql.counts(session, c.id)) for c in cmp_sql.list_all(
                     session, project=proj.name, state=None, limit=10, offset=0)],
                 alerts=alert_sql.list_alerts(session, state="open", project=proj.name,
-                                             workload=None, limit=20, offset=0))
+                                             workload=None, limit=20, offset=0),
+                bisections=verdict_sql.list_bisections(session, proj.name, 10))
 
 
 @router.get("/projects/{project}/branches/{branch}")
@@ -203,7 +209,19 @@ def alert_page(request: Request, alert_id: Id, session: DB, who: Viewer) -> HTML
     proj = project_sql.get(session, alert.project)
     branch = project_sql.get_branch(session, proj, alert.branch) if proj else None
     return page(request, "alert.html", viewer=who, alert=alert,
+                bisection=bp_sql.of_alert(session, alert.id, alert.bisection_id),
                 **history.alert_series(session, alert, branch, public_url(request)))
+
+
+@router.get("/bisections/{bisection_id}")
+def bisection_view(request: Request, bisection_id: Id, session: DB, who: Viewer
+                   ) -> HTMLResponse:
+    b = verdict_sql.get_bisection(session, bisection_id)
+    if b is None:
+        raise field_error(404, ["path", "bisection_id"],
+                          f"There is no bisection #{bisection_id}.", "not_found")
+    return page(request, "bisection.html", viewer=who,
+                **bisection_page.build(session, b, public_url(request)))
 
 
 @router.get("/{rest:path}")

@@ -4,6 +4,9 @@
   8% at commit 20 (an alert opens), peers measured beside the last commit, and a finished
   comparison (larson at 1 and 2 threads, 12 trials a side, head 6% slower at 2 threads,
   glibc and jemalloc as peers, a hypothesis); returns a dict of their ids, shas, tokens.
+- `bisect_data` (session) a push whose commit verdict regresses, its alert and the
+  bisection it starts, run to its culprit with one probe's build failing
+  (`bisect_data.py`); returns the project, shas, verdict, bisection and alert.
 - `browser` (module) a Chromium context (Debian's /usr/bin/chromium driven by Playwright,
   a fresh user data directory, no network but the API) signed in through the login form.
 - `public_url` (session) the public URL reports and webhooks link with here.
@@ -25,6 +28,7 @@ import numpy as np
 import pytest
 from helpers import patch_analysis_settings, run_analysis
 from mallard_api import notify
+from mallard_api.deps import get_settings
 from mallard_api.sql import projects as project_sql
 
 CHROMIUM = os.environ.get("MALLARD_CHROMIUM", "/usr/bin/chromium")
@@ -149,6 +153,27 @@ def _build(client: Any, make_token: Any, user_token: str) -> dict[str, Any]:
     return dict(project=project, commits=commits, comparison=comp["id"],
                 alert=alerts[0]["alert_id"], base_sha=base_sha, head_sha=head_sha,
                 runner=runner, user_token=user_token, user=user, detail=detail)
+
+
+@pytest.fixture(scope="session")
+def bisect_data(client, app, settings, make_token, admin_headers, user_headers
+                ) -> dict[str, Any]:
+    from ui import bisect_data as flow
+
+    arch = f"arch-{uuid.uuid4().hex[:8]}"
+    conf = settings.model_copy(update={
+        "stats_bootstrap_resamples": 2000, "public_url": PUBLIC_URL, "push_max_queued": 1,
+        "default_arch": arch, "push_backfill": False, "comparison_max_follow_ups": 0,
+        "forge_url_allow": "http://127.0.0.1:9", "alert_webhooks": "http://127.0.0.1:9/hook"})
+    app.dependency_overrides[get_settings] = lambda: conf  # the routes see it too
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            patch_analysis_settings(mp, conf)
+            mp.setattr(notify, "get_settings", lambda: conf)
+            return flow.build(client, app, conf, make_token, admin_headers,
+                              user_headers)
+    finally:
+        app.dependency_overrides.pop(get_settings, None)
 
 
 @pytest.fixture(scope="session")

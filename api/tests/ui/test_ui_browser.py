@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from ui.bisect_data import CULPRIT
+
 
 def _visit(browser: Any, url: str, shot: Any) -> tuple[Any, Any, list[str]]:
     page = browser.new_page()
@@ -61,11 +63,49 @@ def _pages(d: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
     ]
 
 
+def _bisection_pages(d: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """The bisection and the commit pages of its range (bisect_data.py)."""
+    b, culprit = d["bisection"], d["commits"][CULPRIT]
+    return [
+        ("bisection", f"/ui/bisections/{b['id']}",
+         ["Culprit:", f"{culprit[:7]} change {CULPRIT}: tune the transfer cache", "REGRESSED",
+          "SKIPPED", "GOOD", "BAD", "Error 1 (build failed)", b["culprit_line"]]),
+        ("commit-verdict", f"/ui/commits/{d['commits'][7]}",
+         ["Verdicts", "REGRESSED", "report (comparison #", f"bisection #{b['id']}",
+          "Alerts at this commit"]),
+        ("commit-culprit", f"/ui/commits/{culprit}",
+         ["Bisections naming this commit", f"bisection #{b['id']}", "culprit"]),
+    ]
+
+
 @pytest.mark.parametrize("name", ["comparison", "project", "branch", "commit", "alert",
                                   "index"])
 def test_page_in_chromium(signed_in, live_server, pages_data, shots, name):
     _, path, texts = next(p for p in _pages(pages_data) if p[0] == name)
-    page, resp, errors = _visit(signed_in, live_server + path, shots / f"{name}.png")
+    _check(signed_in, live_server, path, texts, shots / f"{name}.png", pages_data, name)
+
+
+@pytest.mark.parametrize("name", ["bisection", "commit-verdict", "commit-culprit"])
+def test_bisection_pages_in_chromium(signed_in, live_server, pages_data, bisect_data, shots,
+                                     name):
+    _, path, texts = next(p for p in _bisection_pages(bisect_data) if p[0] == name)
+    _check(signed_in, live_server, path, texts, shots / f"{name}.png", pages_data, name)
+    if name == "bisection":  # the plot: points link to commits, the culprit is marked
+        page, _, errors = _visit(signed_in, live_server + path, None)
+        try:
+            assert page.locator("svg.trend .changepoint").count() == 1
+            assert page.locator("svg.trend a circle.pt").count() >= 6
+            page.locator("svg.trend a circle.pt").last.click()  # drawn on top: the bad end
+            page.wait_for_load_state("networkidle")
+            assert page.url.endswith(f"/ui/commits/{bisect_data['commits'][7]}")
+            assert errors == []
+        finally:
+            page.close()
+
+
+def _check(signed_in: Any, live_server: str, path: str, texts: list[str], shot: Any,
+           pages_data: dict[str, Any], name: str) -> None:
+    page, resp, errors = _visit(signed_in, live_server + path, shot)
     try:
         assert resp is not None and resp.status == 200, resp and resp.status
         assert errors == []
