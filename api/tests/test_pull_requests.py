@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,7 +22,15 @@ from helpers import results, run_analysis, trial
 from mallard_api import delivery
 from mallard_api.config import Settings
 from mallard_api.deps import get_settings
-from test_forges import AUTH, COMMENT_PATHS, STATUS_PATH, TOKEN, Forge, forge  # noqa: F401
+from test_forges import AUTH, COMMENT_PATHS, STATUS_PATH, TOKEN, Forge
+
+
+@pytest.fixture
+def receiver() -> Iterator[Forge]:
+    f = Forge()
+    yield f
+    f.server.shutdown()
+
 
 MB, TIP = "a1" * 20, "b2" * 20  # the merge base, and the base branch's tip (moved on)
 HEADS = ["c3" * 20, "d4" * 20]
@@ -89,20 +98,20 @@ ACTIONS = {"github": ("opened", "synchronize", "labeled", "reopened"),
 
 @pytest.mark.parametrize("kind", ["github", "gitlab", "gitea"])
 def test_pull_request_events_of_each_forge(
-        kind: str, forge: Forge, client: TestClient, app: Any, settings: Settings,
+        kind: str, receiver: Forge, client: TestClient, app: Any, settings: Settings,
         make_project: Any, make_runner: Any, admin_headers: dict[str, str],
         user_headers: dict[str, str]) -> None:
     runner, rheaders = make_runner()
-    conf = settings.model_copy(update={"forge_url_allow": forge.url, "peers": "",
+    conf = settings.model_copy(update={"forge_url_allow": receiver.url, "peers": "",
                                        "default_arch": runner["arch"],
                                        "comparison_max_follow_ups": 0})
     app.dependency_overrides[get_settings] = lambda: conf
     project = make_project()
-    forge.auth = AUTH[kind]
-    forge.answers = {  # what the forge's REST API says the merge base is
+    receiver.auth = AUTH[kind]
+    receiver.answers = {  # what the forge's REST API says the merge base is
         f"/repos/acme/mallard/compare/{TIP}...{h}?per_page=1": {
             "status": "diverged", "merge_base_commit": {"sha": MB}} for h in HEADS}
-    forge.answers["/api/v4/projects/acme%2Fmallard/merge_requests/7"] = {
+    receiver.answers["/api/v4/projects/acme%2Fmallard/merge_requests/7"] = {
         "iid": 7, "diff_refs": {"base_sha": MB, "head_sha": HEADS[0], "start_sha": TIP}}
     opened, sync, label, reopened = ACTIONS[kind]
     deployment, own = f"/api/v1/webhooks/{kind}", f"/api/v1/webhooks/{kind}/{project['name']}"
@@ -120,7 +129,7 @@ def test_pull_request_events_of_each_forge(
         r = client.post(deployment, content=b"{not json", headers=bad)
         assert r.status_code == 401, r.text
         client.put(f"/api/v1/projects/{project['name']}/forge", headers=admin_headers,
-                   json={"kind": kind, "base_url": forge.url, "repo": "acme/mallard",
+                   json={"kind": kind, "base_url": receiver.url, "repo": "acme/mallard",
                          "token": TOKEN}).raise_for_status()
         jobs = []
         for i, head in enumerate(HEADS):
@@ -174,7 +183,7 @@ def test_pull_request_events_of_each_forge(
     finally:
         app.dependency_overrides.pop(get_settings, None)
     header, value = AUTH[kind]
-    statuses = [(c[1], c[3]["state"]) for c in forge.calls if "/statuses/" in c[1]]
+    statuses = [(c[1], c[3]["state"]) for c in receiver.calls if "/statuses/" in c[1]]
     failed = "failed" if kind == "gitlab" else "failure"
     path = STATUS_PATH[kind]
     assert statuses == [(path.format(sha=HEADS[0]), "pending"),
@@ -183,12 +192,12 @@ def test_pull_request_events_of_each_forge(
                         (path.format(sha=HEADS[1]), failed),
                         (path.format(sha=HEADS[1]), failed)]  # the reopen, told again
     create, update, verb = COMMENT_PATHS[kind]
-    comments = [(c[0], c[1]) for c in forge.calls
+    comments = [(c[0], c[1]) for c in receiver.calls
                 if c[0] != "GET" and "/statuses/" not in c[1]]
     assert comments == [("POST", create), (verb, update), (verb, update)]
     assert all({k.lower(): v for k, v in c[2].items()}[header.lower()] == value
-               for c in forge.calls)
-    reads = [c[1] for c in forge.calls if c[0] == "GET"]
+               for c in receiver.calls)
+    reads = [c[1] for c in receiver.calls if c[0] == "GET"]
     assert len(reads) == {"github": 3, "gitlab": 3, "gitea": 0}[kind]  # Gitea sends it
 
 
