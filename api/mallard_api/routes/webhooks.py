@@ -187,6 +187,7 @@ def deliver(forge: Forge, request: Request, raw: bytes, session: Session, settin
         return ignored(f"event {printable(event or '', 100)!r} is neither a push nor a "
                        "pull/merge request")
     data = json_object(raw)
+    push = None if is_pr else _validated(ForgePush, data, ["body"])
     if project is None:
         project = find_project(session, data)
         if project.webhook_secret:
@@ -199,9 +200,9 @@ def deliver(forge: Forge, request: Request, raw: bytes, session: Session, settin
     if delivery and not deliveries.first_time(session, forge.name, delivery[:200]):
         session.commit()
         return ignored(f"delivery {printable(delivery, 100)} was received before")
-    if is_pr:
+    if push is None:  # a pull/merge request event
         return pull_request(forge, data, session, settings, project)
-    return run_push(session, settings, project, _validated(ForgePush, data, ["body"]))
+    return run_push(session, settings, project, push)
 
 
 @router.post("/github", response_model=PushOut, openapi_extra=PAYLOAD_DOC)
