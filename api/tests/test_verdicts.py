@@ -15,7 +15,9 @@ from helpers import results, run_analysis, trial
 from mallard_api import pushes
 from mallard_api.config import Settings
 from mallard_api.deps import get_settings
+from mallard_api.models.analysis import OutboxMessage
 from mallard_api.models.core import Project
+from mallard_api.models.verdicts import ProjectForge
 from mallard_api.sql.projects import CommitInfo
 from sqlalchemy.orm import Session
 
@@ -79,7 +81,12 @@ def test_push_verdict_alert_bisection(client: TestClient, app: Any, settings: Se
 def flow(client: TestClient, app: Any, conf: Settings, db_session: Session,
          make_project: Any, runner: dict[str, Any], rheaders: dict[str, str],
          user_headers: dict[str, str], unique: str, timed: int) -> None:
-    project = make_project()["name"]
+    made = make_project()
+    project = made["name"]
+    # a forge, so that the statuses are queued (the outbox is not delivered here)
+    db_session.add(ProjectForge(project_id=made["id"], kind="gitea", repo="acme/mallard",
+                                base_url="http://127.0.0.1:9", token="t"))
+    db_session.commit()
     tag = unique
     commits = [hexsha(f"{tag}{i:02d}") for i in range(8)]
     culprit = 5
@@ -111,6 +118,12 @@ def flow(client: TestClient, app: Any, conf: Settings, db_session: Session,
     answer(client, rheaders, runner, job, cost, timed)
     run_analysis(app, conf)
     assert state() == "done/done"
+    statuses = [(m.payload["state"], m.payload["description"].split(" ")[0]) for m in
+                db_session.query(OutboxMessage).filter_by(project_id=made["id"])
+                .order_by(OutboxMessage.id) if m.url.endswith(f"/statuses/{commits[7]}")
+                and m.payload["context"] == f"mallard/{conf.default_arch}/verdict"]
+    assert statuses == [("pending", "measuring"), ("pending", "running"),
+                        ("failure", "2" if timed else "1")]  # regressed cells
     got = client.get(f"/api/v1/projects/{project}/commits/{commits[7]}",
                      headers=user_headers).json()
     # other tests' runners may be live too: each live arch gets its own verdict
