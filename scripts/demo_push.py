@@ -9,8 +9,12 @@ is 1 here, so only the newest is measured at first); its regression spans 8 comm
 the API bisects it. Prints `injected: <sha7>` before pushing, each commit status the
 receiver gets, and ends with the bisection's `culprit: ...` line.
 
-The judged cell is larson threads=1 `instructions` (cachegrind, deterministic): on this
-shared 2-core VM timed measures move by 17-36% run to run, instruction counts repeat.
+The bisection follows larson threads=1 `instructions` (cachegrind, deterministic): on
+this shared 2-core VM timed measures move by 17-36% run to run, instruction counts repeat.
+The culprit line quotes the slowdown itself, larson's ops_per_sec, from the narrowest
+comparison across the culprit that judged it REGRESSED (instructions only when none did):
+the injected loop (SLOW_SPINS per `free`) makes larson several times slower, and 6
+interleaved trials a side are enough for the rank test to decide such a change.
 """
 
 from __future__ import annotations
@@ -46,10 +50,11 @@ from mallard_api.harness import ApiProcess  # noqa: E402
 
 WORK = STATE / "push"
 FORGE_TOKEN = "demo-forge-token"  # a throwaway: the receiver is local
+SLOW_SPINS = 300  # a busy loop per free(): larson at 1 thread runs several times slower
 SLOW_FREE = (
     "MLD_EXPORT void free(void* p) { mld_free_inline(p); }",
     "MLD_EXPORT void free(void* p) {\n"
-    "  for (volatile unsigned mld_spin = 0; mld_spin < 40; mld_spin++) {}\n"
+    f"  for (volatile unsigned mld_spin = 0; mld_spin < {SLOW_SPINS}; mld_spin++) {{}}\n"
     "  mld_free_inline(p);\n}",
 )
 
@@ -178,7 +183,7 @@ def main() -> int:
             "MALLARD_PUBLIC_URL": api,
             "MALLARD_SUITE": "push",
             "MALLARD_PEERS": "",
-            "MALLARD_TRIALS": "3",
+            "MALLARD_TRIALS": "6",  # the fewest a rank test decides with an outlier
             "MALLARD_PUSH_MAX_QUEUED": "1",
             "MALLARD_PUSH_BACKFILL": "false",
             "MALLARD_COMPARISON_MAX_FOLLOW_UPS": "0",

@@ -26,10 +26,12 @@ Shapes (each forge's documented REST API):
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import quote
 
 import httpx
+from mallard_wire.fields import FULL_SHA
 from sqlalchemy.orm import Session
 
 from mallard_api.config import Settings
@@ -105,15 +107,73 @@ def enqueue_comment(session: Session, project_id: int, number: int, body: str
     return msg
 
 
+class ForgeError(RuntimeError):
+    """The forge did not answer a read (its status or why; never the token)."""
+
+
+MAX_ANSWER_BYTES = 4 << 20
+MERGE_BASE = {"github": ("merge_base_commit", "sha"), "gitlab": ("diff_refs", "base_sha")}
+
+
+def merge_base(session: Session, settings: Settings, project_id: int, kind: str, number: int,
+               base: str | None, head: str) -> str | None:
+    """A request's merge base read from the forge's REST API: GitHub's compare
+    (`merge_base_commit.sha`), GitLab's merge request (`diff_refs.base_sha`). None when
+    the project has no forge of that kind (or GitHub gave no base tip to compare with)."""
+    f = session.get(ProjectForge, project_id)
+    if f is None or f.kind != kind or kind not in MERGE_BASE:
+        return None
+    if kind == "github":
+        if base is None:
+            return None
+        url = f"{api_root(f)}/compare/{base}...{head}?per_page=1"
+    else:
+        url = f"{api_root(f)}/merge_requests/{number}"
+    body = bytearray()
+    try:
+        with httpx.Client(timeout=settings.webhook_timeout_seconds) as http, \
+                http.stream("GET", url, headers=auth_headers(f)) as resp:
+            if resp.status_code != 200:
+                raise ForgeError(f"HTTP {resp.status_code}")
+            for chunk in resp.iter_bytes():
+                body += chunk
+                if len(body) > MAX_ANSWER_BYTES:
+                    raise ForgeError(f"answer over {MAX_ANSWER_BYTES} bytes")
+        data: Any = json.loads(body)
+    except httpx.HTTPError as exc:
+        raise ForgeError(type(exc).__name__) from exc
+    except ValueError as exc:
+        raise ForgeError("answer is not JSON") from exc
+    for key in MERGE_BASE[kind]:
+        data = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(data, str) or not FULL_SHA.match(data):
+        raise ForgeError(f"answer has no {'.'.join(MERGE_BASE[kind])}")
+    return data.lower()
+
+
 def is_forge(msg: OutboxMessage) -> bool:
     return msg.event.startswith("forge.")
 
 
+def superseded(session: Session, msg: OutboxMessage) -> bool:
+    """Whether a newer message replaces this one: the request's comment, or the status of
+    the same commit and context. A retried older message is then dropped, so it never
+    overwrites what the newer one says (a late `pending` after `failure`)."""
+    def context(p: dict[str, Any]) -> Any:
+        return p.get("context", p.get("name"))
+
+    return any(msg.event == "forge.comment" or context(p) == context(msg.payload)
+               for p in outbox.newer_payloads(session, msg))
+
+
 def send(session: Session, http: httpx.Client, msg: OutboxMessage) -> str | None:
-    """Deliver one forge message; None on success, else the error (never the token)."""
+    """Deliver one forge message; None on success (or when a newer message supersedes
+    it), else the error (never the token)."""
     f = session.get(ProjectForge, msg.project_id) if msg.project_id is not None else None
     if f is None:
         return "the project has no forge any more"
+    if superseded(session, msg):
+        return None
     headers = auth_headers(f)
     try:
         if msg.event == "forge.status":

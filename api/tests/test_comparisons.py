@@ -372,4 +372,4 @@ def test_reads_never_write(client, app, user_headers, make_project, make_runner,
         event.remove(app.state.engine, "before_cursor_execute", record)
     assert writes == []
     assert client.get(f"/api/v1/comparisons/{cid}",
-                      headers=user_headers).json()["state"] == "queued"  # the worker settles
+                      headers=user_headers).json()["state"] == "running"  # the worker settles

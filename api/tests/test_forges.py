@@ -4,18 +4,15 @@ the token is never returned by the API nor stored in the outbox."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from conftest import GITHUB_SECRET
 from fastapi.testclient import TestClient
-from helpers import results, run_analysis, trial
 from mallard_api import delivery, forges
 from mallard_api.config import Settings
 from mallard_api.deps import get_settings
@@ -26,22 +23,44 @@ TOKEN = "s3cr3t-forge-token"
 
 
 class Forge:
-    """Records (method, path, headers, body); answers comments with an id."""
+    """Records (method, path, headers, body); answers comments with an id, GETs from
+    `answers` (path -> JSON) when the request carries `auth` (header, value), and the
+    first `fail_first` writes with a 500."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, dict[str, str], dict[str, Any]]] = []
+        self.answers: dict[str, Any] = {}
+        self.auth: tuple[str, str] | None = None
+        self.fail_first = 0
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def _any(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.calls.append((self.command, self.path, dict(self.headers), body))
-                out = json.dumps({"id": 4242}).encode()
-                self.send_response(201 if self.command == "POST" else 200)
+            def _send(self, code: int, data: Any) -> None:
+                out = json.dumps(data).encode()
+                self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(out)))
                 self.end_headers()
                 self.wfile.write(out)
+
+            def _any(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.calls.append((self.command, self.path, dict(self.headers), body))
+                if outer.fail_first > 0:
+                    outer.fail_first -= 1
+                    self._send(500, {"message": "down"})
+                    return
+                self._send(201 if self.command == "POST" else 200, {"id": 4242})
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                outer.calls.append(("GET", self.path, dict(self.headers), {}))
+                header, value = outer.auth or ("", "")
+                if self.headers.get(header) != value:
+                    self._send(401, {"message": "Bad credentials"})
+                elif self.path in outer.answers:
+                    self._send(200, outer.answers[self.path])
+                else:
+                    self._send(404, {"message": "Not Found"})
 
             do_POST = do_PATCH = do_PUT = _any
 
@@ -130,59 +149,28 @@ def test_status_and_comment_create_then_update(
         ("POST", create, "first verdict"), (verb, update, "second verdict")]
 
 
-def test_pull_request_status_and_one_comment_updated(
-        forge: Forge, client: TestClient, app: Any, settings: Settings, db_session: Session,
-        make_project: Any, make_runner: Any, admin_headers: dict[str, str]) -> None:
-    runner, rheaders = make_runner()
-    conf = settings.model_copy(update={"forge_url_allow": forge.url, "peers": "",
-                                       "default_arch": runner["arch"],
-                                       "comparison_max_follow_ups": 0})
-    app.dependency_overrides[get_settings] = lambda: conf
-    try:
-        project = make_project()
-        client.put(f"/api/v1/projects/{project['name']}/forge", headers=admin_headers,
-                   json={"kind": "github", "base_url": forge.url, "repo": "acme/mallard",
-                         "token": TOKEN}).raise_for_status()
-        base, heads = "b" * 40, ["d" * 40, "e" * 40]
-        for i, head in enumerate(heads):
-            event = {"action": "opened" if i == 0 else "synchronize",
-                     "pull_request": {"number": 7, "head": {"sha": head},
-                                      "base": {"sha": base}}}
-            body = json.dumps(event).encode()
-            sig = "sha256=" + hmac.new(GITHUB_SECRET.encode(), body, hashlib.sha256).hexdigest()
-            r = client.post(f"/api/v1/webhooks/github/{project['name']}", content=body,
-                            headers={"X-GitHub-Event": "pull_request",
-                                     "X-Hub-Signature-256": sig,
-                                     "Content-Type": "application/json"})
-            assert r.status_code == 200 and "pull request #7" in r.json()["note"], r.text
-            job = client.post("/api/v1/jobs/claim", headers=rheaders, json={
-                "runner_id": runner["id"], "lease_seconds": 600}).json()
-            trials = [trial(a["commit"], threads=1, label=a["label"],
-                            measures={"instructions": 100.0 if a["label"] == "base"
-                                      else 150.0})
-                      for a in job["spec"]["allocators"]]
-            client.post("/api/v1/results", headers=rheaders, json=results(
-                trials, job_id=job["id"], runner_id=runner["id"],
-                project=project["name"])).raise_for_status()
-            run_analysis(app, conf)
-            with app.state.background_sessionmaker() as fresh:  # now() moves on
-                delivery.deliver_due(fresh)
-        bad = json.dumps({"action": "opened", "pull_request": {
-            "number": 7, "head": {"sha": "nope"}, "base": {"sha": base}}}).encode()
-        sig = "sha256=" + hmac.new(GITHUB_SECRET.encode(), bad, hashlib.sha256).hexdigest()
-        r = client.post(f"/api/v1/webhooks/github/{project['name']}", content=bad, headers={
-            "X-GitHub-Event": "pull_request", "X-Hub-Signature-256": sig,
-            "Content-Type": "application/json"})
-        assert r.status_code == 422
-        assert r.json()["detail"][0]["loc"] == ["body", "pull_request", "head"]
-    finally:
-        app.dependency_overrides.pop(get_settings, None)
-    statuses = [(c[1].rsplit("/", 1)[-1], c[3]["state"]) for c in forge.calls
-                if "/statuses/" in c[1]]
-    assert statuses == [(heads[0], "pending"), (heads[0], "failure"),
-                        (heads[1], "pending"), (heads[1], "failure")]
-    comments = [(c[0], c[1]) for c in forge.calls if "/statuses/" not in c[1]]
-    assert comments == [("POST", "/repos/acme/mallard/issues/7/comments"),
-                        ("PATCH", "/repos/acme/mallard/issues/comments/4242")]
-    last = [c for c in forge.calls if "/statuses/" not in c[1]][-1]
-    assert "1 regressed" in last[3]["body"] and "mallard@eeeeeee" in last[3]["body"]
+def test_an_older_status_never_lands_after_a_newer_one(
+        forge: Forge, settings: Settings, db_session: Session, make_project: Any) -> None:
+    """The forge is down for the `pending`; when it comes back the retried `pending` is
+    due after the `failure` queued later: it is dropped, not sent over it."""
+    from mallard_api.models.verdicts import ProjectForge
+
+    project = make_project()
+    db_session.add(ProjectForge(project_id=project["id"], kind="gitea", base_url=forge.url,
+                                repo="acme/mallard", token=TOKEN))
+    conf = settings.model_copy(update={"forge_url_allow": forge.url})
+    sha = "f" * 40
+    forge.fail_first = 1
+    forges.enqueue_status(db_session, conf, project["id"], sha, "x86_64", "pending",
+                          "running against aaaaaaa", 3)
+    db_session.commit()
+    assert delivery.deliver_due(db_session).retried == 1
+    forges.enqueue_status(db_session, conf, project["id"], sha, "x86_64", "failure",
+                          "1 regressed vs aaaaaaa", 3)
+    db_session.commit()
+    later = datetime.now(UTC) + timedelta(hours=2)  # both due: the retry sorts last
+    delivery.deliver_due(db_session, now=later)
+    sent = [c[3]["state"] for c in forge.calls if "/statuses/" in c[1]]
+    assert sent == ["pending", "failure"]  # the first pending got the 500
+    left = db_session.query(OutboxMessage).filter_by(project_id=project["id"]).all()
+    assert {m.state for m in left} == {"delivered"}

@@ -6,14 +6,18 @@ named on the bisection, the alert and the commit; bad input to POST /bisections.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from helpers import results, run_analysis, trial
 from mallard_api import pushes
 from mallard_api.config import Settings
 from mallard_api.deps import get_settings
+from mallard_api.models.analysis import OutboxMessage
 from mallard_api.models.core import Project
+from mallard_api.models.verdicts import ProjectForge
 from mallard_api.sql.projects import CommitInfo
 from sqlalchemy.orm import Session
 
@@ -31,11 +35,15 @@ def claim(client: TestClient, headers: dict[str, str], runner: dict[str, Any]
 
 
 def answer(client: TestClient, headers: dict[str, str], runner: dict[str, Any],
-           job: dict[str, Any], cost: dict[str, float]) -> None:
-    """Post one instructions trial per mallard allocator of the job: `cost[commit]`."""
+           job: dict[str, Any], cost: dict[str, float], timed: int = 0) -> None:
+    """Post one instructions trial per mallard allocator of the job: `cost[commit]`; and
+    `timed` trials of ops_per_sec (1e9 / cost, within 0.5%)."""
+    sides = [a for a in job["spec"]["allocators"] if a["name"] == "mallard"]
     trials = [trial(a["commit"], threads=1, label=a["label"],
-                    measures={"instructions": cost[a["commit"]]})
-              for a in job["spec"]["allocators"] if a["name"] == "mallard"]
+                    measures={"instructions": cost[a["commit"]]}) for a in sides]
+    trials += [trial(a["commit"], threads=1, label=a["label"], measures={
+        "ops_per_sec": 1e9 / cost[a["commit"]] * (1 + 0.001 * i)})
+        for i in range(timed) for a in sides]
     r = client.post("/api/v1/results", headers=headers, json=results(
         trials, job_id=job["id"], runner_id=runner["id"], project=job["spec"]["project"],
         branch=job["spec"].get("branch")))
@@ -51,25 +59,34 @@ def push(db_session: Session, settings: Settings, project: str, before: str | No
                               commits=infos)
 
 
+@pytest.mark.parametrize("timed", [0, 6])
 def test_push_verdict_alert_bisection(client: TestClient, app: Any, settings: Settings,
                                       db_session: Session, make_project: Any,
                                       make_runner: Any, user_headers: dict[str, str],
-                                      unique: Any) -> None:
+                                      unique: Any, timed: int) -> None:
+    """The bisection follows `instructions`; its culprit line quotes ops_per_sec when
+    a comparison across the culprit judged it REGRESSED (timed trials), else instructions.
+    """
     runner, rheaders = make_runner()
     conf = settings.model_copy(update={"push_max_queued": 1, "default_arch": runner["arch"],
                                        "push_backfill": False, "comparison_max_follow_ups": 0})
     app.dependency_overrides[get_settings] = lambda: conf  # the routes see it too
     try:
         flow(client, app, conf, db_session, make_project, runner, rheaders, user_headers,
-             unique)
+             unique, timed)
     finally:
         app.dependency_overrides.pop(get_settings, None)
 
 
 def flow(client: TestClient, app: Any, conf: Settings, db_session: Session,
          make_project: Any, runner: dict[str, Any], rheaders: dict[str, str],
-         user_headers: dict[str, str], unique: str) -> None:
-    project = make_project()["name"]
+         user_headers: dict[str, str], unique: str, timed: int) -> None:
+    made = make_project()
+    project = made["name"]
+    # a forge, so that the statuses are queued (the outbox is not delivered here)
+    db_session.add(ProjectForge(project_id=made["id"], kind="gitea", repo="acme/mallard",
+                                base_url="http://127.0.0.1:9", token="t"))
+    db_session.commit()
     tag = unique
     commits = [hexsha(f"{tag}{i:02d}") for i in range(8)]
     culprit = 5
@@ -79,16 +96,34 @@ def flow(client: TestClient, app: Any, conf: Settings, db_session: Session,
     assert out.queued == 1
     job = claim(client, rheaders, runner)
     assert job is not None and [a["label"] for a in job["spec"]["allocators"]][0] == "head"
-    answer(client, rheaders, runner, job, cost)
+    answer(client, rheaders, runner, job, cost, timed)
     # seven commits at once, cap 1: the newest is judged against c0, the rest deferred
     out = push(db_session, conf, project, commits[0], commits[1:],
                [f"change {i}" for i in range(1, 8)])
     assert (out.commits, out.queued, out.deferred) == (7, 1, 6)
     assert out.note and "deferred" in out.note
+
+    def state() -> str:
+        got = client.get(f"/api/v1/projects/{project}/commits/{commits[7]}",
+                         headers=user_headers).json()
+        (v,) = [x for x in got["verdicts"] if x["arch"] == conf.default_arch]
+        comp = client.get(f"/api/v1/comparisons/{v['comparison_id']}",
+                          headers=user_headers).json()
+        return f"{v['state']}/{comp['state']}"
+
+    assert state() == "queued/queued"
     job = claim(client, rheaders, runner)
     assert job is not None and job["spec"]["allocators"][0]["commit"] == commits[0]
-    answer(client, rheaders, runner, job, cost)
+    assert state() == "running/running"  # the verdict follows its comparison
+    answer(client, rheaders, runner, job, cost, timed)
     run_analysis(app, conf)
+    assert state() == "done/done"
+    statuses = [(m.payload["state"], m.payload["description"].split(" ")[0]) for m in
+                db_session.query(OutboxMessage).filter_by(project_id=made["id"])
+                .order_by(OutboxMessage.id) if m.url.endswith(f"/statuses/{commits[7]}")
+                and m.payload["context"] == f"mallard/{conf.default_arch}/verdict"]
+    assert statuses == [("pending", "measuring"), ("pending", "running"),
+                        ("failure", "2" if timed else "1")]  # regressed cells
     got = client.get(f"/api/v1/projects/{project}/commits/{commits[7]}",
                      headers=user_headers).json()
     # other tests' runners may be live too: each live arch gets its own verdict
@@ -107,14 +142,17 @@ def flow(client: TestClient, app: Any, conf: Settings, db_session: Session,
     while (job := claim(client, rheaders, runner)) is not None:
         rounds += 1
         assert rounds <= 20
-        answer(client, rheaders, runner, job, cost)
+        answer(client, rheaders, runner, job, cost, timed)
         run_analysis(app, conf)
     b = client.get(f"/api/v1/bisections/{v['bisection_id']}", headers=user_headers).json()
     assert b["state"] == "done" and b["culprit"] == commits[culprit], b
     assert b["builds"] <= 3 + 2  # ceil(log2(7)) + 2
-    assert b["culprit_line"].startswith(f"culprit: {commits[culprit][:7]} change {culprit} "
-                                        "(larson threads=1 instructions +10.0% ±0.0%, "
-                                        "bisected in ")
+    cell = (r"ops_per_sec -9\.\d% ±\d+\.\d%" if timed
+            else r"instructions \+10\.0% ±0\.0%")
+    assert re.fullmatch(rf"culprit: {commits[culprit][:7]} change {culprit} "
+                        rf"\(larson threads=1 {cell}, bisected in \d builds\)",
+                        b["culprit_line"]), b["culprit_line"]
+    assert b["measure"] == "instructions"
     assert all(st["evidence"]["good_vs_probe"] for st in b["steps"] if st["round"] > 0)
     alert = client.get(f"/api/v1/alerts/{v['alert_id']}", headers=user_headers).json()
     assert f"culprit: {commits[culprit][:7]}" in alert["text"]

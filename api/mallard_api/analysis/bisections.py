@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from mallard_api.analysis.bisect_search import BAD, GOOD, SKIP, Evidence, Search, classify
 from mallard_api.analysis.comparisons import allocator_label, comparison_spec
-from mallard_api.analysis.measures import higher_is_better
+from mallard_api.analysis.measures import THROUGHPUT, higher_is_better
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Alert, Comparison
 from mallard_api.models.core import Commit, Project
@@ -100,17 +100,20 @@ def probe(session: Session, settings: Settings, b: Bisection, project: Project) 
     b.builds += 1
 
 
-def _evidence(session: Session, comp: Comparison | None, b: Bisection) -> dict[str, Any] | None:
-    """The judged cell of a comparison (None when it failed or has no such cell)."""
+def _evidence(session: Session, comp: Comparison | None, b: Bisection,
+              measure: str | None = None) -> dict[str, Any] | None:
+    """The judged cell of a comparison, or its `measure` cell (None when it failed or has
+    no such cell)."""
     if comp is None or comp.state == "failed":
         return None
     for c in comparison_sql.cells(session, comp.id):
-        if c.workload == b.workload and c.measure == b.measure \
+        if c.workload == b.workload and c.measure == (measure or b.measure) \
                 and (b.threads is None or c.threads == b.threads):
             return {"comparison_id": comp.id, "base": comp.base.get("commit"),
                     "head": comp.head.get("commit"), "diff_pct": c.diff_pct,
                     "ci_low_pct": c.ci_low_pct, "ci_high_pct": c.ci_high_pct,
                     "verdict": c.verdict, "higher_is_better": c.higher_is_better,
+                    "measure": c.measure,
                     "threads": c.threads, "line": c.line}
     return None
 
@@ -143,8 +146,10 @@ def advance(session: Session, settings: Settings, bisection_id: int) -> None:
 
 
 def culprit_evidence(session: Session, b: Bisection) -> dict[str, Any] | None:
-    """The judged cell of the narrowest comparison across the culprit (only the culprit's
-    change lies inside it)."""
+    """What the culprit line quotes: the throughput cell (ops_per_sec) of the narrowest
+    comparison across the culprit (only the culprit's change lies inside it) that judged it
+    REGRESSED, which is the slowdown a reader expects; else the judged cell of the
+    narrowest comparison across it."""
     if b.culprit is None:
         return None
     at = b.commits.index(b.culprit)
@@ -155,8 +160,14 @@ def culprit_evidence(session: Session, b: Bisection) -> dict[str, Any] | None:
         for (lo, hi), cid in zip(pairs, st["comparisons"], strict=False):
             if lo < at <= hi:
                 spans.append((hi - lo, -st["round"], cid))
-    for _, _, cid in sorted(spans):
-        e = _evidence(session, comparison_sql.get(session, cid), b)
+    comps = [comparison_sql.get(session, cid) for _, _, cid in sorted(spans)]
+    if b.measure != THROUGHPUT:
+        for comp in comps:
+            e = _evidence(session, comp, b, THROUGHPUT)
+            if e is not None and e["verdict"] == "regressed":
+                return e
+    for comp in comps:
+        e = _evidence(session, comp, b)
         if e is not None:
             return e
     return None
@@ -181,8 +192,9 @@ def culprit_line(session: Session, b: Bisection) -> str | None:
             half = (e["ci_high_pct"] - e["ci_low_pct"]) / 2
         change = f" {e['diff_pct']:+.1f}% ±{half:.1f}%"
     threads = f" threads={b.threads}" if b.threads is not None else ""
+    measure = e["measure"] if e is not None else b.measure
     return (f"culprit: {b.culprit[:7]} {subject(session, b.project_id, b.culprit)} "
-            f"({b.workload}{threads} {b.measure}{change}, bisected in {b.builds} builds)")
+            f"({b.workload}{threads} {measure}{change}, bisected in {b.builds} builds)")
 
 
 def finish(session: Session, settings: Settings, b: Bisection) -> None:

@@ -159,11 +159,13 @@ def update_comparison(session: Session, comp: Comparison, settings: Settings | N
     comp.note = note
     comp.updated_at = datetime.now(UTC)
     refresh_state(session, comp, cells=cells, settings=settings)
-    if comp.state in ("done", "failed"):
-        from mallard_api.analysis import verdicts  # commit verdicts, bisections (issue 12)
+    from mallard_api.analysis import verdicts  # commit verdicts, bisections (issue 12)
 
+    if comp.state in ("done", "failed"):
         session.flush()
         verdicts.on_comparison_settled(session, comp, settings or get_settings())
+    else:
+        verdicts.follow(session, settings or get_settings(), comp)
 
 
 def refresh_state(session: Session, comp: Comparison,

@@ -1,14 +1,25 @@
-"""Pull/merge requests: a request's head compared with its base, the verdict sent back as
-a commit status and as one comment on the request (created once, then updated on every
-new push, never duplicated; forges.py sends both through the outbox).
+"""Pull/merge requests: a request's head compared with its merge base, the verdict sent
+back as a commit status and as one comment on the request (created once, then updated on
+every new push, never duplicated; forges.py sends both through the outbox).
 
-Events read (per-project webhook address, authenticated like pushes):
-GitHub `pull_request` and Gitea/Forgejo `pull_request` (actions opened, reopened,
-synchronize/synchronized): `pull_request.number`, `head.sha`, and the base:
-Gitea's `merge_base`, else `base.sha` (GitHub sends no merge base: its `base.sha` is the
-base branch's tip, the merge base whenever the request is up to date with it). GitLab
-`Merge Request Hook` (actions open, reopen, update): `object_attributes.iid`,
-`last_commit.id`, `diff_refs.base_sha` (the merge base).
+What each forge's event carries (read after the delivery is authenticated, on either
+webhook address of routes/webhooks.py):
+
+* GitHub `pull_request` (actions opened, reopened, synchronize): `pull_request.number`,
+  `pull_request.head.sha`, `pull_request.base.sha`. The base sha is the base branch's
+  tip, not the merge base: with a GitHub forge set on the project, the merge base is read
+  from `GET /repos/{o}/{r}/compare/{base}...{head}` (`merge_base_commit.sha`); without
+  one the base tip is used (the merge base whenever the request is up to date).
+* Gitea/Forgejo `pull_request` (actions opened, reopened, synchronized):
+  `pull_request.number`, `pull_request.head.sha`, `pull_request.merge_base`.
+* GitLab `Merge Request Hook` (actions open, reopen, and update when it carries
+  `object_attributes.oldrev`, i.e. new commits; an update without it changed no code):
+  `object_attributes.iid`, `object_attributes.last_commit.id`. The hook carries no base
+  sha: it is read from `GET /api/v4/projects/{id}/merge_requests/{iid}`
+  (`diff_refs.base_sha`, the merge base), so a GitLab project needs its forge set.
+
+A request whose (head, merge base) was compared before (a replay, a reopen, a label
+change) queues nothing new.
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from mallard_api import forges
-from mallard_api.analysis.comparisons import allocator_label, comparison_spec
+from mallard_api.analysis.comparisons import allocator_label, comparison_spec, render_report
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.core import Project
@@ -29,22 +40,31 @@ from mallard_api.models.verdicts import ForgeComment
 from mallard_api.sql import comparisons as comparison_sql
 from mallard_api.sql import jobs as job_sql
 
-PR_EVENTS = {"github": "pull_request", "gitea": "pull_request",
-             "gitlab": "Merge Request Hook"}
-ACTIONS = {"opened", "reopened", "synchronize", "synchronized", "open", "reopen", "update"}
+ACTIONS = {"github": {"opened", "reopened", "synchronize"},
+           "gitea": {"opened", "reopened", "synchronized"},
+           "gitlab": {"open", "reopen", "update"}}
 
 
 @dataclass(frozen=True)
 class PullRequest:
     number: int
     head: str
-    base: str
+    base: str | None  # the merge base when the event carries it (Gitea), else the base tip
+    merge_base_known: bool  # base is the merge base itself
+
+
+@dataclass(frozen=True)
+class Handled:
+    comparison_id: int
+    job_id: int | None  # None: this head and base were compared already
+    note: str
 
 
 class BadEvent(ValueError):
-    def __init__(self, field: list[str | int], msg: str) -> None:
+    def __init__(self, field: list[str | int], msg: str, status: int = 422) -> None:
         super().__init__(msg)
         self.field: list[str | int] = field
+        self.status = status
 
 
 def _get(data: Any, *path: str) -> Any:
@@ -53,38 +73,84 @@ def _get(data: Any, *path: str) -> Any:
     return data
 
 
+def _sha(value: Any, field: list[str | int]) -> str:
+    if not isinstance(value, str) or not FULL_SHA.match(value):
+        raise BadEvent(field, "must be a full commit sha")
+    return value.lower()
+
+
 def parse(forge: str, data: dict[str, Any]) -> PullRequest | None:
     """The request's number, head and base; None for an action that changes no code."""
     if forge == "gitlab":
-        action, number = _get(data, "object_attributes", "action"), \
-            _get(data, "object_attributes", "iid")
-        head = _get(data, "object_attributes", "last_commit", "id")
-        base = _get(data, "object_attributes", "diff_refs", "base_sha")
-        where = ["body", "object_attributes"]
+        where: list[str | int] = ["body", "object_attributes"]
+        attrs = data.get("object_attributes")
+        action, number = _get(attrs, "action"), _get(attrs, "iid")
+        if action == "update" and not _get(attrs, "oldrev"):
+            return None  # a title, label or assignee change: no new commits
+        head: Any = _get(attrs, "last_commit", "id")
+        base: Any = _get(attrs, "diff_refs", "base_sha")  # not sent today: read from the API
+        head_field: list[str | int] = [*where, "last_commit", "id"]
+        known = base is not None
     else:
+        where = ["body", "pull_request"]
         action, number = data.get("action"), _get(data, "pull_request", "number")
         head = _get(data, "pull_request", "head", "sha")
-        base = _get(data, "pull_request", "merge_base") or _get(data, "pull_request", "base",
-                                                                "sha")
-        where = ["body", "pull_request"]
-    if action not in ACTIONS:
+        head_field = [*where, "head", "sha"]
+        merge_base = _get(data, "pull_request", "merge_base") if forge == "gitea" else None
+        base = merge_base or _get(data, "pull_request", "base", "sha")
+        known = bool(merge_base)
+    if action not in ACTIONS[forge]:
         return None
-    if not isinstance(number, int) or not 0 < number < 2**31:
-        raise BadEvent([*where, "number"], "must be a positive integer")
-    for name, sha in (("head", head), ("base", base)):
-        if not isinstance(sha, str) or not FULL_SHA.match(sha):
-            raise BadEvent([*where, name], "must be a full commit sha")
-    return PullRequest(number, str(head).lower(), str(base).lower())
+    if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 2**31:
+        raise BadEvent([*where, "iid" if forge == "gitlab" else "number"],
+                       "must be a positive integer")
+    head = _sha(head, head_field)
+    if base is not None or forge != "gitlab":
+        base = _sha(base, [*where, "diff_refs" if forge == "gitlab" else "base", "sha"])
+    return PullRequest(number, head, base, known)
 
 
-def handle(session: Session, settings: Settings, project: Project, pr: PullRequest
-           ) -> tuple[int, int]:
-    """Queue the comparison base vs head (default arch); (comparison id, job id)."""
+def merge_base(session: Session, settings: Settings, project: Project, forge: str,
+               pr: PullRequest) -> str:
+    """The merge base: the event's own, else the forge's answer, else the base tip."""
+    if pr.merge_base_known and pr.base:
+        return pr.base
+    try:
+        found = forges.merge_base(session, settings, project.id, forge, pr.number, pr.base,
+                                  pr.head)
+    except forges.ForgeError as exc:
+        raise BadEvent(["body", "object_attributes" if forge == "gitlab" else "pull_request"],
+                       f"the forge did not give the merge base: {exc}", 502) from exc
+    if found:
+        return found
+    if pr.base is None:
+        raise BadEvent(["body", "object_attributes", "diff_refs"],
+                       "a GitLab merge request hook carries no base commit: set the "
+                       f"project's forge (PUT /api/v1/projects/{project.name}/forge) so "
+                       "the merge base can be read from GitLab")
+    return pr.base
+
+
+def handle(session: Session, settings: Settings, project: Project, forge: str,
+           pr: PullRequest) -> Handled:
+    """Queue the comparison merge base vs head (default arch), once per pair."""
     arch = settings.default_arch
+    base = merge_base(session, settings, project, forge, pr)
+    row = session.get(ForgeComment, (project.id, pr.number))
+    if row is None:
+        row = ForgeComment(project_id=project.id, number=pr.number)
+        session.add(row)
+    row.head_sha, row.base_sha = pr.head, base
+    seen = comparison_sql.of_pair(session, project.id, arch, base, pr.head)
+    if seen is not None and seen.state == "done":  # tell this request what it said
+        on_settled(session, settings, seen, render_report(session, seen), [row])
+    if seen is not None:
+        return Handled(seen.id, None, f"pull request #{pr.number}: {pr.head[:7]} vs "
+                       f"{base[:7]} was queued before (comparison {seen.id}, {seen.state})")
     comp = comparison_sql.create(session, Comparison(
         project_id=project.id, project=project.name, arch=arch,
-        base={"commit": pr.base, "variant": None}, head={"commit": pr.head, "variant": None},
-        base_label=allocator_label({"commit": pr.base}),
+        base={"commit": base, "variant": None}, head={"commit": pr.head, "variant": None},
+        base_label=allocator_label({"commit": base}),
         head_label=allocator_label({"commit": pr.head}), workloads=None, threads=None,
         suite=settings.suite, trials=settings.trials, warmup=settings.warmup, peers=[],
         hypothesis=None, state="queued", max_follow_ups=settings.comparison_max_follow_ups))
@@ -95,25 +161,23 @@ def handle(session: Session, settings: Settings, project: Project, pr: PullReque
                           project_id=project.id, max_attempts=settings.job_max_attempts)
     comparison_sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=0,
                             trials=settings.trials)
-    row = session.get(ForgeComment, (project.id, pr.number))
-    if row is None:
-        session.add(ForgeComment(project_id=project.id, number=pr.number, head_sha=pr.head,
-                                 base_sha=pr.base))
-    else:
-        row.head_sha, row.base_sha = pr.head, pr.base
     forges.enqueue_status(session, settings, project.id, pr.head, arch, "pending",
-                          f"comparing with {pr.base[:7]}", comp.id, context="pull-request")
-    return comp.id, job.id
+                          f"comparing with {base[:7]}", comp.id, context="pull-request")
+    return Handled(comp.id, job.id, f"pull request #{pr.number}: {pr.head[:7]} compared "
+                   f"with {base[:7]} (comparison {comp.id})")
 
 
-def on_settled(session: Session, settings: Settings, comp: Comparison, report: str) -> None:
-    """A comparison settled: if it is a request's current head vs base, tell the forge."""
+def on_settled(session: Session, settings: Settings, comp: Comparison, report: str,
+               rows: list[ForgeComment] | None = None) -> None:
+    """A comparison settled: if it is a request's current head vs base (or `rows`' head
+    and base), tell the forge."""
     if comp.project_id is None:
         return
-    rows = session.scalars(select(ForgeComment).where(
-        ForgeComment.project_id == comp.project_id,
-        ForgeComment.head_sha == comp.head.get("commit"),
-        ForgeComment.base_sha == comp.base.get("commit")))
+    if rows is None:
+        rows = list(session.scalars(select(ForgeComment).where(
+            ForgeComment.project_id == comp.project_id,
+            ForgeComment.head_sha == comp.head.get("commit"),
+            ForgeComment.base_sha == comp.base.get("commit"))))
     cells = comparison_sql.cells(session, comp.id)
     regressed = [c for c in cells if c.verdict == "regressed"]
     state = "error" if comp.state == "failed" else ("failure" if regressed else "success")

@@ -111,7 +111,31 @@ def backfill(session: Session, settings: Settings, arch: str) -> int | None:
     return None
 
 
-# -- when a comparison settles ------------------------------------------------------------
+# -- while the comparison runs, and when it settles ---------------------------------------
+def job_claimed(session: Session, settings: Settings, comparison_id: int | None) -> None:
+    """A runner claimed a job of comparison `comparison_id`: the comparison runs, and its
+    commit verdicts follow (:func:`follow`)."""
+    comp = None if comparison_id is None else comparison_sql.lock(session, comparison_id)
+    if comp is None or comp.state in ("done", "failed"):
+        return
+    comp.state = "running"
+    follow(session, settings, comp)
+
+
+def follow(session: Session, settings: Settings, comp: Comparison) -> None:
+    """A running comparison's queued verdicts become `running`, with a pending status that
+    says so (the status stays pending until the verdict is done or failed)."""
+    if comp.state != "running":
+        return
+    from mallard_api import forges
+
+    for v in sql.of_comparison(session, comp.id):
+        if v.state == "queued":
+            v.state = "running"
+            forges.enqueue_status(session, settings, v.project_id, v.commit_sha, v.arch,
+                                  "pending", f"running against {v.base_sha[:7]}", comp.id)
+
+
 def _moved(cells: list[Any]) -> list[dict[str, Any]]:
     return [{"workload": c.workload, "params": c.params, "threads": c.threads,
              "measure": c.measure, "verdict": c.verdict, "diff_pct": c.diff_pct,

@@ -76,6 +76,8 @@ def claim(body: ClaimIn, session: DB, p: RunnerOrAdmin,
     if job is None and verdicts.backfill(session, settings, runner.arch) is not None:
         job = sql.claim(session, runner_id=runner.id, arch=runner.arch,
                         lease_seconds=body.lease_seconds)  # idle: a deferred commit
+    if job is not None:  # a comparison's job: it (and its commit verdicts) run now
+        verdicts.job_claimed(session, settings, (job.spec or {}).get("comparison_id"))
     session.commit()
     if job is None:
         return Response(status_code=204)

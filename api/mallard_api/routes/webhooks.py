@@ -1,9 +1,13 @@
-"""Push webhooks: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token), Gitea
-(X-Gitea-Signature), and the plain JSON form the post-receive hook posts (bearer token).
+"""Forge webhooks: GitHub (X-Hub-Signature-256), GitLab (X-Gitlab-Token), Gitea/Forgejo
+(X-Gitea-Signature), pushes and pull/merge request events; and the plain JSON form the
+post-receive hook posts (bearer token).
 
 Forge webhooks carry no bearer token: the signature (HMAC-SHA256 of the raw body) or
-GitLab's token authenticates them, and it is checked over the raw bytes before the body
-is parsed. Two addresses per forge:
+GitLab's token authenticates them (forge_hooks.py), and it is checked over the raw bytes
+before the body is parsed. A push records its commits and queues their verdicts; a pull
+or merge request event (GitHub and Gitea `pull_request`, GitLab `Merge Request Hook`)
+queues its head against its merge base (analysis/pull_requests.py). Two addresses per
+forge, for both kinds of event:
 
 - `/webhooks/{forge}/{project}`: the project is named by the URL; its own
   `webhook_secret` (else the deployment's secret for that forge) must sign the body.
@@ -15,18 +19,13 @@ is parsed. Two addresses per forge:
   deliveries must go to its own address.
 
 Replays: a delivery id seen before (X-GitHub-Delivery, X-Gitea-Delivery, GitLab's
-X-Gitlab-Event-UUID or Idempotency-Key) is answered `ignored` and does nothing; and a
-branch head never moves back to an older commit of the branch (pushes.py), whatever the
-delivery id says.
+X-Gitlab-Event-UUID or Idempotency-Key) is answered `ignored` and does nothing; a branch
+head never moves back to an older commit of the branch (pushes.py), and a request whose
+head and base were compared already queues nothing new, whatever the delivery id says.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -40,6 +39,7 @@ from mallard_api.auth import UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute, printable, strict_json
+from mallard_api.forge_hooks import GITEA, GITHUB, GITLAB, Forge, authentic
 from mallard_api.models.core import Project
 from mallard_api.pushes import chain, handle_push
 from mallard_api.schemas.base import ErrorOut
@@ -110,69 +110,28 @@ def json_object(raw: bytes) -> dict[str, Any]:
     return data
 
 
-def parse(raw: bytes) -> ForgePush:
-    data = json_object(raw)
+def _validated(model: type[Any], data: dict[str, Any], loc: list[str]) -> Any:
     try:
-        return ForgePush.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise field_error(422, ["body", *[printable(str(x)) for x in err["loc"]]],
+        raise field_error(422, [*loc, *[printable(str(x)) for x in err["loc"]]],
                           printable(err["msg"]), err["type"]) from exc
 
 
-def find_project(session: Session, push: ForgePush) -> Project:
-    repo = push.repository or push.project or ForgeRepo()
-    names = [n for n in (repo.name, repo.full_name, repo.path_with_namespace) if n]
-    urls = [u for u in (repo.clone_url, repo.ssh_url, repo.html_url, repo.git_http_url,
-                        repo.git_ssh_url, repo.web_url) if u]
+def find_project(session: Session, data: dict[str, Any]) -> Project:
+    """The project of an event from its `repository` (GitHub, Gitea, GitLab) and `project`
+    (GitLab): by clone or web URL first, then by name."""
+    repos = [_validated(ForgeRepo, data[k], ["body", k]) for k in ("repository", "project")
+             if isinstance(data.get(k), dict)]
+    names = [n for r in repos for n in (r.name, r.full_name, r.path_with_namespace) if n]
+    urls = [u for r in repos for u in (r.clone_url, r.ssh_url, r.html_url, r.git_http_url,
+                                       r.git_ssh_url, r.web_url) if u]
     project = project_sql.find_by_repo(session, names, urls)
     if project is None:
         raise field_error(404, ["body", "repository"],
                           f"no project for repository {names or urls}", "not_found")
     return project
-
-
-@dataclass(frozen=True)
-class Forge:
-    name: str
-    signature_header: str
-    event_header: str
-    push_events: tuple[str | None, ...]
-    delivery_headers: tuple[str, ...]
-    deployment_secret: Callable[[Settings], str | None]
-    matches: Callable[[bytes, bytes, str], bool]  # (secret, raw body, header value)
-
-
-def _hmac_hex(prefix: str) -> Callable[[bytes, bytes, str], bool]:
-    def matches(secret: bytes, raw: bytes, given: str) -> bool:
-        expected = prefix + hmac.new(secret, raw, hashlib.sha256).hexdigest()
-        return hmac.compare_digest(expected.encode(), given.strip().encode())
-
-    return matches
-
-
-def _same_token(secret: bytes, raw: bytes, given: str) -> bool:
-    return hmac.compare_digest(secret, given.encode())
-
-
-GITHUB = Forge("github", "x-hub-signature-256", "x-github-event", (None, "push"),
-               ("x-github-delivery",), lambda s: s.github_webhook_secret, _hmac_hex("sha256="))
-GITLAB = Forge("gitlab", "x-gitlab-token", "x-gitlab-event", (None, "Push Hook"),
-               ("x-gitlab-event-uuid", "idempotency-key"), lambda s: s.gitlab_webhook_token,
-               _same_token)
-GITEA = Forge("gitea", "x-gitea-signature", "x-gitea-event", (None, "push"),
-              ("x-gitea-delivery",), lambda s: s.gitea_webhook_secret, _hmac_hex(""))
-
-
-def authentic(forge: Forge, secret: str | None, raw: bytes, given: str | None) -> bool:
-    """Whether the header matches; with no secret, a throwaway one (same work, so the
-    answer and its timing do not tell a missing secret or project from a wrong one)."""
-    key = secret.encode() if secret else secrets.token_bytes(32)
-    try:
-        ok = forge.matches(key, raw, given or "")
-    except (UnicodeError, TypeError):
-        return False
-    return ok and bool(secret) and bool(given)
 
 
 def denied(forge: Forge) -> Exception:
@@ -189,20 +148,21 @@ def run_push(session: Session, settings: Settings, project: Project, push: Forge
                        commits=chain(push.before, raw))
 
 
-def pull_request(forge: Forge, raw: bytes, session: Session, settings: Settings,
+def pull_request(forge: Forge, data: dict[str, Any], session: Session, settings: Settings,
                  project: Project) -> PushOut:
-    """A pull/merge request event on a project's own address (analysis/pull_requests.py)."""
+    """A pull/merge request event: its head against its merge base
+    (analysis/pull_requests.py); a 422 names the field a bad event lacks, a 502 says the
+    forge did not answer the merge base."""
     try:
-        pr = pull_requests.parse(forge.name, json_object(raw))
+        pr = pull_requests.parse(forge.name, data)
+        if pr is None:
+            return ignored("a pull request action that changes no code")
+        out = pull_requests.handle(session, settings, project, forge.name, pr)
     except pull_requests.BadEvent as exc:
-        raise field_error(422, exc.field, str(exc)) from exc
-    if pr is None:
-        return ignored("a pull request action that changes no code")
-    comp_id, job_id = pull_requests.handle(session, settings, project, pr)
+        raise field_error(exc.status, exc.field, str(exc)) from exc
     session.commit()
-    return PushOut(project=project.name, branch=None, commits=0, jobs=[job_id],
-                   note=f"pull request #{pr.number}: {pr.head[:7]} compared with "
-                        f"{pr.base[:7]} (comparison {comp_id})")
+    return PushOut(project=project.name, branch=None, commits=0,
+                   jobs=[] if out.job_id is None else [out.job_id], note=out.note)
 
 
 def ignored(reason: str) -> PushOut:
@@ -222,13 +182,14 @@ def deliver(forge: Forge, request: Request, raw: bytes, session: Session, settin
     if not authentic(forge, secret, raw, request.headers.get(forge.signature_header)):
         raise denied(forge)
     event = request.headers.get(forge.event_header)
-    if event == pull_requests.PR_EVENTS[forge.name] and project is not None:
-        return pull_request(forge, raw, session, settings, project)
-    if event not in forge.push_events:
-        return ignored(f"event {printable(event or '', 100)!r} is not a push")
-    push = parse(raw)
+    is_pr = event is not None and event == forge.pull_request_event
+    if not is_pr and event not in forge.push_events:
+        return ignored(f"event {printable(event or '', 100)!r} is neither a push nor a "
+                       "pull/merge request")
+    data = json_object(raw)
+    push = None if is_pr else _validated(ForgePush, data, ["body"])
     if project is None:
-        project = find_project(session, push)
+        project = find_project(session, data)
         if project.webhook_secret:
             raise field_error(401, ["header", forge.signature_header],
                               f"project '{project.name}' has a secret of its own: deliver "
@@ -239,6 +200,8 @@ def deliver(forge: Forge, request: Request, raw: bytes, session: Session, settin
     if delivery and not deliveries.first_time(session, forge.name, delivery[:200]):
         session.commit()
         return ignored(f"delivery {printable(delivery, 100)} was received before")
+    if push is None:  # a pull/merge request event
+        return pull_request(forge, data, session, settings, project)
     return run_push(session, settings, project, push)
 
 

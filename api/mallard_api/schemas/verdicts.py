@@ -27,7 +27,8 @@ class CommitVerdictOut(BaseModel):
     arch: str
     branch: str
     base_sha: str
-    state: str  # queued | running | done | failed
+    state: str  # deferred (beyond a push's cap) | baseline (measured alone) | queued |
+    #             running (its comparison's jobs run) | done | failed
     verdict: str | None  # regressed | improved | same | unknown (worst primary cell)
     moved: list[MovedCell]
     comparison_id: int | None

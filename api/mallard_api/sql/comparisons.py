@@ -25,6 +25,19 @@ def get(session: Session, comparison_id: int) -> Comparison | None:
     return session.get(Comparison, comparison_id)
 
 
+def of_pair(session: Session, project_id: int, arch: str, base: str, head: str
+            ) -> Comparison | None:
+    """The newest comparison of two commits (whole suite, no variants) that did not fail."""
+    rows = session.scalars(select(Comparison).where(
+        Comparison.project_id == project_id, Comparison.arch == arch,
+        Comparison.base["commit"].astext == base, Comparison.head["commit"].astext == head,
+        Comparison.base["variant"].astext.is_(None),
+        Comparison.head["variant"].astext.is_(None),
+        Comparison.calibration_id.is_(None), Comparison.state != "failed")
+        .order_by(Comparison.id.desc()).limit(20))
+    return next((c for c in rows if not c.workloads and not c.threads), None)
+
+
 def list_all(session: Session, *, project: str | None, state: str | None, limit: int,
              offset: int) -> list[Comparison]:
     q = select(Comparison)

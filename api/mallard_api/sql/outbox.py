@@ -55,6 +55,14 @@ def lease_next(session: Session, url: str, *, now: datetime | None, lease_second
     return session.get(OutboxMessage, int(row[0]), populate_existing=True)
 
 
+def newer_payloads(session: Session, msg: OutboxMessage) -> list[dict[str, Any]]:
+    """The payloads of the messages queued after `msg` for the same URL and event that
+    were not given up (pending or delivered)."""
+    return list(session.scalars(select(OutboxMessage.payload).where(
+        OutboxMessage.url == msg.url, OutboxMessage.event == msg.event,
+        OutboxMessage.id > msg.id, OutboxMessage.state != "failed")))
+
+
 def list_messages(session: Session, *, alert_id: int | None = None) -> list[OutboxMessage]:
     q = select(OutboxMessage).order_by(OutboxMessage.id)
     if alert_id is not None:

@@ -139,7 +139,7 @@ def test_failed_job_fails_the_comparison(client, user_headers, make_project, mak
     # a read never writes: the state is settled by the analysis worker, which the
     # failure queued
     before = client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json()
-    assert before["state"] == "queued"
+    assert before["state"] == "running"  # since the claim
     assert client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json() == before
     with client.app.state.sessionmaker() as s:
         assert s.execute(text("SELECT count(*) FROM analysis_queue WHERE comparison_id = :c"),

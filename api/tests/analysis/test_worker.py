@@ -34,7 +34,7 @@ def test_a_comparison_is_analysed_by_the_worker_once_per_new_data(
     assert client.post("/api/v1/results", headers=headers, json=body).status_code == 201
     # the request stored the trials and queued the analysis; it did not run it
     d = client.get(f"/api/v1/comparisons/{comp['id']}", headers=user_headers).json()
-    assert d["cells"] == [] and d["state"] == "queued"
+    assert d["cells"] == [] and d["state"] == "running"  # claimed, not yet analysed
     assert queued(engine, comparison_id=comp["id"]) == [("comparison", comp["id"])]
     assert run_analysis(app, fast) == 1
     d = client.get(f"/api/v1/comparisons/{comp['id']}", headers=user_headers).json()
