@@ -26,12 +26,12 @@ from collections import defaultdict
 from datetime import UTC, datetime
 
 from bench import README, console, write_readme
-from mallard_runner.build import BuildError
 from mallard_runner.models import ResultsIn, Trial
 from mallard_runner.runs import RunRequest, execute, prepare
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
 from mallard_runner.suites import Scalar, Suite, SuiteWorkload, load_suite
 from mallard_runner.testbed import cpu_model, parse_cpus
+from mallard_runner.tools import BuildError
 from mallard_runner.variants import parse_selectors
 
 VARIANTS = ["mutex", "ring", "naive"]

@@ -42,13 +42,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mallard_runner.build import BuildError
-from mallard_runner.executor import Cell, last_json_line
+from mallard_runner.cells import Cell
+from mallard_runner.measures import last_json_line
 from mallard_runner.models import Trial
 from mallard_runner.runs import Prepared, RunRequest, execute, prepare
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
 from mallard_runner.suites import Suite, load_suite
 from mallard_runner.testbed import collect, cpu_model, parse_cpus
+from mallard_runner.tools import BuildError
 from mallard_runner.variants import AllocatorSelector, parse_selectors
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -27,14 +27,15 @@ from rich.progress import (
 )
 
 from . import export
-from .build import BuildError
-from .executor import Cancelled, Cell
+from .cells import Cell
+from .executor import Cancelled
 from .models import Trial
 from .peers import find_peers
 from .runs import RunRequest, execute, prepare
 from .settings import REPO_ROOT, RunnerSettings, secret_problem
 from .suites import SuiteError, load_suite
 from .testbed import check_cpus, collect, parse_cpus
+from .tools import BuildError
 from .variants import VariantError, parse_selectors
 
 app = typer.Typer(help="Mallard runner: build allocators, run pinned workloads, talk to the API.",

@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .build import Builder, cross_workloads
-from .executor import CACHEGRIND_CACHES, Cell, Executor, RunOutput
+from .build import Builder
+from .cells import Cell
+from .cmake import cross_workloads
+from .commands import CACHEGRIND_CACHES
+from .executor import Executor, RunOutput
 from .models import ResultsIn, Trial
 from .settings import RUNNER_DIR, RunnerSettings
 from .suites import Suite, expand
@@ -92,7 +95,7 @@ def prepare(settings: RunnerSettings, req: RunRequest,
     if warning:
         notes.append(warning)
     noise = {"cpu": tune_cpus(req.cpus, write=settings.tune_cpus),
-             "aslr_off": bool(settings.noise_control and executor.setarch),
+             "aslr_off": bool(settings.noise_control and executor.commands.setarch),
              "minimal_env": settings.noise_control, "isolated": iso.isolated,
              "other_processes": len(iso.others), "isolcpus": iso.isolcpus,
              "cachegrind_caches": CACHEGRIND_CACHES, "hw_counters": executor.use_perf}
@@ -105,7 +108,8 @@ def execute(prep: Prepared) -> ResultsIn:
     out: RunOutput = prep.executor.run(prep.cells, prep.trials, prep.warmup, seed)
     compilers = {b.compiler for b in prep.resolved.builds.values()}
     testbed = collect(req.cpus, compilers.pop() if len(compilers) == 1 else None,
-                      noise_control=prep.executor.noise_control, target=prep.executor.target)
+                      noise_control=prep.executor.commands.noise_control,
+                      target=prep.executor.target)
     return ResultsIn(
         job_id=req.job_id, runner_id=req.runner_id, project=req.project, branch=req.branch,
         testbed=testbed, trials=out.trials,

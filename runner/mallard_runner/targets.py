@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .arch import Platform
 from .build import Builder, BuiltAllocator
-from .executor import Cell, Target
+from .cells import Cell, Target
 from .models import AllocatorInfo
 from .peers import find_peers
 from .suites import Case

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 from mallard_runner.arch import Platform, elf_machine, host_arch, normalize_arch, resolve_platform
-from mallard_runner.build import Builder, cross_workloads
-from mallard_runner.executor import ENV_BLOCK, Cell, Executor, Target
+from mallard_runner.build import Builder
+from mallard_runner.cells import Cell, Target
+from mallard_runner.cmake import cross_workloads
+from mallard_runner.commands import ENV_BLOCK
+from mallard_runner.executor import Executor
 from mallard_runner.models import AllocatorInfo
 from mallard_runner.peers import find_peers
 from mallard_runner.settings import REPO_ROOT, RUNNER_DIR, RunnerSettings
@@ -90,7 +93,7 @@ def test_emulated_command_line(make_settings, tmp_path: Path) -> None:
     plain = Target("peer", AllocatorInfo(name="glibc"), None)
     sizes = []
     for t in (lib, plain):
-        cmd = ex.trial_command(Cell(t, "larson", {"threads": 1}, tmp_path / "larson"), tmp_path)
+        cmd = ex.commands.trial(Cell(t, "larson", {"threads": 1}, tmp_path / "larson"), tmp_path)
         qemu = cmd.index(target.emulator)
         env = cmd[cmd.index("-i") + 1:qemu]
         assert not any(a.startswith("LD_PRELOAD=") for a in env)  # never qemu's own

@@ -11,13 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mallard_runner.build import Builder
-from mallard_runner.executor import (
-    Cell,
-    Executor,
-    Target,
+from mallard_runner.cells import Cell, Target
+from mallard_runner.commands import padded_env
+from mallard_runner.executor import Executor
+from mallard_runner.measures import (
     derive_ratios,
     last_json_line,
-    padded_env,
     parse_cachegrind,
     parse_perf_stat,
 )
@@ -262,10 +261,10 @@ def test_trial_command_shape(make_settings, tiny_dir, tmp_path):
     c = cell(tiny_dir, target)
     for use_perf in (False, True):
         ex = Executor(make_settings(), [0, 1], tmp_path, use_perf=use_perf)
-        cmd = ex.trial_command(c, tmp_path / "t")
+        cmd = ex.commands.trial(c, tmp_path / "t")
         i = cmd.index("taskset")
         assert cmd[i:i + 3] == ["taskset", "-c", "0,1"]
-        if ex.setarch:  # ASLR off for the workload
+        if ex.commands.setarch:  # ASLR off for the workload
             assert cmd[i + 3:i + 6] == ["setarch", platform.machine(), "-R"]
         j = cmd.index("env")
         assert cmd[j + 1:j + 7] == ["-i", "PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C",
@@ -276,7 +275,7 @@ def test_trial_command_shape(make_settings, tiny_dir, tmp_path):
         assert cmd[j + 8:] == [str(tiny_dir / "tiny"), "--threads", "1", "--ops", "20000"]
         assert ("perf" in cmd[i:j]) is use_perf  # perf counts only the workload, inside taskset
     ex = Executor(make_settings(noise_control=False), [0], tmp_path, use_perf=False)
-    cmd = ex.trial_command(c, tmp_path / "t")
+    cmd = ex.commands.trial(c, tmp_path / "t")
     assert "setarch" not in cmd and "-i" not in cmd
     j = cmd.index("env")
     assert cmd[j + 1].startswith("LD_PRELOAD=")

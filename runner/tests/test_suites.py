@@ -127,7 +127,7 @@ def test_local_runs_may_load_a_file_explicitly(tmp_path):
 
 
 def test_scaling_suite_runs_every_workload_at_1_to_64_threads_and_marks_oversubscription():
-    from mallard_runner.executor import Cell, Target
+    from mallard_runner.cells import Cell, Target
     from mallard_runner.models import AllocatorInfo
     from mallard_runner.runs import oversubscribed
 
