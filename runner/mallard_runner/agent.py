@@ -20,6 +20,8 @@ import time
 from datetime import UTC, datetime
 
 import httpx
+from mallard_wire.jobs import ClaimedJob
+from mallard_wire.results import ResultsIn
 from rich.console import Console
 from rich.markup import escape
 
@@ -28,7 +30,6 @@ from .delivery import Delivery
 from .executor import Cancelled
 from .jobs import Progress, failure, request_for
 from .lease import Lease, keep_lease
-from .models import Job, ResultsIn
 from .runs import execute, prepare
 from .settings import RunnerSettings
 from .spool import Spool
@@ -77,13 +78,13 @@ class Agent:
         delay = 1.0
         while not self.stopping:
             try:
-                runner = client.register(self.name, self.target.arch, format_cpus(self.cpus),
-                                         self.testbed)
+                runner_id = client.register(self.name, self.target.arch,
+                                            format_cpus(self.cpus), self.testbed)
                 how = (f", emulated by {self.testbed.emulator} on {self.target.host}"
                        if self.target.emulated else "")
-                self.log(f"registered as runner {runner['id']} ({self.target.arch}{how}, "
+                self.log(f"registered as runner {runner_id} ({self.target.arch}{how}, "
                          f"CPUs {format_cpus(self.cpus)})")
-                return int(runner["id"])
+                return runner_id
             except ApiError as e:
                 if e.status is not None and 400 <= e.status < 500 and e.status not in (408, 429):
                     raise  # a bad token or a name the API refuses: retrying will not help
@@ -170,7 +171,7 @@ class Agent:
         return 0
 
     # -- one job ----------------------------------------------------------------------
-    def handle(self, job: Job, client: ApiClient) -> None:
+    def handle(self, job: ClaimedJob, client: ApiClient) -> None:
         """Run a claimed job under its lease, then spool and post its results (or report
         why it could not run)."""
         assert self.runner_id is not None
@@ -191,7 +192,7 @@ class Agent:
             return
         self.post_results(job, results, client)
 
-    def keep_lease(self, job: Job) -> Lease:
+    def keep_lease(self, job: ClaimedJob) -> Lease:
         lease = keep_lease(job.id, self.runner_id or 0, self.settings.lease_seconds,
                            self.client, self.log)
         self._current_cancel = lease.cancel
@@ -199,7 +200,7 @@ class Agent:
             lease.cancel.set()
         return lease
 
-    def run_job(self, job: Job, cancel: threading.Event, progress: Progress) -> ResultsIn:
+    def run_job(self, job: ClaimedJob, cancel: threading.Event, progress: Progress) -> ResultsIn:
         """Build what the job names and run its cells, interleaved."""
         request = request_for(job, self.settings, self.cpus, self.runner_id)
         prep = prepare(self.settings, request, on_trial=progress, cancel=cancel)
@@ -212,14 +213,13 @@ class Agent:
                  + (f"; mallard {built}" if built else ""))
         return execute(prep)
 
-    def post_results(self, job: Job, results: ResultsIn, client: ApiClient) -> None:
+    def post_results(self, job: ClaimedJob, results: ResultsIn, client: ApiClient) -> None:
         n_ok = sum(1 for t in results.trials if t.ok)
-        results.attempt = job.attempt  # the API takes results only from the lease's holder
         path = self.delivery.results(results)
         self.log(f"job {job.id}: {len(results.trials)} trials ({n_ok} ok) spooled as {path.name}")
         self.delivery.flush(client)
 
-    def report_error(self, job: Job, client: ApiClient, e: Exception, lease_lost: bool,
+    def report_error(self, job: ClaimedJob, client: ApiClient, e: Exception, lease_lost: bool,
                      trials_run: int) -> None:
         """Why the job did not finish, told to the API (retryable or not)."""
         if isinstance(e, Cancelled) and lease_lost:
@@ -231,11 +231,12 @@ class Agent:
     def fail_malformed(self, e: BadJob) -> None:
         """A job the runner cannot even read: fail it (not retryable) so it is not re-claimed."""
         self.log(escape(str(e))[:2000])
-        if e.job_id is not None:
+        if e.job_id is not None and self.runner_id is not None:
             self.delivery.fail(e.job_id, self.runner_id, str(e), retryable=False)
 
-    def report_failure(self, job: Job, client: ApiClient, log: str, retryable: bool) -> None:
+    def report_failure(self, job: ClaimedJob, client: ApiClient, log: str, retryable: bool) -> None:
         first = escape(log.splitlines()[0][:500]) if log else ""
         self.log(f"[red]job {job.id} failed[/]: {first}")
+        assert self.runner_id is not None  # a job is claimed by a registered runner
         self.delivery.fail(job.id, self.runner_id, log, retryable)
         self.delivery.flush(client)

@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .models import AllocatorInfo
+from mallard_wire.results import AllocatorIn
+
 from .suites import Scalar
 from .variants import show_variant, variant_env
 
@@ -21,7 +22,7 @@ class Target:
     """An allocator ready to run: what to preload, with which environment."""
 
     label: str
-    info: AllocatorInfo
+    info: AllocatorIn
     preload: Path | None = None
 
     @property

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+from mallard_wire.jobs import FailIn
+from mallard_wire.results import ResultsIn
 
 from .client import ApiClient
-from .models import ResultsIn
 from .spool import Pending, Spool
 
 
@@ -24,11 +25,10 @@ class Delivery:
         return self.spool.put("/results", results.model_dump(mode="json"),
                               f"results-{results.job_id}")
 
-    def fail(self, job_id: int, runner_id: int | None, log: str, retryable: bool) -> Path:
+    def fail(self, job_id: int, runner_id: int, log: str, retryable: bool) -> Path:
         """A job's failure report (POST /jobs/{id}/fail), its log cut to the last 60000."""
-        return self.spool.put(f"/jobs/{job_id}/fail", {"runner_id": runner_id,
-                                                       "log": log[-60000:],
-                                                       "retryable": retryable},
+        body = FailIn(runner_id=runner_id, log=log[-60000:], retryable=retryable)
+        return self.spool.put(f"/jobs/{job_id}/fail", body.model_dump(mode="json"),
                               f"fail-{job_id}")
 
     # -- sending ----------------------------------------------------------------------
@@ -54,14 +54,12 @@ class Delivery:
         why = (f"HTTP {r.status_code} after {item.server_errors} server errors"
                if r.status_code >= 500 else f"HTTP {r.status_code}")
         self.log(f"[red]rejected {item.url}[/] ({why}); kept as {item.path}")
-        job_id = item.job_id
-        if job_id is None:
+        job_id, runner_id = item.job_id, item.body.get("runner_id")
+        if job_id is None or type(runner_id) is not int:
             return
-        runner_id = item.body.get("runner_id")
         log = (f"the API did not accept this job's results ({why}); the runner gave up and "
                f"kept them in {item.path} on {self.name}\n{(item.last_error or '')[:4000]}")
-        self.fail(job_id, runner_id if isinstance(runner_id, int) else None, log,
-                  retryable=r.status_code >= 500)
+        self.fail(job_id, runner_id, log, retryable=r.status_code >= 500)
 
     def _delivered(self, item: Pending, r: httpx.Response) -> None:
         what = item.url

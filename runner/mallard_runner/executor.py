@@ -14,7 +14,7 @@ in the trial's directory:
 child's image: its exit status or signal (hyperfine reports 128+N) is the
 workload's. The preload is set by `env` after `taskset`, so only the workload
 runs with the allocator under test. Every file of every trial is kept under the
-raw directory; the per-trial record is a `Trial` (contracts §5).
+raw directory; the per-trial record is a `TrialIn` (contracts §5).
 
 Noise control (setting `noise_control`, on by default): `setarch -R` turns address-space
 randomisation off for the workload, and `env -i` gives it a fixed minimal environment
@@ -52,6 +52,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mallard_wire.results import TrialIn, WorkloadIn
+
 from .arch import Platform
 from .cells import Cell, Params
 from .commands import Commands
@@ -67,7 +69,6 @@ from .measures import (
     tail,
     with_note,
 )
-from .models import Trial, WorkloadRef
 from .settings import RunnerSettings, child_env
 
 
@@ -77,14 +78,14 @@ class Cancelled(RuntimeError):
 
 @dataclass
 class RunOutput:
-    trials: list[Trial] = field(default_factory=list)
+    trials: list[TrialIn] = field(default_factory=list)
     hyperfine: dict[str, dict[str, Any]] = field(default_factory=dict)
     order: list[tuple[int, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _read(path: Path) -> str:
@@ -93,7 +94,7 @@ def _read(path: Path) -> str:
 
 class Executor:
     def __init__(self, settings: RunnerSettings, cpus: list[int], raw_dir: Path,
-                 on_trial: Callable[[Trial, Cell], None] | None = None,
+                 on_trial: Callable[[TrialIn, Cell], None] | None = None,
                  cancel: threading.Event | None = None, use_perf: bool | None = None,
                  target: Platform | None = None):
         self.settings = settings
@@ -117,15 +118,16 @@ class Executor:
         trial_dir.mkdir(parents=True)
         return trial_dir
 
-    def _record(self, trial_dir: Path, cell: Cell, params: Params, **fields: Any) -> Trial:
+    def _record(self, trial_dir: Path, cell: Cell, params: Params, **fields: Any) -> TrialIn:
         """The trial's record (contracts §5), also kept as trial.json in its folder."""
-        trial = Trial(uid=str(uuid.uuid4()), label=cell.target.label, allocator=cell.target.info,
-                      workload=WorkloadRef(name=cell.workload, params=dict(params)), **fields)
+        trial = TrialIn(uid=str(uuid.uuid4()), label=cell.target.label, allocator=cell.target.info,
+                      workload=WorkloadIn(name=cell.workload, params=dict(params)), **fields)
         (trial_dir / "trial.json").write_text(trial.model_dump_json(indent=2))
         return trial
 
     # -- one trial ------------------------------------------------------------------
-    def run_trial(self, cell: Cell, seq: int, warmup: bool) -> tuple[Trial, dict[str, Any] | None]:
+    def run_trial(self, cell: Cell, seq: int,
+                  warmup: bool) -> tuple[TrialIn, dict[str, Any] | None]:
         """One trial: run the workload under hyperfine in a fresh folder, then read what
         hyperfine, the workload's result line, the allocator's counters and perf left."""
         trial_dir = self._fresh_dir(cell, f"warmup-{seq}" if warmup else f"trial-{seq}")
@@ -180,7 +182,7 @@ class Executor:
         return (cell.deterministic_params is not None and self.valgrind
                 and cell.target.label != "peer")
 
-    def run_deterministic(self, cell: Cell) -> Trial | None:
+    def run_deterministic(self, cell: Cell) -> TrialIn | None:
         """One cachegrind run of the cell at its small params: deterministic counts."""
         if not self.wants_deterministic(cell):
             return None

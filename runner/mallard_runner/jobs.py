@@ -8,12 +8,13 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from mallard_wire.jobs import ClaimedJob
+from mallard_wire.results import TrialIn
 from rich.markup import escape
 
 from .cells import Cell
 from .executor import Cancelled
 from .guard import check_ref, check_relative_dir, check_repo
-from .models import Job, Trial
 from .runs import RunRequest
 from .settings import REPO_ROOT, RunnerSettings
 from .suites import SuiteError, load_suite
@@ -28,17 +29,17 @@ class Progress:
         self.log, self.job_id = log, job_id
         self.count = self.total = 0
 
-    def __call__(self, t: Trial, cell: Cell) -> None:
+    def __call__(self, t: TrialIn, cell: Cell) -> None:
         self.count += 1
         if not t.ok:
             self.log(escape(f"trial failed: {cell.key} seq {t.seq}: signal {t.signal} "
-                            f"exit {t.exit_code}: {t.stderr_tail.strip()[-200:]!r}"))
+                            f"exit {t.exit_code}: {(t.stderr_tail or '').strip()[-200:]!r}"))
         n, c = self.total, self.count
         if n and c * 4 // n != (c - 1) * 4 // n:  # at every quarter
             self.log(f"job {self.job_id}: {c}/{n} trials")
 
 
-def request_for(job: Job, settings: RunnerSettings, cpus: list[int],
+def request_for(job: ClaimedJob, settings: RunnerSettings, cpus: list[int],
                 runner_id: int | None) -> RunRequest:
     """The run a job asks for, every value of its spec checked first (guard.py)."""
     spec = job.spec
@@ -61,7 +62,8 @@ def request_for(job: Job, settings: RunnerSettings, cpus: list[int],
                       source=source, ref=None, allocator_dir=spec.allocator_dir,
                       trials=spec.trials, warmup=spec.warmup, workloads=spec.workloads,
                       threads=spec.threads, project=spec.project or "mallard",
-                      branch=spec.branch, job_id=job.id, runner_id=runner_id)
+                      branch=spec.branch, job_id=job.id, attempt=job.attempt,
+                      runner_id=runner_id)
 
 
 def failure(e: Exception, trials_run: int) -> tuple[str, bool]:

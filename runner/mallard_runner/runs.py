@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mallard_wire.results import ResultsIn, TrialIn
+
 from .build import Builder
 from .cells import Cell
 from .cmake import cross_workloads
 from .commands import CACHEGRIND_CACHES
 from .executor import Executor, RunOutput
-from .models import ResultsIn, Trial
 from .settings import RUNNER_DIR, RunnerSettings
 from .suites import Suite, expand
 from .targets import Resolved, make_cells, resolve_targets
@@ -52,6 +53,7 @@ class RunRequest:
     project: str = "mallard"
     branch: str | None = None
     job_id: int | None = None
+    attempt: int | None = None  # the claimed job's attempt: the API takes results only from it
     runner_id: int | None = None
 
 
@@ -72,7 +74,7 @@ class Prepared:
 
 
 def prepare(settings: RunnerSettings, req: RunRequest,
-            on_trial: Callable[[Trial, Cell], None] | None = None,
+            on_trial: Callable[[TrialIn, Cell], None] | None = None,
             cancel: threading.Event | None = None) -> Prepared:
     """Build and find everything; raises BuildError, SuiteError, FileNotFoundError."""
     target = settings.platform()
@@ -111,7 +113,8 @@ def execute(prep: Prepared) -> ResultsIn:
                       noise_control=prep.executor.commands.noise_control,
                       target=prep.executor.target)
     return ResultsIn(
-        job_id=req.job_id, runner_id=req.runner_id, project=req.project, branch=req.branch,
+        job_id=req.job_id, attempt=req.attempt, runner_id=req.runner_id, project=req.project,
+        branch=req.branch,
         testbed=testbed, trials=out.trials,
         artifacts={"hyperfine": out.hyperfine, "suite": req.suite.name,
                    "order": [[r, k] for r, k in out.order], "notes": prep.notes,
@@ -130,6 +133,6 @@ def oversubscribed(cells: list[Cell], cpus: list[int]) -> dict[str, Any]:
 
 
 def run_suite(settings: RunnerSettings, req: RunRequest,
-              on_trial: Callable[[Trial, Cell], None] | None = None,
+              on_trial: Callable[[TrialIn, Cell], None] | None = None,
               cancel: threading.Event | None = None) -> ResultsIn:
     return execute(prepare(settings, req, on_trial, cancel))

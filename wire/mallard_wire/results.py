@@ -14,6 +14,7 @@ from mallard_wire.fields import (
     MAX_MEASURES,
     NO_NUL,
     Arch,
+    Aslr,
     BranchName,
     FiniteFloat,
     InModel,
@@ -27,11 +28,16 @@ from mallard_wire.fields import (
     Str200,
     Str500,
     Text,
+    Turbo,
 )
 
 
-class TestbedIn(InModel):
-    arch: Arch
+class TestbedFields(InModel):
+    """The testbed as a runner measures it (contracts §5): the API fingerprints these
+    fields. A runner's registration may give some of them (the API adds its arch and
+    CPUs); a results post gives them all, `arch` at least (`TestbedIn`)."""
+
+    arch: Arch | None = None
     cpu_model: Text | None = None
     cpus: Text | None = None
     kernel: Text | None = None
@@ -42,8 +48,8 @@ class TestbedIn(InModel):
     libc: Text | None = None
     page_size: Annotated[int, Field(ge=0, le=2**40)] | None = None
     # noise controls the workloads ran under (runner/README.md)
-    turbo: Literal["on", "off", "unknown"] | None = None
-    aslr: Literal["on", "off"] | None = None
+    turbo: Turbo | None = None
+    aslr: Aslr | None = None
     workload_env: Literal["minimal", "inherited"] | None = None
     isolated: bool | None = None
     # another architecture run under qemu-user on the node (runner/README.md): timings
@@ -52,7 +58,14 @@ class TestbedIn(InModel):
     emulator: Text | None = None
 
 
+class TestbedIn(TestbedFields):
+    arch: Arch
+
+
 class AllocatorIn(InModel):
+    """What was measured: mallard at a commit (built by the runner) or a peer found on
+    the node."""
+
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]{1,100}$")]
     commit: Str200 | None = None
     variant: Str500 | None = None
@@ -68,6 +81,8 @@ class WorkloadIn(InModel):
 
 
 class TrialIn(InModel):
+    """One run of one workload, kept raw (contracts §5 `trials[]`)."""
+
     uid: Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_NUL)]
     label: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")] = "head"
     allocator: AllocatorIn

@@ -51,6 +51,7 @@ from mallard_api.analysis.measures import is_deterministic
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.calibration import Calibration
+from mallard_api.models.records import Side
 from mallard_api.params import params_key
 from mallard_api.sql import calibrations as sql
 from mallard_api.sql import comparisons as comparison_sql
@@ -87,8 +88,8 @@ def queue_comparison(session: Session, cal: Calibration, settings: Settings, *,
     from mallard_api.analysis import comparisons as analysis  # imports this module
 
     project = project_sql.get(session, cal.project)
-    base = {"commit": cal.commit_sha, "variant": cal.variant or None}
-    head = {"commit": cal.commit_sha, "variant": head_variant(cal.variant, ns) or None}
+    base = Side(commit=cal.commit_sha, variant=cal.variant or None)
+    head = Side(commit=cal.commit_sha, variant=head_variant(cal.variant, ns) or None)
     comp = comparison_sql.create(session, Comparison(
         project_id=cal.project_id, project=cal.project, arch=cal.arch, base=base,
         head=head, base_label=analysis.allocator_label(base),
