@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from mallard_wire.results import ResultsIn, TrialIn
 
@@ -34,6 +34,26 @@ from .suites import Suite, expand
 from .targets import Resolved, make_cells, resolve_targets
 from .testbed import collect, isolation, tune_cpus
 from .variants import AllocatorSelector
+
+
+class NoiseControl(TypedDict):
+    """What was found and done about noise on the pinned CPUs (artifacts `noise_control`)."""
+
+    cpu: list[str]
+    aslr_off: bool
+    minimal_env: bool
+    isolated: bool
+    other_processes: int
+    isolcpus: list[int]
+    cachegrind_caches: dict[str, str]
+    hw_counters: bool
+
+
+class Oversubscribed(TypedDict):
+    """The thread counts above the pinned CPUs (artifacts `oversubscribed`)."""
+
+    pinned_cpus: int
+    threads: list[int]
 
 
 @dataclass
@@ -65,8 +85,8 @@ class Prepared:
     executor: Executor
     trials: int
     warmup: int
+    noise: NoiseControl
     notes: list[str] = field(default_factory=list)
-    noise: dict[str, Any] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -96,12 +116,12 @@ def prepare(settings: RunnerSettings, req: RunRequest,
     warning = iso.warning(req.cpus)
     if warning:
         notes.append(warning)
-    noise = {"cpu": tune_cpus(req.cpus, write=settings.tune_cpus),
-             "aslr_off": bool(settings.noise_control and executor.commands.setarch),
-             "minimal_env": settings.noise_control, "isolated": iso.isolated,
-             "other_processes": len(iso.others), "isolcpus": iso.isolcpus,
-             "cachegrind_caches": CACHEGRIND_CACHES, "hw_counters": executor.use_perf}
-    return Prepared(req, resolved, cells, executor, trials, warmup, notes, noise)
+    noise = NoiseControl(cpu=tune_cpus(req.cpus, write=settings.tune_cpus),
+                         aslr_off=bool(settings.noise_control and executor.commands.setarch),
+                         minimal_env=settings.noise_control, isolated=iso.isolated,
+                         other_processes=len(iso.others), isolcpus=iso.isolcpus,
+                         cachegrind_caches=CACHEGRIND_CACHES, hw_counters=executor.use_perf)
+    return Prepared(req, resolved, cells, executor, trials, warmup, noise, notes)
 
 
 def execute(prep: Prepared) -> ResultsIn:
@@ -124,12 +144,12 @@ def execute(prep: Prepared) -> ResultsIn:
                    "oversubscribed": oversubscribed(prep.cells, req.cpus)})
 
 
-def oversubscribed(cells: list[Cell], cpus: list[int]) -> dict[str, Any]:
+def oversubscribed(cells: list[Cell], cpus: list[int]) -> Oversubscribed:
     """The thread counts above the pinned CPUs (allowed; where a small node's contention
     comes from): the API marks those points of a scaling curve the same way."""
     threads = sorted({int(t) for c in cells if isinstance(t := c.params.get("threads"), int)
                       and t > len(cpus)})
-    return {"pinned_cpus": len(cpus), "threads": threads}
+    return Oversubscribed(pinned_cpus=len(cpus), threads=threads)
 
 
 def run_suite(settings: RunnerSettings, req: RunRequest,

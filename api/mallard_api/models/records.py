@@ -43,6 +43,20 @@ class Side(InModel):
     variant: Variant | None = None
 
 
+class Detection(BaseModel):
+    """How often a calibration's canaries of one injected size were caught in one series."""
+
+    size_pct: float
+    comparisons: int
+    detected: int
+    rate: float
+    measured_pct: float | None  # the median measured change of its comparisons
+
+
+# A calibration's canary sizes: workload -> injected size ("3") -> ns per free.
+CanaryNs = dict[str, dict[str, int]]
+
+
 class PeerMedian(BaseModel):
     """A peer allocator's median throughput in one workload x params of a comparison."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -127,9 +128,9 @@ def get_comparison(comparison_id: ComparisonPath, session: DB, _: AnyRole) -> Co
         **dict(comparison_out(session, comp)), cells=cells,
         counters=[c for c in cells if is_counter(c.measure)],
         peer_medians=comp.peer_medians or [],
-        hypothesis_checks=checks, joint=[JointOut(**j) for j in extra["joint"]],
-        counters_moved=[MovedOut(**m) for m in extra["counters_moved"]],
-        curves=[CurveOut(**c) for c in extra["curves"]],
+        hypothesis_checks=checks, joint=[JointOut(**asdict(j)) for j in extra.joint],
+        counters_moved=[MovedOut(**asdict(m), text=m.text()) for m in extra.counters_moved],
+        curves=[CurveOut(**asdict(c), summary=c.summary()) for c in extra.curves],
         report=comparisons.render_report(session, comp))
 
 

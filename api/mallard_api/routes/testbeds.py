@@ -29,4 +29,5 @@ def get_noise(testbed_id: Annotated[int, Path(ge=1, le=INT32_MAX)], session: DB,
         raise field_error(404, ["path", "testbed_id"], f"no testbed {testbed_id}", "not_found")
     return NoiseOut(testbed_id=tb.id, fingerprint=tb.fingerprint, arch=tb.arch,
                     cpu_model=tb.cpu_model,
-                    series=[SeriesNoise(**r) for r in sql.latest_noise(session, tb.fingerprint)])
+                    series=[SeriesNoise.model_validate(r, from_attributes=True)
+                            for r in sql.latest_noise(session, tb.fingerprint)])

@@ -3,6 +3,8 @@ testbed (the SAME bands of its series)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, select, text
@@ -11,6 +13,7 @@ from sqlalchemy.orm import Session
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.calibration import Calibration, CalibrationResult
 from mallard_api.models.core import Testbed
+from mallard_api.models.records import Detection
 
 
 def create(session: Session, **fields: Any) -> Calibration:
@@ -43,13 +46,15 @@ def comparisons(session: Session, calibration_id: int) -> list[Comparison]:
         Comparison.calibration_id == calibration_id).order_by(Comparison.id)))
 
 
-def replace_results(session: Session, calibration_id: int, rows: list[dict[str, Any]]) -> None:
+def replace_results(session: Session, calibration_id: int,
+                    rows: list[CalibrationResult]) -> None:
     """The calibration's results, once: whatever an earlier try stored is replaced (the
     table's unique key keeps a row per testbed x workload x params x measure)."""
     session.execute(delete(CalibrationResult).where(
         CalibrationResult.calibration_id == calibration_id))
     for r in rows:
-        session.add(CalibrationResult(calibration_id=calibration_id, **r))
+        r.calibration_id = calibration_id
+        session.add(r)
     session.flush()
 
 
@@ -72,6 +77,28 @@ ORDER BY r.workload, r.params, r.measure, c.finished_at DESC, r.calibration_id D
 """)
 
 
-def latest_noise(session: Session, fingerprint: str) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class LatestNoise:
+    """A series' row of the latest finished calibration of its testbed."""
+
+    calibration_id: int
+    workload: str
+    params: dict[str, Any]  # the workload's params object, as its trials carry it
+    threads: int | None
+    measure: str
+    cv_pct: float | None
+    aa_comparisons: int
+    false_alarms: int
+    aa_unknown: int
+    false_alarm_rate: float | None
+    detection: list[Detection]
+    band_pct: float | None
+    finished_at: datetime | None
+
+
+def latest_noise(session: Session, fingerprint: str) -> list[LatestNoise]:
     """Per series of the testbed, the row of its latest finished calibration."""
-    return [dict(r._mapping) for r in session.execute(LATEST_SQL, {"fp": fingerprint})]
+    rows = session.execute(LATEST_SQL, {"fp": fingerprint}).mappings()
+    return [LatestNoise(**{**r, "detection": [Detection.model_validate(d)
+                                              for d in r["detection"] or []]})
+            for r in rows]

@@ -36,8 +36,11 @@ def fingerprint(testbed: TestbedFields) -> tuple[str, FingerprintFields]:
     return hashlib.sha256(canonical.encode()).hexdigest(), fields
 
 
-def get_or_insert(session: Session, select_sql: str, insert_sql: str, args: dict[str, Any]
-                  ) -> int:
+# the bind parameters of get_or_insert's statements
+BindArgs = dict[str, str | int | None]
+
+
+def get_or_insert(session: Session, select_sql: str, insert_sql: str, args: BindArgs) -> int:
     """The id a SELECT finds, else the one the INSERT ... ON CONFLICT DO NOTHING RETURNING
     id makes, else (a concurrent request inserted it meanwhile) the SELECT's again, in a
     statement of its own so that it sees the other request's row. Usually one statement."""
