@@ -128,8 +128,8 @@ def test_local_runs_may_load_a_file_explicitly(tmp_path):
 
 def test_scaling_suite_runs_every_workload_at_1_to_64_threads_and_marks_oversubscription():
     from mallard_runner.cells import Cell, Target
-    from mallard_wire.results import AllocatorIn
     from mallard_runner.runs import oversubscribed
+    from mallard_wire.results import AllocatorIn
 
     scaling = load_suite("scaling", SUITES)
     cases = expand(scaling)

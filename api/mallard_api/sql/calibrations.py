@@ -3,8 +3,6 @@ testbed (the SAME bands of its series)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, select, text
@@ -13,7 +11,7 @@ from sqlalchemy.orm import Session
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.calibration import Calibration, CalibrationResult
 from mallard_api.models.core import Testbed
-from mallard_api.models.records import Detection
+from mallard_api.schemas.calibration import SeriesNoise
 
 
 def create(session: Session, **fields: Any) -> Calibration:
@@ -77,28 +75,7 @@ ORDER BY r.workload, r.params, r.measure, c.finished_at DESC, r.calibration_id D
 """)
 
 
-@dataclass(frozen=True)
-class LatestNoise:
-    """A series' row of the latest finished calibration of its testbed."""
-
-    calibration_id: int
-    workload: str
-    params: dict[str, Any]  # the workload's params object, as its trials carry it
-    threads: int | None
-    measure: str
-    cv_pct: float | None
-    aa_comparisons: int
-    false_alarms: int
-    aa_unknown: int
-    false_alarm_rate: float | None
-    detection: list[Detection]
-    band_pct: float | None
-    finished_at: datetime | None
-
-
-def latest_noise(session: Session, fingerprint: str) -> list[LatestNoise]:
+def latest_noise(session: Session, fingerprint: str) -> list[SeriesNoise]:
     """Per series of the testbed, the row of its latest finished calibration."""
-    rows = session.execute(LATEST_SQL, {"fp": fingerprint}).mappings()
-    return [LatestNoise(**{**r, "detection": [Detection.model_validate(d)
-                                              for d in r["detection"] or []]})
-            for r in rows]
+    return [SeriesNoise.model_validate(dict(r))
+            for r in session.execute(LATEST_SQL, {"fp": fingerprint}).mappings()]
