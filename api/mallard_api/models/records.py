@@ -53,6 +53,9 @@ class Detection(BaseModel):
     measured_pct: float | None  # the median measured change of its comparisons
 
 
+# A testbed's fingerprinted fields (testbeds.fields; sql/runners.py FINGERPRINT_FIELDS).
+FingerprintFields = dict[str, str | int | bool | None]
+
 # A calibration's canary sizes: workload -> injected size ("3") -> ns per free.
 CanaryNs = dict[str, dict[str, int]]
 

@@ -13,6 +13,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from mallard_api.models.core import Runner, Testbed
+from mallard_api.models.records import FingerprintFields
 
 # contracts §5: the fingerprint covers exactly these fields.
 FINGERPRINT_FIELDS = ("arch", "cpu_model", "cpus", "kernel", "governor", "smt", "thp",
@@ -21,10 +22,6 @@ FINGERPRINT_FIELDS = ("arch", "cpu_model", "cpus", "kernel", "governor", "smt", 
 
 # ... and these only on an emulated testbed (so every native fingerprint stays as it was)
 EMULATION_FIELDS = ("emulated", "emulator")
-
-
-# A fingerprinted testbed's fields, as stored in testbeds.fields.
-FingerprintFields = dict[str, str | int | bool | None]
 
 
 def fingerprint(testbed: TestbedFields) -> tuple[str, FingerprintFields]:
