@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from mallard_api.harness import ApiProcess
+from mallard_api.harness import ApiProcess, mint_token
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -72,8 +72,7 @@ def start_runner(api: str, env: dict[str, str], name: str, cpu: str,
     """A runner agent with its own token, spool and log (.mallard/runner[-ARCH].log).
     `arch`: another architecture than the host's, cross-built and run under qemu-user
     (`aarch64` on an x86-64 host; runner/README.md); None: the host's own."""
-    token = run([str(VENV_BIN / "mallard-api"), "token", "create", "--role", "runner",
-                 "--runner", name], env).splitlines()[-1]
+    token = mint_token(env, "runner", name, ROOT)
     suffix = f"-{arch}" if arch else ""
     cmd = [str(VENV_BIN / "mallard-runner"), "agent", "--api", api, "--token", token,
            "--cpus", cpu, "--name", name, "--spool", str(STATE / f"spool{suffix}")]

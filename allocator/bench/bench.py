@@ -23,15 +23,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from mallard_runner import export
-from mallard_runner.build import BuildError
-from mallard_runner.executor import Cell
-from mallard_runner.models import ResultsIn, Trial
+from mallard_runner.cells import Cell
 from mallard_runner.runs import RunRequest, execute, prepare
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
 from mallard_runner.suites import Suite, load_suite
 from mallard_runner.summary import CellSummary, summarize
 from mallard_runner.testbed import cpu_model, parse_cpus
+from mallard_runner.tools import BuildError
 from mallard_runner.variants import PEER_NAMES, parse_selectors
+from mallard_wire.results import ResultsIn, TrialIn
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -168,7 +168,7 @@ def main() -> int:
                   TimeElapsedColumn(), console=console) as progress:
         task = progress.add_task("building mallard, finding peers", total=None)
 
-        def tick(t: Trial, cell: Cell) -> None:
+        def tick(t: TrialIn, cell: Cell) -> None:
             progress.update(task, advance=1, description=f"{cell.target.display} {cell.case}")
 
         try:

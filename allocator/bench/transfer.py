@@ -26,13 +26,13 @@ from collections import defaultdict
 from datetime import UTC, datetime
 
 from bench import README, console, write_readme
-from mallard_runner.build import BuildError
-from mallard_runner.models import ResultsIn, Trial
 from mallard_runner.runs import RunRequest, execute, prepare
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
 from mallard_runner.suites import Scalar, Suite, SuiteWorkload, load_suite
 from mallard_runner.testbed import cpu_model, parse_cpus
+from mallard_runner.tools import BuildError
 from mallard_runner.variants import parse_selectors
+from mallard_wire.results import ResultsIn, TrialIn
 
 VARIANTS = ["mutex", "ring", "naive"]
 SCALING = ("<!-- bench-transfer-scaling:begin -->", "<!-- bench-transfer-scaling:end -->")
@@ -52,11 +52,11 @@ def run(suite: Suite, cpus: list[int], trials: int, commit: str, tag: str) -> Re
     return execute(prep)
 
 
-def variant(t: Trial) -> str:
+def variant(t: TrialIn) -> str:
     return (t.allocator.variant or "transfer=mutex").split("=", 1)[1]
 
 
-def case_key(t: Trial) -> tuple[tuple[str, object], ...]:
+def case_key(t: TrialIn) -> tuple[tuple[str, object], ...]:
     return tuple(sorted((k, v) for k, v in t.workload.params.items() if k not in ("seed", "ops")))
 
 

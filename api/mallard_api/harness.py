@@ -1,7 +1,9 @@
 """The API as a local process, for the demo, the benchmarks and the tests of every part:
-a free port, `mallard-api serve`, the wait for /api/v1/health, tokens. Written once here;
-`scripts/demo.py`, `api/bench/bench_api.py`, `runner/tests/test_agent_api.py` and
-`dashboards/tests/conftest.py` use it.
+a free port, `mallard-api serve`, the wait for /api/v1/health (and for anything else:
+`wait_for`), tokens. Written once here; `scripts/demo.py`, `scripts/demo_push.py`,
+`api/bench/bench_api.py`, the API's live server fixture, the runner's agent tests, the
+dashboard tests and the k8s tests use it (only `tests/e2e/e2e.py`, which runs on the host's
+plain python3 against the containers, has its own wait).
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, TypeVar
+
+T = TypeVar("T")
 
 API_BIN = Path(sys.executable).parent / "mallard-api"
 
@@ -29,6 +34,41 @@ def free_port(preferred: int = 0) -> int:
         except OSError:
             s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def wait_for(what: str, check: Callable[[], T], timeout: float, *, interval: float = 0.25,
+             on_timeout: Callable[[], str] | None = None,
+             tolerate: tuple[type[Exception], ...] = (OSError, ValueError, KeyError)) -> T:
+    """Call `check` until it returns something truthy (and return that); an exception of
+    `tolerate` counts as not yet. AssertionError after `timeout` seconds, naming `what`,
+    the last answer and `on_timeout()` (a log's tail)."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+            last = value
+        except tolerate as exc:
+            last = exc
+        time.sleep(interval)
+    extra = on_timeout() if on_timeout else ""
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} "
+                         f"(last: {last!r})\n{extra}")
+
+
+def mint_token(env: dict[str, str], role: str, runner: str | None = None,
+               cwd: Path | None = None) -> str:
+    """A new token (`mallard-api token create` against the database `env` names, stored
+    hashed), printed once."""
+    cmd = [str(API_BIN), "token", "create", "--role", role]
+    if runner is not None:
+        cmd += ["--runner", runner]
+    out = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
+    if out.returncode != 0 or not out.stdout.strip():
+        raise RuntimeError(f"mallard-api token create failed: {out.stderr.strip()}")
+    return out.stdout.strip().splitlines()[-1]
 
 
 def healthy(url: str) -> bool:
@@ -70,15 +110,17 @@ class ApiProcess:
 
     def wait_healthy(self, timeout: float = 240) -> None:
         """Until /health answers 200; RuntimeError when the process exits or time is up."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def up() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"the API exited ({self.proc.returncode}){self._tail()}")
-            if healthy(self.url):
-                return
-            time.sleep(0.25)
-        raise RuntimeError(f"the API at {self.url} was not healthy after {timeout:.0f} s"
-                           f"{self._tail()}")
+            return healthy(self.url)
+
+        try:
+            wait_for(f"the API at {self.url} to be healthy", up, timeout)
+        except AssertionError as e:
+            raise RuntimeError(f"the API at {self.url} was not healthy after {timeout:.0f} s"
+                               f"{self._tail()}") from e
 
     def _tail(self) -> str:
         if self.log is None or not self.log.exists():
@@ -86,15 +128,8 @@ class ApiProcess:
         return f"; log {self.log}:\n{self.log.read_text(errors='replace')[-3000:]}"
 
     def token(self, role: str, runner: str | None = None) -> str:
-        """A new token (`mallard-api token create`, stored hashed), printed once."""
-        cmd = [str(API_BIN), "token", "create", "--role", role]
-        if runner is not None:
-            cmd += ["--runner", runner]
-        out = subprocess.run(cmd, env=self.env, cwd=self.cwd, capture_output=True, text=True,
-                             timeout=120)
-        if out.returncode != 0 or not out.stdout.strip():
-            raise RuntimeError(f"mallard-api token create failed: {out.stderr.strip()}")
-        return out.stdout.strip().splitlines()[-1]
+        """A new token of this API's database (`mint_token`)."""
+        return mint_token(self.env, role, runner, self.cwd)
 
     def stop(self, timeout: float = 60) -> None:
         """SIGTERM to the process group (uvicorn workers, the embedded PostgreSQL's

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 from helpers import run_analysis
 from mallard_api.analysis.measures import EMULATED_REASON, is_timing, unjudged_reason
-from mallard_api.schemas import core as schemas
-from mallard_api.sql.runners import fingerprint
-from mallard_wire import results
+from mallard_api.sql.runners import fingerprint as fingerprint_of
+from mallard_wire import results, runners
 from test_comparisons import SHA_BASE, SHA_HEAD, claim, fast_analysis, trial  # noqa: F401
 
 EMULATED = {"arch": "aarch64", "cpu_model": "Test CPU", "cpus": "1", "emulated": True,
@@ -80,7 +79,11 @@ def test_native_timing_cells_have_no_unjudged_reason():
                                                ("x86_64", "x86_64"), ("riscv64", "riscv64")])
 def test_arch_aliases(given, stored):
     assert results.TestbedIn.model_validate({"arch": given}).arch == stored
-    assert schemas.RunnerRegister.model_validate({"name": "n1", "arch": given}).arch == stored
+    assert runners.RunnerRegister.model_validate({"name": "n1", "arch": given}).arch == stored
+
+
+def fingerprint(testbed: dict) -> tuple[str, dict]:
+    return fingerprint_of(results.TestbedIn.model_validate(testbed))
 
 
 def test_emulated_fingerprint_differs_and_native_stays():

@@ -20,31 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from mallard_api.harness import free_port
-
-
-def wait_for(
-    what: str,
-    check: Callable[[], Any],
-    timeout: float,
-    interval: float = 0.25,
-    on_timeout: Callable[[], str] | None = None,
-) -> Any:
-    """Call `check` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if last:
-                return last
-        except (OSError, urllib.error.URLError, ValueError, KeyError) as exc:
-            last = exc
-        time.sleep(interval)
-    extra = on_timeout() if on_timeout else ""
-    raise AssertionError(
-        f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})\n{extra}"
-    )
+from mallard_api.harness import free_port, wait_for
 
 
 def http_json(

@@ -149,11 +149,9 @@ def test_a_wrong_superuser_is_said_at_once_and_no_server_after_waiting(server):
     assert out.returncode != 0 and "set POSTGRES_USER=mallard" in out.stderr
     out = roles_sh(server, url, PGPASSWORD="wrong-password-0123456789")
     assert out.returncode != 0 and "set POSTGRES_USER=mallard" in out.stderr
-    import socket
+    from mallard_api.harness import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        closed = str(s.getsockname()[1])  # nothing listens there
+    closed = str(free_port())  # nothing listens there
     out = roles_sh(server, url, PGPORT=closed, MALLARD_DB_WAIT_SECONDS="2")
     assert out.returncode != 0 and "did not accept connections" in out.stderr
 

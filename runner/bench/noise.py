@@ -42,14 +42,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mallard_runner.build import BuildError
-from mallard_runner.executor import Cell, last_json_line
-from mallard_runner.models import Trial
+from mallard_runner.cells import Cell
+from mallard_runner.measures import last_json_line
 from mallard_runner.runs import Prepared, RunRequest, execute, prepare
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
 from mallard_runner.suites import Suite, load_suite
 from mallard_runner.testbed import collect, cpu_model, parse_cpus
+from mallard_runner.tools import BuildError
 from mallard_runner.variants import AllocatorSelector, parse_selectors
+from mallard_wire.results import TrialIn
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from scipy.stats import mannwhitneyu  # type: ignore[import-untyped]
@@ -78,7 +79,7 @@ def _prepare(settings: RunnerSettings, suite: Suite, selectors: list[AllocatorSe
                      workloads=workloads, threads=threads, seed=seed)
     task = progress.add_task(what, total=None)
 
-    def tick(t: Trial, cell: Cell) -> None:
+    def tick(t: TrialIn, cell: Cell) -> None:
         progress.advance(task)
         if seconds is not None and not t.warmup and t.ok:  # the workload's own clock
             out = raw / cell.slug / f"trial-{t.seq}" / "stdout"
@@ -96,7 +97,7 @@ def timed_only(prep: Prepared) -> Prepared:
                                             for c in prep.cells])
 
 
-def ops(results: list[Trial], label: str, workload: str, threads: int) -> list[float]:
+def ops(results: list[TrialIn], label: str, workload: str, threads: int) -> list[float]:
     return [t.measures["ops_per_sec"] for t in results
             if t.ok and not t.warmup and t.label == label and t.workload.name == workload
             and t.workload.params["threads"] == threads and "ops_per_sec" in t.measures]
@@ -153,9 +154,9 @@ def repeatability(settings: RunnerSettings, suite: Suite, cpus: list[int], raw: 
 # -- 2. CV with noise control off and on, interleaved ---------------------------------------
 def cv_runs(settings: RunnerSettings, suite: Suite, selectors: list[AllocatorSelector],
             cpus: list[int], raw: Path, progress: Progress, trials: int, blocks: int
-            ) -> tuple[dict[str, list[Trial]], dict[str, float]]:
+            ) -> tuple[dict[str, list[TrialIn]], dict[str, float]]:
     per_block = max(2, trials // blocks)
-    trials_of: dict[str, list[Trial]] = {"off": [], "on": []}
+    trials_of: dict[str, list[TrialIn]] = {"off": [], "on": []}
     seconds: dict[str, float] = {}
     for b in range(blocks):
         for mode in ("off", "on"):
@@ -219,7 +220,7 @@ def _pct(v: float) -> str:
 
 def report(args: argparse.Namespace, cpus: list[int], load: tuple[float, ...],
            load_after: tuple[float, ...], det: list[dict[str, Any]],
-           cv_trials: dict[str, list[Trial]], seconds: dict[str, float], allocators: list[str],
+           cv_trials: dict[str, list[TrialIn]], seconds: dict[str, float], allocators: list[str],
            aa: list[tuple[str, str, int, int, int, int, float]], notes: list[str],
            testbed: dict[str, Any]) -> str:
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -316,7 +317,7 @@ def main() -> int:
                                                         if not a.startswith("mallard")]})
     load = os.getloadavg()
     det: list[dict[str, Any]] = []
-    cv_trials: dict[str, list[Trial]] = {"on": [], "off": []}
+    cv_trials: dict[str, list[TrialIn]] = {"on": [], "off": []}
     seconds: dict[str, float] = {}
     aa: list[tuple[str, str, int, int, int, int, float]] = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from mallard_wire.results import TrialIn
 from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import (
@@ -27,14 +28,14 @@ from rich.progress import (
 )
 
 from . import export
-from .build import BuildError
-from .executor import Cancelled, Cell
-from .models import Trial
+from .cells import Cell
+from .executor import Cancelled
 from .peers import find_peers
 from .runs import RunRequest, execute, prepare
 from .settings import REPO_ROOT, RunnerSettings, secret_problem
 from .suites import SuiteError, load_suite
 from .testbed import check_cpus, collect, parse_cpus
+from .tools import BuildError
 from .variants import VariantError, parse_selectors
 
 app = typer.Typer(help="Mallard runner: build allocators, run pinned workloads, talk to the API.",
@@ -130,7 +131,7 @@ def bench(
     with progress_bar() as progress:
         task = progress.add_task("building and finding allocators", total=None)
 
-        def on_trial(t: Trial, cell: Cell) -> None:
+        def on_trial(t: TrialIn, cell: Cell) -> None:
             mark = "" if t.ok else " [red]FAILED[/]"
             progress.update(task, advance=1, description=f"{cell.target.display} "
                                                          f"{cell.case}{mark}")

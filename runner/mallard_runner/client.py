@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from mallard_wire.jobs import ClaimedJob, ClaimIn, LeaseIn
+from mallard_wire.results import TestbedIn
+from mallard_wire.runners import Heartbeat, RunnerRegister
 from pydantic import ValidationError
-
-from .models import Job, Testbed
 
 
 class ApiError(RuntimeError):
@@ -42,19 +43,24 @@ class ApiClient:
             raise ApiError(f"{what}: HTTP {r.status_code}: {r.text[:500]}", r.status_code)
         return r
 
-    def register(self, name: str, arch: str, cpus: str, testbed: Testbed) -> dict[str, Any]:
-        r = self.http.post("/runners/register", json={
-            "name": name, "arch": arch, "cpus": cpus, "testbed": testbed.model_dump()})
-        return dict(self._check(r, "register").json())
+    def register(self, name: str, arch: str, cpus: str, testbed: TestbedIn) -> int:
+        """The runner's id (registering again under the same name keeps it)."""
+        body = RunnerRegister(name=name, arch=arch, cpus=cpus, testbed=testbed)
+        r = self.http.post("/runners/register", json=body.model_dump(mode="json"))
+        data = self._check(r, "register").json()
+        runner_id = data.get("id") if isinstance(data, dict) else None
+        if type(runner_id) is not int:
+            raise ApiError(f"register: no runner id in {r.text[:200]!r}", r.status_code)
+        return runner_id
 
-    def heartbeat(self, runner_id: int, testbed: Testbed | None = None) -> None:
+    def heartbeat(self, runner_id: int, testbed: TestbedIn | None = None) -> None:
         r = self.http.post(f"/runners/{runner_id}/heartbeat",
-                           json={"testbed": testbed.model_dump() if testbed else None})
+                           json=Heartbeat(testbed=testbed).model_dump(mode="json"))
         self._check(r, "heartbeat")
 
-    def claim(self, runner_id: int, lease_seconds: int) -> Job | None:
-        r = self.http.post("/jobs/claim", json={"runner_id": runner_id,
-                                                "lease_seconds": lease_seconds})
+    def claim(self, runner_id: int, lease_seconds: int) -> ClaimedJob | None:
+        body = ClaimIn(runner_id=runner_id, lease_seconds=lease_seconds)
+        r = self.http.post("/jobs/claim", json=body.model_dump(mode="json"))
         if r.status_code == 204:
             return None
         try:
@@ -62,7 +68,7 @@ class ApiClient:
         except ValueError as e:
             raise ApiError(f"claim: not JSON: {r.text[:200]!r}", r.status_code) from e
         try:
-            return Job.model_validate(data)
+            return ClaimedJob.model_validate(data)
         except ValidationError as e:
             jid = data.get("id") if isinstance(data, dict) else None
             att = data.get("attempt") if isinstance(data, dict) else None
@@ -71,8 +77,8 @@ class ApiClient:
                          att if type(att) is int else None) from e
 
     def renew(self, job_id: int, runner_id: int, lease_seconds: int) -> None:
-        r = self.http.post(f"/jobs/{job_id}/lease", json={"runner_id": runner_id,
-                                                         "lease_seconds": lease_seconds})
+        body = LeaseIn(runner_id=runner_id, lease_seconds=lease_seconds)
+        r = self.http.post(f"/jobs/{job_id}/lease", json=body.model_dump(mode="json"))
         if r.status_code == 409:
             raise LeaseLost(f"lease on job {job_id} lost", 409)
         self._check(r, "lease")

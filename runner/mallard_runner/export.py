@@ -5,12 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import os
+from datetime import datetime
 from pathlib import Path
 
+from mallard_wire.results import ResultsIn
 from rich.console import Console
 from rich.table import Table
 
-from .models import ResultsIn
 from .summary import CellSummary, allocator_display, summarize
 
 
@@ -22,6 +23,11 @@ def _fmt(v: float | None, digits: int = 4) -> str:
     if abs(v) >= 1e3:
         return f"{v / 1e3:.1f}k"
     return f"{v:.{digits}g}"
+
+
+def timestamp(t: datetime | None) -> str:
+    """`2026-11-24T01:05:00.123456Z` (a trial's start, as the CSV has it)."""
+    return "" if t is None else t.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _pct(v: float | None) -> str:
@@ -90,7 +96,7 @@ def to_csv(results: ResultsIn) -> str:
         params = " ".join(f"{k}={v}" for k, v in t.workload.params.items())
         w.writerow([t.uid, t.label, t.allocator.name, t.allocator.commit or "",
                     t.allocator.variant or "", t.workload.name, params, t.seq, t.warmup,
-                    t.started_at, t.ok, "" if t.exit_code is None else t.exit_code,
+                    timestamp(t.started_at), t.ok, "" if t.exit_code is None else t.exit_code,
                     "" if t.signal is None else t.signal,
                     *[t.measures.get(m, "") for m in measures]])
     return buf.getvalue()
@@ -125,6 +131,6 @@ def print_tables(results: ResultsIn, console: Console, baseline: str | None = "g
     for t in failed[:10]:
         why = f"signal {t.signal}" if t.signal else f"exit {t.exit_code}"
         console.print(f"[red]failed trial[/] {allocator_display(t)} {t.workload.name} seq "
-                      f"{t.seq}: {why}; stderr tail: {t.stderr_tail.strip()[-300:]!r}")
+                      f"{t.seq}: {why}; stderr tail: {(t.stderr_tail or '').strip()[-300:]!r}")
     if len(failed) > 10:
         console.print(f"[red]... and {len(failed) - 10} more failed trials[/]")

@@ -20,16 +20,40 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
-from .build import Builder, cross_workloads
-from .executor import CACHEGRIND_CACHES, Cell, Executor, RunOutput
-from .models import ResultsIn, Trial
+from mallard_wire.results import ResultsIn, TrialIn
+
+from .build import Builder
+from .cells import Cell
+from .cmake import cross_workloads
+from .commands import CACHEGRIND_CACHES
+from .executor import Executor, RunOutput
 from .settings import RUNNER_DIR, RunnerSettings
 from .suites import Suite, expand
 from .targets import Resolved, make_cells, resolve_targets
 from .testbed import collect, isolation, tune_cpus
 from .variants import AllocatorSelector
+
+
+class NoiseControl(TypedDict):
+    """What was found and done about noise on the pinned CPUs (artifacts `noise_control`)."""
+
+    cpu: list[str]
+    aslr_off: bool
+    minimal_env: bool
+    isolated: bool
+    other_processes: int
+    isolcpus: list[int]
+    cachegrind_caches: dict[str, str]
+    hw_counters: bool
+
+
+class Oversubscribed(TypedDict):
+    """The thread counts above the pinned CPUs (artifacts `oversubscribed`)."""
+
+    pinned_cpus: int
+    threads: list[int]
 
 
 @dataclass
@@ -49,6 +73,7 @@ class RunRequest:
     project: str = "mallard"
     branch: str | None = None
     job_id: int | None = None
+    attempt: int | None = None  # the claimed job's attempt: the API takes results only from it
     runner_id: int | None = None
 
 
@@ -60,8 +85,8 @@ class Prepared:
     executor: Executor
     trials: int
     warmup: int
+    noise: NoiseControl
     notes: list[str] = field(default_factory=list)
-    noise: dict[str, Any] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -69,7 +94,7 @@ class Prepared:
 
 
 def prepare(settings: RunnerSettings, req: RunRequest,
-            on_trial: Callable[[Trial, Cell], None] | None = None,
+            on_trial: Callable[[TrialIn, Cell], None] | None = None,
             cancel: threading.Event | None = None) -> Prepared:
     """Build and find everything; raises BuildError, SuiteError, FileNotFoundError."""
     target = settings.platform()
@@ -91,12 +116,12 @@ def prepare(settings: RunnerSettings, req: RunRequest,
     warning = iso.warning(req.cpus)
     if warning:
         notes.append(warning)
-    noise = {"cpu": tune_cpus(req.cpus, write=settings.tune_cpus),
-             "aslr_off": bool(settings.noise_control and executor.setarch),
-             "minimal_env": settings.noise_control, "isolated": iso.isolated,
-             "other_processes": len(iso.others), "isolcpus": iso.isolcpus,
-             "cachegrind_caches": CACHEGRIND_CACHES, "hw_counters": executor.use_perf}
-    return Prepared(req, resolved, cells, executor, trials, warmup, notes, noise)
+    noise = NoiseControl(cpu=tune_cpus(req.cpus, write=settings.tune_cpus),
+                         aslr_off=bool(settings.noise_control and executor.commands.setarch),
+                         minimal_env=settings.noise_control, isolated=iso.isolated,
+                         other_processes=len(iso.others), isolcpus=iso.isolcpus,
+                         cachegrind_caches=CACHEGRIND_CACHES, hw_counters=executor.use_perf)
+    return Prepared(req, resolved, cells, executor, trials, warmup, noise, notes)
 
 
 def execute(prep: Prepared) -> ResultsIn:
@@ -105,9 +130,11 @@ def execute(prep: Prepared) -> ResultsIn:
     out: RunOutput = prep.executor.run(prep.cells, prep.trials, prep.warmup, seed)
     compilers = {b.compiler for b in prep.resolved.builds.values()}
     testbed = collect(req.cpus, compilers.pop() if len(compilers) == 1 else None,
-                      noise_control=prep.executor.noise_control, target=prep.executor.target)
+                      noise_control=prep.executor.commands.noise_control,
+                      target=prep.executor.target)
     return ResultsIn(
-        job_id=req.job_id, runner_id=req.runner_id, project=req.project, branch=req.branch,
+        job_id=req.job_id, attempt=req.attempt, runner_id=req.runner_id, project=req.project,
+        branch=req.branch,
         testbed=testbed, trials=out.trials,
         artifacts={"hyperfine": out.hyperfine, "suite": req.suite.name,
                    "order": [[r, k] for r, k in out.order], "notes": prep.notes,
@@ -117,15 +144,15 @@ def execute(prep: Prepared) -> ResultsIn:
                    "oversubscribed": oversubscribed(prep.cells, req.cpus)})
 
 
-def oversubscribed(cells: list[Cell], cpus: list[int]) -> dict[str, Any]:
+def oversubscribed(cells: list[Cell], cpus: list[int]) -> Oversubscribed:
     """The thread counts above the pinned CPUs (allowed; where a small node's contention
     comes from): the API marks those points of a scaling curve the same way."""
     threads = sorted({int(t) for c in cells if isinstance(t := c.params.get("threads"), int)
                       and t > len(cpus)})
-    return {"pinned_cpus": len(cpus), "threads": threads}
+    return Oversubscribed(pinned_cpus=len(cpus), threads=threads)
 
 
 def run_suite(settings: RunnerSettings, req: RunRequest,
-              on_trial: Callable[[Trial, Cell], None] | None = None,
+              on_trial: Callable[[TrialIn, Cell], None] | None = None,
               cancel: threading.Event | None = None) -> ResultsIn:
     return execute(prepare(settings, req, on_trial, cancel))

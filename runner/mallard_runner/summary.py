@@ -10,10 +10,10 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from .models import Trial
+from mallard_wire.results import TrialIn
 
 
-def allocator_display(t: Trial) -> str:
+def allocator_display(t: TrialIn) -> str:
     a = t.allocator
     if a.name != "mallard":
         return a.name
@@ -21,7 +21,7 @@ def allocator_display(t: Trial) -> str:
     return f"mallard{commit} {a.variant or 'default'}"
 
 
-def case_key(t: Trial) -> str:
+def case_key(t: TrialIn) -> str:
     return f"{t.workload.name} " + " ".join(f"{k}={v}" for k, v in t.workload.params.items())
 
 
@@ -66,7 +66,7 @@ class CellSummary:
         return statistics.stdev(v) / mean if mean else None
 
 
-def summarize(trials: list[Trial], baseline: str | None = None,
+def summarize(trials: list[TrialIn], baseline: str | None = None,
               measure: str = "ops_per_sec") -> list[CellSummary]:
     cells: dict[tuple[str, str, str], CellSummary] = {}
     for t in trials:
@@ -85,7 +85,7 @@ def summarize(trials: list[Trial], baseline: str | None = None,
                 s.values.setdefault(m, []).append(v)
         else:
             why = f"signal {t.signal}" if t.signal else f"exit {t.exit_code}"
-            s.failures.append(f"seq {t.seq}: {why}: {t.stderr_tail.strip()[-200:]}")
+            s.failures.append(f"seq {t.seq}: {why}: {(t.stderr_tail or '').strip()[-200:]}")
     out = list(cells.values())
     if baseline:
         name, _, variant = baseline.partition(":")

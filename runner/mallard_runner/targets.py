@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mallard_wire.results import AllocatorIn
+
 from .arch import Platform
 from .build import Builder, BuiltAllocator
-from .executor import Cell, Target
-from .models import AllocatorInfo
+from .cells import Cell, Target
 from .peers import find_peers
 from .suites import Case
 from .variants import AllocatorSelector
@@ -37,13 +38,13 @@ def resolve_targets(selectors: list[AllocatorSelector], builder: Builder, source
             if key not in out.builds:
                 out.builds[key] = builder.build(source, ref, allocator_dir)
             b = out.builds[key]
-            info = AllocatorInfo(name="mallard", commit=b.commit, variant=sel.variant,
+            info = AllocatorIn(name="mallard", commit=b.commit, variant=sel.variant,
                                  build_flags=b.build_flags, compiler=b.compiler,
                                  library_sha256=b.library_sha256)
             out.targets.append(Target(sel.default_label(), info, b.library_path))
         elif sel.name in peers:
             p = peers[sel.name]
-            info = AllocatorInfo(name=p.name, library_sha256=p.sha256)
+            info = AllocatorIn(name=p.name, library_sha256=p.sha256)
             out.targets.append(Target(sel.default_label(), info, p.library))
     return out
 

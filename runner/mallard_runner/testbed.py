@@ -13,8 +13,10 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mallard_wire.fields import Aslr, Turbo
+from mallard_wire.results import TestbedIn
+
 from .arch import Platform
-from .models import Testbed
 from .peers import libc_version
 
 SYS_CPU = Path("/sys/devices/system/cpu")
@@ -116,7 +118,7 @@ PROC = Path("/proc")
 PF_KTHREAD = 0x00200000  # /proc/<pid>/stat flags: a kernel thread (per-CPU ones are harmless)
 
 
-def turbo(sys_cpu: Path = SYS_CPU) -> str:
+def turbo(sys_cpu: Path = SYS_CPU) -> Turbo:
     """`on`, `off` or `unknown` (intel_pstate's no_turbo, else cpufreq's boost)."""
     no_turbo = _read(sys_cpu / "intel_pstate" / "no_turbo")
     if no_turbo in ("0", "1"):
@@ -183,7 +185,7 @@ def setarch_prefix() -> tuple[str, ...] | None:
     return cmd if ok else None
 
 
-def aslr(noise_control: bool = True) -> str:
+def aslr(noise_control: bool = True) -> Aslr:
     """`off` when workloads run without address-space randomisation (setarch -R, or the
     kernel's randomize_va_space is 0), else `on`."""
     if _read(PROC / "sys" / "kernel" / "randomize_va_space") == "0":
@@ -259,11 +261,11 @@ def isolation(cpus: list[int], proc: Path = PROC, me: int | None = None) -> Isol
 
 
 def collect(cpus: list[int], compiler: str | None = None, noise_control: bool = True,
-            target: Platform | None = None) -> Testbed:
+            target: Platform | None = None) -> TestbedIn:
     """The fingerprint fields. On an emulated target: its arch, the cross compiler, the
     sysroot's libc, `emulated` and the emulator's version; the rest is the host's."""
     emulated = target is not None and target.emulated
-    return Testbed(
+    return TestbedIn(
         arch=target.arch if target is not None else platform.machine(),
         cpu_model=cpu_model(),
         cpus=format_cpus(cpus),

@@ -14,14 +14,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from mallard_api.harness import free_port
+from mallard_api.harness import free_port, wait_for
 
 from .conftest import first_cpu, gate_workload, write_suite
 
@@ -57,15 +56,6 @@ class Server:
         if self.proc is not None and self.proc.poll() is None:
             return dict(httpx.get(f"{self.url}/_state", timeout=10).json())
         return dict(json.loads(self.state.read_text()))
-
-
-def wait_for(cond, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -135,8 +125,9 @@ def test_results_survive_an_api_restart_exactly_once(agent_env, toy_repo, tmp_pa
         job = server.data()["jobs"][0]
         assert job["state"] == "running" and job["attempt"] == 1
         # the agent runs the job with the API down, spools the results, and cannot post them
-        wait_for(lambda: any(json.loads(p.read_text())["attempts"] >= 1
-                             for p in spool.glob("*.json")), 120, "a failed post in the spool")
+        wait_for("a failed post in the spool",
+                 lambda: any(json.loads(p.read_text())["attempts"] >= 1
+                             for p in spool.glob("*.json")), 120)
         (pending,) = [json.loads(p.read_text()) for p in spool.glob("*.json")]
         assert pending["url"] == "/results" and pending["body"]["job_id"] == 1
         uids = [t["uid"] for t in pending["body"]["trials"]]
@@ -191,10 +182,10 @@ def test_sigterm_mid_job_reports_a_retryable_failure(agent_env, toy_repo, tmp_pa
     spool = tmp_path / "spool"
     agent = start_agent(server, env, spool)
     try:
-        wait_for(started.exists, 60, "the first trial to start")
+        wait_for("the first trial to start", started.exists, 60)
         agent.send_signal(signal.SIGTERM)  # mid-job: the first trial is still running
-        wait_for(lambda: "stopping: after the current trial" in agent_log(spool), 60,
-                 "the agent to take the signal")
+        wait_for("the agent to take the signal",
+                 lambda: "stopping: after the current trial" in agent_log(spool), 60)
         gate.touch()
         assert agent.wait(60) == 0, agent_log(spool)
         data = server.data()
@@ -218,9 +209,9 @@ def test_lost_lease_cancels_the_run_and_posts_nothing(agent_env, toy_repo, tmp_p
     spool = tmp_path / "spool"
     agent = start_agent(server, env, spool, "--once")
     try:
-        wait_for(started.exists, 60, "the first trial to start")
-        wait_for(lambda: server.data()["leases"] >= 1, 60, "a lease renewal (refused)")
-        wait_for(lambda: "lease on job 1 lost" in agent_log(spool), 60, "the agent to notice")
+        wait_for("the first trial to start", started.exists, 60)
+        wait_for("a lease renewal (refused)", lambda: server.data()["leases"] >= 1, 60)
+        wait_for("the agent to notice", lambda: "lease on job 1 lost" in agent_log(spool), 60)
         gate.touch()  # the trial ends; the run is cancelled before the next one
         assert agent.wait(120) == 0, agent_log(spool)
         data = server.data()
@@ -244,8 +235,9 @@ def test_a_runner_killed_with_results_in_its_spool_delivers_them_on_restart(
     try:
         assert server.proc is not None
         server.proc.wait(60)
-        wait_for(lambda: any(json.loads(p.read_text())["attempts"] >= 1
-                             for p in spool.glob("*.json")), 120, "a failed post in the spool")
+        wait_for("a failed post in the spool",
+                 lambda: any(json.loads(p.read_text())["attempts"] >= 1
+                             for p in spool.glob("*.json")), 120)
         agent.kill()  # the runner dies with its results undelivered
         agent.wait()
         (pending,) = [json.loads(p.read_text()) for p in spool.glob("*.json")]
@@ -319,8 +311,8 @@ def test_hostile_job_specs_fail_cleanly_and_run_nothing(agent_env, toy_repo, tmp
     spool = tmp_path / "spool"
     agent = start_agent(server, env, spool, cwd=tmp_path)
     try:
-        wait_for(lambda: len(server.data()["fails"]) == len(specs), 120,
-                 f"{len(specs)} failure reports")
+        wait_for(f"{len(specs)} failure reports",
+                 lambda: len(server.data()["fails"]) == len(specs), 120)
         agent.send_signal(signal.SIGTERM)
         assert agent.wait(60) == 0, agent_log(spool)
         data = server.data()

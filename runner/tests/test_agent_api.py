@@ -19,11 +19,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from mallard_api.harness import API_BIN, ApiProcess
+from mallard_api.harness import API_BIN, ApiProcess, wait_for
 from mallard_runner.settings import REPO_ROOT
 
 from .conftest import first_cpu, gate_workload, write_suite
-from .test_agent import agent_log, job_spec, wait_for
+from .test_agent import agent_log, job_spec
 
 pytestmark = pytest.mark.skipif(not API_BIN.exists(), reason="mallard-api is not installed")
 
@@ -91,12 +91,13 @@ def test_agent_survives_a_real_api_restart(real_api, make_settings, toy_repo, tm
                              stdout=open(tmp_path / "agent.log", "ab"),  # noqa: SIM115
                              stderr=subprocess.STDOUT)
     try:
-        wait_for(started.exists, 120, "the job's first trial")
+        wait_for("the job's first trial", started.exists, 120)
         assert api.get(f"/api/v1/jobs/{job_id}").json()["state"] == "running"
         real_api.stop()  # the API goes away while the job runs
         gate.touch()
-        wait_for(lambda: any(json.loads(p.read_text())["attempts"] >= 1
-                             for p in spool.glob("*.json")), 180, "a failed post in the spool")
+        wait_for("a failed post in the spool",
+                 lambda: any(json.loads(p.read_text())["attempts"] >= 1
+                             for p in spool.glob("*.json")), 180)
         (pending,) = [json.loads(p.read_text()) for p in spool.glob("*.json")]
         assert pending["url"] == "/results"
         assert pending["body"]["attempt"] == 1  # the claimed attempt travels with the results

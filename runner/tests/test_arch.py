@@ -10,13 +10,16 @@ from pathlib import Path
 
 import pytest
 from mallard_runner.arch import Platform, elf_machine, host_arch, normalize_arch, resolve_platform
-from mallard_runner.build import Builder, cross_workloads
-from mallard_runner.executor import ENV_BLOCK, Cell, Executor, Target
-from mallard_runner.models import AllocatorInfo
+from mallard_runner.build import Builder
+from mallard_runner.cells import Cell, Target
+from mallard_runner.cmake import cross_workloads
+from mallard_runner.commands import ENV_BLOCK
+from mallard_runner.executor import Executor
 from mallard_runner.peers import find_peers
 from mallard_runner.settings import REPO_ROOT, RUNNER_DIR, RunnerSettings
 from mallard_runner.suites import Suite, expand
 from mallard_runner.testbed import collect
+from mallard_wire.results import AllocatorIn
 
 from .conftest import first_cpu, git
 
@@ -85,12 +88,12 @@ def test_emulated_command_line(make_settings, tmp_path: Path) -> None:
     assert target.emulated and target.toolchain is not None
     ex = Executor(settings, [first_cpu()], tmp_path)
     assert ex.use_perf is False and ex.valgrind is False  # they would measure qemu
-    info = AllocatorInfo(name="mallard", commit="a" * 40, variant="transfer=ring")
+    info = AllocatorIn(name="mallard", commit="a" * 40, variant="transfer=ring")
     lib = Target("head", info, Path("/lib/libmallard.so"))
-    plain = Target("peer", AllocatorInfo(name="glibc"), None)
+    plain = Target("peer", AllocatorIn(name="glibc"), None)
     sizes = []
     for t in (lib, plain):
-        cmd = ex.trial_command(Cell(t, "larson", {"threads": 1}, tmp_path / "larson"), tmp_path)
+        cmd = ex.commands.trial(Cell(t, "larson", {"threads": 1}, tmp_path / "larson"), tmp_path)
         qemu = cmd.index(target.emulator)
         env = cmd[cmd.index("-i") + 1:qemu]
         assert not any(a.startswith("LD_PRELOAD=") for a in env)  # never qemu's own
@@ -131,7 +134,7 @@ def test_emulated_trial_gives_a_valid_result(arm64_build, make_settings, tmp_pat
     target, workloads, built = arm64_build
     settings = make_settings(arch="aarch64", workloads_dir=workloads)
     ex = Executor(settings, [first_cpu()], tmp_path / "raw", target=target)
-    info = AllocatorInfo(name="mallard", commit=built.commit, variant="transfer=ring")
+    info = AllocatorIn(name="mallard", commit=built.commit, variant="transfer=ring")
     cell = Cell(Target("head", info, built.library_path), "fastpath",
                 {"threads": 2, "ops": 2000, "seed": 42}, workloads / "fastpath")
     trial, _ = ex.run_trial(cell, 0, warmup=False)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from mallard_runner.build import Builder, BuildError
+from mallard_runner.build import Builder
 from mallard_runner.peers import sha256_file
 from mallard_runner.settings import REPO_ROOT
+from mallard_runner.tools import BuildError
 
 from .conftest import git
 
@@ -89,10 +90,10 @@ def test_an_option_as_commit_is_refused_and_runs_nothing(toy_repo, tmp_path, mon
 
 def test_end_of_options_holds_even_without_the_ref_check(toy_repo, tmp_path, monkeypatch):
     """Defence in depth: with the check switched off, git still reads the ref as a ref."""
-    import mallard_runner.build as build
+    import mallard_runner.checkout as checkout
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(build, "check_ref", lambda ref: ref)
+    monkeypatch.setattr(checkout, "check_ref", lambda ref: ref)
     with pytest.raises(BuildError, match="cannot resolve"):
         Builder(tmp_path / "cache").build(f"file://{toy_repo}", ATTACK)
     assert not markers(tmp_path, toy_repo)
@@ -135,7 +136,7 @@ def test_archive_members_leaving_the_tree_are_refused_without_the_tar_filter():
     import io
     import tarfile
 
-    from mallard_runner.build import _members_inside
+    from mallard_runner.checkout import _members_inside
 
     def archive(*members: tuple[str, bytes | None, str | None]) -> tarfile.TarFile:
         buf = io.BytesIO()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from mallard_runner.cli import app
-from mallard_runner.models import ResultsIn
+from mallard_wire.results import ResultsIn
 from typer.testing import CliRunner
 
 from .conftest import first_cpu, git, write_suite

@@ -11,24 +11,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mallard_runner.build import Builder
-from mallard_runner.executor import (
-    Cell,
-    Executor,
-    Target,
+from mallard_runner.cells import Cell, Target
+from mallard_runner.commands import padded_env
+from mallard_runner.executor import Executor
+from mallard_runner.measures import (
     derive_ratios,
     last_json_line,
-    padded_env,
     parse_cachegrind,
     parse_perf_stat,
 )
-from mallard_runner.models import AllocatorInfo
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
 from mallard_runner.suites import expand, load_suite
 from mallard_runner.testbed import format_cpus, parse_cpus
+from mallard_wire.results import AllocatorIn
 
 from .conftest import first_cpu, last_cpu
 
-GLIBC = Target("peer", AllocatorInfo(name="glibc"))
+GLIBC = Target("peer", AllocatorIn(name="glibc"))
 
 
 def cell(tiny_dir: Path, target: Target = GLIBC, **params: object) -> Cell:
@@ -92,7 +91,7 @@ def test_cells_are_interleaved_round_robin_in_a_seeded_order(make_settings, tiny
 
 def test_allocator_that_crashes_is_a_failed_trial_not_a_crashed_runner(
         make_settings, tiny_dir, crash_lib, tmp_path):
-    crashy = Target("head", AllocatorInfo(name="crashy"), preload=crash_lib)
+    crashy = Target("head", AllocatorIn(name="crashy"), preload=crash_lib)
     ex = Executor(make_settings(), [first_cpu()], tmp_path / "raw", use_perf=False)
     out = ex.run([cell(tiny_dir, crashy), cell(tiny_dir)], trials=2, warmup=0)
     bad = [t for t in out.trials if t.allocator.name == "crashy"]
@@ -124,7 +123,7 @@ def test_missing_program_is_a_failed_trial(make_settings, tmp_path):
 def test_mallard_variant_env_and_counters_file(make_settings, tiny_dir, toy_repo, tmp_path):
     settings = make_settings()
     built = Builder(settings.cache()).build(str(toy_repo), "main")
-    info = AllocatorInfo(name="mallard", commit=built.commit, variant="transfer=ring",
+    info = AllocatorIn(name="mallard", commit=built.commit, variant="transfer=ring",
                          library_sha256=built.library_sha256)
     target = Target("head", info, preload=built.library_path)
     ex = Executor(settings, [first_cpu()], tmp_path / "raw", use_perf=False)
@@ -141,7 +140,7 @@ def test_real_mallard_counters_and_transfer_ratios(make_settings, tiny_dir, real
                                                    tmp_path):
     cells = []
     for variant in ("transfer=mutex", "transfer=ring"):
-        info = AllocatorInfo(name="mallard", commit=real_mallard.commit, variant=variant,
+        info = AllocatorIn(name="mallard", commit=real_mallard.commit, variant=variant,
                              library_sha256=real_mallard.library_sha256)
         target = Target("head", info, preload=real_mallard.library_path)
         cells.append(cell(tiny_dir, target, threads=2, ops=200000))
@@ -161,7 +160,7 @@ def test_real_mallard_counters_and_transfer_ratios(make_settings, tiny_dir, real
 
 def test_cachegrind_counts_at_the_small_params(make_settings, tiny_dir, tmp_path):
     ex = Executor(make_settings(), [first_cpu()], tmp_path / "raw", use_perf=False)
-    head = Target("head", AllocatorInfo(name="glibc"))
+    head = Target("head", AllocatorIn(name="glibc"))
     c = Cell(target=head, workload="tiny", params={"threads": 1, "ops": 10**6},
              binary=tiny_dir / "tiny", deterministic_params={"threads": 1, "ops": 2000})
     t = ex.run_deterministic(c)
@@ -180,7 +179,7 @@ def test_cachegrind_counts_at_the_small_params(make_settings, tiny_dir, tmp_path
 
 def test_a_deterministic_run_that_fails_is_a_failed_trial(make_settings, tiny_dir, tmp_path):
     ex = Executor(make_settings(), [first_cpu()], tmp_path / "raw", use_perf=False)
-    head = Target("head", AllocatorInfo(name="glibc"))
+    head = Target("head", AllocatorIn(name="glibc"))
     c = Cell(target=head, workload="tiny", params={"threads": 1, "ops": 10},
              binary=tiny_dir / "tiny", deterministic_params={"threads": 1, "ops": 10, "fail": 1})
     t = ex.run_deterministic(c)
@@ -212,10 +211,10 @@ def test_deterministic_counters_repeat_within_a_tenth_of_a_percent(
     if not binary.exists():
         pytest.fail(f"{binary} is missing: run `make workloads`")
     ex = Executor(settings, [first_cpu()], tmp_path / "raw", use_perf=False)
-    mallard = Target("head", AllocatorInfo(name="mallard", commit=real_mallard.commit,
+    mallard = Target("head", AllocatorIn(name="mallard", commit=real_mallard.commit,
                                            variant="transfer=ring"),
                      preload=real_mallard.library_path)
-    for target in (Target("base", AllocatorInfo(name="glibc")), mallard):
+    for target in (Target("base", AllocatorIn(name="glibc")), mallard):
         c = Cell(target=target, workload=workload, params=case.params, binary=binary,
                  deterministic_params=case.deterministic_params)
         runs = cachegrind_counts(ex, c)
@@ -257,15 +256,15 @@ def test_a_trial_that_hangs_is_killed_and_failed(make_settings, tmp_path):
 
 
 def test_trial_command_shape(make_settings, tiny_dir, tmp_path):
-    target = Target("head", AllocatorInfo(name="mallard", variant="transfer=ring"),
+    target = Target("head", AllocatorIn(name="mallard", variant="transfer=ring"),
                     preload=tmp_path / "libmallard.so")
     c = cell(tiny_dir, target)
     for use_perf in (False, True):
         ex = Executor(make_settings(), [0, 1], tmp_path, use_perf=use_perf)
-        cmd = ex.trial_command(c, tmp_path / "t")
+        cmd = ex.commands.trial(c, tmp_path / "t")
         i = cmd.index("taskset")
         assert cmd[i:i + 3] == ["taskset", "-c", "0,1"]
-        if ex.setarch:  # ASLR off for the workload
+        if ex.commands.setarch:  # ASLR off for the workload
             assert cmd[i + 3:i + 6] == ["setarch", platform.machine(), "-R"]
         j = cmd.index("env")
         assert cmd[j + 1:j + 7] == ["-i", "PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C",
@@ -276,7 +275,7 @@ def test_trial_command_shape(make_settings, tiny_dir, tmp_path):
         assert cmd[j + 8:] == [str(tiny_dir / "tiny"), "--threads", "1", "--ops", "20000"]
         assert ("perf" in cmd[i:j]) is use_perf  # perf counts only the workload, inside taskset
     ex = Executor(make_settings(noise_control=False), [0], tmp_path, use_perf=False)
-    cmd = ex.trial_command(c, tmp_path / "t")
+    cmd = ex.commands.trial(c, tmp_path / "t")
     assert "setarch" not in cmd and "-i" not in cmd
     j = cmd.index("env")
     assert cmd[j + 1].startswith("LD_PRELOAD=")
@@ -286,7 +285,7 @@ def test_every_trial_of_every_allocator_gets_the_same_environment_size(make_sett
     script = tmp_path / "envdump"
     script.write_text('#!/bin/sh\nenv\necho \'{"operations": 1, "seconds": 1}\'\n')
     script.chmod(0o755)
-    mallard = Target("head", AllocatorInfo(name="mallard", variant="transfer=mutex"),
+    mallard = Target("head", AllocatorIn(name="mallard", variant="transfer=mutex"),
                      preload=tmp_path / "lib" / "libmallard.so")
     ex = Executor(make_settings(), [first_cpu()], tmp_path / "raw", use_perf=False)
     sizes = set()

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 from mallard_runner.cli import app
-from mallard_runner.models import ResultsIn
 from mallard_runner.settings import RUNNER_DIR
 from mallard_runner.suites import expand, load_suite
+from mallard_wire.results import ResultsIn
 from typer.testing import CliRunner
 
 from . import test_workloads

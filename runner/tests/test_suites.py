@@ -127,9 +127,9 @@ def test_local_runs_may_load_a_file_explicitly(tmp_path):
 
 
 def test_scaling_suite_runs_every_workload_at_1_to_64_threads_and_marks_oversubscription():
-    from mallard_runner.executor import Cell, Target
-    from mallard_runner.models import AllocatorInfo
+    from mallard_runner.cells import Cell, Target
     from mallard_runner.runs import oversubscribed
+    from mallard_wire.results import AllocatorIn
 
     scaling = load_suite("scaling", SUITES)
     cases = expand(scaling)
@@ -137,7 +137,7 @@ def test_scaling_suite_runs_every_workload_at_1_to_64_threads_and_marks_oversubs
                for w in {c.workload for c in cases}}
     assert threads == {w: [1, 2, 4, 8, 16, 32, 64] for w in ("transfer", "xmalloc", "larson")}
     assert "mallard:transfer=naive" in scaling.allocators
-    target = Target(label="head", info=AllocatorInfo(name="glibc"))
+    target = Target(label="head", info=AllocatorIn(name="glibc"))
     cells = [Cell(target, c.workload, c.params, RUNNER_DIR) for c in cases]
     assert oversubscribed(cells, [0, 1]) == {"pinned_cpus": 2, "threads": [4, 8, 16, 32, 64]}
     assert oversubscribed(cells, list(range(64))) == {"pinned_cpus": 64, "threads": []}

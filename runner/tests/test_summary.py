@@ -7,21 +7,21 @@ import io
 
 import pytest
 from mallard_runner import export
-from mallard_runner.models import AllocatorInfo, ResultsIn, Trial, WorkloadRef
-from mallard_runner.models import Testbed as Fingerprint
 from mallard_runner.summary import quantile, summarize
+from mallard_wire.results import AllocatorIn, ResultsIn, TrialIn, WorkloadIn
+from mallard_wire.results import TestbedIn as Fingerprint
 
 TB = Fingerprint(arch="x86_64", cpu_model="cpu", cpus="1", kernel="k", governor="unknown",
              smt=False, thp="madvise", compiler="gcc 12.2.0", libc="glibc 2.36", page_size=4096)
 
 
 def trial(name: str, ops: float, seq: int, *, ok: bool = True, warmup: bool = False,
-          variant: str | None = None) -> Trial:
-    return Trial(uid=f"{name}-{variant}-{seq}-{warmup}", label="peer" if name != "mallard"
-                 else "head", allocator=AllocatorInfo(name=name, commit="a" * 40 if
+          variant: str | None = None) -> TrialIn:
+    return TrialIn(uid=f"{name}-{variant}-{seq}-{warmup}", label="peer" if name != "mallard"
+                 else "head", allocator=AllocatorIn(name=name, commit="a" * 40 if
                                                       name == "mallard" else None,
                                                       variant=variant),
-                 workload=WorkloadRef(name="larson", params={"threads": 2}), seq=seq,
+                 workload=WorkloadIn(name="larson", params={"threads": 2}), seq=seq,
                  warmup=warmup, started_at="2026-11-21T00:00:00Z", ok=ok,
                  exit_code=0 if ok else None, signal=None if ok else 11,
                  stderr_tail="" if ok else "boom", measures={"ops_per_sec": ops} if ok else {},

@@ -9,7 +9,6 @@
  * all threads (the operations), so the work is fixed as threads vary. */
 #include "common.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct worker {
@@ -52,41 +51,36 @@ static void *worker_thread(void *arg)
     return NULL;
 }
 
+static wl_param params[] = {
+    {"threads", 2, 1, "worker threads"},
+    {"iterations", 1000, 1, "objects allocated, written and freed, over all threads"},
+    {"objsize", 8, 1, "object size in bytes"},
+    {"repetitions", 20000, 1, "times each object is written in full"},
+    {"seed", 42, 0, "PRNG seed (the values written)"},
+};
+
 int main(int argc, char **argv)
 {
-    wl_param params[] = {
-        {"threads", 2, 1, "worker threads"},
-        {"iterations", 1000, 1, "objects allocated, written and freed, over all threads"},
-        {"objsize", 8, 1, "object size in bytes"},
-        {"repetitions", 20000, 1, "times each object is written in full"},
-        {"seed", 42, 0, "PRNG seed (the values written)"},
-    };
-    size_t np = WL_NPARAMS(params);
-    wl_parse_args(argc, argv, "cache-scratch", "Passive false sharing (Hoard's cache-scratch).",
-                  params, np);
-    long threads = (long)wl_param_get(params, np, "threads");
-    uint64_t iterations = (uint64_t)wl_param_get(params, np, "iterations");
-    g_objsize = (uint64_t)wl_param_get(params, np, "objsize");
-    g_reps = (uint64_t)wl_param_get(params, np, "repetitions");
-    uint64_t seed = (uint64_t)wl_param_get(params, np, "seed");
+    wl_run r = WL_RUN("cache-scratch", "Passive false sharing (Hoard's cache-scratch).", params);
+    wl_start(&r, argc, argv);
+    long threads = (long)wl_opt(&r, "threads");
+    uint64_t iterations = (uint64_t)wl_opt(&r, "iterations");
+    g_objsize = (uint64_t)wl_opt(&r, "objsize");
+    g_reps = (uint64_t)wl_opt(&r, "repetitions");
+    uint64_t seed = (uint64_t)wl_opt(&r, "seed");
 
     worker *w = wl_xmalloc(sizeof(worker) * (size_t)threads);
-    pthread_t *th = wl_xmalloc(sizeof(pthread_t) * (size_t)threads);
+    wl_threads th = wl_threads_new(worker_thread, w, sizeof(worker), threads);
     for (long t = 0; t < threads; t++) { /* back to back: likely one cache line */
         w[t].object = wl_xmalloc(g_objsize);
-        w[t].iterations = iterations / (uint64_t)threads + ((uint64_t)t < iterations % (uint64_t)threads);
+        w[t].iterations = wl_share(iterations, (uint64_t)threads, (uint64_t)t);
         wl_rng_init(&w[t].rng, seed, (uint64_t)t);
     }
 
-    double start = wl_now();
-    for (long t = 0; t < threads; t++)
-        wl_thread_create(&th[t], worker_thread, &w[t]);
-    for (long t = 0; t < threads; t++)
-        wl_thread_join(th[t]);
-    double seconds = wl_now() - start;
+    wl_time_threads(&r, &th, 0);
     free(w);
-    free(th);
+    wl_threads_free(&th);
 
-    wl_report("cache-scratch", params, np, iterations, seconds, NULL, 0);
+    wl_finish(&r, iterations, NULL, 0);
     return 0;
 }

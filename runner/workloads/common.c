@@ -1,5 +1,7 @@
-/* common.c: shared plumbing for the workloads (see common.h). Nothing here
- * allocates on a measured path except wl_xmalloc, which is plain malloc. */
+/* common.c: the workloads' harness and shared plumbing (see common.h). Nothing
+ * here allocates on a measured path except wl_xmalloc, which is plain malloc,
+ * and wl_time_pipeline's thread ids, allocated inside the timed section where
+ * the workloads always had them. */
 #define _GNU_SOURCE
 #include "common.h"
 
@@ -25,10 +27,9 @@ static void usage(FILE *out, const char *about, const wl_param *params, size_t n
                  "exit 0 means the run was valid.\n");
 }
 
-void wl_parse_args(int argc, char **argv, const char *workload, const char *about,
-                   wl_param *params, size_t nparams)
+static void parse_args(int argc, char **argv, const char *about, wl_param *params,
+                       size_t nparams)
 {
-    wl_name = workload;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
@@ -77,11 +78,17 @@ void wl_parse_args(int argc, char **argv, const char *workload, const char *abou
     }
 }
 
-long long wl_param_get(const wl_param *params, size_t nparams, const char *name)
+void wl_start(wl_run *r, int argc, char **argv)
 {
-    for (size_t i = 0; i < nparams; i++)
-        if (!strcmp(params[i].name, name))
-            return params[i].value;
+    wl_name = r->name;
+    parse_args(argc, argv, r->about, r->params, r->nparams);
+}
+
+long long wl_opt(const wl_run *r, const char *name)
+{
+    for (size_t i = 0; i < r->nparams; i++)
+        if (!strcmp(r->params[i].name, name))
+            return r->params[i].value;
     fprintf(stderr, "%s: internal error: no parameter '%s'\n", wl_name, name);
     abort();
 }
@@ -243,23 +250,108 @@ int wl_queue_try_pop(wl_queue *q, void **item)
     return got;
 }
 
-void wl_report(const char *workload, const wl_param *params, size_t nparams,
-               unsigned long long operations, double seconds,
-               const wl_extra *extras, size_t nextras)
+/* ---- threads and timing ---------------------------------------------- */
+
+void wl_timer_start(wl_run *r)
+{
+    r->started = wl_now();
+}
+
+void wl_timer_stop(wl_run *r)
+{
+    r->seconds = wl_now() - r->started;
+}
+
+wl_threads wl_threads_new(void *(*fn)(void *), void *args, size_t size, long n)
+{
+    wl_threads g = {fn, args, size, n, wl_xmalloc(sizeof(pthread_t) * (size_t)n)};
+    return g;
+}
+
+void wl_threads_free(wl_threads *g)
+{
+    free(g->ids);
+    g->ids = NULL;
+}
+
+static void *part(const wl_threads *g, long i)
+{
+    return (char *)g->args + (size_t)i * g->size;
+}
+
+void wl_threads_start(wl_threads *g, long first)
+{
+    for (long i = first; i < g->n; i++)
+        wl_thread_create(&g->ids[i], g->fn, part(g, i));
+}
+
+void wl_threads_join(wl_threads *g, long first)
+{
+    for (long i = first; i < g->n; i++)
+        wl_thread_join(g->ids[i]);
+}
+
+void wl_time_call(wl_run *r, void *(*fn)(void *), void *arg)
+{
+    wl_timer_start(r);
+    fn(arg);
+    wl_timer_stop(r);
+}
+
+void wl_time_threads(wl_run *r, wl_threads *g, int main_too)
+{
+    long first = main_too ? 1 : 0;
+    wl_timer_start(r);
+    wl_threads_start(g, first);
+    if (main_too)
+        g->fn(part(g, 0));
+    wl_threads_join(g, first);
+    wl_timer_stop(r);
+}
+
+void wl_time_pipeline(wl_run *r, void *(*worker)(void *), wl_queue *queues, long nworkers,
+                      void *(*feeder)(void *), void *feeders, size_t size, long nfeeders)
+{
+    wl_timer_start(r);
+    wl_threads w = wl_threads_new(worker, queues, sizeof(wl_queue), nworkers);
+    wl_threads f = wl_threads_new(feeder, feeders, size, nfeeders);
+    wl_threads_start(&w, 0);
+    wl_threads_start(&f, 0);
+    wl_threads_join(&f, 0);
+    for (long i = 0; i < nworkers; i++)
+        wl_queue_push(&queues[i], NULL); /* stop */
+    wl_threads_join(&w, 0);
+    wl_threads_free(&w);
+    wl_threads_free(&f);
+    wl_timer_stop(r);
+}
+
+/* ---- the result line ------------------------------------------------------ */
+
+void wl_finish(const wl_run *r, unsigned long long operations, const wl_extra *extras,
+               size_t nextras)
 {
     long long rss = wl_max_rss_bytes();
-    printf("{\"workload\": \"%s\", \"params\": {", workload);
-    for (size_t i = 0; i < nparams; i++)
-        printf("%s\"%s\": %lld", i ? ", " : "", params[i].name, params[i].value);
+    printf("{\"workload\": \"%s\", \"params\": {", r->name);
+    for (size_t i = 0; i < r->nparams; i++)
+        printf("%s\"%s\": %lld", i ? ", " : "", r->params[i].name, r->params[i].value);
     printf("}, \"operations\": %llu, \"seconds\": %.9f, \"max_rss_bytes\": %lld",
-           operations, seconds, rss);
+           operations, r->seconds, rss);
     for (size_t i = 0; i < nextras; i++) {
-        if (extras[i].text)
-            printf(", \"%s\": \"%s\"", extras[i].name, extras[i].text);
-        else if (extras[i].integer)
-            printf(", \"%s\": %lld", extras[i].name, (long long)extras[i].value);
-        else
-            printf(", \"%s\": %.6g", extras[i].name, extras[i].value);
+        const wl_extra *x = &extras[i];
+        switch (x->kind) {
+        case WL_COUNT:
+            printf(", \"%s\": \"%llu\"", x->name, x->count);
+            break;
+        case WL_DIGEST:
+            printf(", \"%s\": \"%016llx\"", x->name, x->count);
+            break;
+        case WL_INTEGER:
+            printf(", \"%s\": %lld", x->name, (long long)x->value);
+            break;
+        default:
+            printf(", \"%s\": %.6g", x->name, x->value);
+        }
     }
     printf("}\n");
     fflush(stdout);

@@ -1,7 +1,9 @@
-/* common.h: what every Mallard workload shares: --key value parameters,
- * a per-thread PRNG (splitmix64-seeded xorshift64*), monotonic timing,
- * getrusage/statm memory readings, block tagging for content checks, a
- * bounded blocking queue, and the one-line JSON result (docs/contracts.md §1). */
+/* common.h: what every Mallard workload shares. The harness every main goes
+ * through (wl_run: its options table parsed from --key value arguments, its
+ * threads started, timed and joined, the one-line JSON result of
+ * docs/contracts.md §1), a per-thread PRNG (splitmix64-seeded xorshift64*),
+ * getrusage/statm memory readings, block tagging for content checks and a
+ * bounded blocking queue. A workload file keeps only its own work. */
 #ifndef MALLARD_WORKLOAD_COMMON_H
 #define MALLARD_WORKLOAD_COMMON_H
 
@@ -18,12 +20,6 @@ typedef struct wl_param {
     const char *help;
 } wl_param;
 
-/* Parses argv (--key value or --key=value, --help). Exits 2 on a bad
- * argument and 0 after --help. */
-void wl_parse_args(int argc, char **argv, const char *workload, const char *about,
-                   wl_param *params, size_t nparams);
-/* The value of a parameter by name; aborts on a name not in the table. */
-long long wl_param_get(const wl_param *params, size_t nparams, const char *name);
 #define WL_NPARAMS(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- PRNG ------------------------------------------------------------- */
@@ -98,18 +94,90 @@ void wl_queue_push(wl_queue *q, void *item);      /* blocks while full */
 void *wl_queue_pop(wl_queue *q);                  /* blocks while empty */
 int wl_queue_try_pop(wl_queue *q, void **item);   /* 1 if an item was taken */
 
-/* ---- result line ------------------------------------------------------ */
+/* ---- the harness: options, threads, timing, the result line ----------- */
+
+/* One run of a workload: its name (as in the result line), its options table
+ * and the seconds its timed section took. A main declares one with WL_RUN,
+ * parses its arguments with wl_start, times its work with one of the
+ * wl_time_* runners (or wl_timer_start/stop around work of its own shape) and
+ * ends with wl_finish. */
+typedef struct wl_run {
+    const char *name;
+    const char *about;   /* one line for --help */
+    wl_param *params;    /* the options table: --name value replaces a default */
+    size_t nparams;
+    double started, seconds;
+} wl_run;
+
+#define WL_RUN(name, about, params) {(name), (about), (params), WL_NPARAMS(params), 0, 0}
+
+/* Parses argv into the run's options table (exits 2 on a bad argument, 0
+ * after --help). */
+void wl_start(wl_run *r, int argc, char **argv);
+/* The value of an option by name; aborts on a name not in the table. */
+long long wl_opt(const wl_run *r, const char *name);
+/* `total` split over `n` parts: part i's share (the first total % n get one more). */
+static inline uint64_t wl_share(uint64_t total, uint64_t n, uint64_t i)
+{
+    return total / n + (i < total % n);
+}
+
+void wl_timer_start(wl_run *r);
+void wl_timer_stop(wl_run *r);
+
+/* A group of threads: thread i runs fn(args + i * size). `ids` is allocated by
+ * wl_threads_new where the workload wants it (allocations are part of what an
+ * allocator is measured on: their order stays the workload's choice). */
+typedef struct wl_threads {
+    void *(*fn)(void *);
+    void *args;
+    size_t size;
+    long n;
+    pthread_t *ids;
+} wl_threads;
+
+wl_threads wl_threads_new(void *(*fn)(void *), void *args, size_t size, long n);
+void wl_threads_free(wl_threads *g);
+void wl_threads_start(wl_threads *g, long first);  /* threads first..n-1 */
+void wl_threads_join(wl_threads *g, long first);
+
+/* Times fn(arg) on the main thread alone. */
+void wl_time_call(wl_run *r, void *(*fn)(void *), void *arg);
+/* Times the group: every thread started, then joined. With `main_too`, the
+ * main thread runs part 0 itself between the two (no thread is created for
+ * it: one part is the main thread alone). */
+void wl_time_threads(wl_run *r, wl_threads *g, int main_too);
+/* Times feeders and the workers they feed: worker i runs worker(&queues[i])
+ * until it pops NULL. Workers start first, then feeders; when every feeder is
+ * joined, each worker is sent NULL and joined. */
+void wl_time_pipeline(wl_run *r, void *(*worker)(void *), wl_queue *queues, long nworkers,
+                      void *(*feeder)(void *), void *feeders, size_t size, long nfeeders);
+
+/* A value of the result line beside operations and seconds. Numbers become
+ * measures (contract §1); counts and digests are printed as JSON strings, so
+ * that they do not. */
+typedef enum wl_extra_kind {
+    WL_NUMBER,   /* %.6g */
+    WL_INTEGER,  /* an integer measure */
+    WL_COUNT,    /* an unsigned count, as a string: "12" */
+    WL_DIGEST,   /* 16 hex digits, as a string */
+} wl_extra_kind;
 
 typedef struct wl_extra {
     const char *name;
-    double value;      /* numeric extra (becomes a measure) */
-    int integer;       /* print value as an integer */
-    const char *text;  /* when not NULL: a string extra instead of value */
+    wl_extra_kind kind;
+    double value;              /* WL_NUMBER, WL_INTEGER */
+    unsigned long long count;  /* WL_COUNT, WL_DIGEST */
 } wl_extra;
 
-/* Prints the one JSON result line on stdout (contract §1) and flushes. */
-void wl_report(const char *workload, const wl_param *params, size_t nparams,
-               unsigned long long operations, double seconds,
-               const wl_extra *extras, size_t nextras);
+#define WL_EXTRA_NUMBER(n, v) {(n), WL_NUMBER, (double)(v), 0}
+#define WL_EXTRA_INTEGER(n, v) {(n), WL_INTEGER, (double)(v), 0}
+#define WL_EXTRA_COUNT(n, v) {(n), WL_COUNT, 0, (unsigned long long)(v)}
+#define WL_EXTRA_DIGEST(n, v) {(n), WL_DIGEST, 0, (unsigned long long)(v)}
+
+/* Prints the one JSON result line on stdout (contract §1: the workload, its
+ * options, operations, the timed section's seconds, max_rss_bytes, extras). */
+void wl_finish(const wl_run *r, unsigned long long operations, const wl_extra *extras,
+               size_t nextras);
 
 #endif

@@ -9,7 +9,6 @@
  * `ops` split between them. Extra key: ns_per_op (thread time per pair). */
 #include "common.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 
 enum { SIZE_TABLE = 4096, KIND_TABLE = 1024 };
@@ -70,29 +69,29 @@ static void *run(void *arg)
     return NULL;
 }
 
+static wl_param params[] = {
+    {"threads", 1, 1, "independent copies (1 = the main thread alone)"},
+    {"ops", 10000000, 1, "malloc/free pairs in total"},
+    {"min", 8, 1, "smallest size in bytes"},
+    {"max", 512, 2, "sizes are below this"},
+    {"window", 32, 1, "pairs per window"},
+    {"lifo_pct", 25, 0, "percent of windows freed newest first"},
+    {"fifo_pct", 25, 0, "percent of windows freed oldest first"},
+    {"seed", 42, 0, "PRNG seed"},
+};
+
 int main(int argc, char **argv)
 {
-    wl_param params[] = {
-        {"threads", 1, 1, "independent copies (1 = the main thread alone)"},
-        {"ops", 10000000, 1, "malloc/free pairs in total"},
-        {"min", 8, 1, "smallest size in bytes"},
-        {"max", 512, 2, "sizes are below this"},
-        {"window", 32, 1, "pairs per window"},
-        {"lifo_pct", 25, 0, "percent of windows freed newest first"},
-        {"fifo_pct", 25, 0, "percent of windows freed oldest first"},
-        {"seed", 42, 0, "PRNG seed"},
-    };
-    size_t np = WL_NPARAMS(params);
-    wl_parse_args(argc, argv, "fastpath", "Single-thread malloc/free pairs over a size mix.",
-                  params, np);
-    long threads = (long)wl_param_get(params, np, "threads");
-    uint64_t ops = (uint64_t)wl_param_get(params, np, "ops");
-    uint64_t min = (uint64_t)wl_param_get(params, np, "min");
-    uint64_t max = (uint64_t)wl_param_get(params, np, "max");
-    g_window = (uint64_t)wl_param_get(params, np, "window");
-    uint64_t lifo = (uint64_t)wl_param_get(params, np, "lifo_pct");
-    uint64_t fifo = (uint64_t)wl_param_get(params, np, "fifo_pct");
-    uint64_t seed = (uint64_t)wl_param_get(params, np, "seed");
+    wl_run r = WL_RUN("fastpath", "Single-thread malloc/free pairs over a size mix.", params);
+    wl_start(&r, argc, argv);
+    long threads = (long)wl_opt(&r, "threads");
+    uint64_t ops = (uint64_t)wl_opt(&r, "ops");
+    uint64_t min = (uint64_t)wl_opt(&r, "min");
+    uint64_t max = (uint64_t)wl_opt(&r, "max");
+    g_window = (uint64_t)wl_opt(&r, "window");
+    uint64_t lifo = (uint64_t)wl_opt(&r, "lifo_pct");
+    uint64_t fifo = (uint64_t)wl_opt(&r, "fifo_pct");
+    uint64_t seed = (uint64_t)wl_opt(&r, "seed");
     if (max <= min || max > UINT32_MAX)
         wl_fail("need min < max <= 2^32-1");
     if (lifo + fifo > 100)
@@ -102,41 +101,33 @@ int main(int argc, char **argv)
     uint64_t digest = WL_DIGEST_INIT;
     for (long t = 0; t < threads; t++) {
         job *j = &jobs[t];
-        wl_rng r;
-        wl_rng_init(&r, seed, (uint64_t)t);
-        j->ops = ops / (uint64_t)threads + ((uint64_t)t < ops % (uint64_t)threads);
+        wl_rng rng;
+        wl_rng_init(&rng, seed, (uint64_t)t);
+        j->ops = wl_share(ops, (uint64_t)threads, (uint64_t)t);
         for (int i = 0; i < SIZE_TABLE; i++) {
-            j->sizes[i] = (uint32_t)wl_rng_range(&r, min, max);
+            j->sizes[i] = (uint32_t)wl_rng_range(&rng, min, max);
             digest = wl_digest_add(digest, j->sizes[i]);
         }
         for (int i = 0; i < KIND_TABLE; i++) {
-            uint64_t pct = wl_rng_below(&r, 100);
+            uint64_t pct = wl_rng_below(&rng, 100);
             j->kinds[i] = pct < lifo ? LIFO : pct < lifo + fifo ? FIFO : PAIRS;
             digest = wl_digest_add(digest, j->kinds[i]);
         }
     }
 
-    pthread_t *th = wl_xmalloc(sizeof(pthread_t) * (size_t)threads);
-    double start = wl_now();
-    for (long t = 1; t < threads; t++)
-        wl_thread_create(&th[t], run, &jobs[t]);
-    run(&jobs[0]);
-    for (long t = 1; t < threads; t++)
-        wl_thread_join(th[t]);
-    double seconds = wl_now() - start;
+    wl_threads th = wl_threads_new(run, jobs, sizeof(job), threads);
+    wl_time_threads(&r, &th, 1);
 
     double thread_seconds = 0;
     for (long t = 0; t < threads; t++)
         thread_seconds += jobs[t].seconds;
-    free(th);
+    wl_threads_free(&th);
     free(jobs);
 
-    char hex[17];
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)digest);
     wl_extra extras[] = {
-        {"ns_per_op", thread_seconds * 1e9 / (double)ops, 0, NULL},
-        {"digest", 0, 0, hex},
+        WL_EXTRA_NUMBER("ns_per_op", thread_seconds * 1e9 / (double)ops),
+        WL_EXTRA_DIGEST("digest", digest),
     };
-    wl_report("fastpath", params, np, ops, seconds, extras, WL_NPARAMS(extras));
+    wl_finish(&r, ops, extras, WL_NPARAMS(extras));
     return 0;
 }

@@ -13,7 +13,6 @@
  * /proc/self/statm. `operations` is the number of blocks allocated. */
 #include "common.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct block {
@@ -99,33 +98,34 @@ static void *run(void *arg)
     return NULL;
 }
 
+static wl_param params[] = {
+    {"threads", 1, 1, "independent copies, counts split between them"},
+    {"phases", 4, 1, "allocate-small / free-most / allocate-large rounds"},
+    {"small", 100000, 1, "small blocks allocated per phase"},
+    {"small_min", 16, 1, "smallest small block"},
+    {"small_max", 256, 2, "small blocks are below this"},
+    {"free_pct", 90, 0, "percent of each phase's small blocks freed at once"},
+    {"large", 400, 0, "large blocks allocated per phase"},
+    {"large_min", 16384, 1, "smallest large block"},
+    {"large_max", 65536, 2, "large blocks are below this"},
+    {"seed", 42, 0, "PRNG seed"},
+};
+
 int main(int argc, char **argv)
 {
-    wl_param params[] = {
-        {"threads", 1, 1, "independent copies, counts split between them"},
-        {"phases", 4, 1, "allocate-small / free-most / allocate-large rounds"},
-        {"small", 100000, 1, "small blocks allocated per phase"},
-        {"small_min", 16, 1, "smallest small block"},
-        {"small_max", 256, 2, "small blocks are below this"},
-        {"free_pct", 90, 0, "percent of each phase's small blocks freed at once"},
-        {"large", 400, 0, "large blocks allocated per phase"},
-        {"large_min", 16384, 1, "smallest large block"},
-        {"large_max", 65536, 2, "large blocks are below this"},
-        {"seed", 42, 0, "PRNG seed"},
-    };
-    size_t np = WL_NPARAMS(params);
-    wl_parse_args(argc, argv, "fragmentation",
-                  "Scattered survivors, then large blocks: peak and final RSS.", params, np);
-    long threads = (long)wl_param_get(params, np, "threads");
-    g_phases = (uint64_t)wl_param_get(params, np, "phases");
-    uint64_t small = (uint64_t)wl_param_get(params, np, "small");
-    g_small_min = (uint64_t)wl_param_get(params, np, "small_min");
-    g_small_max = (uint64_t)wl_param_get(params, np, "small_max");
-    g_free_pct = (uint64_t)wl_param_get(params, np, "free_pct");
-    uint64_t large = (uint64_t)wl_param_get(params, np, "large");
-    g_large_min = (uint64_t)wl_param_get(params, np, "large_min");
-    g_large_max = (uint64_t)wl_param_get(params, np, "large_max");
-    uint64_t seed = (uint64_t)wl_param_get(params, np, "seed");
+    wl_run r = WL_RUN("fragmentation",
+                      "Scattered survivors, then large blocks: peak and final RSS.", params);
+    wl_start(&r, argc, argv);
+    long threads = (long)wl_opt(&r, "threads");
+    g_phases = (uint64_t)wl_opt(&r, "phases");
+    uint64_t small = (uint64_t)wl_opt(&r, "small");
+    g_small_min = (uint64_t)wl_opt(&r, "small_min");
+    g_small_max = (uint64_t)wl_opt(&r, "small_max");
+    g_free_pct = (uint64_t)wl_opt(&r, "free_pct");
+    uint64_t large = (uint64_t)wl_opt(&r, "large");
+    g_large_min = (uint64_t)wl_opt(&r, "large_min");
+    g_large_max = (uint64_t)wl_opt(&r, "large_max");
+    uint64_t seed = (uint64_t)wl_opt(&r, "seed");
     if (g_small_max <= g_small_min || g_large_max <= g_large_min || g_large_max > UINT32_MAX ||
         g_small_max > UINT32_MAX || g_free_pct > 100)
         wl_fail("need small_min < small_max, large_min < large_max (<= 2^32-1), free_pct <= 100");
@@ -134,21 +134,14 @@ int main(int argc, char **argv)
     for (long t = 0; t < threads; t++) {
         job *j = &jobs[t];
         wl_rng_init(&j->rng, seed, (uint64_t)t);
-        j->small = small / (uint64_t)threads + ((uint64_t)t < small % (uint64_t)threads);
-        j->large = large / (uint64_t)threads + ((uint64_t)t < large % (uint64_t)threads);
+        j->small = wl_share(small, (uint64_t)threads, (uint64_t)t);
+        j->large = wl_share(large, (uint64_t)threads, (uint64_t)t);
         j->nsurvivors = j->allocations = 0;
         j->digest = WL_DIGEST_INIT;
     }
-    pthread_t *th = wl_xmalloc(sizeof(pthread_t) * (size_t)threads);
+    wl_threads th = wl_threads_new(run, jobs, sizeof(job), threads);
     sample_rss();
-
-    double start = wl_now();
-    for (long t = 1; t < threads; t++)
-        wl_thread_create(&th[t], run, &jobs[t]);
-    run(&jobs[0]);
-    for (long t = 1; t < threads; t++)
-        wl_thread_join(th[t]);
-    double seconds = wl_now() - start;
+    wl_time_threads(&r, &th, 1);
 
     long long final_rss = wl_current_rss_bytes();
     sample_rss();
@@ -162,15 +155,13 @@ int main(int argc, char **argv)
         free(j->survivors);
     }
     free(jobs);
-    free(th);
+    wl_threads_free(&th);
 
-    char hex[17];
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)digest);
     wl_extra extras[] = {
-        {"peak_rss_bytes", (double)g_peak_rss, 1, NULL},
-        {"final_rss_bytes", (double)final_rss, 1, NULL},
-        {"digest", 0, 0, hex},
+        WL_EXTRA_INTEGER("peak_rss_bytes", g_peak_rss),
+        WL_EXTRA_INTEGER("final_rss_bytes", final_rss),
+        WL_EXTRA_DIGEST("digest", digest),
     };
-    wl_report("fragmentation", params, np, operations, seconds, extras, WL_NPARAMS(extras));
+    wl_finish(&r, operations, extras, WL_NPARAMS(extras));
     return 0;
 }

@@ -17,7 +17,6 @@
  * hand-over the same in every run: exactly `threads` generations alive. */
 #include "common.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct slot {
@@ -77,27 +76,27 @@ static void *generation(void *arg)
     return NULL;
 }
 
+static wl_param params[] = {
+    {"threads", 2, 1, "concurrent threads (one slice each)"},
+    {"min", 8, 1, "smallest block size in bytes"},
+    {"max", 1000, 2, "block sizes are below this"},
+    {"blocks", 5000, 1, "live blocks per slice"},
+    {"rounds", 10000, 1, "steps a thread does before handing its slice to a new thread"},
+    {"ops", 5000000, 1, "total steps (free + malloc) across all threads"},
+    {"seed", 42, 0, "PRNG seed"},
+};
+
 int main(int argc, char **argv)
 {
-    wl_param params[] = {
-        {"threads", 2, 1, "concurrent threads (one slice each)"},
-        {"min", 8, 1, "smallest block size in bytes"},
-        {"max", 1000, 2, "block sizes are below this"},
-        {"blocks", 5000, 1, "live blocks per slice"},
-        {"rounds", 10000, 1, "steps a thread does before handing its slice to a new thread"},
-        {"ops", 5000000, 1, "total steps (free + malloc) across all threads"},
-        {"seed", 42, 0, "PRNG seed"},
-    };
-    size_t np = WL_NPARAMS(params);
-    wl_parse_args(argc, argv, "larson", "Larson & Krishnan server workload with thread churn.",
-                  params, np);
-    long threads = (long)wl_param_get(params, np, "threads");
-    g_min = (uint64_t)wl_param_get(params, np, "min");
-    g_max = (uint64_t)wl_param_get(params, np, "max");
-    size_t blocks = (size_t)wl_param_get(params, np, "blocks");
-    g_rounds = (uint64_t)wl_param_get(params, np, "rounds");
-    uint64_t ops = (uint64_t)wl_param_get(params, np, "ops");
-    uint64_t seed = (uint64_t)wl_param_get(params, np, "seed");
+    wl_run run = WL_RUN("larson", "Larson & Krishnan server workload with thread churn.", params);
+    wl_start(&run, argc, argv);
+    long threads = (long)wl_opt(&run, "threads");
+    g_min = (uint64_t)wl_opt(&run, "min");
+    g_max = (uint64_t)wl_opt(&run, "max");
+    size_t blocks = (size_t)wl_opt(&run, "blocks");
+    g_rounds = (uint64_t)wl_opt(&run, "rounds");
+    uint64_t ops = (uint64_t)wl_opt(&run, "ops");
+    uint64_t seed = (uint64_t)wl_opt(&run, "seed");
     if (g_max <= g_min || g_max > UINT32_MAX)
         wl_fail("need min < max <= 2^32-1 (min %llu, max %llu)", (unsigned long long)g_min,
                 (unsigned long long)g_max);
@@ -108,7 +107,7 @@ int main(int argc, char **argv)
         s->slots = wl_xmalloc(sizeof(slot) * blocks);
         s->nblocks = blocks;
         wl_rng_init(&s->rng, seed, (uint64_t)t);
-        s->remaining = ops / (uint64_t)threads + ((uint64_t)t < ops % (uint64_t)threads);
+        s->remaining = wl_share(ops, (uint64_t)threads, (uint64_t)t);
         s->digest = WL_DIGEST_INIT;
         s->generations = 0;
         for (size_t i = 0; i < blocks; i++)
@@ -122,7 +121,8 @@ int main(int argc, char **argv)
      * full reap queue (alive, holding its allocator state). */
     wl_queue_init(&g_reap, (size_t)threads + 1);
 
-    double start = wl_now();
+    /* the thread churn is the work: its own shape, timed around it */
+    wl_timer_start(&run);
     for (long t = 0; t < threads; t++) {
         if (slices[t].remaining == 0)
             continue;
@@ -134,7 +134,7 @@ int main(int argc, char **argv)
         if (s->remaining)
             wl_thread_create(&s->thread, generation, s);
     }
-    double seconds = wl_now() - start;
+    wl_timer_stop(&run);
     wl_queue_destroy(&g_reap);
 
     uint64_t digest = WL_DIGEST_INIT, generations = 0;
@@ -148,15 +148,10 @@ int main(int argc, char **argv)
     }
     free(slices);
 
-    char hex[17];
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)digest);
-    char gens[24];
-    snprintf(gens, sizeof gens, "%llu", (unsigned long long)generations);
-    /* Strings, not numbers: numeric extras become measures (contracts §1). */
     wl_extra extras[] = {
-        {"thread_generations", 0, 0, gens},
-        {"digest", 0, 0, hex},
+        WL_EXTRA_COUNT("thread_generations", generations),
+        WL_EXTRA_DIGEST("digest", digest),
     };
-    wl_report("larson", params, np, ops, seconds, extras, WL_NPARAMS(extras));
+    wl_finish(&run, ops, extras, WL_NPARAMS(extras));
     return 0;
 }

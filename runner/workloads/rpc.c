@@ -12,7 +12,6 @@
  * (seed, client, sequence number), so the work is fixed. */
 #include "common.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,8 +177,9 @@ static void *server_thread(void *arg)
 }
 
 /* threads=1: one thread sends a window, serves it, then consumes it. */
-static void run_alone(client *cl)
+static void *run_alone(void *arg)
 {
+    client *cl = arg;
     uint64_t sent = 0;
     while (sent < cl->requests) {
         uint64_t window = 0;
@@ -193,23 +193,25 @@ static void run_alone(client *cl)
         for (uint64_t i = 0; i < window; i++)
             consume(cl, wl_queue_pop(&g_resp[0]), sent);
     }
+    return NULL;
 }
+
+static wl_param params[] = {
+    {"threads", 2, 1, "total threads: (threads+1)/2 clients, threads/2 servers"},
+    {"requests", 300000, 1, "total request/response round trips (the operations)"},
+    {"inflight", 8, 1, "requests a client keeps outstanding"},
+    {"seed", 42, 0, "PRNG seed"},
+};
 
 int main(int argc, char **argv)
 {
-    wl_param params[] = {
-        {"threads", 2, 1, "total threads: (threads+1)/2 clients, threads/2 servers"},
-        {"requests", 300000, 1, "total request/response round trips (the operations)"},
-        {"inflight", 8, 1, "requests a client keeps outstanding"},
-        {"seed", 42, 0, "PRNG seed"},
-    };
-    size_t np = WL_NPARAMS(params);
-    wl_parse_args(argc, argv, "rpc", "Request/response traffic between client and server threads.",
-                  params, np);
-    long threads = (long)wl_param_get(params, np, "threads");
-    uint64_t requests = (uint64_t)wl_param_get(params, np, "requests");
-    g_inflight = (long)wl_param_get(params, np, "inflight");
-    g_seed = (uint64_t)wl_param_get(params, np, "seed");
+    wl_run r = WL_RUN("rpc", "Request/response traffic between client and server threads.",
+                      params);
+    wl_start(&r, argc, argv);
+    long threads = (long)wl_opt(&r, "threads");
+    uint64_t requests = (uint64_t)wl_opt(&r, "requests");
+    g_inflight = (long)wl_opt(&r, "inflight");
+    g_seed = (uint64_t)wl_opt(&r, "seed");
     if (threads > 65535 || requests > UINT32_MAX)
         wl_fail("threads must be <= 65535 and requests <= 2^32-1");
     g_clients = threads == 1 ? 1 : (threads + 1) / 2;
@@ -224,33 +226,18 @@ int main(int argc, char **argv)
     client *clients = wl_xmalloc(sizeof(client) * (size_t)g_clients);
     for (long c = 0; c < g_clients; c++) {
         clients[c].index = c;
-        clients[c].requests = requests / (uint64_t)g_clients + ((uint64_t)c < requests % (uint64_t)g_clients);
+        clients[c].requests = wl_share(requests, (uint64_t)g_clients, (uint64_t)c);
         clients[c].digest = WL_DIGEST_INIT;
         clients[c].bytes = 0;
         clients[c].seen = wl_xmalloc(clients[c].requests / 8 + 1);
         memset(clients[c].seen, 0, clients[c].requests / 8 + 1);
     }
 
-    double start = wl_now();
-    if (threads == 1) {
-        run_alone(&clients[0]);
-    } else {
-        pthread_t *srv = wl_xmalloc(sizeof(pthread_t) * (size_t)g_servers);
-        pthread_t *cli = wl_xmalloc(sizeof(pthread_t) * (size_t)g_clients);
-        for (long s = 0; s < g_servers; s++)
-            wl_thread_create(&srv[s], server_thread, &g_req[s]);
-        for (long c = 0; c < g_clients; c++)
-            wl_thread_create(&cli[c], client_thread, &clients[c]);
-        for (long c = 0; c < g_clients; c++)
-            wl_thread_join(cli[c]);
-        for (long s = 0; s < g_servers; s++)
-            wl_queue_push(&g_req[s], NULL); /* stop */
-        for (long s = 0; s < g_servers; s++)
-            wl_thread_join(srv[s]);
-        free(srv);
-        free(cli);
-    }
-    double seconds = wl_now() - start;
+    if (threads == 1)
+        wl_time_call(&r, run_alone, &clients[0]);
+    else
+        wl_time_pipeline(&r, server_thread, g_req, g_servers, client_thread, clients,
+                         sizeof(client), g_clients);
 
     uint64_t digest = WL_DIGEST_INIT, bytes = 0;
     for (long c = 0; c < g_clients; c++) {
@@ -266,17 +253,12 @@ int main(int argc, char **argv)
     free(g_resp);
     free(clients);
 
-    char hex[17], clients_s[24], servers_s[24], bytes_s[24];
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)digest);
-    snprintf(clients_s, sizeof clients_s, "%ld", g_clients);
-    snprintf(servers_s, sizeof servers_s, "%ld", threads == 1 ? 0L : g_servers);
-    snprintf(bytes_s, sizeof bytes_s, "%llu", (unsigned long long)bytes);
     wl_extra extras[] = {
-        {"clients", 0, 0, clients_s},
-        {"servers", 0, 0, servers_s},
-        {"message_bytes", 0, 0, bytes_s},
-        {"digest", 0, 0, hex},
+        WL_EXTRA_COUNT("clients", g_clients),
+        WL_EXTRA_COUNT("servers", threads == 1 ? 0L : g_servers),
+        WL_EXTRA_COUNT("message_bytes", bytes),
+        WL_EXTRA_DIGEST("digest", digest),
     };
-    wl_report("rpc", params, np, requests, seconds, extras, WL_NPARAMS(extras));
+    wl_finish(&r, requests, extras, WL_NPARAMS(extras));
     return 0;
 }

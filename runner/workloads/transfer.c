@@ -48,12 +48,6 @@ static uint64_t g_size, g_batch, g_depth;
 static long g_threads;
 static worker *g_workers;
 
-/* ops split over the producers (the first thread of each pair) */
-static uint64_t share(long producer, long producers, uint64_t ops)
-{
-    return ops / (uint64_t)producers + ((uint64_t)producer < ops % (uint64_t)producers);
-}
-
 static uint64_t trays_for(uint64_t blocks) { return (blocks + g_batch - 1) / g_batch; }
 
 /* malloc a tray's blocks: on Mallard the bin empties, so this refills from
@@ -132,27 +126,38 @@ static void *alone_thread(void *arg)
     return NULL;
 }
 
+/* A thread's part: the producer (even) or consumer (odd) of its pair, or both
+ * when it pairs with itself. */
+static void *pair_thread(void *arg)
+{
+    worker *w = arg;
+    if (w->partner == w->index)
+        return alone_thread(w);
+    return w->index % 2 ? consumer_thread(w) : producer_thread(w);
+}
+
+static wl_param params[] = {
+    {"threads", 2, 1, "threads, in pairs (an odd last one pairs with itself); at most 64"},
+    {"ops", 2000000, 1, "blocks moved in total (each: one malloc, one remote free)"},
+    {"batch", 32, 1, "blocks per tray handed to the partner"},
+    {"size", 1024, 1, "block size in bytes (one size class)"},
+    {"depth", 4, 2, "trays queued per consumer at most"},
+    {"seed", 42, 0, "PRNG seed (block tags)"},
+};
+
 int main(int argc, char **argv)
 {
-    wl_param params[] = {
-        {"threads", 2, 1, "threads, in pairs (an odd last one pairs with itself); at most 64"},
-        {"ops", 2000000, 1, "blocks moved in total (each: one malloc, one remote free)"},
-        {"batch", 32, 1, "blocks per tray handed to the partner"},
-        {"size", 1024, 1, "block size in bytes (one size class)"},
-        {"depth", 4, 2, "trays queued per consumer at most"},
-        {"seed", 42, 0, "PRNG seed (block tags)"},
-    };
-    size_t np = WL_NPARAMS(params);
-    wl_parse_args(argc, argv, "transfer",
-                  "Thread pairs: one mallocs trays of blocks, the other frees them; the mallocs "
-                  "drain the shared cache, the frees refill it.",
-                  params, np);
-    g_threads = (long)wl_param_get(params, np, "threads");
-    uint64_t ops = (uint64_t)wl_param_get(params, np, "ops");
-    g_batch = (uint64_t)wl_param_get(params, np, "batch");
-    g_size = (uint64_t)wl_param_get(params, np, "size");
-    g_depth = (uint64_t)wl_param_get(params, np, "depth");
-    uint64_t seed = (uint64_t)wl_param_get(params, np, "seed");
+    wl_run r = WL_RUN("transfer",
+                      "Thread pairs: one mallocs trays of blocks, the other frees them; the "
+                      "mallocs drain the shared cache, the frees refill it.",
+                      params);
+    wl_start(&r, argc, argv);
+    g_threads = (long)wl_opt(&r, "threads");
+    uint64_t ops = (uint64_t)wl_opt(&r, "ops");
+    g_batch = (uint64_t)wl_opt(&r, "batch");
+    g_size = (uint64_t)wl_opt(&r, "size");
+    g_depth = (uint64_t)wl_opt(&r, "depth");
+    uint64_t seed = (uint64_t)wl_opt(&r, "seed");
     if (g_threads > MAX_THREADS) {
         fprintf(stderr, "transfer: --threads %ld: at most %d\n", g_threads, MAX_THREADS);
         return 2;
@@ -168,7 +173,8 @@ int main(int argc, char **argv)
         worker *w = &g_workers[t];
         w->index = t;
         w->partner = (t ^ 1) < g_threads ? (t ^ 1) : t;
-        w->blocks = t % 2 == 0 ? share(t / 2, producers, ops) : 0;
+        /* ops split over the producers (the first thread of each pair) */
+        w->blocks = t % 2 == 0 ? wl_share(ops, (uint64_t)producers, (uint64_t)(t / 2)) : 0;
         w->digest = 0;
         wl_rng_init(&w->rng, seed, (uint64_t)t);
         wl_queue_init(&w->inbox, (size_t)g_depth);
@@ -182,16 +188,9 @@ int main(int argc, char **argv)
     for (long t = 1; t < g_threads; t += 2)
         g_workers[t].trays_in = trays_for(g_workers[t - 1].blocks);
 
-    double start = wl_now();
-    pthread_t th[MAX_THREADS];
-    for (long t = 0; t < g_threads; t++) {
-        worker *w = &g_workers[t];
-        void *(*fn)(void *) = w->partner == t ? alone_thread : t % 2 ? consumer_thread : producer_thread;
-        wl_thread_create(&th[t], fn, w);
-    }
-    for (long t = 0; t < g_threads; t++)
-        wl_thread_join(th[t]);
-    double seconds = wl_now() - start;
+    pthread_t ids[MAX_THREADS];
+    wl_threads th = {pair_thread, g_workers, sizeof(worker), g_threads, ids};
+    wl_time_threads(&r, &th, 0);
 
     uint64_t digest = WL_DIGEST_INIT;
     for (long t = 0; t < g_threads; t++) {
@@ -206,10 +205,7 @@ int main(int argc, char **argv)
     }
     free(g_workers);
 
-    char hex[17], pairs[24];
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)digest);
-    snprintf(pairs, sizeof pairs, "%ld", (g_threads + 1) / 2);
-    wl_extra extras[] = {{"digest", 0, 0, hex}, {"pairs", 0, 0, pairs}};
-    wl_report("transfer", params, np, ops, seconds, extras, WL_NPARAMS(extras));
+    wl_extra extras[] = {WL_EXTRA_DIGEST("digest", digest), WL_EXTRA_COUNT("pairs", producers)};
+    wl_finish(&r, ops, extras, WL_NPARAMS(extras));
     return 0;
 }

@@ -7,7 +7,6 @@
  * thread. `ops` counts blocks allocated (and freed) in total. */
 #include "common.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct item {
@@ -86,25 +85,38 @@ static void *consumer_thread(void *arg)
     return NULL;
 }
 
+/* threads=1: one thread produces a batch and consumes it, in turn. */
+static void *run_alone(void *arg)
+{
+    producer *pr = arg;
+    uint64_t done = 0;
+    while (done < pr->blocks) {
+        uint64_t n = pr->blocks - done < g_batch ? pr->blocks - done : g_batch;
+        consume(produce(pr, n));
+        done += n;
+    }
+    return NULL;
+}
+
+static wl_param params[] = {
+    {"threads", 2, 1, "total threads: (threads+1)/2 producers, threads/2 consumers"},
+    {"ops", 5000000, 1, "blocks allocated by producers and freed by consumers"},
+    {"batch", 64, 1, "blocks per batch handed over"},
+    {"min", 8, 1, "smallest block size in bytes"},
+    {"max", 256, 2, "block sizes are below this"},
+    {"seed", 42, 0, "PRNG seed"},
+};
+
 int main(int argc, char **argv)
 {
-    wl_param params[] = {
-        {"threads", 2, 1, "total threads: (threads+1)/2 producers, threads/2 consumers"},
-        {"ops", 5000000, 1, "blocks allocated by producers and freed by consumers"},
-        {"batch", 64, 1, "blocks per batch handed over"},
-        {"min", 8, 1, "smallest block size in bytes"},
-        {"max", 256, 2, "block sizes are below this"},
-        {"seed", 42, 0, "PRNG seed"},
-    };
-    size_t np = WL_NPARAMS(params);
-    wl_parse_args(argc, argv, "xmalloc", "Producers allocate batches, consumers free them.",
-                  params, np);
-    long threads = (long)wl_param_get(params, np, "threads");
-    uint64_t ops = (uint64_t)wl_param_get(params, np, "ops");
-    g_batch = (uint64_t)wl_param_get(params, np, "batch");
-    g_min = (uint64_t)wl_param_get(params, np, "min");
-    g_max = (uint64_t)wl_param_get(params, np, "max");
-    uint64_t seed = (uint64_t)wl_param_get(params, np, "seed");
+    wl_run r = WL_RUN("xmalloc", "Producers allocate batches, consumers free them.", params);
+    wl_start(&r, argc, argv);
+    long threads = (long)wl_opt(&r, "threads");
+    uint64_t ops = (uint64_t)wl_opt(&r, "ops");
+    g_batch = (uint64_t)wl_opt(&r, "batch");
+    g_min = (uint64_t)wl_opt(&r, "min");
+    g_max = (uint64_t)wl_opt(&r, "max");
+    uint64_t seed = (uint64_t)wl_opt(&r, "seed");
     if (g_max <= g_min || g_max > UINT32_MAX || g_batch > UINT32_MAX)
         wl_fail("need min < max <= 2^32-1 and batch <= 2^32-1");
     g_producers = threads == 1 ? 1 : (threads + 1) / 2;
@@ -116,36 +128,16 @@ int main(int argc, char **argv)
     producer *prods = wl_xmalloc(sizeof(producer) * (size_t)g_producers);
     for (long p = 0; p < g_producers; p++) {
         prods[p].index = p;
-        prods[p].blocks = ops / (uint64_t)g_producers + ((uint64_t)p < ops % (uint64_t)g_producers);
+        prods[p].blocks = wl_share(ops, (uint64_t)g_producers, (uint64_t)p);
         wl_rng_init(&prods[p].rng, seed, (uint64_t)p);
         prods[p].digest = 0;
     }
 
-    double start = wl_now();
-    if (threads == 1) {
-        uint64_t done = 0;
-        while (done < prods[0].blocks) {
-            uint64_t n = prods[0].blocks - done < g_batch ? prods[0].blocks - done : g_batch;
-            consume(produce(&prods[0], n));
-            done += n;
-        }
-    } else {
-        pthread_t *pt = wl_xmalloc(sizeof(pthread_t) * (size_t)g_producers);
-        pthread_t *ct = wl_xmalloc(sizeof(pthread_t) * (size_t)g_consumers);
-        for (long c = 0; c < g_consumers; c++)
-            wl_thread_create(&ct[c], consumer_thread, &g_queues[c]);
-        for (long p = 0; p < g_producers; p++)
-            wl_thread_create(&pt[p], producer_thread, &prods[p]);
-        for (long p = 0; p < g_producers; p++)
-            wl_thread_join(pt[p]);
-        for (long c = 0; c < g_consumers; c++)
-            wl_queue_push(&g_queues[c], NULL);
-        for (long c = 0; c < g_consumers; c++)
-            wl_thread_join(ct[c]);
-        free(pt);
-        free(ct);
-    }
-    double seconds = wl_now() - start;
+    if (threads == 1)
+        wl_time_call(&r, run_alone, &prods[0]);
+    else
+        wl_time_pipeline(&r, consumer_thread, g_queues, g_consumers, producer_thread, prods,
+                         sizeof(producer), g_producers);
 
     uint64_t digest = WL_DIGEST_INIT;
     for (long p = 0; p < g_producers; p++)
@@ -155,9 +147,7 @@ int main(int argc, char **argv)
     free(g_queues);
     free(prods);
 
-    char hex[17];
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)digest);
-    wl_extra extras[] = {{"digest", 0, 0, hex}};
-    wl_report("xmalloc", params, np, ops, seconds, extras, WL_NPARAMS(extras));
+    wl_extra extras[] = {WL_EXTRA_DIGEST("digest", digest)};
+    wl_finish(&r, ops, extras, WL_NPARAMS(extras));
     return 0;
 }

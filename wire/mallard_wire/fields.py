@@ -221,6 +221,9 @@ def normalize_arch(value: str) -> str:
 Arch = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$"),
                  AfterValidator(normalize_arch)]
 Label = Literal["base", "head", "peer"]
+# noise controls a testbed reports (runner/README.md)
+Turbo = Literal["on", "off", "unknown"]
+Aslr = Literal["on", "off"]
 # what a job or comparison may ask the runner to run (None: the whole suite)
 Workloads = Annotated[list[Word], Field(min_length=1, max_length=100)]
 Threads = Annotated[list[Annotated[int, Field(ge=1, le=4096)]], Field(min_length=1, max_length=64)]

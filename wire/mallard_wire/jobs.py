@@ -1,21 +1,29 @@
-"""What a job asks a runner to run: the job spec (contracts §5)."""
+"""Jobs between the API and a runner (contracts §5): what a job asks a runner to run (the
+job spec), the job as a runner claims it, and what a runner posts about a job it holds
+(claim, lease renewal, failure)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from mallard_wire.fields import (
     INT32_MAX,
+    Arch,
     BranchName,
     GitRef,
     InModel,
+    JobId,
     Label,
+    LeaseSeconds,
+    LogText,
     Name,
     Peer,
     RelativePath,
     RepoUrl,
+    RunnerId,
     Threads,
     Variant,
     Warmup,
@@ -53,3 +61,38 @@ class JobSpec(InModel):
     round: Annotated[int, Field(ge=0, le=100)] | None = None
     # the bisection a comparison probes for (analysis/bisections.py)
     bisection_id: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
+
+
+class ClaimedJob(BaseModel):
+    """A job as a runner reads it from POST /jobs/claim (the API's `JobOut`; the fields a
+    runner needs, others ignored). Its spec is validated by `JobSpec`, so a spec the API
+    would refuse is refused on claim too, before anything runs."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: JobId
+    kind: str = "commit"
+    state: str | None = None
+    attempt: Annotated[int, Field(ge=1, le=INT32_MAX)]
+    max_attempts: int | None = None
+    arch: Arch | None = None
+    lease_expires_at: datetime | None = None
+    spec: JobSpec
+
+
+class ClaimIn(InModel):
+    runner_id: RunnerId
+    lease_seconds: LeaseSeconds = 900
+
+
+class LeaseIn(InModel):
+    runner_id: RunnerId
+    lease_seconds: LeaseSeconds = 900
+
+
+class FailIn(InModel):
+    """A job its runner could not finish: the log and whether another attempt may help."""
+
+    runner_id: RunnerId
+    log: LogText = ""
+    retryable: bool = True

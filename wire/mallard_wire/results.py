@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from mallard_wire.fields import (
@@ -14,6 +14,7 @@ from mallard_wire.fields import (
     MAX_MEASURES,
     NO_NUL,
     Arch,
+    Aslr,
     BranchName,
     FiniteFloat,
     InModel,
@@ -27,32 +28,48 @@ from mallard_wire.fields import (
     Str200,
     Str500,
     Text,
+    Turbo,
 )
 
 
-class TestbedIn(InModel):
-    arch: Arch
-    cpu_model: Text | None = None
-    cpus: Text | None = None
-    kernel: Text | None = None
-    governor: Text | None = None
+class TestbedFields(InModel):
+    """The testbed as a runner measures it (contracts §5): the API fingerprints these
+    fields. A runner's registration may give some of them (the API adds its arch and
+    CPUs); a results post gives them all, `arch` at least (`TestbedIn`). Strict: a value
+    of another JSON type (0 for false, "4096" for 4096) is a 422, as the schema says; text
+    fields hold at most 500 characters."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    arch: Arch | None = None
+    cpu_model: Str500 | None = None
+    cpus: Str500 | None = None
+    kernel: Str500 | None = None
+    governor: Str500 | None = None
     smt: bool | None = None
-    thp: Text | None = None
-    compiler: Text | None = None
-    libc: Text | None = None
+    thp: Str500 | None = None
+    compiler: Str500 | None = None
+    libc: Str500 | None = None
     page_size: Annotated[int, Field(ge=0, le=2**40)] | None = None
     # noise controls the workloads ran under (runner/README.md)
-    turbo: Literal["on", "off", "unknown"] | None = None
-    aslr: Literal["on", "off"] | None = None
+    turbo: Turbo | None = None
+    aslr: Aslr | None = None
     workload_env: Literal["minimal", "inherited"] | None = None
     isolated: bool | None = None
     # another architecture run under qemu-user on the node (runner/README.md): timings
     # shown, never judged; both are fingerprint fields when `emulated` is true
     emulated: bool | None = None
-    emulator: Text | None = None
+    emulator: Str500 | None = None
+
+
+class TestbedIn(TestbedFields):
+    arch: Arch
 
 
 class AllocatorIn(InModel):
+    """What was measured: mallard at a commit (built by the runner) or a peer found on
+    the node."""
+
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]{1,100}$")]
     commit: Str200 | None = None
     variant: Str500 | None = None
@@ -68,6 +85,8 @@ class WorkloadIn(InModel):
 
 
 class TrialIn(InModel):
+    """One run of one workload, kept raw (contracts §5 `trials[]`)."""
+
     uid: Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_NUL)]
     label: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")] = "head"
     allocator: AllocatorIn

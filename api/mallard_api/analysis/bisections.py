@@ -24,6 +24,7 @@ from mallard_api.analysis.measures import THROUGHPUT, higher_is_better
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Alert, Comparison
 from mallard_api.models.core import Commit, Project
+from mallard_api.models.records import Side
 from mallard_api.models.verdicts import Bisection, CommitVerdict
 from mallard_api.sql import comparisons as comparison_sql
 from mallard_api.sql import jobs as job_sql
@@ -64,9 +65,9 @@ def _comparison(session: Session, settings: Settings, project: Project, b: Bisec
     threads = [b.threads] if b.threads is not None else None
     comp = comparison_sql.create(session, Comparison(
         project_id=project.id, project=project.name, arch=b.arch,
-        base={"commit": base, "variant": None}, head={"commit": head, "variant": None},
-        base_label=allocator_label({"commit": base}),
-        head_label=allocator_label({"commit": head}), workloads=[b.workload],
+        base=Side(commit=base), head=Side(commit=head),
+        base_label=allocator_label(Side(commit=base)),
+        head_label=allocator_label(Side(commit=head)), workloads=[b.workload],
         threads=threads, suite=settings.suite, trials=settings.trials, warmup=settings.warmup,
         peers=[], hypothesis=None, hypothesis_measure=b.measure, state="queued",
         max_follow_ups=settings.comparison_max_follow_ups))
@@ -109,8 +110,8 @@ def _evidence(session: Session, comp: Comparison | None, b: Bisection,
     for c in comparison_sql.cells(session, comp.id):
         if c.workload == b.workload and c.measure == (measure or b.measure) \
                 and (b.threads is None or c.threads == b.threads):
-            return {"comparison_id": comp.id, "base": comp.base.get("commit"),
-                    "head": comp.head.get("commit"), "diff_pct": c.diff_pct,
+            return {"comparison_id": comp.id, "base": comp.base.commit,
+                    "head": comp.head.commit, "diff_pct": c.diff_pct,
                     "ci_low_pct": c.ci_low_pct, "ci_high_pct": c.ci_high_pct,
                     "verdict": c.verdict, "higher_is_better": c.higher_is_better,
                     "measure": c.measure,

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,7 +51,8 @@ from mallard_api.analysis import stats
 from mallard_api.analysis.measures import is_deterministic
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Comparison
-from mallard_api.models.calibration import Calibration
+from mallard_api.models.calibration import Calibration, CalibrationResult
+from mallard_api.models.records import Detection, Side
 from mallard_api.params import params_key
 from mallard_api.sql import calibrations as sql
 from mallard_api.sql import comparisons as comparison_sql
@@ -87,8 +89,8 @@ def queue_comparison(session: Session, cal: Calibration, settings: Settings, *,
     from mallard_api.analysis import comparisons as analysis  # imports this module
 
     project = project_sql.get(session, cal.project)
-    base = {"commit": cal.commit_sha, "variant": cal.variant or None}
-    head = {"commit": cal.commit_sha, "variant": head_variant(cal.variant, ns) or None}
+    base = Side(commit=cal.commit_sha, variant=cal.variant or None)
+    head = Side(commit=cal.commit_sha, variant=head_variant(cal.variant, ns) or None)
     comp = comparison_sql.create(session, Comparison(
         project_id=cal.project_id, project=cal.project, arch=cal.arch, base=base,
         head=head, base_label=analysis.allocator_label(base),
@@ -158,7 +160,7 @@ def advance(session: Session, calibration_id: int, settings: Settings) -> None:
 
 
 def result_rows(session: Session, comps: list[Comparison], settings: Settings
-                ) -> list[dict[str, Any]]:
+                ) -> list[CalibrationResult]:
     """The per-series rows of the module doc from the settled comparisons."""
     aa: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
     cvs: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
@@ -203,11 +205,11 @@ def result_rows(session: Session, comps: list[Comparison], settings: Settings
             got = canary[key][size]
             detected = sum(v == "regressed" for v, _ in got)
             diffs = [d for _, d in got if d is not None]
-            detection.append({
-                "size_pct": size, "comparisons": len(got), "detected": detected,
-                "rate": detected / len(got),
-                "measured_pct": float(statistics.median(diffs)) if diffs else None})
-        rows.append(dict(
+            detection.append(Detection(
+                size_pct=size, comparisons=len(got), detected=detected,
+                rate=detected / len(got),
+                measured_pct=float(statistics.median(diffs)) if diffs else None))
+        rows.append(CalibrationResult(
             testbed_id=sql.testbed_id_of(session, fp), testbed_fingerprint=fp,
             workload=workload, params=params, threads=threads, measure=measure, cv_pct=cv,
             aa_comparisons=len(verdicts), false_alarms=false_alarms,
@@ -227,7 +229,7 @@ def finish(session: Session, cal: Calibration, settings: Settings) -> None:
     if rows:
         cal.state = "done"
         if cal.testbed_id is None:
-            cal.testbed_id = rows[0]["testbed_id"]
+            cal.testbed_id = rows[0].testbed_id
     else:
         cal.state = "failed"
         failed = sum(c.state == "failed" for c in comps)
@@ -245,37 +247,36 @@ def bands(session: Session, fingerprint: str | None
     out: dict[tuple[str, str, str], float] = {}
     ids: set[int] = set()
     for r in sql.latest_noise(session, fingerprint):
-        if r["band_pct"] is not None:
-            out[(r["workload"], params_key(r["params"]), r["measure"])] = float(r["band_pct"])
-            ids.add(int(r["calibration_id"]))
+        if r.band_pct is not None:
+            out[(r.workload, params_key(r.params), r.measure)] = r.band_pct
+            ids.add(r.calibration_id)
     return out, sorted(ids)
 
 
-def table(rows: list[dict[str, Any]]) -> str:
+def table(rows: Sequence[CalibrationResult]) -> str:
     """The results as a markdown table: workload x threads x measure, CV, false alarms of
     the A/A comparisons, per injected size ``detected/comparisons (measured change)``, and
     the SAME band."""
     if not rows:
         return ""
-    sizes = sorted({d["size_pct"] for r in rows for d in r["detection"]})
+    sizes = sorted({d.size_pct for r in rows for d in r.detection})
     head = ["workload", "threads", "measure", "CV", "false alarms (A/A)"]
     head += [f"canary {s:g}%" for s in sizes] + ["SAME band"]
     out = ["| " + " | ".join(head) + " |",
            "|" + "---|" * 3 + "---:|" * (len(head) - 3)]
     for r in rows:
-        by_size = {d["size_pct"]: d for d in r["detection"]}
-        cells = [r["workload"], str(r["threads"] if r["threads"] is not None else ""),
-                 r["measure"],
-                 "n/a" if r["cv_pct"] is None else f"{r['cv_pct']:.2f}%",
-                 f"{r['false_alarms']} of {r['aa_comparisons']}"]
+        by_size = {d.size_pct: d for d in r.detection}
+        cells = [r.workload, str(r.threads if r.threads is not None else ""),
+                 r.measure,
+                 "n/a" if r.cv_pct is None else f"{r.cv_pct:.2f}%",
+                 f"{r.false_alarms} of {r.aa_comparisons}"]
         for s in sizes:
             d = by_size.get(s)
             if d is None:
                 cells.append("")
                 continue
-            measured = ("" if d["measured_pct"] is None
-                        else f" ({d['measured_pct']:+.1f}%)")
-            cells.append(f"{d['detected']}/{d['comparisons']}{measured}")
-        cells.append("n/a" if r["band_pct"] is None else f"±{r['band_pct']:.1f}%")
+            measured = "" if d.measured_pct is None else f" ({d.measured_pct:+.1f}%)"
+            cells.append(f"{d.detected}/{d.comparisons}{measured}")
+        cells.append("n/a" if r.band_pct is None else f"±{r.band_pct:.1f}%")
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)

@@ -49,6 +49,7 @@ from mallard_api.analysis.policy import Policy, stats_policy
 from mallard_api.config import Settings, get_settings
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.core import Job
+from mallard_api.models.records import PeerMedian, Side
 from mallard_api.params import params_key
 from mallard_api.sql import comparisons as sql
 from mallard_api.sql import followups as followup_sql
@@ -56,10 +57,10 @@ from mallard_api.sql import jobs as job_sql
 from mallard_api.ui import links
 
 
-def allocator_label(side: dict[str, Any], name: str = "mallard") -> str:
-    commit = str(side.get("commit") or "")
+def allocator_label(side: Side, name: str = "mallard") -> str:
+    commit = side.commit
     short = commit[:7] if re.fullmatch(r"[0-9a-fA-F]{8,64}", commit) else commit
-    variant = side.get("variant") or ""
+    variant = side.variant or ""
     return f"{name}@{short}" + (f" {variant}" if variant else "")
 
 
@@ -72,10 +73,10 @@ def comparison_spec(comp: Comparison, *, project_repo: str, allocator_dir: str,
         suite=comp.suite, workloads=workloads, threads=threads, trials=trials,
         warmup=comp.warmup,
         allocators=[
-            SpecAllocator(label="base", name="mallard", commit=comp.base.get("commit"),
-                          variant=comp.base.get("variant")),
-            SpecAllocator(label="head", name="mallard", commit=comp.head.get("commit"),
-                          variant=comp.head.get("variant")),
+            SpecAllocator(label="base", name="mallard", commit=comp.base.commit,
+                          variant=comp.base.variant),
+            SpecAllocator(label="head", name="mallard", commit=comp.head.commit,
+                          variant=comp.head.variant),
         ] + [SpecAllocator(label="peer", name=p) for p in peers],
         comparison_id=comp.id, round=round)
 
@@ -85,7 +86,7 @@ def _direction(measure: str, known: dict[str, bool]) -> bool:
 
 
 def compute_cells(session: Session, comp: Comparison, policy: Policy
-                  ) -> tuple[list[CellRow], list[dict[str, Any]], str | None]:
+                  ) -> tuple[list[CellRow], list[PeerMedian], str | None]:
     """(cells, peer medians, note) from the comparison's trials."""
     rows = sql.trials(session, comp.id)
     if not rows:
@@ -142,8 +143,8 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
         out.append(CellRow.of(s, workload=k[0], params=params, threads=threads,
                               measure=k[2], line=line, unjudged_reason=why))
     peers = [
-        {"workload": wl, "params": params_of[(wl, pk)][0], "allocator": alloc,
-         "median": float(statistics.median(vs))}
+        PeerMedian(workload=wl, params=params_of[(wl, pk)][0], allocator=alloc,
+                   median=float(statistics.median(vs)))
         for (wl, pk, alloc), vs in sorted(peer_values.items())
     ]
     return out, peers, note
@@ -262,7 +263,7 @@ def render_report(session: Session, comp: Comparison) -> str:
     rcells = [report.ReportCell(c.workload, c.params, c.measure, c.stats()) for c in cells]
     peers: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     for p in comp.peer_medians or []:
-        peers[(p["workload"], params_key(p["params"]))][p["allocator"]] = p["median"]
+        peers[(p.workload, params_key(p.params))][p.allocator] = p.median
     testbed = None
     if comp.testbed_fingerprint:
         testbed = f"{comp.cpu_model or 'unknown CPU'} ({comp.testbed_fingerprint[:12]})"

@@ -6,8 +6,7 @@ One place builds them for the text report (``extras.Extras``) and for the JSON a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
-from typing import Any
+from dataclasses import dataclass
 
 from mallard_api.analysis import curves, joint, moved
 from mallard_api.analysis.extras import Extras
@@ -23,13 +22,18 @@ def report_extras(cells: Sequence[ReportCell], cpus: str | None) -> Extras:
         curves=curves.curves(cells, curves.cpu_count(cpus)))
 
 
-def explain(cells: Sequence[ReportCell], cpus: str | None) -> dict[str, list[dict[str, Any]]]:
-    """The response fields ``joint``, ``counters_moved`` and ``curves`` (docs/contracts.md)."""
-    return {
-        "joint": [asdict(j) for j in joint.joint_labels(cells)],
-        "counters_moved": [
-            {k: v for k, v in asdict(m).items() if k != "score"} | {"text": m.text()}
-            for group in moved.moved_most(cells).values() for m in group],
-        "curves": [asdict(c) | {"summary": c.summary()}
-                   for c in curves.curves(cells, curves.cpu_count(cpus))],
-    }
+@dataclass(frozen=True)
+class Explained:
+    """What the response fields ``joint``, ``counters_moved`` and ``curves`` are made of
+    (docs/contracts.md)."""
+
+    joint: list[joint.Joint]
+    counters_moved: list[moved.Moved]
+    curves: list[curves.Curve]
+
+
+def explain(cells: Sequence[ReportCell], cpus: str | None) -> Explained:
+    return Explained(
+        joint=joint.joint_labels(cells),
+        counters_moved=[m for group in moved.moved_most(cells).values() for m in group],
+        curves=curves.curves(cells, curves.cpu_count(cpus)))

@@ -36,6 +36,7 @@ from mallard_api.analysis.comparisons import allocator_label, comparison_spec, r
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.core import Project
+from mallard_api.models.records import Side
 from mallard_api.models.verdicts import ForgeComment
 from mallard_api.sql import comparisons as comparison_sql
 from mallard_api.sql import jobs as job_sql
@@ -149,9 +150,9 @@ def handle(session: Session, settings: Settings, project: Project, forge: str,
                        f"{base[:7]} was queued before (comparison {seen.id}, {seen.state})")
     comp = comparison_sql.create(session, Comparison(
         project_id=project.id, project=project.name, arch=arch,
-        base={"commit": base, "variant": None}, head={"commit": pr.head, "variant": None},
-        base_label=allocator_label({"commit": base}),
-        head_label=allocator_label({"commit": pr.head}), workloads=None, threads=None,
+        base=Side(commit=base), head=Side(commit=pr.head),
+        base_label=allocator_label(Side(commit=base)),
+        head_label=allocator_label(Side(commit=pr.head)), workloads=None, threads=None,
         suite=settings.suite, trials=settings.trials, warmup=settings.warmup, peers=[],
         hypothesis=None, state="queued", max_follow_ups=settings.comparison_max_follow_ups))
     spec = comparison_spec(comp, project_repo=project.repo_url,
@@ -176,13 +177,13 @@ def on_settled(session: Session, settings: Settings, comp: Comparison, report: s
     if rows is None:
         rows = list(session.scalars(select(ForgeComment).where(
             ForgeComment.project_id == comp.project_id,
-            ForgeComment.head_sha == comp.head.get("commit"),
-            ForgeComment.base_sha == comp.base.get("commit"))))
+            ForgeComment.head_sha == comp.head.commit,
+            ForgeComment.base_sha == comp.base.commit)))
     cells = comparison_sql.cells(session, comp.id)
     regressed = [c for c in cells if c.verdict == "regressed"]
     state = "error" if comp.state == "failed" else ("failure" if regressed else "success")
-    summary = (f"{len(regressed)} regressed cell(s) vs {comp.base['commit'][:7]}"
-               if regressed else f"no regression vs {comp.base['commit'][:7]}")
+    summary = (f"{len(regressed)} regressed cell(s) vs {comp.base.commit[:7]}"
+               if regressed else f"no regression vs {comp.base.commit[:7]}")
     if comp.state == "failed":
         summary = "no result: the job failed (see its log)"
     for row in rows:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -95,7 +95,7 @@ class CellStats(CellNumbers):
     deterministic: bool = False
     primary: bool = True
     noise_pct: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    spread_pct: float | None = None  # a deterministic cell's values that did not repeat
 
     @property
     def half_width_pct(self) -> float | None:
@@ -126,7 +126,7 @@ def compare_samples(
     Call :func:`adjust_and_decide` over all cells of a comparison afterwards (or
     :func:`decide` with ``p_adjusted = p_value`` for a lone cell). A deterministic cell
     whose values did not repeat (rule D2) comes back with ``deterministic=False`` and its
-    spread in ``extra["spread_pct"]``.
+    spread in ``spread_pct``.
     """
     b_all = np.asarray([v for v in base if v is not None and math.isfinite(v)], dtype=np.float64)
     h_all = np.asarray([v for v in head if v is not None and math.isfinite(v)], dtype=np.float64)
@@ -135,7 +135,7 @@ def compare_samples(
         if spread > policy.deterministic_tolerance_pct:
             out = compare_samples(base, head, higher_is_better=higher_is_better,
                                   deterministic=False, primary=primary, policy=policy)
-            out.extra["spread_pct"] = spread
+            out.spread_pct = spread
             return out
         return _compare_deterministic(b_all, h_all, higher_is_better, primary, policy)
     b = b_all[robust_mask(b_all, policy.outlier_k)]

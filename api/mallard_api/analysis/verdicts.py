@@ -33,6 +33,7 @@ from mallard_api.analysis.comparisons import allocator_label
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Alert, Comparison
 from mallard_api.models.core import Project
+from mallard_api.models.records import Side
 from mallard_api.models.verdicts import CommitVerdict
 from mallard_api.schemas.verdicts import CommitVerdictOut, MovedCell
 from mallard_api.sql import alerts as alert_sql
@@ -68,9 +69,9 @@ def queue_commit(session: Session, settings: Settings, project: Project, *, bran
     if base is not None and base != sha:
         comp = comparison_sql.create(session, Comparison(
             project_id=project.id, project=project.name, arch=arch,
-            base={"commit": base, "variant": None}, head={"commit": sha, "variant": None},
-            base_label=allocator_label({"commit": base}),
-            head_label=allocator_label({"commit": sha}), workloads=None,
+            base=Side(commit=base), head=Side(commit=sha),
+            base_label=allocator_label(Side(commit=base)),
+            head_label=allocator_label(Side(commit=sha)), workloads=None,
             threads=None, suite=settings.suite, trials=settings.trials,
             warmup=settings.warmup, peers=settings.peer_list, hypothesis=None,
             state="queued", max_follow_ups=settings.verdict_max_follow_ups))

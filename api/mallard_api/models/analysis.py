@@ -26,6 +26,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from mallard_api.models.base import Base
+from mallard_api.models.records import PeerMedian, Record, Side
 
 TS = DateTime(timezone=True)
 
@@ -36,8 +37,8 @@ class Comparison(Base):
     project_id: Mapped[int | None] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
     project: Mapped[str] = mapped_column(Text)
     arch: Mapped[str] = mapped_column(Text)
-    base: Mapped[dict[str, Any]] = mapped_column(JSONB)
-    head: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    base: Mapped[Side] = mapped_column(Record(Side))
+    head: Mapped[Side] = mapped_column(Record(Side))
     base_label: Mapped[str] = mapped_column(Text)
     head_label: Mapped[str] = mapped_column(Text)
     workloads: Mapped[list[str] | None] = mapped_column(JSONB)
@@ -53,7 +54,8 @@ class Comparison(Base):
     state: Mapped[str] = mapped_column(Text, server_default="queued")
     follow_ups: Mapped[int] = mapped_column(Integer, server_default="0")
     max_follow_ups: Mapped[int] = mapped_column(Integer, server_default="2")
-    peer_medians: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default="[]")
+    peer_medians: Mapped[list[PeerMedian]] = mapped_column(Record(list[PeerMedian]),
+                                                           server_default="[]")
     testbed_fingerprint: Mapped[str | None] = mapped_column(Text)
     cpu_model: Mapped[str | None] = mapped_column(Text)
     note: Mapped[str | None] = mapped_column(Text)

@@ -12,6 +12,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from mallard_api.models.base import Base
+from mallard_api.models.records import CanaryNs, Detection, Record
 
 TS = DateTime(timezone=True)
 
@@ -33,7 +34,7 @@ class Calibration(Base):
     canary_comparisons: Mapped[int] = mapped_column(Integer)
     sizes_pct: Mapped[list[float]] = mapped_column(JSONB)
     state: Mapped[str] = mapped_column(Text, server_default="queued")
-    canary_ns: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default="{}")
+    canary_ns: Mapped[CanaryNs] = mapped_column(Record(CanaryNs), server_default="{}")
     note: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
@@ -56,6 +57,7 @@ class CalibrationResult(Base):
     false_alarms: Mapped[int] = mapped_column(Integer)
     aa_unknown: Mapped[int] = mapped_column(Integer)
     false_alarm_rate: Mapped[float | None] = mapped_column(Float)
-    detection: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default="[]")
+    detection: Mapped[list[Detection]] = mapped_column(Record(list[Detection]),
+                                                       server_default="[]")
     band_pct: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())

@@ -26,6 +26,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from mallard_api.models.base import Base
+from mallard_api.models.records import FingerprintFields, Record
 
 TS = DateTime(timezone=True)
 
@@ -86,7 +87,7 @@ class Testbed(Base):
     fingerprint: Mapped[str] = mapped_column(Text, unique=True)
     arch: Mapped[str] = mapped_column(Text)
     cpu_model: Mapped[str | None] = mapped_column(Text)
-    fields: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    fields: Mapped[FingerprintFields] = mapped_column(Record(FingerprintFields))
     created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
 
 

@@ -33,8 +33,8 @@ DEFAULT_WORKLOADS = ["larson", "rpc"]
 
 
 def calibration_out(session: Session, cal: Calibration) -> CalibrationOut:
-    results = [ResultOut.model_validate(r, from_attributes=True)
-               for r in sql.results(session, cal.id)]
+    rows = sql.results(session, cal.id)
+    results = [ResultOut.model_validate(r, from_attributes=True) for r in rows]
     return CalibrationOut(
         id=cal.id, project=cal.project, arch=cal.arch, testbed_id=cal.testbed_id,
         commit=cal.commit_sha, variant=cal.variant, suite=cal.suite, workloads=cal.workloads,
@@ -43,7 +43,7 @@ def calibration_out(session: Session, cal: Calibration) -> CalibrationOut:
         canary_ns=cal.canary_ns or {}, note=cal.note,
         comparisons=[ComparisonRef(id=c.id, state=c.state, canary_pct=c.canary_pct)
                      for c in sql.comparisons(session, cal.id)],
-        results=results, table=calibration.table([r.model_dump() for r in results]),
+        results=results, table=calibration.table(rows),
         created_at=cal.created_at, finished_at=cal.finished_at)
 
 

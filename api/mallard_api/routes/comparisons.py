@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from dataclasses import asdict
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse
@@ -28,7 +29,6 @@ from mallard_api.schemas.analysis import (
     JobRef,
     JointOut,
     MovedOut,
-    PeerOut,
 )
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.sql import comparisons as sql
@@ -39,8 +39,8 @@ router = APIRouter(prefix="/comparisons", tags=["comparisons"], route_class=Stri
 DB = Annotated[Session, Depends(get_session)]
 ComparisonPath = Annotated[int, Path(ge=1, le=INT32_MAX)]
 
-def comparison_out(session: Session, c: Comparison) -> dict[str, Any]:
-    return dict(
+def comparison_out(session: Session, c: Comparison) -> ComparisonOut:
+    return ComparisonOut(
         id=c.id, project=c.project, arch=c.arch, state=c.state, base=c.base, head=c.head,
         base_label=c.base_label, head_label=c.head_label, workloads=c.workloads,
         threads=c.threads, suite=c.suite, trials=c.trials, warmup=c.warmup, peers=c.peers,
@@ -65,8 +65,7 @@ def create_comparison(body: ComparisonIn, request: Request, session: DB, _: User
     hyp = parse_hypothesis(body.hypothesis)
     trials = body.trials or max(settings.trials, 2)
     arch = body.arch or settings.default_arch
-    base = body.base.model_dump()
-    head = body.head.model_dump()
+    base, head = body.base, body.head
     comp = sql.create(session, Comparison(
         project_id=project.id, project=project.name, arch=arch, base=base, head=head,
         base_label=comparisons.allocator_label(base), head_label=comparisons.allocator_label(head),
@@ -85,7 +84,7 @@ def create_comparison(body: ComparisonIn, request: Request, session: DB, _: User
                           project_id=project.id, max_attempts=settings.job_max_attempts)
     sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=0, trials=trials)
     session.commit()
-    return ComparisonOut(**comparison_out(session, comp))
+    return comparison_out(session, comp)
 
 
 @router.get("", response_model=list[ComparisonOut], responses={422: {"model": ErrorOut}})
@@ -97,7 +96,7 @@ def list_comparisons(
     offset: Annotated[int, Query(ge=0, le=INT32_MAX)] = 0,
 ) -> list[ComparisonOut]:
     rows = sql.list_all(session, project=project, state=state, limit=limit, offset=offset)
-    return [ComparisonOut(**comparison_out(session, c)) for c in rows]
+    return [comparison_out(session, c) for c in rows]
 
 
 def _load(session: Session, comparison_id: int) -> Comparison:
@@ -126,12 +125,12 @@ def get_comparison(comparison_id: ComparisonPath, session: DB, _: AnyRole) -> Co
     rcells = [ReportCell(c.workload, c.params, c.measure, c.stats()) for c in cells]
     extra = explain(rcells, sql.testbed_cpus(session, comp.testbed_fingerprint))
     return ComparisonDetail(
-        **comparison_out(session, comp), cells=cells,
+        **dict(comparison_out(session, comp)), cells=cells,
         counters=[c for c in cells if is_counter(c.measure)],
-        peer_medians=[PeerOut(**p) for p in comp.peer_medians or []],
-        hypothesis_checks=checks, joint=[JointOut(**j) for j in extra["joint"]],
-        counters_moved=[MovedOut(**m) for m in extra["counters_moved"]],
-        curves=[CurveOut(**c) for c in extra["curves"]],
+        peer_medians=comp.peer_medians or [],
+        hypothesis_checks=checks, joint=[JointOut(**asdict(j)) for j in extra.joint],
+        counters_moved=[MovedOut(**asdict(m), text=m.text()) for m in extra.counters_moved],
+        curves=[CurveOut(**asdict(c), summary=c.summary()) for c in extra.curves],
         report=comparisons.render_report(session, comp))
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from mallard_wire.fields import INT64_MAX
-from mallard_wire.jobs import JobSpec
+from mallard_wire.jobs import ClaimIn, FailIn, JobSpec, LeaseIn
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import ingest, verdicts
@@ -26,14 +26,11 @@ from mallard_api.models.core import Job
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.core import (
     AttemptOut,
-    ClaimIn,
-    FailIn,
     JobDetail,
     JobIn,
     JobKind,
     JobOut,
     JobState,
-    LeaseIn,
 )
 from mallard_api.sql import jobs as sql
 from mallard_api.sql import projects as project_sql

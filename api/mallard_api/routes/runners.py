@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
 from mallard_wire.fields import INT32_MAX
+from mallard_wire.runners import Heartbeat, RunnerRegister
 from sqlalchemy.orm import Session
 
 from mallard_api.auth import Admin, AnyRole, RunnerOrAdmin, check_runner, field_error
@@ -13,7 +14,7 @@ from mallard_api.deps import get_session
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.core import Runner
 from mallard_api.schemas.base import ErrorOut
-from mallard_api.schemas.core import Heartbeat, RunnerOut, RunnerRegister
+from mallard_api.schemas.core import RunnerOut
 from mallard_api.sql import runners as sql
 
 router = APIRouter(prefix="/runners", tags=["runners"], route_class=StrictJsonRoute,

@@ -12,7 +12,7 @@ from mallard_api.auth import AnyRole, field_error
 from mallard_api.deps import get_session
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.schemas.base import ErrorOut
-from mallard_api.schemas.calibration import NoiseOut, SeriesNoise
+from mallard_api.schemas.calibration import NoiseOut
 from mallard_api.sql import calibrations as sql
 
 router = APIRouter(prefix="/testbeds", tags=["testbeds"], route_class=StrictJsonRoute,
@@ -29,4 +29,4 @@ def get_noise(testbed_id: Annotated[int, Path(ge=1, le=INT32_MAX)], session: DB,
         raise field_error(404, ["path", "testbed_id"], f"no testbed {testbed_id}", "not_found")
     return NoiseOut(testbed_id=tb.id, fingerprint=tb.fingerprint, arch=tb.arch,
                     cpu_model=tb.cpu_model,
-                    series=[SeriesNoise(**r) for r in sql.latest_noise(session, tb.fingerprint)])
+                    series=sql.latest_noise(session, tb.fingerprint))

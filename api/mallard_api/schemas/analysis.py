@@ -7,11 +7,9 @@ from typing import Annotated, Any, Literal
 
 from mallard_wire.fields import (
     Arch,
-    GitRef,
     InModel,
     Peer,
     Threads,
-    Variant,
     Warmup,
     Word,
     Workloads,
@@ -22,14 +20,7 @@ from pydantic import AfterValidator, BaseModel, Field, StringConstraints, field_
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.curves import Point
 from mallard_api.analysis.hypothesis import parse_hypothesis
-
-
-class Side(InModel):
-    """One side: a full sha or a git ref name (never an option), and a variant of known
-    keys."""
-
-    commit: GitRef
-    variant: Variant | None = None
+from mallard_api.models.records import PeerMedian, Side
 
 
 class ComparisonIn(InModel):
@@ -61,20 +52,13 @@ class JobRef(BaseModel):
     state: str
 
 
-class PeerOut(BaseModel):
-    workload: str
-    params: dict[str, Any]
-    allocator: str
-    median: float
-
-
 class ComparisonOut(BaseModel):
     id: int
     project: str
     arch: str
     state: str
-    base: dict[str, Any]
-    head: dict[str, Any]
+    base: Side
+    head: Side
     base_label: str
     head_label: str
     workloads: list[str] | None
@@ -156,7 +140,7 @@ class CurveOut(BaseModel):
 class ComparisonDetail(ComparisonOut):
     cells: list[CellRow]
     counters: list[CellRow]  # the allocator-counter cells (also in cells)
-    peer_medians: list[PeerOut]
+    peer_medians: list[PeerMedian]
     hypothesis_checks: list[HypothesisCheck]
     joint: list[JointOut]
     counters_moved: list[MovedOut]

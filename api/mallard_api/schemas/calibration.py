@@ -19,6 +19,8 @@ from mallard_wire.fields import (
 )
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints
 
+from mallard_api.models.records import Detection
+
 SizePct = Annotated[float, Field(gt=0, le=50, allow_inf_nan=False)]
 
 
@@ -47,14 +49,6 @@ class ComparisonRef(BaseModel):
     canary_pct: float | None  # null: an A/A comparison
 
 
-class DetectionOut(BaseModel):
-    size_pct: float
-    comparisons: int
-    detected: int
-    rate: float
-    measured_pct: float | None
-
-
 class SeriesNoiseFields(BaseModel):
     """What a calibration measured for one series (calibration.py)."""
 
@@ -67,7 +61,7 @@ class SeriesNoiseFields(BaseModel):
     false_alarms: int
     aa_unknown: int
     false_alarm_rate: float | None
-    detection: list[DetectionOut]
+    detection: list[Detection]
     band_pct: float | None  # the series' SAME band; null: the default rule applies
 
 

@@ -14,15 +14,10 @@ from mallard_wire.fields import (
     FullSha,
     GitRef,
     InModel,
-    JsonObject,
-    LeaseSeconds,
-    LogText,
     Name,
     RelativePath,
     RepoUrl,
-    RunnerId,
     Sha,
-    Str200,
     Str500,
     Text,
 )
@@ -88,18 +83,7 @@ class CommitOut(BaseModel):
     branches: list[Membership]
 
 
-# --- runners ------------------------------------------------------------------------------
-class RunnerRegister(InModel):
-    name: Name
-    arch: Arch
-    cpus: Str200 | None = None
-    testbed: JsonObject | None = None
-
-
-class Heartbeat(InModel):
-    testbed: JsonObject | None = None
-
-
+# --- runners (registration and heartbeat bodies: mallard_wire.runners) -----------------
 class RunnerOut(BaseModel):
     id: int
     name: str
@@ -125,22 +109,7 @@ class JobIn(InModel):
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
 
 
-class ClaimIn(InModel):
-    runner_id: RunnerId
-    lease_seconds: LeaseSeconds = 900
-
-
-class LeaseIn(InModel):
-    runner_id: RunnerId
-    lease_seconds: LeaseSeconds = 900
-
-
-class FailIn(InModel):
-    runner_id: RunnerId
-    log: LogText = ""
-    retryable: bool = True
-
-
+# claim, lease and fail bodies: mallard_wire.jobs (what a runner sends)
 class JobOut(BaseModel):
     id: int
     kind: str

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.calibration import Calibration, CalibrationResult
 from mallard_api.models.core import Testbed
+from mallard_api.schemas.calibration import SeriesNoise
 
 
 def create(session: Session, **fields: Any) -> Calibration:
@@ -43,13 +44,15 @@ def comparisons(session: Session, calibration_id: int) -> list[Comparison]:
         Comparison.calibration_id == calibration_id).order_by(Comparison.id)))
 
 
-def replace_results(session: Session, calibration_id: int, rows: list[dict[str, Any]]) -> None:
+def replace_results(session: Session, calibration_id: int,
+                    rows: list[CalibrationResult]) -> None:
     """The calibration's results, once: whatever an earlier try stored is replaced (the
     table's unique key keeps a row per testbed x workload x params x measure)."""
     session.execute(delete(CalibrationResult).where(
         CalibrationResult.calibration_id == calibration_id))
     for r in rows:
-        session.add(CalibrationResult(calibration_id=calibration_id, **r))
+        r.calibration_id = calibration_id
+        session.add(r)
     session.flush()
 
 
@@ -72,6 +75,7 @@ ORDER BY r.workload, r.params, r.measure, c.finished_at DESC, r.calibration_id D
 """)
 
 
-def latest_noise(session: Session, fingerprint: str) -> list[dict[str, Any]]:
+def latest_noise(session: Session, fingerprint: str) -> list[SeriesNoise]:
     """Per series of the testbed, the row of its latest finished calibration."""
-    return [dict(r._mapping) for r in session.execute(LATEST_SQL, {"fp": fingerprint})]
+    return [SeriesNoise.model_validate(dict(r))
+            for r in session.execute(LATEST_SQL, {"fp": fingerprint}).mappings()]

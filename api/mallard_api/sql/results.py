@@ -152,7 +152,7 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     """Store the trials; return (ids of the newly stored trials, number of duplicates)."""
     if not body.trials:
         return [], 0
-    testbed_id = runner_sql.ensure_testbed(session, body.testbed.model_dump())
+    testbed_id = runner_sql.ensure_testbed(session, body.testbed)
     branch_id = None
     if project_id is not None and body.branch:
         branch_id = project_sql.ensure_branch_id(session, project_id, body.branch)

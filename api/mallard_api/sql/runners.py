@@ -7,11 +7,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from mallard_wire.results import TestbedFields
 from sqlalchemy import func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from mallard_api.models.core import Runner, Testbed
+from mallard_api.models.records import FingerprintFields
 
 # contracts §5: the fingerprint covers exactly these fields.
 FINGERPRINT_FIELDS = ("arch", "cpu_model", "cpus", "kernel", "governor", "smt", "thp",
@@ -22,16 +24,20 @@ FINGERPRINT_FIELDS = ("arch", "cpu_model", "cpus", "kernel", "governor", "smt", 
 EMULATION_FIELDS = ("emulated", "emulator")
 
 
-def fingerprint(testbed: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    fields = {k: testbed.get(k) for k in FINGERPRINT_FIELDS}
-    if testbed.get("emulated"):
-        fields.update({k: testbed.get(k) for k in EMULATION_FIELDS})
+def fingerprint(testbed: TestbedFields) -> tuple[str, FingerprintFields]:
+    data = testbed.model_dump(mode="json")
+    fields: FingerprintFields = {k: data.get(k) for k in FINGERPRINT_FIELDS}
+    if testbed.emulated:
+        fields.update({k: data.get(k) for k in EMULATION_FIELDS})
     canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest(), fields
 
 
-def get_or_insert(session: Session, select_sql: str, insert_sql: str, args: dict[str, Any]
-                  ) -> int:
+# the bind parameters of get_or_insert's statements
+BindArgs = dict[str, str | int | None]
+
+
+def get_or_insert(session: Session, select_sql: str, insert_sql: str, args: BindArgs) -> int:
     """The id a SELECT finds, else the one the INSERT ... ON CONFLICT DO NOTHING RETURNING
     id makes, else (a concurrent request inserted it meanwhile) the SELECT's again, in a
     statement of its own so that it sees the other request's row. Usually one statement."""
@@ -43,7 +49,7 @@ def get_or_insert(session: Session, select_sql: str, insert_sql: str, args: dict
     return int(found)
 
 
-def ensure_testbed(session: Session, testbed: dict[str, Any]) -> int:
+def ensure_testbed(session: Session, testbed: TestbedFields) -> int:
     fp, fields = fingerprint(testbed)
     return get_or_insert(
         session, "SELECT id FROM testbeds WHERE fingerprint = :fp",
@@ -82,17 +88,28 @@ def ref(session: Session, *, runner_id: int | None = None, name: str | None = No
     return None if row is None else RunnerRef(int(row[0]), str(row[1]), str(row[2]))
 
 
+def _as_sent(testbed: TestbedFields) -> dict[str, Any]:
+    """The testbed a runner sent, as stored in runners.testbed (the fields it gave)."""
+    return testbed.model_dump(mode="json", exclude_unset=True)
+
+
+def _with_runner(testbed: TestbedFields, arch: str, cpus: str | None) -> TestbedFields:
+    """The runner's arch and CPUs, unless its testbed gives its own."""
+    return TestbedFields.model_validate({"arch": arch, "cpus": cpus, **_as_sent(testbed)})
+
+
 def register(session: Session, *, name: str, arch: str, cpus: str | None,
-             testbed: dict[str, Any] | None) -> Runner:
+             testbed: TestbedFields | None) -> Runner:
     testbed_id = None
+    sent = None if testbed is None else _as_sent(testbed)
     if testbed is not None:
-        testbed_id = ensure_testbed(session, {"arch": arch, "cpus": cpus, **testbed})
-    stmt = insert(Runner).values(name=name, arch=arch, cpus=cpus, testbed=testbed,
+        testbed_id = ensure_testbed(session, _with_runner(testbed, arch, cpus))
+    stmt = insert(Runner).values(name=name, arch=arch, cpus=cpus, testbed=sent,
                                  testbed_id=testbed_id)
     changes: dict[str, Any] = dict(arch=arch, cpus=cpus, last_seen_at=func.now(),
                                    retired_at=None)  # registering brings it back
     if testbed is not None:
-        changes.update(testbed=testbed, testbed_id=testbed_id)
+        changes.update(testbed=sent, testbed_id=testbed_id)
     session.execute(stmt.on_conflict_do_update(index_elements=[Runner.name], set_=changes))
     runner = get_by_name(session, name)
     assert runner is not None
@@ -100,11 +117,11 @@ def register(session: Session, *, name: str, arch: str, cpus: str | None,
     return runner
 
 
-def heartbeat(session: Session, runner: Runner, testbed: dict[str, Any] | None) -> Runner:
+def heartbeat(session: Session, runner: Runner, testbed: TestbedFields | None) -> Runner:
     if testbed is not None:
-        runner.testbed = testbed
-        runner.testbed_id = ensure_testbed(
-            session, {"arch": runner.arch, "cpus": runner.cpus, **testbed})
+        runner.testbed = _as_sent(testbed)
+        runner.testbed_id = ensure_testbed(session, _with_runner(testbed, runner.arch,
+                                                                 runner.cpus))
     runner.last_seen_at = session.scalar(select(func.now()))  # type: ignore[assignment]
     session.flush()
     return runner

@@ -82,8 +82,8 @@ def _side(session: Session, b: Bisection, label: str, cid: int, unit: str) -> Si
     comp = cmp_sql.get(session, cid)
     if comp is None:
         return SideView(label, None, "", "", "gone", reason="the comparison was deleted")
-    view = SideView(label, comp.id, str(comp.base.get("commit") or ""),
-                    str(comp.head.get("commit") or ""), comp.state)
+    view = SideView(label, comp.id, comp.base.commit or "",
+                    comp.head.commit or "", comp.state)
     cell = judged(cmp_sql.cells(session, comp.id), b) if comp.state != "failed" else None
     if cell is None:
         view.reason = _no_cell(session, comp.state, comp.id, b)
@@ -146,7 +146,7 @@ def _values(session: Session, b: Bisection, cid: int) -> dict[str, list[float]]:
                 or t.testbed_fingerprint != comp.testbed_fingerprint \
                 or (threads is not None and t.threads != threads):
             continue
-        sha = comp.base.get("commit") if t.label == "base" else comp.head.get("commit")
+        sha = comp.base.commit if t.label == "base" else comp.head.commit
         out[str(sha)].append(float(t.measures[b.measure]))
     return out
 

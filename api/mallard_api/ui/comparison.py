@@ -172,7 +172,7 @@ def build(session: Session, comp: Comparison) -> dict[str, Any]:
             values[(t.workload, params_key(t.params), m, t.label)].append(float(v))
     peers: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     for p in comp.peer_medians or []:
-        peers[(p["workload"], params_key(p["params"]))][p["allocator"]] = float(p["median"])
+        peers[(p.workload, params_key(p.params))][p.allocator] = p.median
 
     grouped: dict[tuple[str, str], list[CellRow]] = defaultdict(list)
     for c in cells:

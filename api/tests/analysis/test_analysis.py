@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from helpers import patch_analysis_settings, run_analysis
 from mallard_api.analysis import alerts, comparisons
+from mallard_api.models.records import Side
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql.projects import CommitInfo
@@ -23,10 +24,10 @@ def fast(monkeypatch, settings):
 
 
 def test_allocator_label():
-    assert comparisons.allocator_label({"commit": "a" * 40, "variant": "transfer=ring"}) == (
+    assert comparisons.allocator_label(Side(commit="a" * 40, variant="transfer=ring")) == (
         "mallard@aaaaaaa transfer=ring")
-    assert comparisons.allocator_label({"commit": "main", "variant": None}) == "mallard@main"
-    assert comparisons.allocator_label({"commit": "v1.2"}, "jemalloc") == "jemalloc@v1.2"
+    assert comparisons.allocator_label(Side(commit="main", variant=None)) == "mallard@main"
+    assert comparisons.allocator_label(Side(commit="v1.2"), "jemalloc") == "jemalloc@v1.2"
 
 
 def test_series_key_identity():

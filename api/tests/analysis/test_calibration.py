@@ -4,6 +4,8 @@ rule with a calibrated band (stats.adjust_and_decide)."""
 import numpy as np
 import pytest
 from mallard_api.analysis import calibration, stats
+from mallard_api.models.calibration import CalibrationResult
+from mallard_api.models.records import Detection
 
 
 def test_canary_is_sized_from_the_time_per_operation_and_frees():
@@ -26,12 +28,12 @@ def test_band_is_the_cv_clamped(settings):
 
 
 def test_table_lists_every_size():
-    rows = [{"workload": "larson", "threads": 1, "measure": "ops_per_sec", "cv_pct": 12.345,
-             "false_alarms": 1, "aa_comparisons": 20, "band_pct": 10.0,
-             "detection": [{"size_pct": 3.0, "comparisons": 10, "detected": 4, "rate": 0.4,
-                            "measured_pct": -2.96}]},
-            {"workload": "larson", "threads": 1, "measure": "instructions", "cv_pct": 0.0,
-             "false_alarms": 0, "aa_comparisons": 20, "band_pct": None, "detection": []}]
+    rows = [CalibrationResult(workload="larson", threads=1, measure="ops_per_sec",
+                              cv_pct=12.345, false_alarms=1, aa_comparisons=20, band_pct=10.0,
+                              detection=[Detection(size_pct=3.0, comparisons=10, detected=4,
+                                                   rate=0.4, measured_pct=-2.96)]),
+            CalibrationResult(workload="larson", threads=1, measure="instructions", cv_pct=0.0,
+                              false_alarms=0, aa_comparisons=20, band_pct=None, detection=[])]
     lines = calibration.table(rows).splitlines()
     assert lines[0] == ("| workload | threads | measure | CV | false alarms (A/A) | "
                         "canary 3% | SAME band |")

@@ -176,7 +176,7 @@ def test_deterministic_counts_that_do_not_repeat_take_the_noisy_rule():
     # follow-ups ran the count twice a side and it moved by 3%: not deterministic here
     c = compare_samples([100_000.0, 103_000.0], [104_000.0, 107_000.0], higher_is_better=False,
                         deterministic=True, policy=POLICY)
-    assert not c.deterministic and c.extra["spread_pct"] == pytest.approx(1500 / 1015)
+    assert not c.deterministic and c.spread_pct == pytest.approx(1500 / 1015)
     assert adjust_and_decide([c], POLICY)[0].verdict == "unknown"  # 2 trials: rule 1
     # within the tolerance: still deterministic, interval = range of the pair ratios
     c = compare_samples([100_000.0, 100_050.0], [101_000.0, 101_010.0], higher_is_better=False,

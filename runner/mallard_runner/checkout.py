@@ -1,0 +1,135 @@
+"""A clean tree of a commit: source (git URL or local path) -> a bare mirror under
+<cache>/repos -> the ref resolved to its full sha -> `git archive` of that sha into
+<cache>/trees/<sha> (no stray files, no local changes).
+
+Refs come from jobs, so they pass guard.py's checks here too (the agent checks them first):
+a ref is a full sha or a valid ref name and reaches git after `--end-of-options`; git may
+use only the source's own protocol and follows no redirects; nothing of the archive may
+land outside the tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path, PurePosixPath
+
+from .guard import GIT_SAFE_CONFIG, Refused, check_ref, git_env
+from .tools import BuildError, locked, run
+
+
+def _source_key(source: str) -> str:
+    p = Path(source)
+    canonical = str(p.resolve()) if p.exists() else source
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def _fetch(bare: Path, src: str, refspecs: list[str], log: list[str],
+           *extra: str) -> subprocess.CompletedProcess[str]:
+    """`git fetch` of `src` into the mirror; src and refspecs are data, never options."""
+    return run(["git", *GIT_SAFE_CONFIG, "-C", str(bare), "fetch", "--quiet", *extra,
+                 "--end-of-options", src, *refspecs], log, env=git_env(src))
+
+def _fetch_all(bare: Path, src: str, log: list[str]) -> None:
+    if not (bare / "HEAD").exists():
+        bare.parent.mkdir(parents=True, exist_ok=True)
+        out = run(["git", "init", "--quiet", "--bare", "--", str(bare)], log)
+        if out.returncode != 0:
+            raise BuildError(f"cannot create a mirror of {src}", "\n".join(log))
+    out = _fetch(bare, src, ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
+                      log, "--force", "--prune")
+    if out.returncode != 0:
+        raise BuildError(f"cannot fetch {src}", "\n".join(log))
+
+def _verify(repo: Path, rev: str, log: list[str]) -> str | None:
+    out = run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet",
+                "--end-of-options", f"{rev}^{{commit}}"], log)
+    return out.stdout.strip() if out.returncode == 0 else None
+
+def resolve(cache: Path, source: str, ref: str, log: list[str] | None = None) -> tuple[Path, str]:
+    """(mirror, full sha) of `ref` as the source sees it (HEAD is the source's HEAD)."""
+    log = [] if log is None else log
+    try:
+        check_ref(ref)
+        git_env(source)  # refuses what git must never be given (ext::, options)
+    except Refused as e:
+        log.append(str(e))
+        raise BuildError(str(e), "\n".join(log)) from e
+    local = Path(source).exists()
+    src = str(Path(source).resolve()) if local else source
+    bare = cache / "repos" / f"{_source_key(source)}.git"
+    with locked(bare.with_suffix(".lock")):
+        _fetch_all(bare, src, log)
+        sha: str | None = None
+        if local:
+            sha = _verify(Path(src), ref, log)
+        elif re.fullmatch(r"[0-9a-fA-F]{7,40}", ref):
+            sha = _verify(bare, ref, log)
+        if sha is None and not local:
+            out = _fetch(bare, src, [ref], log)
+            if out.returncode == 0:
+                sha = _verify(bare, "FETCH_HEAD", log)
+        if sha is None:
+            raise BuildError(f"cannot resolve {ref!r} in {source}", "\n".join(log))
+        if _verify(bare, sha, log) is None:  # e.g. a detached HEAD on no branch
+            _fetch(bare, src, [sha], log)
+            if _verify(bare, sha, log) is None:
+                raise BuildError(f"cannot fetch {sha} from {source}", "\n".join(log))
+    return bare, sha
+
+def checkout(cache: Path, bare: Path, sha: str, log: list[str]) -> Path:
+    """A clean tree of `sha` (git archive, extracted once, atomically)."""
+    tree = cache / "trees" / sha
+    if tree.is_dir():
+        return tree
+    tree.parent.mkdir(parents=True, exist_ok=True)
+    log.append(f"$ git -C {bare} archive {sha} | tar -x -C {tree}")
+    out = subprocess.run(["git", "-C", str(bare), "archive", "--format=tar",
+                          "--end-of-options", sha], capture_output=True)
+    if out.returncode != 0:
+        log.append(out.stderr.decode(errors="replace"))
+        raise BuildError(f"cannot check out {sha}", "\n".join(log))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=tree.parent))
+    try:
+        with tarfile.open(fileobj=io.BytesIO(out.stdout)) as tar:
+            # filter= exists from 3.11.4; Debian bookworm's python3 (the images) is 3.11.2
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(tmp, filter="data")
+            else:  # the pushed tree is not trusted: nothing may land outside tmp
+                tar.extractall(tmp, members=_members_inside(tar, sha, log))
+    except (tarfile.TarError, OSError) as e:  # e.g. a symlink pointing out of the tree
+        shutil.rmtree(tmp, ignore_errors=True)
+        log.append(f"{type(e).__name__}: {e}")
+        raise BuildError(f"cannot check out {sha[:12]}: {e}", "\n".join(log)) from e
+    except BuildError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    try:
+        tmp.rename(tree)
+    except OSError:  # another process won the race
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tree
+
+
+def _members_inside(tar: tarfile.TarFile, sha: str, log: list[str]) -> list[tarfile.TarInfo]:
+    """The archive's members, refusing any that could write or point outside the tree.
+
+    Names and link targets must be relative without `..`: a symlink then resolves at or
+    below its own folder, even through other symlinks.
+    """
+    members = tar.getmembers()
+    for m in members:
+        paths = [PurePosixPath(m.name)]
+        if m.issym() or m.islnk():
+            paths.append(PurePosixPath(m.linkname))
+        bad = any(p.is_absolute() or ".." in p.parts for p in paths)
+        if bad or not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
+            log.append(f"refused archive member {m.name!r} -> {m.linkname!r}")
+            raise BuildError(f"the tree at {sha[:12]} has a path that may leave it: "
+                             f"{m.name!r}", "\n".join(log))
+    return members

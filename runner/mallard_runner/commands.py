@@ -1,0 +1,89 @@
+"""The command lines a trial runs: pinned (`taskset`), ASLR off (`setarch -R`), in a fixed
+environment padded to a fixed size (`env -i ... _PAD=`), preloaded, under `perf stat`
+when it counts, and under qemu-user on an emulated testbed (the preload is the guest's).
+The executor's module docstring shows a whole command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .arch import Platform
+from .cells import Cell
+from .measures import PERF_EVENTS
+from .settings import RunnerSettings
+from .testbed import setarch_prefix
+
+# Fixed simulated caches, so the counts do not depend on the host's cache sizes.
+CACHEGRIND_CACHES = {"I1": "32768,8,64", "D1": "32768,8,64", "LL": "8388608,16,64"}
+MINIMAL_ENV = ("PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C")
+ENV_BLOCK = 512  # the workload's environment is padded to a multiple of this many bytes
+
+
+def padded_env(pairs: list[str], block: int = ENV_BLOCK) -> list[str]:
+    """`pairs` plus `_PAD=xxx` so that the environment block (each string and its NUL) is a
+    multiple of `block` bytes: the same size for every allocator and variant."""
+    size = sum(len(p.encode()) + 1 for p in pairs) + len("_PAD=") + 1
+    return [*pairs, "_PAD=" + "x" * (-size % block)]
+
+
+class Commands:
+    """Builds the trial and cachegrind command lines for one node's CPUs and target."""
+
+    def __init__(self, settings: RunnerSettings, cpus: list[int], target: Platform,
+                 use_perf: bool):
+        self.settings = settings
+        self.cpus = cpus
+        self.target = target
+        self.use_perf = use_perf
+        self.noise_control = settings.noise_control
+        self.setarch = list(setarch_prefix() or ())
+
+    def _cpu_list(self) -> str:
+        return ",".join(str(c) for c in self.cpus)
+
+    @staticmethod
+    def workload_env(cell: Cell, stats_file: bool = True) -> list[str]:
+        """The variables the workload runs with; the stats file is relative to the trial
+        directory (the working directory), so every trial's environment is the same."""
+        pairs: list[str] = []
+        if cell.target.preload is not None:
+            pairs.append(f"LD_PRELOAD={cell.target.preload}")
+        for k, v in cell.target.env.items():
+            pairs.append(f"{k}={v}")
+        if cell.target.is_mallard and stats_file:
+            pairs.append("MALLARD_STATS_FILE=stats-%p.json")
+        return pairs
+
+    def pinned(self, minimal: bool, pairs: list[str]) -> tuple[list[str], list[str]]:
+        """(taskset [setarch -R], env [-i MINIMAL...] PAIRS [_PAD] [qemu -L root -E PRELOAD]):
+        what runs the workload."""
+        pin = [self.settings.taskset, "-c", self._cpu_list()]
+        env = padded_env([*MINIMAL_ENV, *pairs]) if minimal else pairs
+        if self.target.emulated:  # the preload is the guest's: qemu's -E, never qemu's own
+            preload = [p for p in env if p.startswith("LD_PRELOAD=")]
+            env = [p for p in env if not p.startswith("LD_PRELOAD=")]
+            guest = self.target.guest_prefix(preload)
+        else:
+            guest = []
+        if minimal:
+            return [*pin, *self.setarch], ["env", "-i", *env, *guest]
+        return pin, ["env", *env, *guest]
+
+    def trial(self, cell: Cell, trial_dir: Path) -> list[str]:
+        """The command hyperfine times for one trial (stderr kept, pinned, preloaded)."""
+        pin, env = self.pinned(self.noise_control, self.workload_env(cell))
+        perf: list[str] = []
+        if self.use_perf:
+            perf = [self.settings.perf, "stat", "-x", ",", "-e", ",".join(PERF_EVENTS),
+                    "-o", str(trial_dir / "perf.txt"), "--"]
+        return ["sh", "-c", 'f=$1; shift; exec "$@" 2>"$f"', "sh", str(trial_dir / "stderr"),
+                *pin, *perf, *env, *cell.argv()]
+
+    def deterministic(self, cell: Cell) -> list[str]:
+        """cachegrind at the cell's small params, always in the fixed environment."""
+        assert cell.deterministic_params is not None
+        caches = [f"--{k}={v}" for k, v in CACHEGRIND_CACHES.items()]
+        pin, env = self.pinned(True, self.workload_env(cell, stats_file=False))
+        return [*pin, *env, self.settings.valgrind, "--tool=cachegrind", "--cache-sim=yes",
+                *caches, "--cachegrind-out-file=cachegrind.out",
+                *cell.argv(cell.deterministic_params)]
