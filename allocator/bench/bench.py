@@ -2,7 +2,9 @@
 
 Runs, through the runner's executor (one timing loop, one result type:
 mallard_runner), every workload of the `full` suite with its params, plus the
-`transfer` workload (runner/suites/transfer.yaml), at 1 and 2 threads:
+`transfer` workload (runner/suites/transfer.yaml) and `redis`
+(runner/suites/macro.yaml: Debian's redis-server under the allocator, io-threads
+= threads), at 1 and 2 threads:
 mallard built from this checkout's HEAD in its default configuration and
 each transfer variant (`ring`, `naive`), beside glibc, jemalloc, mimalloc and
 tcmalloc; pinned, interleaved, the median of >= 7 trials after a warm-up.
@@ -48,7 +50,10 @@ def bench_suite(suites_dir: Path, trials: int) -> Suite:
     """The full suite's workloads and params, plus transfer, at threads 1 and 2."""
     full = load_suite("full", suites_dir)
     transfer = load_suite("transfer", suites_dir)
+    macro = load_suite("macro", suites_dir)
     workloads = dict(full.workloads) | dict(transfer.workloads)
+    if "redis" in macro.workloads:   # a real server: without redis-server its trials fail, saying so
+        workloads["redis"] = macro.workloads["redis"].model_copy(update={"threads": [1, 2]})
     for name, wl in workloads.items():
         threads = [t for t in (wl.threads or [1, 2]) if t in (1, 2)]
         workloads[name] = wl.model_copy(update={"threads": threads, "instructions": None})
