@@ -63,3 +63,10 @@ def test_allocator_bench_covers_full_transfer_and_redis_at_1_and_2_threads():
         assert set(wl.threads or []) <= {1, 2}, name
     assert suite.workloads["redis"].threads == [1, 2]
     assert suite.trials == 7 and "mallard" in suite.allocators
+
+
+def test_allocator_gap_is_noise_only_within_the_variants_spread():
+    assert bench.gap(100.0, 90.0, 1.05) == "-"                       # mallard ahead
+    assert bench.gap(90.0, 100.0, 1.2) == "11% (noise)"              # 1.11x short, spread 1.2x
+    assert bench.gap(50.0, 100.0, 1.2) == "100% (beyond the spread)"
+    assert bench.gap(90.0, 100.0, None) == "11% (beyond the spread)"
