@@ -15,7 +15,7 @@
  *   (remote blocks into a full bin go to their pages with one CAS), malloc
  *   in between and exit with direct mode on; every block's contents are
  *   checked when it is freed. Built twice, like stress.c: preloaded, and
- *   with -DDIRECT_TSAN against mallard_tsan under ThreadSanitizer. */
+ *   with -DMLD_TEST_TSAN against mallard_tsan under ThreadSanitizer. */
 #include "check.h"
 
 #include <pthread.h>
@@ -23,22 +23,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#ifdef DIRECT_TSAN
-#include "mallard.h"
-#ifndef __SANITIZE_THREAD__
-#error "the mallard_tsan build must be compiled with -fsanitize=thread"
-#endif
-#define MALLOC mld_malloc
-#define FREE mld_free
-#define STAT_GET mld_stat_get
-#else
-#define MALLOC malloc
-#define FREE free
-static long long STAT_GET(const char* name) { return mallard_stat_fn()(name); }
-#endif
+#include "tagged.h"
 
 static long n_threads = 4, n_rounds = 40;
-static _Atomic long failures;
 
 static int cmp_ptr(const void* a, const void* b) {
   uintptr_t x = *(const uintptr_t*)a, y = *(const uintptr_t*)b;
@@ -120,32 +107,11 @@ static void burst(void) {
 /* ---- threads ----------------------------------------------------------- */
 
 enum { SLOTS = 8192, PER = 4000 };
-typedef struct blk {
-  uint64_t tag;
-  uint32_t size;
-} blk;
 static _Atomic(blk*) slots[SLOTS];
 
 static blk* make(uint64_t* rng) {
   /* few classes, so bursts overflow their transfer caches */
-  uint32_t size = (uint32_t)(16 + 16 * (next_rand(rng) % 2));
-  blk* b = MALLOC(size);
-  if (!b) {
-    atomic_fetch_add(&failures, 1);
-    return NULL;
-  }
-  b->size = size;
-  b->tag = next_rand(rng);
-  ((unsigned char*)b)[size - 1] = (unsigned char)b->tag;
-  return b;
-}
-
-static void drop(blk* b) {
-  if (((unsigned char*)b)[b->size - 1] != (unsigned char)b->tag) {
-    fprintf(stderr, "block %p (size %u) corrupted\n", (void*)b, b->size);
-    atomic_fetch_add(&failures, 1);
-  }
-  FREE(b);
+  return make_sized(rng, (uint32_t)(16 + 16 * (next_rand(rng) % 2)));
 }
 
 static void* worker(void* arg) {
@@ -168,16 +134,8 @@ static void* worker(void* arg) {
 
 static void threads(void) {
   long long direct0 = STAT_GET("direct_frees");
-  for (long gen = 0; gen < 2; gen++) {
-    pthread_t t[64];
-    for (long i = 0; i < n_threads; i++)
-      REQUIRE(pthread_create(&t[i], NULL, worker, (void*)(uintptr_t)(gen * 64 + i)) == 0);
-    for (long i = 0; i < n_threads; i++) REQUIRE(pthread_join(t[i], NULL) == 0);
-  }
-  for (int i = 0; i < SLOTS; i++) {
-    blk* b = atomic_exchange(&slots[i], NULL);
-    if (b) drop(b);
-  }
+  run_generations(worker, 2, n_threads);
+  drain_slots(slots, SLOTS);
   CHECK(STAT_GET("direct_frees") > direct0);
 }
 
@@ -185,7 +143,7 @@ int main(int argc, char** argv) {
   if (argc > 1) n_threads = atol(argv[1]);
   if (argc > 2) n_rounds = atol(argv[2]);
   REQUIRE(n_threads >= 1 && n_threads <= 64 && n_rounds > 0);
-#ifndef DIRECT_TSAN
+#ifndef MLD_TEST_TSAN
   mallard_require_active("direct");
 #endif
   burst();
