@@ -345,11 +345,12 @@ MLD_HIDDEN void _mld_segment_fork_child(void);
  * gives their page shift, so the segment header is not read. */
 static inline mld_page_t* mld_page_of(const void* p) {
   uintptr_t a = (uintptr_t)p;
-  /* NULL and addresses past the map in one test (NULL wraps around): free
-   * takes NULL to its slow path, which returns; a = 2^48 passes and reads
-   * the map's last byte, always 0 */
-  if (mld_unlikely((a - 1) >> MLD_VA_BITS)) return NULL;
-  unsigned shift = atomic_load_explicit(&_mld_segmap[a >> MLD_SEGMENT_SHIFT], memory_order_relaxed);
+  /* one test for addresses past the map, on the index the load needs
+   * anyway; NULL reads entry 0 (no segment starts at 0) and takes free to
+   * its slow path, which returns */
+  uintptr_t i = a >> MLD_SEGMENT_SHIFT;
+  if (mld_unlikely(i >= ((uintptr_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)))) return NULL;
+  unsigned shift = atomic_load_explicit(&_mld_segmap[i], memory_order_relaxed);
   if (mld_unlikely(shift == 0)) return NULL;
   /* &seg->pages[i], as one address: helps the compiler keep one base */
   uintptr_t page = (a & ~MLD_SEGMENT_MASK) + offsetof(mld_segment_t, pages) +
