@@ -326,7 +326,7 @@ MLD_HIDDEN void _mld_central_fork_child(void);
 /* One byte per 4 MiB of the address space (64 MiB of zero-page-backed bss,
  * touched only where segments are): 0, or the page shift of the segment
  * that starts there (63 for a huge block's). */
-extern MLD_HIDDEN _Atomic(uint8_t) _mld_segmap[((size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)) + 1];
+extern MLD_HIDDEN _Atomic(uint8_t) _mld_segmap[(size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)];
 MLD_HIDDEN void _mld_segment_init(void);
 MLD_HIDDEN mld_page_t* _mld_segment_page_alloc(unsigned kind);
 MLD_HIDDEN void _mld_segment_page_free(mld_page_t* page);
