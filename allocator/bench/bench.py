@@ -2,7 +2,9 @@
 
 Runs, through the runner's executor (one timing loop, one result type:
 mallard_runner), every workload of the `full` suite with its params, plus the
-`transfer` workload (runner/suites/transfer.yaml), at 1 and 2 threads:
+`transfer` workload (runner/suites/transfer.yaml) and `redis`
+(runner/suites/macro.yaml: Debian's redis-server under the allocator, io-threads
+= threads), at 1 and 2 threads:
 mallard built from this checkout's HEAD in its default configuration and
 each transfer variant (`ring`, `naive`), beside glibc, jemalloc, mimalloc and
 tcmalloc; pinned, interleaved, the median of >= 7 trials after a warm-up.
@@ -48,7 +50,11 @@ def bench_suite(suites_dir: Path, trials: int) -> Suite:
     """The full suite's workloads and params, plus transfer, at threads 1 and 2."""
     full = load_suite("full", suites_dir)
     transfer = load_suite("transfer", suites_dir)
+    macro = load_suite("macro", suites_dir)
     workloads = dict(full.workloads) | dict(transfer.workloads)
+    # redis: a real server; without redis-server its trials fail, saying so
+    if "redis" in macro.workloads:
+        workloads["redis"] = macro.workloads["redis"].model_copy(update={"threads": [1, 2]})
     for name, wl in workloads.items():
         threads = [t for t in (wl.threads or [1, 2]) if t in (1, 2)]
         workloads[name] = wl.model_copy(update={"threads": threads, "instructions": None})
@@ -59,6 +65,22 @@ def bench_suite(suites_dir: Path, trials: int) -> Suite:
 
 def short_case(c: CellSummary) -> str:
     return " ".join(f"{k}={v}" for k, v in c.params.items() if k not in ("threads", "seed"))
+
+
+def variant_spread(mallards: list[CellSummary]) -> float | None:
+    """Largest over smallest median ops/s of mallard's configurations (None below two)."""
+    meds = [m for m in (c.median("ops_per_sec") for c in mallards) if m]
+    return max(meds) / min(meds) if len(meds) >= 2 else None
+
+
+def gap(med: float | None, fast: float | None, spread: float | None) -> str:
+    """'-' when mallard is at least the fastest peer; else the shortfall, and whether the
+    spread of mallard's own configurations covers it."""
+    if not med or not fast or med >= fast:
+        return "-"
+    short = fast / med
+    verdict = "noise" if spread is not None and spread >= short else "beyond the spread"
+    return f"{short - 1:.0%} ({verdict})"
 
 
 def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, float],
@@ -79,9 +101,13 @@ def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, f
            f"larson: treat it as indicative, and compare with the A/A figures in "
            f"runner/README.md before believing a difference.", "",
            "Summary: mallard's default configuration against the fastest peer (ops/s) and "
-           "against jemalloc (peak RSS).", "",
+           "against jemalloc (peak RSS). `spread`: the largest over the smallest median of "
+           "mallard's own three configurations (default, ring, naive), the noise floor where "
+           "they run the same code (one thread: no other thread meets the transfer cache); "
+           "`gap`: how far mallard's default is below the fastest peer, `noise` when the "
+           "spread is at least as large.", "",
            "| workload | params | threads | mallard ops/s | fastest peer | mallard / fastest | "
-           "RSS mallard / jemalloc |", "|---|---|---:|---:|---|---:|---:|"]
+           "spread | gap | RSS mallard / jemalloc |", "|---|---|---:|---:|---|---:|---:|---|---:|"]
     summary: list[str] = []
     full = ["", "| workload | params | threads | allocator | ops/s (median) | vs glibc | "
             "vs fastest peer | peak RSS (median) | ok / n |",
@@ -97,10 +123,12 @@ def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, f
             med = mallard.median("ops_per_sec")
             rss = mallard.median("max_rss_bytes")
             je_rss = je.median("max_rss_bytes") if je else None
+            spread = variant_spread([c for c in cells if c.name == "mallard"])
             summary.append(
                 f"| {mallard.workload} | {short_case(mallard)} | {mallard.params.get('threads')} | "
                 f"{'-' if med is None else f'{med:,.0f}'} | {fastest.name} | "
                 f"{'-' if not med or not fast else f'{med / fast:.2f}x'} | "
+                f"{'-' if spread is None else f'{spread:.2f}x'} | {gap(med, fast, spread)} | "
                 f"{'-' if not rss or not je_rss else f'{rss / je_rss:.2f}x'} |")
         for c in order:
             med = c.median("ops_per_sec")

@@ -159,34 +159,36 @@ static void mld_heap_release_page(mld_heap_t* h, mld_page_t* page) {
 /* A block of our page was just pushed onto its free list: a page on the
  * full list is available again, an empty one goes back to its segment
  * unless it is the class's only available page. */
-static void mld_heap_page_fixup(mld_heap_t* h, mld_page_t* page) {
+static MLD_NOINLINE void mld_heap_page_fixup(mld_heap_t* h, mld_page_t* page) {
   unsigned c = page->size_class;
+  int saved = errno;   /* the direct free path calls this from free */
   if (page->in_full) {
     _mld_page_list_remove(&h->full[c], page);
     page->in_full = 0;
     _mld_page_list_push_back(&h->avail[c], page);
   }
   if (page->used == 0 && h->avail[c].count > 1) mld_heap_release_page(h, page);
+  errno = saved;
+}
+
+/* One block back to its page (page: the block's page). The common case -
+ * our page, neither on the full list nor left empty - is a push onto its
+ * free list and a decrement. */
+static inline void mld_heap_return_to(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
+  if (mld_unlikely(atomic_load_explicit(&page->owner, memory_order_relaxed) != h)) {
+    _mld_page_free_remote(page, b);
+    return;
+  }
+  b->next = page->free;
+  page->free = b;
+  if (mld_unlikely((--page->used == 0) | page->in_full)) mld_heap_page_fixup(h, page);
 }
 
 /* n blocks back to their pages (the transfer cache was full, or a bin is
- * drained): the common case - our page, neither on the full list nor left
- * empty - is a push onto its free list and a decrement, with the page
- * found through the segment byte map (no segment header read). This is
- * the path most frees of a burst take when the burst overflows the
- * transfer cache (fragmentation: 78 k of 100 k frees). */
+ * drained), each page found through the segment byte map (no segment
+ * header read). */
 static void mld_heap_return_blocks(mld_heap_t* h, void** batch, unsigned n) {
-  for (unsigned i = 0; i < n; i++) {
-    mld_block_t* b = (mld_block_t*)batch[i];
-    mld_page_t* page = mld_page_of_known(b);
-    if (mld_unlikely(atomic_load_explicit(&page->owner, memory_order_relaxed) != h)) {
-      _mld_page_free_remote(page, b);
-      continue;
-    }
-    b->next = page->free;
-    page->free = b;
-    if (mld_unlikely((--page->used == 0) | page->in_full)) mld_heap_page_fixup(h, page);
-  }
+  for (unsigned i = 0; i < n; i++) mld_heap_return_to(h, mld_page_of_known(batch[i]), (mld_block_t*)batch[i]);
 }
 
 /* page was just taken over from the central list (owner is h). */
@@ -198,24 +200,47 @@ void _mld_heap_adopted(mld_heap_t* h, mld_page_t* page) {
 }
 
 /* The newest n blocks of a stack go to the transfer cache, or, when that
- * is full, back to their pages. */
-static void mld_heap_release(mld_heap_t* h, unsigned c, mld_stack_t* s, uint32_t n) {
+ * is full, back to their pages (then false). */
+static bool mld_heap_release(mld_heap_t* h, unsigned c, mld_stack_t* s, uint32_t n) {
   void** batch = s->top - n;
-  if (_mld_transfer_insert(h->stats, c, batch, n)) {
+  bool hit = _mld_transfer_insert(h->stats, c, batch, n);
+  if (hit) {
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
   } else {
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
     mld_heap_return_blocks(h, batch, n);
   }
   s->top = batch;
+  return hit;
 }
 
-/* The bin of class c is over its limit: release one batch (the newest). */
-void _mld_heap_flush(mld_heap_t* h, unsigned c) {
+/* The bin of class c is over its limit: release one batch (the newest).
+ * When the transfer cache refuses it (full: a burst of frees, as in
+ * fragmentation), the next overflows - up to four batches' worth - each
+ * send only the block just freed to its page, while its cache line is
+ * still hot, instead of a batch that reaches the pages later, after its
+ * lines left the cache (a write miss each), and after a locked look at a
+ * cache that is still full. A refill from the transfer cache (room again)
+ * ends it early. */
+static MLD_NOINLINE void mld_heap_flush_batch(mld_heap_t* h, unsigned c) {
   int saved = errno;   /* free preserves errno, whatever the slow path does */
   _mld_heap_publish(h);
-  mld_heap_release(h, c, &h->bins[c].own, _mld_classes[c].batch);
+  if (!mld_heap_release(h, c, &h->bins[c].own, _mld_classes[c].batch))
+    h->bins[c].direct = (uint16_t)(4u * _mld_classes[c].batch);
   errno = saved;
+}
+
+/* page: the page of the block just pushed (free has it at hand). The
+ * direct case saves no register: the batch case is a call apart. */
+void _mld_heap_flush(mld_heap_t* h, unsigned c, mld_page_t* page) {
+  mld_bin_t* bin = &h->bins[c];
+  if (bin->direct == 0) {
+    mld_heap_flush_batch(h, c);
+    return;
+  }
+  bin->direct--;
+  mld_counter_add(&h->stats[MLD_STAT_direct_frees], 1);
+  mld_heap_return_to(h, page, (mld_block_t*)*--bin->own.top);
 }
 
 /* Bin c's foreign blocks are over max: their newest batch goes the same way. */
@@ -229,7 +254,7 @@ void _mld_heap_flush_foreign(mld_heap_t* h, unsigned c) {
 /* A block that is now ours (a page just adopted) into bin c. */
 void _mld_heap_push_local(mld_heap_t* h, unsigned c, mld_block_t* b) {
   h->hot.frees++;
-  if (mld_stack_push(&h->bins[c].own, b)) _mld_heap_flush(h, c);
+  if (mld_stack_push(&h->bins[c].own, b)) _mld_heap_flush(h, c, mld_page_of_known(b));
 }
 
 /* ---- refilling a bin ------------------------------------------------------ */
@@ -297,6 +322,7 @@ bool _mld_heap_refill(mld_heap_t* h, unsigned c) {
   if ((n = _mld_transfer_remove(h->stats, c, bin->own.base, n)) != 0) {   /* the bin is empty */
     mld_counter_add(&h->stats[MLD_STAT_transfer_remove_hits], 1);
     bin->own.top = bin->own.base + n;
+    bin->direct = 0;   /* the transfer cache has room again */
     return true;
   }
   mld_counter_add(&h->stats[MLD_STAT_transfer_remove_misses], 1);

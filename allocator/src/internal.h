@@ -64,7 +64,8 @@ enum { MLD_KIND_SMALL = 0, MLD_KIND_MEDIUM = 1, MLD_KIND_HUGE = 2, MLD_KINDS = 2
   X(pages_fresh) X(pages_reclaimed) X(pages_abandoned)                      \
   X(pages_released) X(huge_allocs) X(huge_frees) X(heap_collects)         \
   X(transfer_insert_inflight_misses) X(transfer_remove_inflight_misses)     \
-  X(transfer_waits) X(transfer_commit_waits) X(transfer_yields) X(transfer_sleeps)
+  X(transfer_waits) X(transfer_commit_waits) X(transfer_yields) X(transfer_sleeps) \
+  X(direct_frees)
 
 #define MLD_GLOBAL_STATS(X)                                                 \
   X(bytes_mapped) X(peak_bytes_mapped) X(bytes_purged) X(segments_mapped)   \
@@ -202,8 +203,13 @@ static inline uint32_t mld_stack_count(const mld_stack_t* s) { return (uint32_t)
 typedef struct mld_bin_s {
   mld_stack_t own;
   uint32_t foreign_take;       /* half a batch; 0 only in the empty heap */
-  uint32_t max;
+  uint16_t max;
+  /* > 0: the class's transfer cache was found full; this many more
+   * overflows each send the block just freed straight to its page (see
+   * _mld_heap_flush) before a batch tries the transfer cache again */
+  uint16_t direct;
 } mld_bin_t;
+_Static_assert(sizeof(mld_bin_t) == 32, "a bin is 32 bytes: free indexes the bins with one shift");
 
 /* A block of another thread's page freed here (MALLARD_REMOTE=bin) while
  * the bin is empty waits on a stack of its own (mld_heap_t.foreign), not
@@ -266,7 +272,7 @@ extern MLD_HIDDEN __thread uint8_t _mld_heap_exited __attribute__((tls_model("in
 
 MLD_HIDDEN mld_heap_t* _mld_heap_thread_init(void);
 MLD_HIDDEN bool _mld_heap_refill(mld_heap_t* h, unsigned c);
-MLD_HIDDEN void _mld_heap_flush(mld_heap_t* h, unsigned c);
+MLD_HIDDEN void _mld_heap_flush(mld_heap_t* h, unsigned c, mld_page_t* page);   /* page: the pushed block's */
 MLD_HIDDEN void _mld_heap_flush_foreign(mld_heap_t* h, unsigned c);
 MLD_HIDDEN void _mld_heap_push_local(mld_heap_t* h, unsigned c, mld_block_t* b);
 MLD_HIDDEN void _mld_heap_abandon(mld_heap_t* h);
@@ -320,7 +326,7 @@ MLD_HIDDEN void _mld_central_fork_child(void);
 /* One byte per 4 MiB of the address space (64 MiB of zero-page-backed bss,
  * touched only where segments are): 0, or the page shift of the segment
  * that starts there (63 for a huge block's). */
-extern MLD_HIDDEN _Atomic(uint8_t) _mld_segmap[((size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)) + 1];
+extern MLD_HIDDEN _Atomic(uint8_t) _mld_segmap[(size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)];
 MLD_HIDDEN void _mld_segment_init(void);
 MLD_HIDDEN mld_page_t* _mld_segment_page_alloc(unsigned kind);
 MLD_HIDDEN void _mld_segment_page_free(mld_page_t* page);
@@ -339,11 +345,12 @@ MLD_HIDDEN void _mld_segment_fork_child(void);
  * gives their page shift, so the segment header is not read. */
 static inline mld_page_t* mld_page_of(const void* p) {
   uintptr_t a = (uintptr_t)p;
-  /* NULL and addresses past the map in one test (NULL wraps around): free
-   * takes NULL to its slow path, which returns; a = 2^48 passes and reads
-   * the map's last byte, always 0 */
-  if (mld_unlikely((a - 1) >> MLD_VA_BITS)) return NULL;
-  unsigned shift = atomic_load_explicit(&_mld_segmap[a >> MLD_SEGMENT_SHIFT], memory_order_relaxed);
+  /* one test for addresses past the map, on the index the load needs
+   * anyway; NULL reads entry 0 (no segment starts at 0) and takes free to
+   * its slow path, which returns */
+  uintptr_t i = a >> MLD_SEGMENT_SHIFT;
+  if (mld_unlikely(i >= ((uintptr_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)))) return NULL;
+  unsigned shift = atomic_load_explicit(&_mld_segmap[i], memory_order_relaxed);
   if (mld_unlikely(shift == 0)) return NULL;
   /* &seg->pages[i], as one address: helps the compiler keep one base */
   uintptr_t page = (a & ~MLD_SEGMENT_MASK) + offsetof(mld_segment_t, pages) +
@@ -517,7 +524,7 @@ static inline void mld_free_block_inline(void* p) {
      * then the next malloc would hand out exactly this block (the
      * cache-scratch case), so it waits on the foreign stack */
     if (mld_likely(bin->own.top != bin->own.base)) {
-      if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c);
+      if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c, page);
     } else if (mld_unlikely(mld_stack_push(&h->foreign[c], b))) {
       _mld_heap_flush_foreign(h, c);
     }
@@ -525,7 +532,7 @@ static inline void mld_free_block_inline(void* p) {
   }
   mld_block_mark(b, cookie);
   h->hot.frees++;
-  if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c);
+  if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c, page);
 }
 
 /* Every path that frees a block comes through here: free, cfree, realloc,

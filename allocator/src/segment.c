@@ -15,7 +15,7 @@
 
 #include <string.h>
 
-MLD_HIDDEN _Atomic(uint8_t) _mld_segmap[((size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)) + 1];  /* + 1: see mld_page_of */
+MLD_HIDDEN _Atomic(uint8_t) _mld_segmap[(size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)];
 
 typedef struct mld_kind_state_s {
   mld_page_list_t committed;   /* free pages still holding memory; most recent first */

@@ -20,7 +20,7 @@
  *   transfer cache), malloc in between (taking foreign stacks), and exit
  *   with full stacks (drained at exit); every block's contents are
  *   checked. Built twice, like stress.c: preloaded, and with
- *   -DFOREIGN_DIRECT against mallard_tsan under ThreadSanitizer. */
+ *   -DMLD_TEST_TSAN against mallard_tsan under ThreadSanitizer. */
 #include "check.h"
 
 #include <pthread.h>
@@ -28,22 +28,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#ifdef FOREIGN_DIRECT
-#include "mallard.h"
-#ifndef __SANITIZE_THREAD__
-#error "the direct (mallard_tsan) build must be compiled with -fsanitize=thread"
-#endif
-#define MALLOC mld_malloc
-#define FREE mld_free
-#define STAT_GET mld_stat_get
-#else
-#define MALLOC malloc
-#define FREE free
-static long long STAT_GET(const char* name) { return mallard_stat_fn()(name); }
-#endif
+#include "tagged.h"
 
 static long n_threads = 4, n_rounds = 200;
-static _Atomic long failures;
 
 /* ---- stacks --------------------------------------------------------------- */
 
@@ -162,31 +149,10 @@ static void reuse(void) {
 /* ---- stress -------------------------------------------------------------- */
 
 enum { SLOTS = 4096, BURST = 300 };
-typedef struct blk {
-  uint64_t tag;
-  uint32_t size;
-} blk;
 static _Atomic(blk*) slots[SLOTS];
 
 static blk* make(uint64_t* rng) {
-  uint32_t size = (uint32_t)(16 + next_rand(rng) % 1024);
-  blk* b = MALLOC(size);
-  if (!b) {
-    atomic_fetch_add(&failures, 1);
-    return NULL;
-  }
-  b->size = size;
-  b->tag = next_rand(rng);
-  ((unsigned char*)b)[size - 1] = (unsigned char)b->tag;
-  return b;
-}
-
-static void drop(blk* b) {
-  if (((unsigned char*)b)[b->size - 1] != (unsigned char)b->tag) {
-    fprintf(stderr, "block %p (size %u) corrupted\n", (void*)b, b->size);
-    atomic_fetch_add(&failures, 1);
-  }
-  FREE(b);
+  return make_sized(rng, (uint32_t)(16 + next_rand(rng) % 1024));
 }
 
 static void* stresser(void* arg) {
@@ -211,16 +177,8 @@ static void* stresser(void* arg) {
 
 static void stress(void) {
   long long remote0 = STAT_GET("remote_frees");
-  for (long gen = 0; gen < 3; gen++) {   /* generations: heaps that exit and new ones */
-    pthread_t t[64];
-    for (long i = 0; i < n_threads; i++)
-      REQUIRE(pthread_create(&t[i], NULL, stresser, (void*)(uintptr_t)(gen * 64 + i)) == 0);
-    for (long i = 0; i < n_threads; i++) REQUIRE(pthread_join(t[i], NULL) == 0);
-  }
-  for (int i = 0; i < SLOTS; i++) {
-    blk* b = atomic_exchange(&slots[i], NULL);
-    if (b) drop(b);
-  }
+  run_generations(stresser, 3, n_threads);   /* heaps that exit and new ones */
+  drain_slots(slots, SLOTS);
   CHECK(STAT_GET("remote_frees") > remote0);
 }
 
@@ -228,7 +186,7 @@ int main(int argc, char** argv) {
   if (argc > 1) n_threads = atol(argv[1]);
   if (argc > 2) n_rounds = atol(argv[2]);
   REQUIRE(n_threads >= 2 && n_threads <= 64 && n_rounds > 0);
-#ifndef FOREIGN_DIRECT
+#ifndef MLD_TEST_TSAN
   mallard_require_active("foreign");
 #endif
   stacks();

@@ -49,3 +49,24 @@ def test_noise_block_replaced_between_markers(tmp_path):
     readme.write_text(f"# R\n\n{noise.BEGIN}\nold\n{noise.END}\n\n## After\n")
     noise.write_block("new figures", readme)
     assert readme.read_text() == f"# R\n\n{noise.BEGIN}\nnew figures\n{noise.END}\n\n## After\n"
+
+
+def test_allocator_bench_covers_full_transfer_and_redis_at_1_and_2_threads():
+    from mallard_runner.settings import RunnerSettings
+    from mallard_runner.suites import load_suite
+
+    suites = RunnerSettings().suites_dir
+    suite = bench.bench_suite(suites, trials=7)
+    expected = set(load_suite("full", suites).workloads) | {"transfer", "redis"}
+    assert set(suite.workloads) == expected
+    for name, wl in suite.workloads.items():
+        assert set(wl.threads or []) <= {1, 2}, name
+    assert suite.workloads["redis"].threads == [1, 2]
+    assert suite.trials == 7 and "mallard" in suite.allocators
+
+
+def test_allocator_gap_is_noise_only_within_the_variants_spread():
+    assert bench.gap(100.0, 90.0, 1.05) == "-"                       # mallard ahead
+    assert bench.gap(90.0, 100.0, 1.2) == "11% (noise)"              # 1.11x short, spread 1.2x
+    assert bench.gap(50.0, 100.0, 1.2) == "100% (beyond the spread)"
+    assert bench.gap(90.0, 100.0, None) == "11% (beyond the spread)"
