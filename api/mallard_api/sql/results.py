@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from mallard_api.models.core import Measure
 from mallard_api.params import params_key, params_sha256
+from mallard_api.sql import ids
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql
 
@@ -88,14 +89,18 @@ def ensure_workloads(session: Session, wanted: dict[tuple[str, str], dict[str, A
                                                    "sha": [k[1] for k in keys]})
         return {(str(r.name), str(r.params_sha256)): int(r.id) for r in rows}
 
-    found = select(sorted(wanted))
-    missing = sorted(set(wanted) - set(found))
-    if missing:
-        session.execute(_INSERT_WORKLOADS, {
-            "name": [k[0] for k in missing], "sha": [k[1] for k in missing],
-            "params": [params_key(wanted[k]) for k in missing],
-            "threads": [_threads(wanted[k]) for k in missing]})
-        found.update(select(missing))
+    remembered, unknown = ids.known(session, "workload", wanted)
+    found = dict(remembered)
+    if unknown:
+        found.update(select(sorted(unknown)))
+        missing = sorted(set(wanted) - set(found))
+        if missing:
+            session.execute(_INSERT_WORKLOADS, {
+                "name": [k[0] for k in missing], "sha": [k[1] for k in missing],
+                "params": [params_key(wanted[k]) for k in missing],
+                "threads": [_threads(wanted[k]) for k in missing]})
+            found.update(select(missing))
+        ids.remember(session, "workload", {k: found[k] for k in unknown})
     return {k: found[k] for k in wanted}
 
 
@@ -124,11 +129,15 @@ def ensure_allocators(session: Session, wanted: set[AllocKey]) -> dict[AllocKey,
         return {tuple(r[1:]): int(r[0])
                 for r in session.execute(_SELECT_ALLOCATORS, args(keys))}
 
-    found = select(sorted(wanted))
-    missing = sorted(wanted - set(found))
-    if missing:
-        session.execute(_INSERT_ALLOCATORS, args(missing))
-        found.update(select(missing))
+    remembered, unknown = ids.known(session, "allocator", wanted)
+    found = dict(remembered)
+    if unknown:
+        found.update(select(sorted(unknown)))
+        missing = sorted(wanted - set(found))
+        if missing:
+            session.execute(_INSERT_ALLOCATORS, args(missing))
+            found.update(select(missing))
+        ids.remember(session, "allocator", {k: found[k] for k in unknown})
     return {k: found[k] for k in wanted}
 
 
@@ -139,6 +148,44 @@ def ensure_measures(session: Session, names: set[str]) -> None:
         session.execute(insert(Measure).values([{"name": n} for n in sorted(new)])
                         .on_conflict_do_nothing(index_elements=[Measure.name]))
         known.update(new)
+
+
+def project_id(session: Session, name: str) -> int | None:
+    found = ids.one(session, "project", name)
+    if found is None:
+        found = project_sql.id_of(session, name)
+        if found is not None:
+            ids.remember(session, "project", {name: found})
+    return found
+
+
+def ensure_testbed(session: Session, testbed: dict[str, Any]) -> int:
+    fp, _ = runner_sql.fingerprint(testbed)
+    found = ids.one(session, "testbed", fp)
+    if found is None:
+        found = runner_sql.ensure_testbed(session, testbed)
+        ids.remember(session, "testbed", {fp: found})
+    return found
+
+
+def ensure_branch(session: Session, project_id: int, name: str) -> int:
+    found = ids.one(session, "branch", (project_id, name))
+    if found is None:
+        found = project_sql.ensure_branch_id(session, project_id, name)
+        ids.remember(session, "branch", {(project_id, name): found})
+    return found
+
+
+def ensure_commits(session: Session, project_id: int, shas: set[str]) -> dict[str, int]:
+    """sha -> commit id, inserting the commits not known yet (with no details)."""
+    remembered, unknown = ids.known(session, "commit", [(project_id, sha) for sha in shas])
+    found = {sha: i for (_, sha), i in remembered.items()}
+    if unknown:
+        new = project_sql.upsert_commits(session, project_id, [
+            project_sql.CommitInfo(sha=sha) for _, sha in sorted(unknown)])
+        found.update(new)
+        ids.remember(session, "commit", {(project_id, sha): i for sha, i in new.items()})
+    return found
 
 
 def _alloc_key(t: TrialIn) -> AllocKey:
@@ -152,10 +199,10 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     """Store the trials; return (ids of the newly stored trials, number of duplicates)."""
     if not body.trials:
         return [], 0
-    testbed_id = runner_sql.ensure_testbed(session, body.testbed.model_dump())
+    testbed_id = ensure_testbed(session, body.testbed.model_dump())
     branch_id = None
     if project_id is not None and body.branch:
-        branch_id = project_sql.ensure_branch_id(session, project_id, body.branch)
+        branch_id = ensure_branch(session, project_id, body.branch)
 
     wkeys = [(t.workload.name, params_sha256(t.workload.params), t.workload.params)
              for t in body.trials]
@@ -165,9 +212,8 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     allocators = ensure_allocators(session, {_alloc_key(t) for t in body.trials})
     commits: dict[str, int] = {}
     if project_id is not None:
-        shas = sorted({t.allocator.commit for t in body.trials if t.allocator.commit})
-        commits = project_sql.upsert_commits(
-            session, project_id, [project_sql.CommitInfo(sha=sha) for sha in shas])
+        commits = ensure_commits(
+            session, project_id, {t.allocator.commit for t in body.trials if t.allocator.commit})
     ensure_measures(session, {m for t in body.trials for m in t.measures})
 
     # Peers (no commit of their own) belong to the commit they ran beside: the head's.
@@ -193,11 +239,14 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
 
 def stage(session: Session, rows: list[tuple[Any, ...]]) -> None:
     """COPY the rows into this connection's `trials_in` (created if this connection has
-    none yet, or lost it when the transaction that made it rolled back)."""
+    none yet, or lost it when the transaction that made it rolled back: it is known to
+    exist once that transaction committed)."""
     conn = session.connection()
-    conn.exec_driver_sql(CREATE_STAGE)
     raw = conn.connection.driver_connection
     assert isinstance(raw, psycopg.Connection)
+    if not ids.staged(raw):
+        conn.exec_driver_sql(CREATE_STAGE)
+        ids.stage_created(session, raw)
     with raw.cursor() as cur, cur.copy(COPY_STAGE) as copy:
         copy.set_types(list(STAGE_TYPES))
         for row in rows:
