@@ -62,16 +62,18 @@ AllocKey = tuple[str, str, str, str, str, str]
 _known_measures: dict[str, set[str]] = {}  # database URL -> measure names seen
 
 
-# Read what exists; insert only what is missing, then read those again in a statement of
-# their own: a row that a concurrent post inserted (our insert waited for it, then
-# skipped it) is visible only to a statement that starts after that post committed. The
-# usual post (everything known) is one statement per table.
+# Read what exists; insert only what is missing (the insert returns the rows it made),
+# then read the rest again in a statement of its own: a row that a concurrent post
+# inserted (our insert waited for it, then skipped it) is visible only to a statement
+# that starts after that post committed. Rows seen by a committed post are remembered
+# (sql/ids.py): the usual post reads none of these tables.
 _INSERT_WORKLOADS = text("""
 INSERT INTO workloads (name, params_sha256, params, threads)
 SELECT u.name, u.sha, CAST(u.params AS jsonb), u.threads
 FROM unnest(CAST(:name AS text[]), CAST(:sha AS text[]), CAST(:params AS text[]),
             CAST(:threads AS integer[])) AS u(name, sha, params, threads)
 ON CONFLICT (name, params_sha256) DO NOTHING
+RETURNING id, name, params_sha256
 """)
 _SELECT_WORKLOADS = text("""
 SELECT w.id, w.name, w.params_sha256 FROM workloads w
@@ -95,11 +97,13 @@ def ensure_workloads(session: Session, wanted: dict[tuple[str, str], dict[str, A
         found.update(select(sorted(unknown)))
         missing = sorted(set(wanted) - set(found))
         if missing:
-            session.execute(_INSERT_WORKLOADS, {
+            rows = session.execute(_INSERT_WORKLOADS, {
                 "name": [k[0] for k in missing], "sha": [k[1] for k in missing],
                 "params": [params_key(wanted[k]) for k in missing],
                 "threads": [_threads(wanted[k]) for k in missing]})
-            found.update(select(missing))
+            found.update({(str(r.name), str(r.params_sha256)): int(r.id) for r in rows})
+            if set(missing) - set(found):  # inserted meanwhile by a concurrent post
+                found.update(select(sorted(set(missing) - set(found))))
         ids.remember(session, "workload", {k: found[k] for k in unknown})
     return {k: found[k] for k in wanted}
 
@@ -112,6 +116,7 @@ _INSERT_ALLOCATORS = text(f"""
 INSERT INTO allocators (name, commit_sha, variant, build_flags, compiler, library_sha256)
 SELECT * FROM {_UNNEST_ALLOCATORS}
 ON CONFLICT (name, commit_sha, variant, build_flags, compiler, library_sha256) DO NOTHING
+RETURNING id, name, commit_sha, variant, build_flags, compiler, library_sha256
 """)
 _SELECT_ALLOCATORS = text(f"""
 SELECT a.id, a.name, a.commit_sha, a.variant, a.build_flags, a.compiler, a.library_sha256
@@ -135,8 +140,10 @@ def ensure_allocators(session: Session, wanted: set[AllocKey]) -> dict[AllocKey,
         found.update(select(sorted(unknown)))
         missing = sorted(wanted - set(found))
         if missing:
-            session.execute(_INSERT_ALLOCATORS, args(missing))
-            found.update(select(missing))
+            found.update({tuple(r[1:]): int(r[0])
+                          for r in session.execute(_INSERT_ALLOCATORS, args(missing))})
+            if set(missing) - set(found):  # inserted meanwhile by a concurrent post
+                found.update(select(sorted(set(missing) - set(found))))
         ids.remember(session, "allocator", {k: found[k] for k in unknown})
     return {k: found[k] for k in wanted}
 
