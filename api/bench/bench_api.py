@@ -14,8 +14,11 @@
    60) of reads, claims with 20-trial result posts, and pushes; reports errors and the
    p50/p95/p99 latency of each kind.
 
-Prints a Markdown table (and writes it to api/bench/last_run.md). A benchmark, not a
-test: nothing here passes or fails on a timing.
+Prints a Markdown table, writes it to api/bench/last_run.md and between the bench-api
+markers of api/README.md (--no-readme: not there). Besides wall-clock figures, the CPU
+time per post and per series query of the API process and of PostgreSQL (from /proc),
+which depend much less on whatever else the machine runs. A benchmark, not a test:
+nothing here passes or fails on a timing.
 """
 
 from __future__ import annotations
@@ -224,6 +227,23 @@ def series_queries(base: str, token: str, n: int) -> list[float]:
     return out
 
 
+BEGIN, END = "<!-- bench-api: begin -->", "<!-- bench-api: end -->"
+
+
+def write_readme(readme: Path, table: str, args: str) -> None:
+    """Put the run's table between the markers of `readme` (api/README.md, "Benchmark")."""
+    text = readme.read_text()
+    if BEGIN not in text or END not in text:
+        print(f"bench: {readme} has no {BEGIN} ... {END} markers; table not written")
+        return
+    command = "make bench-api" + (f' ARGS="{args}"' if args else "")
+    body = (f"{BEGIN}\nCommand: `flock /tmp/mallard-bench.lock {command}` (written by the run "
+            f"itself).\n\n{table}\n{END}")
+    head, rest = text.split(BEGIN, 1)
+    readme.write_text(head + body + rest.split(END, 1)[1])
+    print(f"bench: table written into {readme}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=1_000_000)
@@ -242,6 +262,10 @@ def main() -> int:
                     help="which of ingest, series, mixed to run (comma-separated)")
     ap.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     ap.add_argument("--out", type=Path, default=ROOT / "api" / "bench" / "last_run.md")
+    ap.add_argument("--readme", type=Path, default=ROOT / "api" / "README.md",
+                    help="the README whose bench-api markers get the table")
+    ap.add_argument("--no-readme", dest="readme", action="store_const", const=None,
+                    help="do not write the table into the README")
     ap.add_argument("--keep", type=Path, default=None,
                     help="keep the database in this folder (reused, not reloaded, next time)")
     args = ap.parse_args()
@@ -295,9 +319,13 @@ def main() -> int:
             # the analysis queued by the posts, done before the CPU is counted
             wait_analysis(plain)
             ingest_cpu = {k: mixed_load.tree_cpu(p) - before[k] for k, p in parts.items()}
+        series_cpu: dict[str, float] = {}
         if "series" in phases:
             print(f"bench: series queries x {args.queries} ...", flush=True)
+            before = {k: mixed_load.tree_cpu(p) for k, p in parts.items()}
             lat = series_queries(base, token, args.queries)
+            series_cpu = {k: (mixed_load.tree_cpu(p) - before[k]) / (len(lat) + 5)
+                          for k, p in parts.items()}
         mixed_rows: list[str] = []
         if "mixed" in phases:
             print(f"bench: mixed load, {args.mixed_clients} clients for "
@@ -347,11 +375,15 @@ def main() -> int:
             f"| series query p50 / p95 / p99 ({len(ms)} queries, {args.commits} commits x "
             f"{points // max(1, args.commits)} trials per point) | {statistics.median(ms):.1f} ms "
             f"/ **{pct(ms, 95):.1f} ms** / {pct(ms, 99):.1f} ms |",
+            "| CPU per series query | " + (", ".join(
+                f"{name} {1000 * sec:.1f} ms" for name, sec in series_cpu.items()) or "-") + " |",
             *mixed_rows,
         ])
         print()
         print(table)
         args.out.write_text(table + "\n")
+        if args.readme is not None:
+            write_readme(args.readme, table, " ".join(sys.argv[1:]))
         return 0
     finally:
         if api is not None:

@@ -4,8 +4,8 @@ their webhook events.
 
 For a ``commit`` job (or results without a job) on a tracked branch, every series the new
 trials touched (project x branch x workload x params x allocator x variant x testbed x
-measure, head trials only) is read per commit (the core's ``sql.series``: per-commit
-medians in branch order) and searched with `changepoints`. Every
+measure, head trials only) is read per commit (the core's ``sql.series.medians``:
+per-commit medians in branch order) and searched with `changepoints`. Every
 confirmed change point is recorded once (``change_points``); one in the bad direction
 opens an alert, unless the series already has an alert whose first bad commit lies within
 ``min_segment`` commits of it (the same change seen one commit earlier or later as history
@@ -56,15 +56,14 @@ def detect_changes(session: Session, trial_ids: list[int], settings: Settings | 
     for s in alert_sql.touched_series(session, trial_ids):
         if unjudged_reason(s.measure, s.emulated):  # a timing under emulation: never judged
             continue
-        points = series_sql.series(
+        points = series_sql.medians(
             session, branch_id=s.branch_id, workload=s.workload, params_sha=s.params_sha,
             threads=None, allocator=s.allocator, variant=s.variant, measure=s.measure,
             arch=s.arch, testbed=s.testbed_fingerprint)
-        points = [p for p in points if p["median"] is not None]
         if len(points) < 2 * cpol.min_segment:
             continue
-        commits = [p["commit_sha"] for p in points]
-        values = [float(p["median"]) for p in points]
+        commits = [sha for sha, _ in points]
+        values = [median for _, median in points]
         known = alert_sql.measure_direction(session, s.measure)
         hib = known if known is not None else higher_is_better(s.measure)
         changes = changepoints.detect(commits, values, higher_is_better=hib, policy=cpol,

@@ -21,7 +21,6 @@ from mallard_api.metrics import TRIALS_INGESTED
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.core import ResultsOut
 from mallard_api.sql import jobs as job_sql
-from mallard_api.sql import projects as project_sql
 from mallard_api.sql import results as sql
 from mallard_api.sql import runners as runner_sql
 
@@ -93,7 +92,7 @@ def post_results(body: ResultsIn, request: Request, session: DB, p: RunnerOrAdmi
     runner_id = poster(session, p, body)
     project_id = None
     if body.project is not None:
-        project_id = project_sql.id_of(session, body.project)
+        project_id = sql.project_id(session, body.project)
         if project_id is None:
             raise field_error(422, ["body", "project"], f"no project named '{body.project}'")
     job = None

@@ -15,7 +15,6 @@ from mallard_api.errors import StrictJsonRoute, printable, strict_json
 from mallard_api.params import params_sha256
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.core import SeriesOut
-from mallard_api.sql import projects as project_sql
 from mallard_api.sql import series as sql
 
 router = APIRouter(prefix="/series", tags=["series"], route_class=StrictJsonRoute,
@@ -56,23 +55,21 @@ def get_series(
             raise field_error(422, ["query", "params"], printable(
                 f"must be a JSON object of workload params ({exc})")) from exc
         params_sha = params_sha256(parsed)
-    proj = project_sql.get(session, project)
-    if proj is None:
+    ref = sql.branch_ref(session, project, branch)
+    if ref is None:
         raise field_error(404, ["query", "project"], f"no project named '{project}'",
                           "not_found")
-    branch_name = branch or proj.default_branch
-    b = project_sql.get_branch(session, proj, branch_name)
-    if b is None:
-        raise field_error(404, ["query", "branch"], f"no branch '{branch_name}' in '{project}'",
+    if ref.branch_id is None:
+        raise field_error(404, ["query", "branch"], f"no branch '{ref.branch}' in '{project}'",
                           "not_found")
     v = "" if variant in (None, "", "default") else variant
-    points = sql.series_json(session, branch_id=b.id, workload=workload, params_sha=params_sha,
-                        threads=threads, allocator=allocator, variant=v or "", measure=measure,
-                        arch=arch, testbed=testbed)
-    unit, higher = sql.measure_info(session, measure)
+    found = sql.answer(session, branch_id=ref.branch_id, workload=workload,
+                       params_sha=params_sha, threads=threads, allocator=allocator,
+                       variant=v or "", measure=measure, arch=arch, testbed=testbed)
     # SeriesOut, its points already JSON (built by PostgreSQL): a 1000-commit answer is
     # ~0.5 MB that Python would otherwise decode, validate and encode again.
-    head = json.dumps(dict(project=proj.name, branch=b.name, workload=workload,
-                           measure=measure, unit=unit, higher_is_better=higher,
-                           allocator=allocator, variant=v or "default"))
-    return Response(f'{head[:-1]}, "points": {points}}}', media_type="application/json")
+    head = json.dumps(dict(project=ref.project, branch=ref.branch, workload=workload,
+                           measure=measure, unit=found.unit,
+                           higher_is_better=found.higher_is_better, allocator=allocator,
+                           variant=v or "default"))
+    return Response(f'{head[:-1]}, "points": {found.points}}}', media_type="application/json")

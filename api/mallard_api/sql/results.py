@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import psycopg
-from mallard_wire.results import ResultsIn, TrialIn
+from mallard_wire.results import ResultsIn, TestbedFields, TrialIn
 from psycopg.types.json import Jsonb
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from mallard_api.models.core import Measure
 from mallard_api.params import params_key, params_sha256
+from mallard_api.sql import ids
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql
 
@@ -61,16 +62,18 @@ AllocKey = tuple[str, str, str, str, str, str]
 _known_measures: dict[str, set[str]] = {}  # database URL -> measure names seen
 
 
-# Read what exists; insert only what is missing, then read those again in a statement of
-# their own: a row that a concurrent post inserted (our insert waited for it, then
-# skipped it) is visible only to a statement that starts after that post committed. The
-# usual post (everything known) is one statement per table.
+# Read what exists; insert only what is missing (the insert returns the rows it made),
+# then read the rest again in a statement of its own: a row that a concurrent post
+# inserted (our insert waited for it, then skipped it) is visible only to a statement
+# that starts after that post committed. Rows seen by a committed post are remembered
+# (sql/ids.py): the usual post reads none of these tables.
 _INSERT_WORKLOADS = text("""
 INSERT INTO workloads (name, params_sha256, params, threads)
 SELECT u.name, u.sha, CAST(u.params AS jsonb), u.threads
 FROM unnest(CAST(:name AS text[]), CAST(:sha AS text[]), CAST(:params AS text[]),
             CAST(:threads AS integer[])) AS u(name, sha, params, threads)
 ON CONFLICT (name, params_sha256) DO NOTHING
+RETURNING id, name, params_sha256
 """)
 _SELECT_WORKLOADS = text("""
 SELECT w.id, w.name, w.params_sha256 FROM workloads w
@@ -88,14 +91,20 @@ def ensure_workloads(session: Session, wanted: dict[tuple[str, str], dict[str, A
                                                    "sha": [k[1] for k in keys]})
         return {(str(r.name), str(r.params_sha256)): int(r.id) for r in rows}
 
-    found = select(sorted(wanted))
-    missing = sorted(set(wanted) - set(found))
-    if missing:
-        session.execute(_INSERT_WORKLOADS, {
-            "name": [k[0] for k in missing], "sha": [k[1] for k in missing],
-            "params": [params_key(wanted[k]) for k in missing],
-            "threads": [_threads(wanted[k]) for k in missing]})
-        found.update(select(missing))
+    remembered, unknown = ids.known(session, "workload", wanted)
+    found = dict(remembered)
+    if unknown:
+        found.update(select(sorted(unknown)))
+        missing = sorted(set(wanted) - set(found))
+        if missing:
+            rows = session.execute(_INSERT_WORKLOADS, {
+                "name": [k[0] for k in missing], "sha": [k[1] for k in missing],
+                "params": [params_key(wanted[k]) for k in missing],
+                "threads": [_threads(wanted[k]) for k in missing]})
+            found.update({(str(r.name), str(r.params_sha256)): int(r.id) for r in rows})
+            if set(missing) - set(found):  # inserted meanwhile by a concurrent post
+                found.update(select(sorted(set(missing) - set(found))))
+        ids.remember(session, "workload", {k: found[k] for k in unknown})
     return {k: found[k] for k in wanted}
 
 
@@ -107,6 +116,7 @@ _INSERT_ALLOCATORS = text(f"""
 INSERT INTO allocators (name, commit_sha, variant, build_flags, compiler, library_sha256)
 SELECT * FROM {_UNNEST_ALLOCATORS}
 ON CONFLICT (name, commit_sha, variant, build_flags, compiler, library_sha256) DO NOTHING
+RETURNING id, name, commit_sha, variant, build_flags, compiler, library_sha256
 """)
 _SELECT_ALLOCATORS = text(f"""
 SELECT a.id, a.name, a.commit_sha, a.variant, a.build_flags, a.compiler, a.library_sha256
@@ -124,11 +134,17 @@ def ensure_allocators(session: Session, wanted: set[AllocKey]) -> dict[AllocKey,
         return {tuple(r[1:]): int(r[0])
                 for r in session.execute(_SELECT_ALLOCATORS, args(keys))}
 
-    found = select(sorted(wanted))
-    missing = sorted(wanted - set(found))
-    if missing:
-        session.execute(_INSERT_ALLOCATORS, args(missing))
-        found.update(select(missing))
+    remembered, unknown = ids.known(session, "allocator", wanted)
+    found = dict(remembered)
+    if unknown:
+        found.update(select(sorted(unknown)))
+        missing = sorted(wanted - set(found))
+        if missing:
+            found.update({tuple(r[1:]): int(r[0])
+                          for r in session.execute(_INSERT_ALLOCATORS, args(missing))})
+            if set(missing) - set(found):  # inserted meanwhile by a concurrent post
+                found.update(select(sorted(set(missing) - set(found))))
+        ids.remember(session, "allocator", {k: found[k] for k in unknown})
     return {k: found[k] for k in wanted}
 
 
@@ -139,6 +155,44 @@ def ensure_measures(session: Session, names: set[str]) -> None:
         session.execute(insert(Measure).values([{"name": n} for n in sorted(new)])
                         .on_conflict_do_nothing(index_elements=[Measure.name]))
         known.update(new)
+
+
+def project_id(session: Session, name: str) -> int | None:
+    found = ids.one(session, "project", name)
+    if found is None:
+        found = project_sql.id_of(session, name)
+        if found is not None:
+            ids.remember(session, "project", {name: found})
+    return found
+
+
+def ensure_testbed(session: Session, testbed: TestbedFields) -> int:
+    fp, _ = runner_sql.fingerprint(testbed)
+    found = ids.one(session, "testbed", fp)
+    if found is None:
+        found = runner_sql.ensure_testbed(session, testbed)
+        ids.remember(session, "testbed", {fp: found})
+    return found
+
+
+def ensure_branch(session: Session, project_id: int, name: str) -> int:
+    found = ids.one(session, "branch", (project_id, name))
+    if found is None:
+        found = project_sql.ensure_branch_id(session, project_id, name)
+        ids.remember(session, "branch", {(project_id, name): found})
+    return found
+
+
+def ensure_commits(session: Session, project_id: int, shas: set[str]) -> dict[str, int]:
+    """sha -> commit id, inserting the commits not known yet (with no details)."""
+    remembered, unknown = ids.known(session, "commit", [(project_id, sha) for sha in shas])
+    found = {sha: i for (_, sha), i in remembered.items()}
+    if unknown:
+        new = project_sql.upsert_commits(session, project_id, [
+            project_sql.CommitInfo(sha=sha) for _, sha in sorted(unknown)])
+        found.update(new)
+        ids.remember(session, "commit", {(project_id, sha): i for sha, i in new.items()})
+    return found
 
 
 def _alloc_key(t: TrialIn) -> AllocKey:
@@ -152,10 +206,10 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     """Store the trials; return (ids of the newly stored trials, number of duplicates)."""
     if not body.trials:
         return [], 0
-    testbed_id = runner_sql.ensure_testbed(session, body.testbed)
+    testbed_id = ensure_testbed(session, body.testbed)
     branch_id = None
     if project_id is not None and body.branch:
-        branch_id = project_sql.ensure_branch_id(session, project_id, body.branch)
+        branch_id = ensure_branch(session, project_id, body.branch)
 
     wkeys = [(t.workload.name, params_sha256(t.workload.params), t.workload.params)
              for t in body.trials]
@@ -165,9 +219,8 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     allocators = ensure_allocators(session, {_alloc_key(t) for t in body.trials})
     commits: dict[str, int] = {}
     if project_id is not None:
-        shas = sorted({t.allocator.commit for t in body.trials if t.allocator.commit})
-        commits = project_sql.upsert_commits(
-            session, project_id, [project_sql.CommitInfo(sha=sha) for sha in shas])
+        commits = ensure_commits(
+            session, project_id, {t.allocator.commit for t in body.trials if t.allocator.commit})
     ensure_measures(session, {m for t in body.trials for m in t.measures})
 
     # Peers (no commit of their own) belong to the commit they ran beside: the head's.
@@ -193,11 +246,14 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
 
 def stage(session: Session, rows: list[tuple[Any, ...]]) -> None:
     """COPY the rows into this connection's `trials_in` (created if this connection has
-    none yet, or lost it when the transaction that made it rolled back)."""
+    none yet, or lost it when the transaction that made it rolled back: it is known to
+    exist once that transaction committed)."""
     conn = session.connection()
-    conn.exec_driver_sql(CREATE_STAGE)
     raw = conn.connection.driver_connection
     assert isinstance(raw, psycopg.Connection)
+    if not ids.staged(raw):
+        conn.exec_driver_sql(CREATE_STAGE)
+        ids.stage_created(session, raw)
     with raw.cursor() as cur, cur.copy(COPY_STAGE) as copy:
         copy.set_types(list(STAGE_TYPES))
         for row in rows:
