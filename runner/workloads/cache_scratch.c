@@ -78,15 +78,16 @@ int main(int argc, char **argv)
         wl_rng_init(&w[t].rng, seed, (uint64_t)t);
     }
 
-    double start = wl_now();
+    double start = wl_now(), cpu_start = wl_cpu_now();
     for (long t = 0; t < threads; t++)
         wl_thread_create(&th[t], worker_thread, &w[t]);
     for (long t = 0; t < threads; t++)
         wl_thread_join(th[t]);
-    double seconds = wl_now() - start;
+    double seconds = wl_now() - start, cpu_seconds = wl_cpu_now() - cpu_start;
     free(w);
     free(th);
 
-    wl_report("cache-scratch", params, np, iterations, seconds, NULL, 0);
+    wl_extra extras[] = {{"cpu_seconds", cpu_seconds, 0, NULL}};
+    wl_report("cache-scratch", params, np, iterations, seconds, extras, WL_NPARAMS(extras));
     return 0;
 }

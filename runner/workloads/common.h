@@ -72,6 +72,9 @@ int wl_check_block(const void *p, size_t size, uint64_t tag);
 /* ---- time and memory ------------------------------------------------- */
 
 double wl_now(void);                 /* CLOCK_MONOTONIC seconds */
+/* CPU seconds of the whole process (CLOCK_PROCESS_CPUTIME_ID): over the measured phase
+ * it is the time the workload itself ran, whoever else shared its CPU (`cpu_seconds`) */
+double wl_cpu_now(void);
 long long wl_max_rss_bytes(void);    /* getrusage(RUSAGE_SELF) ru_maxrss * 1024 */
 long long wl_current_rss_bytes(void);/* /proc/self/statm resident * page size */
 

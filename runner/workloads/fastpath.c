@@ -117,13 +117,13 @@ int main(int argc, char **argv)
     }
 
     pthread_t *th = wl_xmalloc(sizeof(pthread_t) * (size_t)threads);
-    double start = wl_now();
+    double start = wl_now(), cpu_start = wl_cpu_now();
     for (long t = 1; t < threads; t++)
         wl_thread_create(&th[t], run, &jobs[t]);
     run(&jobs[0]);
     for (long t = 1; t < threads; t++)
         wl_thread_join(th[t]);
-    double seconds = wl_now() - start;
+    double seconds = wl_now() - start, cpu_seconds = wl_cpu_now() - cpu_start;
 
     double thread_seconds = 0;
     for (long t = 0; t < threads; t++)
@@ -134,6 +134,7 @@ int main(int argc, char **argv)
     char hex[17];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)digest);
     wl_extra extras[] = {
+        {"cpu_seconds", cpu_seconds, 0, NULL},
         {"ns_per_op", thread_seconds * 1e9 / (double)ops, 0, NULL},
         {"digest", 0, 0, hex},
     };

@@ -142,13 +142,13 @@ int main(int argc, char **argv)
     pthread_t *th = wl_xmalloc(sizeof(pthread_t) * (size_t)threads);
     sample_rss();
 
-    double start = wl_now();
+    double start = wl_now(), cpu_start = wl_cpu_now();
     for (long t = 1; t < threads; t++)
         wl_thread_create(&th[t], run, &jobs[t]);
     run(&jobs[0]);
     for (long t = 1; t < threads; t++)
         wl_thread_join(th[t]);
-    double seconds = wl_now() - start;
+    double seconds = wl_now() - start, cpu_seconds = wl_cpu_now() - cpu_start;
 
     long long final_rss = wl_current_rss_bytes();
     sample_rss();
@@ -167,6 +167,7 @@ int main(int argc, char **argv)
     char hex[17];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)digest);
     wl_extra extras[] = {
+        {"cpu_seconds", cpu_seconds, 0, NULL},
         {"peak_rss_bytes", (double)g_peak_rss, 1, NULL},
         {"final_rss_bytes", (double)final_rss, 1, NULL},
         {"digest", 0, 0, hex},

@@ -231,7 +231,7 @@ int main(int argc, char **argv)
         memset(clients[c].seen, 0, clients[c].requests / 8 + 1);
     }
 
-    double start = wl_now();
+    double start = wl_now(), cpu_start = wl_cpu_now();
     if (threads == 1) {
         run_alone(&clients[0]);
     } else {
@@ -250,7 +250,7 @@ int main(int argc, char **argv)
         free(srv);
         free(cli);
     }
-    double seconds = wl_now() - start;
+    double seconds = wl_now() - start, cpu_seconds = wl_cpu_now() - cpu_start;
 
     uint64_t digest = WL_DIGEST_INIT, bytes = 0;
     for (long c = 0; c < g_clients; c++) {
@@ -272,6 +272,7 @@ int main(int argc, char **argv)
     snprintf(servers_s, sizeof servers_s, "%ld", threads == 1 ? 0L : g_servers);
     snprintf(bytes_s, sizeof bytes_s, "%llu", (unsigned long long)bytes);
     wl_extra extras[] = {
+        {"cpu_seconds", cpu_seconds, 0, NULL},
         {"clients", 0, 0, clients_s},
         {"servers", 0, 0, servers_s},
         {"message_bytes", 0, 0, bytes_s},

@@ -182,7 +182,7 @@ int main(int argc, char **argv)
     for (long t = 1; t < g_threads; t += 2)
         g_workers[t].trays_in = trays_for(g_workers[t - 1].blocks);
 
-    double start = wl_now();
+    double start = wl_now(), cpu_start = wl_cpu_now();
     pthread_t th[MAX_THREADS];
     for (long t = 0; t < g_threads; t++) {
         worker *w = &g_workers[t];
@@ -191,7 +191,7 @@ int main(int argc, char **argv)
     }
     for (long t = 0; t < g_threads; t++)
         wl_thread_join(th[t]);
-    double seconds = wl_now() - start;
+    double seconds = wl_now() - start, cpu_seconds = wl_cpu_now() - cpu_start;
 
     uint64_t digest = WL_DIGEST_INIT;
     for (long t = 0; t < g_threads; t++) {
@@ -209,7 +209,7 @@ int main(int argc, char **argv)
     char hex[17], pairs[24];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)digest);
     snprintf(pairs, sizeof pairs, "%ld", (g_threads + 1) / 2);
-    wl_extra extras[] = {{"digest", 0, 0, hex}, {"pairs", 0, 0, pairs}};
+    wl_extra extras[] = {{"cpu_seconds", cpu_seconds, 0, NULL}, {"digest", 0, 0, hex}, {"pairs", 0, 0, pairs}};
     wl_report("transfer", params, np, ops, seconds, extras, WL_NPARAMS(extras));
     return 0;
 }

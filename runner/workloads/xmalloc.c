@@ -121,7 +121,7 @@ int main(int argc, char **argv)
         prods[p].digest = 0;
     }
 
-    double start = wl_now();
+    double start = wl_now(), cpu_start = wl_cpu_now();
     if (threads == 1) {
         uint64_t done = 0;
         while (done < prods[0].blocks) {
@@ -145,7 +145,7 @@ int main(int argc, char **argv)
         free(pt);
         free(ct);
     }
-    double seconds = wl_now() - start;
+    double seconds = wl_now() - start, cpu_seconds = wl_cpu_now() - cpu_start;
 
     uint64_t digest = WL_DIGEST_INIT;
     for (long p = 0; p < g_producers; p++)
@@ -157,7 +157,7 @@ int main(int argc, char **argv)
 
     char hex[17];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)digest);
-    wl_extra extras[] = {{"digest", 0, 0, hex}};
+    wl_extra extras[] = {{"cpu_seconds", cpu_seconds, 0, NULL}, {"digest", 0, 0, hex}};
     wl_report("xmalloc", params, np, ops, seconds, extras, WL_NPARAMS(extras));
     return 0;
 }
