@@ -87,6 +87,15 @@ def pinned_cpu() -> str:
     return str(cpus[-1])  # the last core: the first one keeps the API and PostgreSQL
 
 
+def keep_off(cpu: str) -> None:
+    """Keep this process and all it starts (the API, its embedded PostgreSQL, the runner
+    agent, hyperfine) off the runner's CPU: only the workloads, which the runner pins there
+    itself with taskset, run on it. A machine with one CPU has nowhere else to go."""
+    others = set(os.sched_getaffinity(0)) - {int(cpu)}
+    if others:
+        os.sched_setaffinity(0, others)
+
+
 def follow(client: httpx.Client, cid: int, runner: subprocess.Popen[bytes]) -> dict:
     """Poll the comparison until it settles, showing the jobs' progress."""
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
@@ -128,6 +137,8 @@ def boot(st: Stack, preferred_port: int, arm64: bool = False) -> None:
     """Start the API and a runner agent pinned to one core, create tokens and the project,
     filling in ``st`` as they start (so ``up`` stops whatever started, even on a failure)."""
     STATE.mkdir(exist_ok=True)
+    cpu = pinned_cpu()
+    keep_off(cpu)
     st.commit = run(["git", "rev-parse", "HEAD"], dict(os.environ))
     dirty = run(["git", "status", "--porcelain", "--", "allocator"], dict(os.environ))
     if dirty:
@@ -159,7 +170,7 @@ def boot(st: Stack, preferred_port: int, arm64: bool = False) -> None:
         "repo_url": str(ROOT), "allocator_dir": "allocator", "default_branch": "main",
     }).raise_for_status()
 
-    st.runner_proc = start_runner(st.api, env, node, pinned_cpu())
+    st.runner_proc = start_runner(st.api, env, node, cpu)
     if arm64:
         other = str(sorted(os.sched_getaffinity(0))[0])  # not the native runner's core
         st.arm_proc = start_runner(st.api, env, f"{node}-arm64", other, arch="aarch64")

@@ -70,7 +70,9 @@ def trials(rng, *, head_level=1.0, n=8, noise=0.005):
                 "allocator": {"name": "mallard", "commit": SHA, "variant": None},
                 "workload": {"name": "larson", "params": {"threads": 1, "ops": 1000}},
                 "seq": len(out), "warmup": False, "ok": True, "exit_code": 0,
-                "measures": {"ops_per_sec": ops, "wall_seconds": 0.2,
+                # the CPU did twice the wall clock's work: neighbours took half of it
+                "measures": {"ops_per_sec": ops, "ops_per_cpu_sec": 2 * ops,
+                             "wall_seconds": 0.2,
                              "instructions": 5e8 / level}})
     return out
 
@@ -116,15 +118,16 @@ def test_calibration_survives_a_runner_restart_and_stores_once(
 
     cal = client.get(f"/api/v1/calibrations/{cal['id']}", headers=user_headers).json()
     assert cal["state"] == "canary", cal
-    # 1e6 ops/s: 1000 ns per operation, larson frees one block per operation
-    assert cal["canary_ns"] == {"larson": {"3": 30, "10": 100}}
+    # 2e6 ops per CPU-second (1e6 by the wall clock): 500 ns of CPU per operation, larson
+    # frees one block per operation
+    assert cal["canary_ns"] == {"larson": {"3": 15, "10": 50}}
     canaries = {c["canary_pct"]: c for c in cal["comparisons"] if c["canary_pct"]}
     assert sorted(canaries) == [3.0, 10.0]
     for _ in range(2):
         job = claim(client, oheaders, other)
         head = job["spec"]["allocators"][1]
-        size = 3.0 if head["variant"] == "canary_ns=30" else 10.0
-        assert head["variant"] == f"canary_ns={int(size * 10)}"
+        size = 3.0 if head["variant"] == "canary_ns=15" else 10.0
+        assert head["variant"] == f"canary_ns={int(size * 5)}"
         assert post(client, oheaders, other, job,
                     trials(rng, head_level=1 - size / 100)).status_code == 201
         run_analysis(client.app)

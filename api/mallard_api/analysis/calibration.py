@@ -10,12 +10,15 @@ comparison job (base and head interleaved, no peers, no follow-ups unless asked)
 2. **Canary**: once every A/A comparison has settled, for each workload and injected size
    ``s`` (percent, e.g. 1, 3, 10) ``canary_comparisons`` comparisons of the build against
    itself with ``canary_ns=N`` added to the head's variant. ``N`` is sized from the A/A
-   trials: ``N = s/100 * (1e9 / median ops_per_sec) / frees_per_op``: the CPU time of one
-   operation on the runner's pinned core (threads share it), spread over the frees of one
-   operation (:data:`FREES_PER_OP`: larson frees one block per operation, rpc a request and
-   a response; other workloads are counted as one). This is an approximation: the
-   measured change of each size (the median ``diff_pct`` of its comparisons) is stored and
-   shown beside the nominal one.
+   trials: ``N = s/100 * (1e9 / median ops_per_cpu_sec) / frees_per_op``: the CPU time of
+   one operation (the workload's own CPU time over its measured phase, so other processes
+   sharing the core do not inflate it; ``ops_per_sec`` only for trials that lack it),
+   spread over the frees of one operation (:data:`FREES_PER_OP`, measured from the
+   allocator's ``frees`` counter: larson 1.002, rpc 2.000; other workloads are counted as
+   one). This is an approximation: the canary's chain overlaps with the workload's own
+   work out of order and each call costs about 1.5-2 ns on its own (runner/README.md), so
+   the measured change of each size (the median ``diff_pct`` of its comparisons) is stored
+   and shown beside the nominal one.
 
 When every comparison has settled the results are computed and stored once (replacing
 any partial set of an interrupted try), per testbed x workload x params x primary measure:
@@ -57,7 +60,7 @@ from mallard_api.sql import comparisons as comparison_sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import projects as project_sql
 
-FREES_PER_OP: dict[str, float] = {"larson": 1.0, "rpc": 2.0}
+FREES_PER_OP: dict[str, float] = {"larson": 1.002, "rpc": 2.0}
 SETTLED = ("done", "failed")
 
 
@@ -118,11 +121,12 @@ def start(session: Session, cal: Calibration, settings: Settings) -> None:
 
 
 def ops_per_sec_of(session: Session, comps: list[Comparison]) -> dict[str, float]:
-    """Per workload, the median ops/s of the A/A trials (both sides, every thread count)."""
+    """Per workload, the median operations per CPU-second of the A/A trials (both sides,
+    every thread count); wall-clock ops/s for trials without the CPU time (module doc)."""
     values: dict[str, list[float]] = defaultdict(list)
     for comp in comps:
         for r in comparison_sql.trials(session, comp.id):
-            v = r.measures.get("ops_per_sec")
+            v = r.measures.get("ops_per_cpu_sec") or r.measures.get("ops_per_sec")
             if r.label in ("base", "head") and v:
                 values[r.workload].append(float(v))
     return {w: float(statistics.median(vs)) for w, vs in values.items() if vs}
