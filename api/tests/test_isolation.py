@@ -60,6 +60,11 @@ def test_wall_clock_throughput_is_judged_only_on_isolated_cpus(
         assert wall["line"].endswith("(not judged: CPUs not isolated)")
         assert wall["diff_pct"] is not None  # shown: the difference is computed
         assert "CPUs not isolated" in detail["note"]
+    # speed x memory pairs the judged throughput with RSS
+    [joint] = detail["joint"]
+    assert (joint["speed_measure"], joint["label"]) == (
+        "ops_per_sec" if isolated else "ops_per_cpu_sec", "slower" if not isolated
+        else joint["label"])
 
 
 def test_only_wall_clock_throughput_depends_on_isolation():

@@ -1,5 +1,6 @@
 """Follow-ups sized to settle the unknown cells, closest first, within the time budget
-(followups.py), and a comparison that stops when the budget is spent, its unknowns printed with the MDE reached."""
+(followups.py), and a comparison that stops when the budget is spent, its unknowns printed
+with the MDE reached."""
 
 import math
 
