@@ -87,13 +87,21 @@ def pinned_cpu() -> str:
     return str(cpus[-1])  # the last core: the first one keeps the API and PostgreSQL
 
 
-def keep_off(cpu: str) -> None:
-    """Keep this process and all it starts (the API, its embedded PostgreSQL, the runner
-    agent, hyperfine) off the runner's CPU: only the workloads, which the runner pins there
-    itself with taskset, run on it. A machine with one CPU has nowhere else to go."""
-    others = set(os.sched_getaffinity(0)) - {int(cpu)}
+@contextmanager
+def keep_off(cpu: str) -> Iterator[None]:
+    """What this process starts inside the block (the API and its embedded PostgreSQL)
+    stays off the runner's CPU for good: the children keep the CPU set they were started
+    with. The runner agent is started after the block, allowed on its CPU (it checks that
+    it may pin there), and its workloads are what runs there. A machine with one CPU has
+    nowhere else to go."""
+    before = os.sched_getaffinity(0)
+    others = set(before) - {int(cpu)}
     if others:
         os.sched_setaffinity(0, others)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def follow(client: httpx.Client, cid: int, runner: subprocess.Popen[bytes]) -> dict:
@@ -138,7 +146,6 @@ def boot(st: Stack, preferred_port: int, arm64: bool = False) -> None:
     filling in ``st`` as they start (so ``up`` stops whatever started, even on a failure)."""
     STATE.mkdir(exist_ok=True)
     cpu = pinned_cpu()
-    keep_off(cpu)
     st.commit = run(["git", "rev-parse", "HEAD"], dict(os.environ))
     dirty = run(["git", "status", "--porcelain", "--", "allocator"], dict(os.environ))
     if dirty:
@@ -155,7 +162,8 @@ def boot(st: Stack, preferred_port: int, arm64: bool = False) -> None:
                 "MALLARD_PUBLIC_URL": st.api})
     st.api_server.env = env
     step(f"starting the API on {st.api} (log: .mallard/api.log)")
-    with console.status("waiting for the API (embedded PostgreSQL starts and migrates first)"):
+    with console.status("waiting for the API (embedded PostgreSQL starts and migrates first)"), \
+            keep_off(cpu):
         try:
             st.api_server.start(timeout=180)
         except RuntimeError as exc:

@@ -112,7 +112,7 @@ LEGEND = ("CV: median robust CV of the A/A trials; false alarms: A/A comparisons
           "run (the median measured change in brackets: the canary's size is nominal); SAME "
           "band: the series' calibrated band (n/a: a deterministic measure). `ops_per_sec` "
           "is judged only where the runner's CPUs are isolated (docs/statistics.md): on this "
-          "VM its rows are empty and `ops_per_cpu_sec` carries the throughput verdicts.")
+          "VM it has no rows and `ops_per_cpu_sec` carries the throughput verdicts.")
 
 
 def parts_body(part: str, args: argparse.Namespace, commit: str) -> dict[str, object]:
@@ -188,7 +188,6 @@ def main() -> int:
     state.mkdir(parents=True, exist_ok=True)
     demo.STATE = state  # logs and the database go here, not into the demo's folder
     cpu = demo.pinned_cpu()
-    demo.keep_off(cpu)
     server = ApiProcess({}, log=state / "api.log", port=args.port, cwd=ROOT)
     api = server.url
     env = dict(os.environ)
@@ -204,7 +203,8 @@ def main() -> int:
     runner_proc = None
     done: dict[str, dict[str, object]] = {}
     try:
-        server.start(timeout=240)
+        with demo.keep_off(cpu):  # the API and PostgreSQL stay off the runner's CPU
+            server.start(timeout=240)
         node = f"bench-{platform.node() or 'node'}"
         runner_token = server.token("runner", node)
         user_token = server.token("user")
