@@ -7,9 +7,10 @@ mallard at this checkout's HEAD, in two parts:
 
 * `aa`: `--aa` (20) A/A comparisons of the whole quick suite (every workload, threads 1
   and 2, `--aa-trials` (5) trials a side): the false alarms of the quick suite;
-* `canary`: larson and rpc at 1 thread, `--canary-aa` (5) A/A comparisons (the canaries
-  are sized from their CPU time per operation) and `--canaries` (10) comparisons per
-  injected size (1, 3, 10%), `--canary-trials` (12) trials a side;
+* `canary`: larson and rpc at 1 thread, `--canary-aa` (5) A/A comparisons, two probe
+  canaries per workload (the canaries are sized from what the probes cost) and
+  `--canaries` (10) comparisons per injected size (1, 3, 10%), `--canary-trials` (12)
+  trials a side;
 
 then the deterministic rule on real counts: `--pairs` cachegrind runs of larson and rpc (1
 thread, their quick-suite `deterministic` params, mallard preloaded) against runs doing
@@ -245,8 +246,7 @@ def main() -> int:
                 f"calibration {d['id']} of mallard@{commit[:7]}: {body['aa_comparisons']} A/A "
                 f"and {body['canary_comparisons']} canary comparisons per size, "
                 f"{body['trials']} trials a side, {args.workloads} at 1 thread, quick-suite "
-                f"params. Canary ns per free (sized from the A/A CPU time per operation): "
-                f"{d['canary_ns']}.")
+                f"params. Canary ns per free: {d['canary_ns']}; {d['note']}.")
         lines = [*block_head(started_at, minutes, cpu, load, command), what, "",
                  str(d["table"]), "", LEGEND]
         if part == "canary":
