@@ -120,8 +120,10 @@ def parts_body(part: str, args: argparse.Namespace, commit: str) -> dict[str, ob
     """The calibration request of one part (module doc)."""
     base: dict[str, object] = {"project": "mallard", "commit": commit,
                                "arch": platform.machine(), "suite": "quick"}
-    if part == "aa":
-        return {**base, "trials": args.aa_trials, "aa_comparisons": args.aa,
+    if part == "aa":  # the whole quick suite (a calibration's default is larson, rpc at 1)
+        suite = yaml.safe_load((ROOT / "runner" / "suites" / "quick.yaml").read_text())
+        return {**base, "workloads": list(suite["workloads"]), "threads": suite["threads"],
+                "trials": args.aa_trials, "aa_comparisons": args.aa,
                 "canary_comparisons": 0, "sizes_pct": []}
     return {**base, "workloads": args.workloads.split(","), "threads": [1],
             "trials": args.canary_trials, "aa_comparisons": args.canary_aa,
