@@ -36,6 +36,7 @@ import os
 import platform
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -180,6 +181,8 @@ def main() -> int:
     if args.canaries is None:
         args.canaries = 5 if args.quick else 10
     parts = ["canary", "aa"] if args.part == "all" else [args.part]
+    # SIGTERM (a stopped flock, a timeout) stops the runner and the API like Ctrl-C does
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     state = ROOT / ".mallard" / "bench-verdicts"
     commit = demo.run(["git", "rev-parse", "HEAD"], dict(os.environ))
