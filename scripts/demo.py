@@ -86,6 +86,23 @@ def pinned_cpu() -> str:
     return str(cpus[-1])  # the last core: the first one keeps the API and PostgreSQL
 
 
+@contextmanager
+def keep_off(cpu: str) -> Iterator[None]:
+    """What this process starts inside the block (the API and its embedded PostgreSQL)
+    stays off the runner's CPU for good: the children keep the CPU set they were started
+    with. The runner agent is started after the block, allowed on its CPU (it checks that
+    it may pin there), and its workloads are what runs there. A machine with one CPU has
+    nowhere else to go."""
+    before = os.sched_getaffinity(0)
+    others = set(before) - {int(cpu)}
+    if others:
+        os.sched_setaffinity(0, others)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 def follow(client: httpx.Client, cid: int, runner: subprocess.Popen[bytes]) -> dict:
     """Poll the comparison until it settles, showing the jobs' progress."""
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
@@ -127,6 +144,7 @@ def boot(st: Stack, preferred_port: int, arm64: bool = False) -> None:
     """Start the API and a runner agent pinned to one core, create tokens and the project,
     filling in ``st`` as they start (so ``up`` stops whatever started, even on a failure)."""
     STATE.mkdir(exist_ok=True)
+    cpu = pinned_cpu()
     st.commit = run(["git", "rev-parse", "HEAD"], dict(os.environ))
     dirty = run(["git", "status", "--porcelain", "--", "allocator"], dict(os.environ))
     if dirty:
@@ -143,7 +161,8 @@ def boot(st: Stack, preferred_port: int, arm64: bool = False) -> None:
                 "MALLARD_PUBLIC_URL": st.api})
     st.api_server.env = env
     step(f"starting the API on {st.api} (log: .mallard/api.log)")
-    with console.status("waiting for the API (embedded PostgreSQL starts and migrates first)"):
+    with console.status("waiting for the API (embedded PostgreSQL starts and migrates first)"), \
+            keep_off(cpu):
         try:
             st.api_server.start(timeout=180)
         except RuntimeError as exc:
@@ -158,7 +177,7 @@ def boot(st: Stack, preferred_port: int, arm64: bool = False) -> None:
         "repo_url": str(ROOT), "allocator_dir": "allocator", "default_branch": "main",
     }).raise_for_status()
 
-    st.runner_proc = start_runner(st.api, env, node, pinned_cpu())
+    st.runner_proc = start_runner(st.api, env, node, cpu)
     if arm64:
         other = str(sorted(os.sched_getaffinity(0))[0])  # not the native runner's core
         st.arm_proc = start_runner(st.api, env, f"{node}-arm64", other, arch="aarch64")

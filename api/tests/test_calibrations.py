@@ -70,7 +70,9 @@ def trials(rng, *, head_level=1.0, n=8, noise=0.005):
                 "allocator": {"name": "mallard", "commit": SHA, "variant": None},
                 "workload": {"name": "larson", "params": {"threads": 1, "ops": 1000}},
                 "seq": len(out), "warmup": False, "ok": True, "exit_code": 0,
-                "measures": {"ops_per_sec": ops, "wall_seconds": 0.2,
+                # the CPU did twice the wall clock's work: neighbours took half of it
+                "measures": {"ops_per_sec": ops, "ops_per_cpu_sec": 2 * ops,
+                             "wall_seconds": 0.2,
                              "instructions": 5e8 / level}})
     return out
 
@@ -116,15 +118,33 @@ def test_calibration_survives_a_runner_restart_and_stores_once(
 
     cal = client.get(f"/api/v1/calibrations/{cal['id']}", headers=user_headers).json()
     assert cal["state"] == "canary", cal
-    # 1e6 ops/s: 1000 ns per operation, larson frees one block per operation
-    assert cal["canary_ns"] == {"larson": {"3": 30, "10": 100}}
+    # first the probes, at the nominal 1% and 20%: 2e6 ops per CPU-second (1e6 by the wall
+    # clock) is 500 ns of CPU per operation, larson frees 1.002 blocks per operation
+    probes = [c for c in cal["comparisons"] if c["probe"]]
+    assert len(probes) == 2 and cal["canary_ns"] == {}
+    # the canary really costs 1.5% + 0.1% per ns (not the nominal 0.2% per ns)
+    real = {5: 2.0, 100: 11.5}
+    for _ in range(2):
+        job = claim(client, oheaders, other)
+        ns = int(job["spec"]["allocators"][1]["variant"].split("=")[1])
+        assert ns in real
+        assert post(client, oheaders, other, job,
+                    trials(rng, head_level=1 - real[ns] / 100, noise=0.0005)).status_code == 201
+        run_analysis(client.app)
+    cal = client.get(f"/api/v1/calibrations/{cal['id']}", headers=user_headers).json()
+    assert cal["state"] == "canary", cal
+    # then the canaries, sized by the probes' line: (3 - 1.5) / 0.1 = 15, (10 - 1.5) / 0.1 = 85
+    sized = cal["canary_ns"]["larson"]
+    assert abs(sized["3"] - 15) <= 1 and abs(sized["10"] - 85) <= 2, cal["canary_ns"]
+    assert cal["note"].startswith("canaries sized from probes (slowdown at ns per free): "
+                                  "larson: 5 ns +2."), cal["note"]
     canaries = {c["canary_pct"]: c for c in cal["comparisons"] if c["canary_pct"]}
     assert sorted(canaries) == [3.0, 10.0]
     for _ in range(2):
         job = claim(client, oheaders, other)
         head = job["spec"]["allocators"][1]
-        size = 3.0 if head["variant"] == "canary_ns=30" else 10.0
-        assert head["variant"] == f"canary_ns={int(size * 10)}"
+        size = 3.0 if head["variant"] == f"canary_ns={sized['3']}" else 10.0
+        assert head["variant"] == f"canary_ns={sized[f'{size:g}']}"
         assert post(client, oheaders, other, job,
                     trials(rng, head_level=1 - size / 100)).status_code == 201
         run_analysis(client.app)
@@ -153,7 +173,7 @@ def test_calibration_survives_a_runner_restart_and_stores_once(
             "SELECT count(*) FROM trials t JOIN comparison_jobs cj ON cj.job_id = t.job_id "
             "JOIN comparisons c ON c.id = cj.comparison_id WHERE c.calibration_id = :c"),
             {"c": cal["id"]}).scalar_one()
-    assert n == len(cal["results"]) and trial_count == 4 * 16
+    assert n == len(cal["results"]) and trial_count == 6 * 16  # 2 A/A, 2 probes, 2 canaries
 
     testbed_id = cal["testbed_id"]
     noise = client.get(f"/api/v1/testbeds/{testbed_id}/noise", headers=user_headers).json()

@@ -160,7 +160,7 @@ def test_comparison_end_to_end(client, user_headers, make_project, make_runner, 
     assert "hypothesis: expected +15% ops_per_sec" in lines
     reg = [ln for ln in lines if ln.startswith("larson threads=2 ops_per_sec: ")]
     assert len(reg) == 1 and reg[0].endswith(
-        f"(p=0.000, 12 trials, 12 robust, mde {cell['mde_pct']:.1f}%) REGRESSED")
+        f"(p=0.000, 12 trials, 12 robust, mde {cell['mde_pct']:.1f}%, band ±1.0%) REGRESSED")
     assert ("state: done; 4 primary cells: 0 improved, 1 regressed, 3 same, 0 unknown; "
             "follow-ups: 0") in lines
     assert any(ln.startswith("larson threads=1 ops_per_sec: ") and ln.endswith(" SAME")
@@ -284,7 +284,7 @@ def test_deterministic_counts_decide_with_one_run_a_side(client, user_headers, m
     assert v["instructions"]["verdict"] == "regressed", v["instructions"]["line"]
     assert v["instructions"]["line"] == (
         "larson threads=1 ops=20000 instructions: +0.5% ±0.0% (p=n/a, 1 trials, 1 robust, "
-        "mde 0.25%) REGRESSED")
+        "mde 0.25%, band ±0.25%) REGRESSED")
     assert v["llc_misses"]["verdict"] == "same"
     assert v["d1_misses"]["verdict"] == "diagnostic"
     assert d["state"] == "done", d["report"]

@@ -274,20 +274,21 @@ def seed(base_url: str, token: str) -> Seeded:
             "project": PROJECT, "commit": s.commits[-1], "arch": "x86_64",
             "workloads": ["larson"], "threads": [1], "trials": 6, "aa_comparisons": 2,
             "canary_comparisons": 1, "sizes_pct": [3, 10]}, ok=(201,))
-        for phase in ("canary", "done"):
-            while True:
-                job = c.call("POST", "/jobs/claim", {"runner_id": s.runner_ids["x86-1"]},
-                             ok=(200, 204))
-                if job is None:
-                    break
-                pct = next((x["canary_pct"] for x in c.call(
-                    "GET", f"/calibrations/{cal['id']}")["comparisons"]
-                    if x["canary_pct"] and job["spec"]["comparison_id"] == x["id"]), 0.0)
+        # the A/A jobs, then the probes and, once they settled, the canaries: run every job
+        # handed out until the calibration is done (the worker queues each phase)
+        def step(i: int = cal["id"]) -> bool:
+            job = c.call("POST", "/jobs/claim", {"runner_id": s.runner_ids["x86-1"]},
+                         ok=(200, 204))
+            if job is not None:
+                ref = next((x for x in c.call("GET", f"/calibrations/{i}")["comparisons"]
+                            if job["spec"]["comparison_id"] == x["id"]), {})
+                # a canary slows the head by its size; a probe (no size) by 2%
+                slow = ref.get("canary_pct") or (2.0 if ref.get("probe") else 0.0)
                 run_job(c, rng, "x86-1", s.runner_ids["x86-1"], job, datetime.now(UTC),
-                        {("head", "larson", 1): 1 - pct / 100})
-            wait_for(f"calibration {cal['id']} to reach {phase}",
-                     lambda p=phase, i=cal["id"]: c.call("GET", f"/calibrations/{i}")["state"] == p,
-                     180)
+                        {("head", "larson", 1): 1 - slow / 100})
+            return c.call("GET", f"/calibrations/{i}")["state"] == "done"
+
+        wait_for(f"calibration {cal['id']} to reach done", step, 180)
         s.calibration_id = cal["id"]
 
     # An A/B comparison on x86_64: the ring transfer cache loses 17 % on larson threads=2

@@ -188,6 +188,9 @@ def read_result(result: dict[str, Any] | None, ok: bool, note: str,
         ops, secs = result.get("operations"), result.get("seconds")
         if isinstance(ops, int | float) and isinstance(secs, int | float) and secs > 0:
             measures["ops_per_sec"] = float(ops) / float(secs)
+            cpu = result.get("cpu_seconds")  # the workload's own CPU time over its phase
+            if isinstance(cpu, int | float) and not isinstance(cpu, bool) and cpu > 0:
+                measures["ops_per_cpu_sec"] = float(ops) / float(cpu)
         elif ok:
             ok, note = False, "the JSON result line has no operations/seconds"
         for k, v in result.items():

@@ -1,10 +1,14 @@
 """`make demo SCENARIO=transfer-cache`: its closing line is made from the measured cells
-(synthetic comparison answers here; the demo itself runs the real stack)."""
+(synthetic comparison answers here; the demo itself runs the real stack); the demo keeps
+the API off the runner's CPU."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
+import pytest
 from mallard_runner.settings import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
@@ -58,3 +62,22 @@ def test_micro_lines_put_both_heads_side_by_side_with_the_hit_ratios():
                         "(mutex / ring / naive)")
     assert lines[2].split() == ["32", "0.40x", "REGRESSED", "0.80x", "UNKNOWN",
                                 "0.810", "/", "0.805", "/", "0.783"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_the_api_is_started_off_the_runners_cpu():
+    """What starts inside keep_off (the API, its PostgreSQL) never runs on the runner's
+    CPU, for its whole life; what starts after (the runner agent) may."""
+    from demo import keep_off, pinned_cpu
+
+    before = os.sched_getaffinity(0)
+    cpu = pinned_cpu()
+    with keep_off(cpu):
+        child = subprocess.Popen(["sleep", "5"])
+    try:
+        allowed = os.sched_getaffinity(child.pid)
+        assert int(cpu) not in allowed and allowed == before - {int(cpu)}
+        assert os.sched_getaffinity(0) == before  # restored for the runner agent
+    finally:
+        child.kill()
+        child.wait()

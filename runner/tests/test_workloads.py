@@ -159,7 +159,11 @@ def check_contract(name: str, data: dict, params: dict[str, int]) -> None:
         assert isinstance(data[key], (int, float)) and data[key] > 0, key
     # Anything else numeric would become a measure: only the documented ones are.
     numeric = {k for k, v in data.items() if isinstance(v, (int, float))}
-    assert numeric <= {"operations", "seconds", "max_rss_bytes"} | EXTRA_MEASURES.get(name, set())
+    assert numeric <= ({"operations", "seconds", "max_rss_bytes", "cpu_seconds"}
+                       | EXTRA_MEASURES.get(name, set()))
+    # the process's CPU time over the measured phase (ops_per_cpu_sec): some, and no more
+    # than the phase's wall time on every CPU the workload may use
+    assert 0 < data["cpu_seconds"] <= data["seconds"] * len(os.sched_getaffinity(0)) + 0.01
 
 
 # ---- native build: contract, determinism, validity ------------------------

@@ -136,6 +136,13 @@ double wl_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double wl_cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 long long wl_max_rss_bytes(void)
 {
     struct rusage ru;
@@ -255,11 +262,13 @@ int wl_queue_try_pop(wl_queue *q, void **item)
 void wl_timer_start(wl_run *r)
 {
     r->started = wl_now();
+    r->cpu_started = wl_cpu_now();
 }
 
 void wl_timer_stop(wl_run *r)
 {
     r->seconds = wl_now() - r->started;
+    r->cpu_seconds = wl_cpu_now() - r->cpu_started;
 }
 
 wl_threads wl_threads_new(void *(*fn)(void *), void *args, size_t size, long n)
@@ -335,8 +344,8 @@ void wl_finish(const wl_run *r, unsigned long long operations, const wl_extra *e
     printf("{\"workload\": \"%s\", \"params\": {", r->name);
     for (size_t i = 0; i < r->nparams; i++)
         printf("%s\"%s\": %lld", i ? ", " : "", r->params[i].name, r->params[i].value);
-    printf("}, \"operations\": %llu, \"seconds\": %.9f, \"max_rss_bytes\": %lld",
-           operations, r->seconds, rss);
+    printf("}, \"operations\": %llu, \"seconds\": %.9f, \"max_rss_bytes\": %lld, "
+           "\"cpu_seconds\": %.9f", operations, r->seconds, rss, r->cpu_seconds);
     for (size_t i = 0; i < nextras; i++) {
         const wl_extra *x = &extras[i];
         switch (x->kind) {

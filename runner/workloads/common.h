@@ -68,6 +68,9 @@ int wl_check_block(const void *p, size_t size, uint64_t tag);
 /* ---- time and memory ------------------------------------------------- */
 
 double wl_now(void);                 /* CLOCK_MONOTONIC seconds */
+/* CPU seconds of the whole process (CLOCK_PROCESS_CPUTIME_ID): over the measured phase
+ * it is the time the workload itself ran, whoever else shared its CPU (`cpu_seconds`) */
+double wl_cpu_now(void);
 long long wl_max_rss_bytes(void);    /* getrusage(RUSAGE_SELF) ru_maxrss * 1024 */
 long long wl_current_rss_bytes(void);/* /proc/self/statm resident * page size */
 
@@ -106,10 +109,12 @@ typedef struct wl_run {
     const char *about;   /* one line for --help */
     wl_param *params;    /* the options table: --name value replaces a default */
     size_t nparams;
-    double started, seconds;
+    double started, seconds;         /* wall clock of the timed section */
+    double cpu_started, cpu_seconds; /* the process's CPU time over it (`cpu_seconds`) */
 } wl_run;
 
-#define WL_RUN(name, about, params) {(name), (about), (params), WL_NPARAMS(params), 0, 0}
+#define WL_RUN(name, about, params) \
+    {(name), (about), (params), WL_NPARAMS(params), 0, 0, 0, 0}
 
 /* Parses argv into the run's options table (exits 2 on a bad argument, 0
  * after --help). */

@@ -181,12 +181,12 @@ def main() -> None:
     for i, w in enumerate(workers):
         w.outbox = workers[(i + 1) % len(workers)].inbox
     threads = [threading.Thread(target=w.run, name=f"worker-{w.index}") for w in workers]
-    start = time.monotonic()
+    start, cpu_start = time.monotonic(), time.process_time()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    seconds = time.monotonic() - start
+    seconds, cpu_seconds = time.monotonic() - start, time.process_time() - cpu_start
     for w in workers:
         if w.error is not None:
             mc.fail(f"thread {w.index}: {w.error}")
@@ -200,6 +200,7 @@ def main() -> None:
     for w in workers:
         digest = (digest + w.digest) & MASK
     mc.print_result("python", p, p["ops"], seconds, hwm,
+                    cpu_seconds=round(cpu_seconds, 6),
                     python_version=".".join(map(str, sys.version_info[:3])),
                     digest=f"{digest:016x}")
 

@@ -7,15 +7,24 @@ comparison job (base and head interleaved, no peers, no follow-ups unless asked)
 
 1. **A/A**: ``aa_comparisons`` comparisons of the build against itself (both sides the same
    variant). Every ``improved``/``regressed`` primary cell is a false alarm.
-2. **Canary**: once every A/A comparison has settled, for each workload and injected size
-   ``s`` (percent, e.g. 1, 3, 10) ``canary_comparisons`` comparisons of the build against
-   itself with ``canary_ns=N`` added to the head's variant. ``N`` is sized from the A/A
-   trials: ``N = s/100 * (1e9 / median ops_per_sec) / frees_per_op``: the CPU time of one
-   operation on the runner's pinned core (threads share it), spread over the frees of one
-   operation (:data:`FREES_PER_OP`: larson frees one block per operation, rpc a request and
-   a response; other workloads are counted as one). This is an approximation: the
-   measured change of each size (the median ``diff_pct`` of its comparisons) is stored and
-   shown beside the nominal one.
+2. **Probes**: once every A/A comparison has settled, per workload two canary comparisons
+   (``comparisons.canary_probe``) at the nominal ``canary_ns`` of :data:`PROBE_SIZES`
+   (1% and 20%). The nominal ``N = s/100 * (1e9 / median ops_per_cpu_sec) /
+   frees_per_op`` is the CPU time of one operation (the workload's own CPU time over its
+   measured phase, so other processes on the core do not inflate it; ``ops_per_sec`` only
+   for trials without it) spread over the frees of one operation (:data:`FREES_PER_OP`,
+   from the allocator's ``frees`` counter: larson 1.002, rpc 2.000; others 1). It is not
+   what a canary costs inside a workload: each call costs 1.5-2 ns by itself and the chain
+   overlaps with the workload's own work out of order (runner/README.md). The probes
+   measure it: their slowdown (the median change of the throughput cells, per CPU-second
+   where there is one) fits ``slowdown = a + b x N`` per workload.
+3. **Canary**: for each workload and injected size ``s`` (percent, e.g. 1, 3, 10)
+   ``canary_comparisons`` comparisons of the build against itself with ``canary_ns=N``
+   added to the head's variant, ``N = round((s - a) / b)`` from the fit, at least 1 (the
+   nominal ``N`` when the probes did not give a rising line). The fit is in the
+   calibration's note, and the measured change of each size (the median ``diff_pct`` of
+   its comparisons) is stored beside the nominal one: at 1 ns a canary costs ``a + b``,
+   the smallest it can inject.
 
 When every comparison has settled the results are computed and stored once (replacing
 any partial set of an interrupted try), per testbed x workload x params x primary measure:
@@ -59,7 +68,9 @@ from mallard_api.sql import comparisons as comparison_sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import projects as project_sql
 
-FREES_PER_OP: dict[str, float] = {"larson": 1.0, "rpc": 2.0}
+FREES_PER_OP: dict[str, float] = {"larson": 1.002, "rpc": 2.0}
+PROBE_SIZES = (1.0, 20.0)  # nominal sizes of the two probes per workload (module doc)
+SPEEDS = ("ops_per_cpu_sec", "ops_per_sec")  # the slowdown a probe measured, in order
 SETTLED = ("done", "failed")
 
 
@@ -67,6 +78,28 @@ def canary_ns(size_pct: float, ops_per_sec: float, workload: str) -> int:
     """The canary that costs about ``size_pct`` percent of the workload's time (module doc)."""
     ns_per_op = 1e9 / ops_per_sec
     return max(1, round(size_pct / 100.0 * ns_per_op / FREES_PER_OP.get(workload, 1.0)))
+
+
+def fit(points: list[tuple[int, float]]) -> tuple[float, float] | None:
+    """``(a, b)`` of ``slowdown = a + b x ns`` through the probes' (ns, slowdown %) points
+    (least squares); None without two distinct ``ns`` or when the line does not rise."""
+    if len({n for n, _ in points}) < 2:
+        return None
+    mx = statistics.fmean(n for n, _ in points)
+    my = statistics.fmean(s for _, s in points)
+    sxx = sum((n - mx) ** 2 for n, _ in points)
+    b = sum((n - mx) * (s - my) for n, s in points) / sxx
+    if b <= 0:
+        return None
+    return my - b * mx, b
+
+
+def fitted_ns(size_pct: float, line: tuple[float, float] | None, nominal: int) -> int:
+    """The canary that the probes' line says costs ``size_pct`` (at least 1 ns)."""
+    if line is None:
+        return nominal
+    a, b = line
+    return max(1, round((size_pct - a) / b))
 
 
 def head_variant(variant: str, ns: int | None) -> str:
@@ -84,7 +117,7 @@ def band_pct(cv_pct: float | None, deterministic: bool, settings: Settings) -> f
 # -- queueing -------------------------------------------------------------------------------
 def queue_comparison(session: Session, cal: Calibration, settings: Settings, *,
                      workloads: list[str], canary_pct: float | None = None,
-                     ns: int | None = None) -> Comparison:
+                     ns: int | None = None, probe: bool = False) -> Comparison:
     """One comparison of the calibration and its `calibrate` job (no peers)."""
     from mallard_api.analysis import comparisons as analysis  # imports this module
 
@@ -97,7 +130,7 @@ def queue_comparison(session: Session, cal: Calibration, settings: Settings, *,
         head_label=analysis.allocator_label(head), workloads=workloads,
         threads=cal.threads, suite=cal.suite, trials=cal.trials, warmup=settings.warmup,
         peers=[], state="queued", max_follow_ups=settings.calibration_follow_ups,
-        calibration_id=cal.id, canary_pct=canary_pct))
+        calibration_id=cal.id, canary_pct=canary_pct, canary_probe=probe))
     spec = analysis.comparison_spec(
         comp, project_repo=project.repo_url if project else "",
         allocator_dir=project.allocator_dir if project else "allocator",
@@ -120,14 +153,74 @@ def start(session: Session, cal: Calibration, settings: Settings) -> None:
 
 
 def ops_per_sec_of(session: Session, comps: list[Comparison]) -> dict[str, float]:
-    """Per workload, the median ops/s of the A/A trials (both sides, every thread count)."""
+    """Per workload, the median operations per CPU-second of the A/A trials (both sides,
+    every thread count); wall-clock ops/s for trials without the CPU time (module doc)."""
     values: dict[str, list[float]] = defaultdict(list)
     for comp in comps:
+        if comp.canary_pct is not None or comp.canary_probe:
+            continue
         for r in comparison_sql.trials(session, comp.id):
-            v = r.measures.get("ops_per_sec")
+            v = r.measures.get("ops_per_cpu_sec") or r.measures.get("ops_per_sec")
             if r.label in ("base", "head") and v:
                 values[r.workload].append(float(v))
     return {w: float(statistics.median(vs)) for w, vs in values.items() if vs}
+
+
+def slowdown_of(session: Session, comp: Comparison) -> float | None:
+    """A probe's measured slowdown in percent: the median change of its throughput cells
+    (per CPU-second where measured), made positive for a slowdown."""
+    cells = comparison_sql.cells(session, comp.id)
+    for measure in SPEEDS:
+        diffs = [c.diff_pct for c in cells if c.measure == measure and c.diff_pct is not None]
+        if diffs:
+            return -float(statistics.median(diffs))
+    return None
+
+
+def queue_probes(session: Session, cal: Calibration, settings: Settings,
+                 comps: list[Comparison]) -> bool:
+    """Phase 2 (module doc); False when no workload has A/A throughput to size from."""
+    rates = ops_per_sec_of(session, comps)
+    queued = False
+    for workload in cal.workloads:
+        if workload not in rates:
+            continue
+        for size in PROBE_SIZES:
+            queue_comparison(session, cal, settings, workloads=[workload],
+                             ns=canary_ns(size, rates[workload], workload), probe=True)
+            queued = True
+    return queued
+
+
+def queue_canaries(session: Session, cal: Calibration, settings: Settings,
+                   comps: list[Comparison]) -> bool:
+    """Phase 3 (module doc): canaries sized by the probes' line; the fit goes in the note."""
+    rates = ops_per_sec_of(session, comps)
+    sized: dict[str, dict[str, int]] = {}
+    fits = []
+    for workload in cal.workloads:
+        if workload not in rates:
+            continue
+        points = []
+        for comp in comps:
+            if comp.canary_probe and comp.workloads == [workload]:
+                ns = int((comp.head.variant or "").rsplit("canary_ns=", 1)[-1])
+                slow = slowdown_of(session, comp)
+                if slow is not None:
+                    points.append((ns, slow))
+        line = fit(points)
+        fits.append(f"{workload}: " + ", ".join(f"{n} ns {s:+.1f}%" for n, s in sorted(points))
+                    + ("" if line else " (no rising line: nominal sizes)"))
+        sized[workload] = {}
+        for size in cal.sizes_pct:
+            ns = fitted_ns(float(size), line, canary_ns(float(size), rates[workload], workload))
+            sized[workload][f"{float(size):g}"] = ns
+            for _ in range(cal.canary_comparisons):
+                queue_comparison(session, cal, settings, workloads=[workload],
+                                 canary_pct=float(size), ns=ns)
+    cal.canary_ns = sized
+    cal.note = "canaries sized from probes (slowdown at ns per free): " + "; ".join(fits)
+    return bool(sized)
 
 
 def advance(session: Session, calibration_id: int, settings: Settings) -> None:
@@ -138,24 +231,15 @@ def advance(session: Session, calibration_id: int, settings: Settings) -> None:
     comps = sql.comparisons(session, cal.id)
     if any(c.state not in SETTLED for c in comps):
         return
-    if cal.state == "aa" and cal.canary_comparisons and cal.sizes_pct:
-        rates = ops_per_sec_of(session, comps)
-        sized: dict[str, dict[str, int]] = {}
-        for workload in cal.workloads:
-            if workload not in rates:
-                continue
-            sized[workload] = {}
-            for size in cal.sizes_pct:
-                ns = canary_ns(float(size), rates[workload], workload)
-                sized[workload][f"{float(size):g}"] = ns
-                for _ in range(cal.canary_comparisons):
-                    queue_comparison(session, cal, settings, workloads=[workload],
-                                     canary_pct=float(size), ns=ns)
-        cal.canary_ns = sized
-        if sized:
-            cal.state = "canary"
-            cal.updated_at = datetime.now(UTC)
-            return
+    wants_canaries = bool(cal.canary_comparisons and cal.sizes_pct)
+    if cal.state == "aa" and wants_canaries and queue_probes(session, cal, settings, comps):
+        cal.state = "canary"  # the probes run first; their canaries follow
+        cal.updated_at = datetime.now(UTC)
+        return
+    if (cal.state == "canary" and not any(c.canary_pct is not None for c in comps)
+            and queue_canaries(session, cal, settings, comps)):
+        cal.updated_at = datetime.now(UTC)
+        return
     finish(session, cal, settings)
 
 
@@ -169,7 +253,7 @@ def result_rows(session: Session, comps: list[Comparison], settings: Settings
     meta: dict[tuple[str, str, str, str], tuple[dict[str, Any], int | None]] = {}
     for comp in comps:
         fp = comp.testbed_fingerprint
-        if fp is None:
+        if fp is None or comp.canary_probe:
             continue
         for cell in comparison_sql.cells(session, comp.id):
             if cell.verdict == stats.DIAGNOSTIC:

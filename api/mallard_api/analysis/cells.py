@@ -35,5 +35,9 @@ class CellRow(CellNumbers):
         """From anything with the same attribute names (a stored `ComparisonCell`)."""
         return cls(**{f.name: getattr(obj, f.name) for f in fields(cls)})
 
-    def stats(self) -> CellStats:
-        return CellStats(**numbers_of(self), primary=self.verdict != DIAGNOSTIC)
+    def stats(self, deterministic_measure: bool = False) -> CellStats:
+        """The cell's `CellStats`; a deterministic measure's cell that took rule D3 (no
+        p-value) is marked deterministic again."""
+        return CellStats(**numbers_of(self), primary=self.verdict != DIAGNOSTIC,
+                         deterministic=deterministic_measure and self.p_value is None
+                         and self.diff_pct is not None)

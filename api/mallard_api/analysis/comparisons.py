@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +40,7 @@ from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.hypothesis import Hypothesis
 from mallard_api.analysis.measures import (
     EMULATED_REASON,
+    NOT_ISOLATED_REASON,
     THROUGHPUT,
     higher_is_better,
     is_deterministic,
@@ -103,6 +105,11 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
     if emulated:
         note = "; ".join(n for n in (note, f"note: {EMULATED_REASON}: timing measures are "
                                            "shown, never judged") if n)
+    isolated = sql.isolated(session, comp.id)
+    if not isolated and not emulated:
+        note = "; ".join(n for n in (note, f"note: {NOT_ISOLATED_REASON}: wall-clock "
+                                           f"{THROUGHPUT} is shown, never judged; "
+                                           "ops_per_cpu_sec is judged") if n)
     sides: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(
         lambda: {"base": [], "head": []})
     params_of: dict[tuple[str, str], tuple[dict[str, Any], int | None]] = {}
@@ -118,7 +125,7 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
     known = sql.measure_directions(session)
     keys = sorted(k for k, v in sides.items() if v["base"] or v["head"])
     requested = [comp.hypothesis_measure] if comp.hypothesis_measure else []
-    unjudged = [unjudged_reason(k[2], emulated) for k in keys]
+    unjudged = [unjudged_reason(k[2], emulated, isolated) for k in keys]
     raw = [
         stats.compare_samples(sides[k]["base"], sides[k]["head"],
                               higher_is_better=_direction(k[2], known),
@@ -197,7 +204,8 @@ def refresh_state(session: Session, comp: Comparison,
             unknown, [r for r in sql.trials(session, comp.id)
                       if r.testbed_fingerprint == comp.testbed_fingerprint],
             step=comp.trials, warmup=comp.warmup, budget_left=left,
-            policy=stats_policy(settings))
+            policy=stats_policy(settings),
+            bands=calibration.bands(session, comp.testbed_fingerprint)[0])
         if plan.groups:
             queue_follow_up(session, comp, plan.groups, jobs)
             comp.state = "running"
@@ -257,10 +265,23 @@ def bisection_notes(session: Session, comparison_id: int) -> list[str]:
     return out
 
 
+def _with_band(s: stats.CellStats, band: float | None, policy: Policy) -> stats.CellStats:
+    """A stored cell's stats with the SAME band its verdict used (shown on its line)."""
+    if s.primary:
+        s.band_pct = stats.same_band(s, policy if band is None
+                                     else replace(policy, same_band_pct=band))
+    return s
+
+
 def render_report(session: Session, comp: Comparison) -> str:
     """The text report of GET /comparisons/{id}/report."""
     cells = sql.cells(session, comp.id)
-    rcells = [report.ReportCell(c.workload, c.params, c.measure, c.stats()) for c in cells]
+    band_of = calibration.bands(session, comp.testbed_fingerprint)[0]
+    policy = stats_policy(get_settings())
+    rcells = [report.ReportCell(c.workload, c.params, c.measure,
+                                _with_band(c.stats(is_deterministic(c.measure)), band_of.get(
+                                    (c.workload, params_key(c.params), c.measure)), policy))
+              for c in cells]
     peers: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     for p in comp.peer_medians or []:
         peers[(p.workload, params_key(p.params))][p.allocator] = p.median

@@ -27,7 +27,7 @@ from typing import Any
 from mallard_api.analysis.measures import THROUGHPUT
 from mallard_api.analysis.report import ReportCell
 
-CURVE_MEASURES = (THROUGHPUT,)
+CURVE_MEASURES = (THROUGHPUT, "ops_per_cpu_sec")  # each only where it is judged
 
 
 @dataclass(frozen=True)

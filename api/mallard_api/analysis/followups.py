@@ -1,25 +1,34 @@
-"""Follow-ups sized to a target MDE within a time budget (issue 11 item 5).
+"""Follow-ups that settle the most unknown cells within a time budget (issue 11 item 5).
 
 When a comparison's jobs have all reported and some primary cells are ``unknown``, the
 next round is planned from the trials so far, per unknown cell (workload x params x
-measure; allocator counters and diagnostics never ask for one):
+measure; allocator counters and diagnostics never ask for one). With ``n`` its trials (the
+smaller side), ``sigma`` its noise (robust CV, root mean square of the sides), ``d`` its
+change, ``h`` its interval's half-width and ``B`` its SAME band (the calibrated band of the
+series, else the minimum effect ``m``), the trials a side needs to settle it are the
+fewest of:
 
-* its noise (robust CV of each side, root mean square) and trials ``n`` (smaller side);
-* the trials a side needs for the target MDE (``power.trials_for_mde``, setting
-  ``stats_target_mde_pct``, default 2%), or ``max_trials`` when no count reaches it;
-  ``extra = max(needed - n, step)`` with ``step`` the comparison's own trial count (a cell
-  whose MDE already meets the target but is still unknown sits at the edge of the band:
-  it gets another ``step``); a deterministic cell without a value on a side gets ``step``;
-* per workload x threads, the largest ``extra`` of its cells; its cost is
-  ``extra x 2 sides x`` the median ``wall_seconds`` of its trials (plus the warm-ups).
+* **same** (rule 2): the interval inside ``(-B, B)``: ``h`` shrinks as ``1/sqrt(n)``, so
+  ``n x (h / (B - d))^2`` when ``d < B``; or rule 4 (no calibrated band, ``d < m``):
+  ``n x (h / settle_max_half_width)^2`` and at least ``settle_trials``;
+* **improved/regressed** (rule 3): the MDE down to the change, ``trials_for_mde(sigma, d)``
+  when ``d >= m``;
+* the target MDE (``stats_target_mde_pct``, default 2%): ``trials_for_mde(sigma)``;
 
-The budget (setting ``comparison_follow_up_budget_seconds``) is the runner time all
-follow-ups of the comparison may take; what earlier rounds took is the wall time of
-their trials. A plan over what is left is scaled down to fit; groups left with fewer than
-``min_trials`` extra trials are dropped (too few to move an MDE). Nothing left: the
-comparison is ``done`` and its note says why and which MDE the unknown cells reached.
-The count of rounds stays capped by ``max_follow_ups``. One follow-up job per workload x
-threads group, each with its own trial count.
+times ``SAFETY`` (the interval measured on few trials is itself uncertain), and at least
+``step`` (the comparison's own trial count) more than it has; ``max_trials`` when nothing
+reaches. A deterministic cell without a value on a side gets ``step``.
+
+Cells are then taken **closest to settling first** (fewest seconds), each raising its
+workload x threads group to the trials it needs (a group's trials serve every cell of it,
+so a later cell of a planned group costs only the difference), while the comparison's
+runner-time budget (``comparison_follow_up_budget_seconds``; what earlier rounds took is
+the wall time of their trials) allows; a cell that does not fit is left for the note. A
+group's cost is ``trials x 2 sides x`` the median ``wall_seconds`` of its trials (plus the
+warm-ups). Each round is planned afresh from all trials, so the comparison stops as soon as
+every cell is settled; the count of rounds stays capped by ``max_follow_ups``. Nothing
+fits: the comparison is ``done`` and its note says why and which MDE each unknown cell
+reached. One follow-up job per workload x threads group, each with its own trial count.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mallard_api.analysis import report
@@ -68,11 +78,42 @@ def mde_reached(cells: list[CellRow], target: float) -> str:
     return f"{len(cells)} unknown primary {noun} reached mde {span} (target {target:.1f}%)"
 
 
+SAFETY = 1.25  # planned trials over the estimate: an interval from few trials is uncertain
+Key = tuple[str, str, str]  # workload, params key, measure
+
+
+def _needed(c: CellRow, n: int, noise: float, band: float, calibrated: bool,
+            policy: Policy) -> int:
+    """Trials a side that settle cell ``c`` (module doc), ``max_trials`` when none do."""
+    options: list[float] = []
+    d = abs(c.diff_pct) if c.diff_pct is not None and math.isfinite(c.diff_pct) else None
+    hw = (None if c.ci_low_pct is None or c.ci_high_pct is None
+          else (c.ci_high_pct - c.ci_low_pct) / 2.0)
+    if d is not None and hw is not None and math.isfinite(hw) and hw > 0:
+        if d < band:
+            options.append(n * (hw / (band - d)) ** 2)
+        if not calibrated and d < policy.min_effect_pct:
+            options.append(max(n * (hw / policy.settle_max_half_width_pct) ** 2,
+                               policy.settle_trials))
+    if d is not None and d >= policy.min_effect_pct:
+        sig = trials_for_mde(noise, d, policy=policy)
+        if sig is not None:
+            options.append(sig)
+    target = trials_for_mde(noise, policy=policy)
+    if target is not None:
+        options.append(target)
+    if not options:
+        return policy.max_trials
+    return min(policy.max_trials, math.ceil(min(options) * SAFETY))
+
+
 def plan(unknown: list[CellRow], rows: list[TrialRow], *, step: int, warmup: int,
-         budget_left: float, policy: Policy) -> Plan:
-    """The next round for ``unknown`` cells from the comparison's trials (module doc)."""
-    sides: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(
-        lambda: {"base": [], "head": []})
+         budget_left: float, policy: Policy, bands: Mapping[Key, float] | None = None
+         ) -> Plan:
+    """The next round for ``unknown`` cells from the comparison's trials (module doc);
+    ``bands`` are the calibrated SAME bands by (workload, params key, measure)."""
+    bands = bands or {}
+    sides: dict[Key, dict[str, list[float]]] = defaultdict(lambda: {"base": [], "head": []})
     wall: dict[tuple[str, int | None], list[float]] = defaultdict(list)
     for r in rows:
         if r.label not in ("base", "head"):
@@ -83,37 +124,52 @@ def plan(unknown: list[CellRow], rows: list[TrialRow], *, step: int, warmup: int
         w = r.measures.get("wall_seconds")
         if w is not None and math.isfinite(w):
             wall[(r.workload, r.threads)].append(float(w))
-    extra: dict[tuple[str, int | None], int] = {}
+    wants: list[tuple[tuple[str, int | None], int]] = []  # (group, extra trials a side)
     for c in unknown:
-        s = sides.get((c.workload, params_key(c.params), c.measure))
+        key = (c.workload, params_key(c.params), c.measure)
+        s = sides.get(key)
         add = step
         if s and s["base"] and s["head"] and not is_deterministic(c.measure):
             b = [v for v in s["base"] if math.isfinite(v)]
             h = [v for v in s["head"] if math.isfinite(v)]
-            noises = [n for n in (robust_cv_pct(b), robust_cv_pct(h))
-                      if n is not None]
+            noises = [n for n in (robust_cv_pct(b), robust_cv_pct(h)) if n is not None]
             if noises:
                 noise = math.sqrt(sum(n * n for n in noises) / len(noises))
-                needed = trials_for_mde(noise, policy=policy) or policy.max_trials
-                add = max(needed - min(len(b), len(h)), step)
-        key = (c.workload, c.threads)
-        extra[key] = max(extra.get(key, 0), add)
-    groups = []
-    for (workload, threads), n in sorted(extra.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
-        per = statistics.median(wall[(workload, threads)]) if wall.get((workload, threads)) else 1.0
-        groups.append(Group(workload, threads, n, (n + warmup) * 2 * per))
-    cost = sum(g.seconds for g in groups)
-    if cost <= budget_left:
-        return Plan(groups, cost)
-    scale = max(budget_left, 0.0) / cost
-    fitted = []
-    for g in groups:
-        n = math.floor(g.trials * scale)
-        if n >= policy.min_trials:
-            fitted.append(Group(g.workload, g.threads, n, g.seconds * n / g.trials))
-    note = (f"follow-ups cut to the time budget ({budget_left:.0f} s left of the budget; "
-            f"the target MDE needed about {cost:.0f} s)")
-    if not fitted:
+                n = min(len(b), len(h))
+                calibrated = key in bands
+                band = bands.get(key, policy.min_effect_pct)
+                add = max(_needed(c, n, noise, band, calibrated, policy) - n, step)
+        wants.append(((c.workload, c.threads), add))
+
+    def per_trial(g: tuple[str, int | None]) -> float:
+        return 2 * (statistics.median(wall[g]) if wall.get(g) else 1.0)
+
+    def cost(g: tuple[str, int | None], n: int) -> float:
+        return 0.0 if n == 0 else (n + warmup) * per_trial(g)
+
+    wants.sort(key=lambda w: (cost(w[0], w[1]), w[0][0], w[0][1] or 0))
+    trials: dict[tuple[str, int | None], int] = {}
+    spent = 0.0
+    left_out = 0
+    for g, add in wants:
+        have = trials.get(g, 0)
+        more = cost(g, max(have, add)) - cost(g, have)
+        if spent + more <= budget_left:
+            trials[g] = max(have, add)
+            spent += more
+        else:
+            left_out += 1
+    groups = [Group(w, th, n, cost((w, th), n))
+              for (w, th), n in sorted(trials.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))]
+    total = sum(g.seconds for g in groups)
+    if not left_out:
+        return Plan(groups, total)
+    need = sum(cost(g, a) for g, a in wants)
+    if groups:
+        note = (f"follow-ups cut to the time budget ({budget_left:.0f} s left of the budget; "
+                f"{left_out} unknown cells need more, about {need:.0f} s in all)")
+    else:
+        cheapest = min(cost(g, a) for g, a in wants)
         note = (f"follow-ups stopped: the time budget is spent ({budget_left:.0f} s left; "
-                f"the target MDE needed about {cost:.0f} s)")
-    return Plan(fitted, sum(g.seconds for g in fitted), note)
+                f"the cell closest to settling needed about {cheapest:.0f} s)")
+    return Plan(groups, total, note)

@@ -2,7 +2,8 @@
 
 The line of a primary cell (``format_line`` builds every line; nothing else does)::
 
-    larson threads=2 ops_per_sec: -17.3% ±1.3% (p=0.000, 8 trials, 7 robust, mde 2.1%) REGRESSED
+    larson threads=2 ops_per_sec: -17.3% ±1.3% (p=0.000, 8 trials, 7 robust, mde 2.1%,
+        band ±1.0%) REGRESSED      (one line)
 
 * the change is ``(median(head) / median(base) - 1) * 100`` with one decimal and a sign;
 * ``±`` is the half-width of the bootstrap interval, ``(hi - lo) / 2`` (the interval of a
@@ -13,6 +14,9 @@ The line of a primary cell (``format_line`` builds every line; nothing else does
   with the same number of trials, and the weaker side is what limits the verdict;
 * ``mde`` is the cell's minimum detectable effect at its trials and noise (80% power;
   ``mde n/a`` while too few robust trials ran to detect anything);
+* ``band`` is the half-width of the cell's SAME band (``stats.same_band``: the series'
+  calibrated band, else the minimum effect; a deterministic cell's minimum effect); shown
+  once the verdict is decided;
 * the verdict is upper-case.
 
 A diagnostic cell (no verdict, see ``stats``) has the same line without
@@ -103,9 +107,10 @@ def format_line(workload: str, params: str, measure: str, s: CellStats) -> str:
     if not s.primary:
         return f"{name} {measure}: {change} ({trials} trials, {robust} robust) {DIAGNOSTIC}"
     p = "n/a" if s.p_adjusted is None else f"{s.p_adjusted:.3f}"
+    band = "" if s.band_pct is None else f", band ±{_mde(s.band_pct)}"
     return (
         f"{name} {measure}: {change} (p={p}, {trials} trials, {robust} robust, "
-        f"mde {_mde(s.mde_pct)}) {s.verdict.upper()}"
+        f"mde {_mde(s.mde_pct)}{band}) {s.verdict.upper()}"
     )
 
 
@@ -151,6 +156,8 @@ class ReportHeader:
 def _measure_order(measure: str) -> tuple[int, str]:
     if measure == THROUGHPUT:
         return (0, measure)
+    if measure == "ops_per_cpu_sec":  # the throughput judged where the CPUs are shared
+        return (1, measure)
     return (2, measure)
 
 

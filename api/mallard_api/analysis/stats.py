@@ -96,6 +96,7 @@ class CellStats(CellNumbers):
     primary: bool = True
     noise_pct: float | None = None
     spread_pct: float | None = None  # a deterministic cell's values that did not repeat
+    band_pct: float | None = None  # the SAME band the verdict used (``same_band``)
 
     @property
     def half_width_pct(self) -> float | None:
@@ -237,6 +238,15 @@ def decide(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> str:
     return "unknown"
 
 
+def same_band(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> float:
+    """The half-width of the band inside which ``decide`` calls a cell ``same``: the
+    deterministic minimum effect (rule D3) for a deterministic cell, else the series'
+    calibrated band, else the minimum effect that matters (rule 2)."""
+    if cell.deterministic:
+        return policy.deterministic_min_effect_pct
+    return policy.same_band_pct if policy.same_band_pct is not None else policy.min_effect_pct
+
+
 def adjust_pvalues(p_values: Sequence[float | None]) -> list[float | None]:
     """Benjamini-Hochberg adjusted p-values; ``None`` entries stay ``None``."""
     idx = [i for i, p in enumerate(p_values) if p is not None and math.isfinite(p)]
@@ -260,8 +270,9 @@ def adjust_and_decide(
     for i, (c, p) in enumerate(zip(cells, adjusted, strict=True)):
         c2 = replace(c, p_adjusted=p)
         band = bands[i] if bands is not None else None
-        c2.verdict = decide(c2, policy if band is None
-                            else replace(policy, same_band_pct=band))
+        cell_policy = policy if band is None else replace(policy, same_band_pct=band)
+        c2.verdict = decide(c2, cell_policy)
+        c2.band_pct = same_band(c2, cell_policy) if c2.primary else None
         out.append(c2)
     return out
 

@@ -66,6 +66,8 @@ class Comparison(Base):
     calibration_id: Mapped[int | None] = mapped_column(
         ForeignKey("calibrations.id", ondelete="CASCADE"))
     canary_pct: Mapped[float | None] = mapped_column(Float)
+    # a probe that sizes the canaries (db/versions/0015): neither A/A nor canary
+    canary_probe: Mapped[bool] = mapped_column(Boolean, server_default="false", default=False)
 
 
 class ComparisonJob(Base):

@@ -41,7 +41,8 @@ def calibration_out(session: Session, cal: Calibration) -> CalibrationOut:
         threads=cal.threads, trials=cal.trials, aa_comparisons=cal.aa_comparisons,
         canary_comparisons=cal.canary_comparisons, sizes_pct=cal.sizes_pct, state=cal.state,
         canary_ns=cal.canary_ns or {}, note=cal.note,
-        comparisons=[ComparisonRef(id=c.id, state=c.state, canary_pct=c.canary_pct)
+        comparisons=[ComparisonRef(id=c.id, state=c.state, canary_pct=c.canary_pct,
+                                   probe=c.canary_probe)
                      for c in sql.comparisons(session, cal.id)],
         results=results, table=calibration.table(rows),
         created_at=cal.created_at, finished_at=cal.finished_at)

@@ -106,6 +106,7 @@ class JointOut(BaseModel):
     memory_verdict: str
     speed_diff_pct: float | None
     memory_diff_pct: float | None
+    speed_measure: str = "ops_per_sec"  # ops_per_cpu_sec where ops_per_sec is not judged
 
 
 class MovedOut(BaseModel):

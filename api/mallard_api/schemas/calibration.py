@@ -46,7 +46,8 @@ class CalibrationIn(InModel):
 class ComparisonRef(BaseModel):
     id: int
     state: str
-    canary_pct: float | None  # null: an A/A comparison
+    canary_pct: float | None  # null: an A/A comparison or a probe
+    probe: bool = False  # a probe that sized the canaries (calibration.py)
 
 
 class SeriesNoiseFields(BaseModel):

@@ -139,6 +139,20 @@ def trials(session: Session, comparison_id: int) -> list[TrialRow]:
     ]
 
 
+ISOLATED_SQL = text("""
+SELECT bool_and(COALESCE((ra.artifacts->'noise_control'->>'isolated')::boolean, true))
+FROM comparison_jobs cj
+JOIN result_artifacts ra ON ra.job_id = cj.job_id
+WHERE cj.comparison_id = :id
+""")
+
+
+def isolated(session: Session, comparison_id: int) -> bool:
+    """False when a job of the comparison ran on CPUs that other processes may use (its
+    results' ``noise_control.isolated``); True when every one was isolated or none said."""
+    return session.execute(ISOLATED_SQL, {"id": comparison_id}).scalar() is not False
+
+
 def measure_directions(session: Session) -> dict[str, bool]:
     rows = session.execute(text(
         "SELECT name, higher_is_better FROM measures WHERE higher_is_better IS NOT NULL"))

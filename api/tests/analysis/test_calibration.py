@@ -54,3 +54,18 @@ def test_a_calibrated_band_decides_same_for_a_noisy_series():
     # a real 20% regression is still one inside a wide band
     worse = stats.compare_samples(base, head * 0.8)
     assert stats.adjust_and_decide([worse], bands=[10.0])[0].verdict == "regressed"
+
+
+def test_probes_fit_the_canarys_real_cost():
+    # a line through the probes: 1.5% + 0.1% per ns
+    line = calibration.fit([(5, 2.0), (100, 11.5)])
+    assert line is not None and line == pytest.approx((1.5, 0.1))
+    assert calibration.fitted_ns(3, line, nominal=30) == 15
+    assert calibration.fitted_ns(10, line, nominal=100) == 85
+    # a size below the cost of the call itself: the smallest canary there is, 1 ns
+    assert calibration.fitted_ns(1, line, nominal=10) == 1
+    # no line (one point, or probes that did not slow down more at more ns): nominal
+    assert calibration.fit([(5, 2.0)]) is None
+    assert calibration.fit([(5, 2.0), (5, 2.5)]) is None
+    assert calibration.fit([(5, 3.0), (100, 2.0)]) is None
+    assert calibration.fitted_ns(3, None, nominal=30) == 30

@@ -1,5 +1,8 @@
-"""Follow-ups sized to the target MDE within the time budget (followups.py), and a
-comparison that stops when the budget is spent, its unknowns printed with the MDE reached."""
+"""Follow-ups sized to settle the unknown cells, closest first, within the time budget
+(followups.py), and a comparison that stops when the budget is spent, its unknowns printed
+with the MDE reached."""
+
+import math
 
 import numpy as np
 import pytest
@@ -7,6 +10,7 @@ from helpers import patch_analysis_settings, run_analysis
 from mallard_api.analysis import followups, power, stats
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.policy import DEFAULT_POLICY
+from mallard_api.params import params_key
 from mallard_api.sql.comparisons import TrialRow
 from test_comparisons import SHA_BASE, SHA_HEAD, claim, comparison_trials, post_results
 
@@ -25,36 +29,64 @@ def rows(n, cv_pct, *, workload="larson", threads=1, wall=0.5, seed=1):
     return out
 
 
-def unknown(workload="larson", threads=1, measure="ops_per_sec", mde=9.0):
+def unknown(workload="larson", threads=1, measure="ops_per_sec", mde=9.0, diff=0.0, hw=5.0):
     return CellRow(workload=workload, threads=threads, params={"threads": threads},
                    measure=measure, verdict="unknown", mde_pct=mde, n_base=5, n_head=5,
                    robust_base=5, robust_head=5, base_median=1.0, head_median=1.0, ratio=1.0,
-                   diff_pct=0.0, ci_low_pct=-5.0, ci_high_pct=5.0, p_value=0.5, line="")
+                   diff_pct=diff, ci_low_pct=diff - hw, ci_high_pct=diff + hw, p_value=0.5,
+                   line="")
 
 
-def test_plan_asks_for_the_trials_the_target_mde_needs():
+def noise_of(trial_rows):
+    b = [r.measures["ops_per_sec"] for r in trial_rows if r.label == "base"]
+    h = [r.measures["ops_per_sec"] for r in trial_rows if r.label == "head"]
+    return float(np.sqrt((stats.robust_cv_pct(b) ** 2 + stats.robust_cv_pct(h) ** 2) / 2))
+
+
+def test_plan_asks_for_the_fewest_trials_that_settle_the_cell():
     trial_rows = rows(5, 10.0)
     plan = followups.plan([unknown()], trial_rows, step=5, warmup=1, budget_left=1e6,
                           policy=POLICY)
-    b = [r.measures["ops_per_sec"] for r in trial_rows if r.label == "base"]
-    h = [r.measures["ops_per_sec"] for r in trial_rows if r.label == "head"]
-    noise = np.sqrt((stats.robust_cv_pct(b) ** 2 + stats.robust_cv_pct(h) ** 2) / 2)
-    needed = power.trials_for_mde(noise, policy=POLICY)
-    assert needed is not None and needed > 10
+    target = power.trials_for_mde(noise_of(trial_rows), policy=POLICY)
+    assert target is not None and target > 10
+    # rule 4 (interval +-5% down to +-3%, at least 10 trials) beats rule 2 (down to +-1%)
+    # and the target MDE; times the safety factor
+    settle = min(max(5 * (5 / 3) ** 2, POLICY.settle_trials), 5 * (5 / 1) ** 2, target)
+    needed = math.ceil(settle * followups.SAFETY)
     assert [(g.workload, g.threads, g.trials) for g in plan.groups] == [("larson", 1, needed - 5)]
     assert plan.seconds == pytest.approx((needed - 5 + 1) * 2 * 0.5)
     assert plan.note is None
 
 
-def test_plan_fits_the_budget_or_stops():
+def test_a_calibrated_band_and_a_real_change_size_the_plan():
+    trial_rows = rows(5, 10.0)
+    key = ("larson", params_key({"threads": 1}), "ops_per_sec")
+    wide = followups.plan([unknown()], trial_rows, step=5, warmup=0, budget_left=1e6,
+                          policy=POLICY, bands={key: 4.0})
+    # +-5% into a +-4% band: 5 x (5/4)^2 = 7.8 trials, x1.25 = 10, i.e. 5 more
+    assert [g.trials for g in wide.groups] == [5]
+    # a +2.5% change: the trials whose MDE is 2.5% (fewer than for the 2% target)
+    moved = followups.plan([unknown(diff=2.5, hw=3.0)], trial_rows, step=5, warmup=0,
+                           budget_left=1e6, policy=POLICY)
+    sig = power.trials_for_mde(noise_of(trial_rows), 2.5, policy=POLICY)
+    target = power.trials_for_mde(noise_of(trial_rows), policy=POLICY)
+    assert sig is not None and target is not None and 10 < sig < target
+    assert [g.trials for g in moved.groups] == [math.ceil(sig * followups.SAFETY) - 5]
+
+
+def test_plan_takes_the_cells_closest_to_settling_first_or_stops():
     trial_rows = rows(5, 10.0) + rows(5, 10.0, workload="rpc", seed=2)
-    cells = [unknown(), unknown("rpc")]
-    full = followups.plan(cells, trial_rows, step=5, warmup=1, budget_left=1e6, policy=POLICY)
-    half = followups.plan(cells, trial_rows, step=5, warmup=1, budget_left=full.seconds / 2,
+    near, far = unknown(hw=3.5), unknown("rpc", hw=9.0)
+    full = followups.plan([far, near], trial_rows, step=5, warmup=1, budget_left=1e6,
                           policy=POLICY)
-    assert len(half.groups) == 2 and half.seconds <= full.seconds / 2
-    assert half.note.startswith("follow-ups cut to the time budget")
-    none = followups.plan(cells, trial_rows, step=5, warmup=1, budget_left=3.0, policy=POLICY)
+    assert [g.workload for g in full.groups] == ["larson", "rpc"] and full.note is None
+    cheap = next(g for g in full.groups if g.workload == "larson")
+    cut = followups.plan([far, near], trial_rows, step=5, warmup=1,
+                         budget_left=cheap.seconds + 0.1, policy=POLICY)
+    assert [(g.workload, g.trials) for g in cut.groups] == [("larson", cheap.trials)]
+    assert cut.note.startswith("follow-ups cut to the time budget")
+    none = followups.plan([far, near], trial_rows, step=5, warmup=1, budget_left=3.0,
+                          policy=POLICY)
     assert none.groups == [] and none.note.startswith("follow-ups stopped: the time budget")
 
 

@@ -52,8 +52,26 @@ def test_unknown_shows_the_mde_it_reached_and_deterministic_mde():
                                              deterministic=True, policy=P)], P)[0]
     assert format_line("fastpath", "threads=1 ops=20000", "instructions", det) == (
         "fastpath threads=1 ops=20000 instructions: +0.5% ±0.0% (p=n/a, 1 trials, 1 robust, "
-        "mde 0.25%) REGRESSED"
+        "mde 0.25%, band ±0.25%) REGRESSED"
     )
+
+
+def test_line_shows_the_same_band_the_verdict_used():
+    s2 = cell(-0.4, -2.5, 1.7, 0.61, n=20, robust=19, verdict="same", mde=2.8)
+    s2.band_pct = 3.0
+    assert format_line("larson", "threads=2", "ops_per_sec", s2) == (
+        "larson threads=2 ops_per_sec: -0.4% ±2.1% (p=0.610, 20 trials, 19 robust, mde 2.8%, "
+        "band ±3.0%) SAME"
+    )
+    rng = np.random.default_rng(3)
+    base = list(1e6 * (1 + 0.01 * rng.standard_normal(20)))
+    head = list(1e6 * (1 + 0.01 * rng.standard_normal(20)))
+    calibrated, plain = adjust_and_decide([compare_samples(base, head, policy=P)] * 2, P,
+                                          [3.0, None])
+    assert calibrated.band_pct == 3.0 and plain.band_pct == P.min_effect_pct
+    assert format_line("rpc", "threads=1", "ops_per_cpu_sec", calibrated).endswith(
+        f"mde {calibrated.mde_pct:.1f}%, band ±3.0%) SAME")
+    assert calibrated.mde_pct is not None and calibrated.mde_pct < 3.0
 
 
 def test_line_without_data():
@@ -78,7 +96,8 @@ def test_line_from_real_stats():
     c = adjust_and_decide([compare_samples(base, head, policy=P)], P)[0]
     line = format_line("larson", "threads=2", "ops_per_sec", c)
     assert line.startswith("larson threads=2 ops_per_sec: -17.")
-    assert line.endswith(f"(p=0.001, 8 trials, 7 robust, mde {c.mde_pct:.1f}%) REGRESSED")
+    assert line.endswith(f"(p=0.001, 8 trials, 7 robust, mde {c.mde_pct:.1f}%, band ±1.0%) "
+                         "REGRESSED")
     assert c.mde_pct is not None and 1.0 < c.mde_pct < 5.0
 
 
