@@ -50,13 +50,13 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import stats
+from mallard_api.analysis import noise, stats
+from mallard_api.analysis.canaries import PROBE_SIZES, canary_ns, fit, fitted_ns, head_variant
 from mallard_api.analysis.measures import is_deterministic
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Comparison
@@ -68,50 +68,8 @@ from mallard_api.sql import comparisons as comparison_sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import projects as project_sql
 
-FREES_PER_OP: dict[str, float] = {"larson": 1.002, "rpc": 2.0}
-PROBE_SIZES = (1.0, 20.0)  # nominal sizes of the two probes per workload (module doc)
 SPEEDS = ("ops_per_cpu_sec", "ops_per_sec")  # the slowdown a probe measured, in order
 SETTLED = ("done", "failed")
-
-
-def canary_ns(size_pct: float, ops_per_sec: float, workload: str) -> int:
-    """The canary that costs about ``size_pct`` percent of the workload's time (module doc)."""
-    ns_per_op = 1e9 / ops_per_sec
-    return max(1, round(size_pct / 100.0 * ns_per_op / FREES_PER_OP.get(workload, 1.0)))
-
-
-def fit(points: list[tuple[int, float]]) -> tuple[float, float] | None:
-    """``(a, b)`` of ``slowdown = a + b x ns`` through the probes' (ns, slowdown %) points
-    (least squares); None without two distinct ``ns`` or when the line does not rise."""
-    if len({n for n, _ in points}) < 2:
-        return None
-    mx = statistics.fmean(n for n, _ in points)
-    my = statistics.fmean(s for _, s in points)
-    sxx = sum((n - mx) ** 2 for n, _ in points)
-    b = sum((n - mx) * (s - my) for n, s in points) / sxx
-    if b <= 0:
-        return None
-    return my - b * mx, b
-
-
-def fitted_ns(size_pct: float, line: tuple[float, float] | None, nominal: int) -> int:
-    """The canary that the probes' line says costs ``size_pct`` (at least 1 ns)."""
-    if line is None:
-        return nominal
-    a, b = line
-    return max(1, round((size_pct - a) / b))
-
-
-def head_variant(variant: str, ns: int | None) -> str:
-    if ns is None:
-        return variant
-    return ",".join(p for p in (variant, f"canary_ns={ns}") if p)
-
-
-def band_pct(cv_pct: float | None, deterministic: bool, settings: Settings) -> float | None:
-    if deterministic or cv_pct is None:
-        return None
-    return min(max(cv_pct, settings.stats_min_effect_pct), settings.calibration_band_max_pct)
 
 
 # -- queueing -------------------------------------------------------------------------------
@@ -300,7 +258,7 @@ def result_rows(session: Session, comps: list[Comparison], settings: Settings
             aa_unknown=sum(v == "unknown" for v in verdicts),
             false_alarm_rate=false_alarms / len(verdicts) if verdicts else None,
             detection=detection,
-            band_pct=band_pct(cv, is_deterministic(measure), settings)))
+            band_pct=noise.band_pct(cv, is_deterministic(measure), settings)))
     return rows
 
 
@@ -319,48 +277,3 @@ def finish(session: Session, cal: Calibration, settings: Settings) -> None:
         failed = sum(c.state == "failed" for c in comps)
         cal.note = (f"no results: {failed} of {len(comps)} comparisons failed"
                     if comps else "no comparisons were asked for")
-
-
-# -- the SAME bands of a comparison's series -----------------------------------------------
-def bands(session: Session, fingerprint: str | None
-          ) -> tuple[dict[tuple[str, str, str], float], list[int]]:
-    """``{(workload, params key, measure): band_pct}`` from the testbed's latest calibration
-    of each series, and the calibrations they came from."""
-    if fingerprint is None:
-        return {}, []
-    out: dict[tuple[str, str, str], float] = {}
-    ids: set[int] = set()
-    for r in sql.latest_noise(session, fingerprint):
-        if r.band_pct is not None:
-            out[(r.workload, params_key(r.params), r.measure)] = r.band_pct
-            ids.add(r.calibration_id)
-    return out, sorted(ids)
-
-
-def table(rows: Sequence[CalibrationResult]) -> str:
-    """The results as a markdown table: workload x threads x measure, CV, false alarms of
-    the A/A comparisons, per injected size ``detected/comparisons (measured change)``, and
-    the SAME band."""
-    if not rows:
-        return ""
-    sizes = sorted({d.size_pct for r in rows for d in r.detection})
-    head = ["workload", "threads", "measure", "CV", "false alarms (A/A)"]
-    head += [f"canary {s:g}%" for s in sizes] + ["SAME band"]
-    out = ["| " + " | ".join(head) + " |",
-           "|" + "---|" * 3 + "---:|" * (len(head) - 3)]
-    for r in rows:
-        by_size = {d.size_pct: d for d in r.detection}
-        cells = [r.workload, str(r.threads if r.threads is not None else ""),
-                 r.measure,
-                 "n/a" if r.cv_pct is None else f"{r.cv_pct:.2f}%",
-                 f"{r.false_alarms} of {r.aa_comparisons}"]
-        for s in sizes:
-            d = by_size.get(s)
-            if d is None:
-                cells.append("")
-                continue
-            measured = "" if d.measured_pct is None else f" ({d.measured_pct:+.1f}%)"
-            cells.append(f"{d.detected}/{d.comparisons}{measured}")
-        cells.append("n/a" if r.band_pct is None else f"±{r.band_pct:.1f}%")
-        out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out)

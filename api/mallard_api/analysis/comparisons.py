@@ -15,7 +15,7 @@ another testbed are left out and the report says so). When every job has reporte
   the MDE they reached (the comparison's note says why the follow-ups stopped).
 
 A series calibrated on the comparison's testbed is judged with its calibrated SAME band
-(``calibration.bands``); the report's notes name the calibrations used.
+(``noise.bands``); the report's notes name the calibrations used.
 
 A job of a comparison that fails for good leaves the comparison ``failed`` when no cells
 exist; otherwise the comparison settles as above from the cells it has (each follow-up,
@@ -28,14 +28,13 @@ from __future__ import annotations
 import re
 import statistics
 from collections import defaultdict
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from mallard_wire.jobs import JobSpec, SpecAllocator
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import calibration, explain, followups, report, stats
+from mallard_api.analysis import explain, followups, noise, report, stats
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.hypothesis import Hypothesis
 from mallard_api.analysis.measures import (
@@ -134,7 +133,7 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
                               policy=policy)
         for k, why in zip(keys, unjudged, strict=True)
     ]
-    band_of, calibrations = calibration.bands(session, comp.testbed_fingerprint)
+    band_of, calibrations = noise.bands(session, comp.testbed_fingerprint)
     decided = stats.adjust_and_decide(raw, policy, [band_of.get(k) for k in keys])
     if calibrations:
         used = ", ".join(f"#{i}" for i in calibrations)
@@ -205,7 +204,7 @@ def refresh_state(session: Session, comp: Comparison,
                       if r.testbed_fingerprint == comp.testbed_fingerprint],
             step=comp.trials, warmup=comp.warmup, budget_left=left,
             policy=stats_policy(settings),
-            bands=calibration.bands(session, comp.testbed_fingerprint)[0])
+            bands=noise.bands(session, comp.testbed_fingerprint)[0])
         if plan.groups:
             queue_follow_up(session, comp, plan.groups, jobs)
             comp.state = "running"
@@ -265,21 +264,13 @@ def bisection_notes(session: Session, comparison_id: int) -> list[str]:
     return out
 
 
-def _with_band(s: stats.CellStats, band: float | None, policy: Policy) -> stats.CellStats:
-    """A stored cell's stats with the SAME band its verdict used (shown on its line)."""
-    if s.primary:
-        s.band_pct = stats.same_band(s, policy if band is None
-                                     else replace(policy, same_band_pct=band))
-    return s
-
-
 def render_report(session: Session, comp: Comparison) -> str:
     """The text report of GET /comparisons/{id}/report."""
     cells = sql.cells(session, comp.id)
-    band_of = calibration.bands(session, comp.testbed_fingerprint)[0]
+    band_of = noise.bands(session, comp.testbed_fingerprint)[0]
     policy = stats_policy(get_settings())
     rcells = [report.ReportCell(c.workload, c.params, c.measure,
-                                _with_band(c.stats(is_deterministic(c.measure)), band_of.get(
+                                noise.with_band(c.stats(is_deterministic(c.measure)), band_of.get(
                                     (c.workload, params_key(c.params), c.measure)), policy))
               for c in cells]
     peers: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)

@@ -3,9 +3,8 @@ ratio of medians with its bootstrap interval, the Mann-Whitney p-value, the
 Benjamini-Hochberg adjustment over the primary cells, and the verdict rule, with its
 deterministic variant for cachegrind's counts (rules D1-D3).
 
-docs/statistics.md states the policy in full; the rules are numbered there as they are
-referred to here. Which measures are primary, diagnostic or deterministic: `measures`.
-The minimum detectable effect of a cell: `power`. The tunable numbers: `policy.Policy`.
+docs/statistics.md states the policy in full and numbers its rules. Which measures are
+primary, diagnostic or deterministic: `measures`; a cell's MDE: `power`; numbers: `policy`.
 """
 
 from __future__ import annotations
@@ -223,7 +222,7 @@ def decide(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> str:
     lo, hi, p, diff = cell.ci_low_pct, cell.ci_high_pct, cell.p_adjusted, cell.diff_pct
     if lo is None or hi is None or p is None:
         return "unknown"
-    band = policy.same_band_pct if policy.same_band_pct is not None else m
+    band = same_band(cell, policy)  # not deterministic here
     if -band < lo and hi < band:
         return "same"
     if p < policy.alpha and (lo > 0 or hi < 0) and abs(diff) >= m:
@@ -239,9 +238,8 @@ def decide(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> str:
 
 
 def same_band(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> float:
-    """The half-width of the band inside which ``decide`` calls a cell ``same``: the
-    deterministic minimum effect (rule D3) for a deterministic cell, else the series'
-    calibrated band, else the minimum effect that matters (rule 2)."""
+    """Half-width of the band inside which ``decide`` calls a cell ``same``: rule D3's
+    minimum for a deterministic cell, else the calibrated band, else rule 2's minimum."""
     if cell.deterministic:
         return policy.deterministic_min_effect_pct
     return policy.same_band_pct if policy.same_band_pct is not None else policy.min_effect_pct

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import calibration
+from mallard_api.analysis import calibration, noise
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
@@ -44,7 +44,7 @@ def calibration_out(session: Session, cal: Calibration) -> CalibrationOut:
         comparisons=[ComparisonRef(id=c.id, state=c.state, canary_pct=c.canary_pct,
                                    probe=c.canary_probe)
                      for c in sql.comparisons(session, cal.id)],
-        results=results, table=calibration.table(rows),
+        results=results, table=noise.table(rows),
         created_at=cal.created_at, finished_at=cal.finished_at)
 
 

@@ -3,28 +3,28 @@ rule with a calibrated band (stats.adjust_and_decide)."""
 
 import numpy as np
 import pytest
-from mallard_api.analysis import calibration, stats
+from mallard_api.analysis import canaries, noise, stats
 from mallard_api.models.calibration import CalibrationResult
 from mallard_api.models.records import Detection
 
 
 def test_canary_is_sized_from_the_time_per_operation_and_frees():
     # 1e6 ops/s: 1000 ns an operation; larson frees one block per operation, rpc two
-    assert calibration.canary_ns(3, 1e6, "larson") == 30
-    assert calibration.canary_ns(10, 1e6, "rpc") == 50
-    assert calibration.canary_ns(1, 1e6, "xmalloc") == 10
-    assert calibration.canary_ns(0.01, 1e9, "larson") == 1  # never 0 (0 is "off")
-    assert calibration.head_variant("transfer=ring", 30) == "transfer=ring,canary_ns=30"
-    assert calibration.head_variant("", 30) == "canary_ns=30"
-    assert calibration.head_variant("", None) == ""
+    assert canaries.canary_ns(3, 1e6, "larson") == 30
+    assert canaries.canary_ns(10, 1e6, "rpc") == 50
+    assert canaries.canary_ns(1, 1e6, "xmalloc") == 10
+    assert canaries.canary_ns(0.01, 1e9, "larson") == 1  # never 0 (0 is "off")
+    assert canaries.head_variant("transfer=ring", 30) == "transfer=ring,canary_ns=30"
+    assert canaries.head_variant("", 30) == "canary_ns=30"
+    assert canaries.head_variant("", None) == ""
 
 
 def test_band_is_the_cv_clamped(settings):
-    assert calibration.band_pct(0.3, False, settings) == settings.stats_min_effect_pct
-    assert calibration.band_pct(4.2, False, settings) == pytest.approx(4.2)
-    assert calibration.band_pct(40.0, False, settings) == settings.calibration_band_max_pct
-    assert calibration.band_pct(4.2, True, settings) is None
-    assert calibration.band_pct(None, False, settings) is None
+    assert noise.band_pct(0.3, False, settings) == settings.stats_min_effect_pct
+    assert noise.band_pct(4.2, False, settings) == pytest.approx(4.2)
+    assert noise.band_pct(40.0, False, settings) == settings.calibration_band_max_pct
+    assert noise.band_pct(4.2, True, settings) is None
+    assert noise.band_pct(None, False, settings) is None
 
 
 def test_table_lists_every_size():
@@ -34,12 +34,12 @@ def test_table_lists_every_size():
                                                    rate=0.4, measured_pct=-2.96)]),
             CalibrationResult(workload="larson", threads=1, measure="instructions", cv_pct=0.0,
                               false_alarms=0, aa_comparisons=20, band_pct=None, detection=[])]
-    lines = calibration.table(rows).splitlines()
+    lines = noise.table(rows).splitlines()
     assert lines[0] == ("| workload | threads | measure | CV | false alarms (A/A) | "
                         "canary 3% | SAME band |")
     assert lines[2] == "| larson | 1 | ops_per_sec | 12.35% | 1 of 20 | 4/10 (-3.0%) | ±10.0% |"
     assert lines[3] == "| larson | 1 | instructions | 0.00% | 0 of 20 |  | n/a |"
-    assert calibration.table([]) == ""
+    assert noise.table([]) == ""
 
 
 def test_a_calibrated_band_decides_same_for_a_noisy_series():
@@ -58,14 +58,14 @@ def test_a_calibrated_band_decides_same_for_a_noisy_series():
 
 def test_probes_fit_the_canarys_real_cost():
     # a line through the probes: 1.5% + 0.1% per ns
-    line = calibration.fit([(5, 2.0), (100, 11.5)])
+    line = canaries.fit([(5, 2.0), (100, 11.5)])
     assert line is not None and line == pytest.approx((1.5, 0.1))
-    assert calibration.fitted_ns(3, line, nominal=30) == 15
-    assert calibration.fitted_ns(10, line, nominal=100) == 85
+    assert canaries.fitted_ns(3, line, nominal=30) == 15
+    assert canaries.fitted_ns(10, line, nominal=100) == 85
     # a size below the cost of the call itself: the smallest canary there is, 1 ns
-    assert calibration.fitted_ns(1, line, nominal=10) == 1
+    assert canaries.fitted_ns(1, line, nominal=10) == 1
     # no line (one point, or probes that did not slow down more at more ns): nominal
-    assert calibration.fit([(5, 2.0)]) is None
-    assert calibration.fit([(5, 2.0), (5, 2.5)]) is None
-    assert calibration.fit([(5, 3.0), (100, 2.0)]) is None
-    assert calibration.fitted_ns(3, None, nominal=30) == 30
+    assert canaries.fit([(5, 2.0)]) is None
+    assert canaries.fit([(5, 2.0), (5, 2.5)]) is None
+    assert canaries.fit([(5, 3.0), (100, 2.0)]) is None
+    assert canaries.fitted_ns(3, None, nominal=30) == 30
