@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from mallard_api.analysis.bisect_search import BAD, GOOD, SKIP, Evidence, Search, classify
 from mallard_api.analysis.comparisons import allocator_label, comparison_spec
-from mallard_api.analysis.measures import THROUGHPUT, higher_is_better
+from mallard_api.analysis.measures import SPEEDS, higher_is_better
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Alert, Comparison
 from mallard_api.models.core import Commit, Project
@@ -147,10 +147,10 @@ def advance(session: Session, settings: Settings, bisection_id: int) -> None:
 
 
 def culprit_evidence(session: Session, b: Bisection) -> dict[str, Any] | None:
-    """What the culprit line quotes: the throughput cell (ops_per_sec) of the narrowest
-    comparison across the culprit (only the culprit's change lies inside it) that judged it
-    REGRESSED, which is the slowdown a reader expects; else the judged cell of the
-    narrowest comparison across it."""
+    """What the culprit line quotes: a throughput cell (ops_per_sec, else ops_per_cpu_sec
+    where the wall clock is not judged) of the narrowest comparison across the culprit (only
+    the culprit's change lies inside it) that judged it REGRESSED, which is the slowdown a
+    reader expects; else the judged cell of the narrowest comparison across it."""
     if b.culprit is None:
         return None
     at = b.commits.index(b.culprit)
@@ -162,9 +162,9 @@ def culprit_evidence(session: Session, b: Bisection) -> dict[str, Any] | None:
             if lo < at <= hi:
                 spans.append((hi - lo, -st["round"], cid))
     comps = [comparison_sql.get(session, cid) for _, _, cid in sorted(spans)]
-    if b.measure != THROUGHPUT:
-        for comp in comps:
-            e = _evidence(session, comp, b, THROUGHPUT)
+    for comp in comps:
+        for speed in (m for m in SPEEDS if m != b.measure):
+            e = _evidence(session, comp, b, speed)
             if e is not None and e["verdict"] == "regressed":
                 return e
     for comp in comps:

@@ -57,7 +57,7 @@ from sqlalchemy.orm import Session
 
 from mallard_api.analysis import noise, stats
 from mallard_api.analysis.canaries import PROBE_SIZES, canary_ns, fit, fitted_ns, head_variant
-from mallard_api.analysis.measures import is_deterministic
+from mallard_api.analysis.measures import SPEEDS, is_deterministic
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.calibration import Calibration, CalibrationResult
@@ -68,7 +68,6 @@ from mallard_api.sql import comparisons as comparison_sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import projects as project_sql
 
-SPEEDS = ("ops_per_cpu_sec", "ops_per_sec")  # the slowdown a probe measured, in order
 SETTLED = ("done", "failed")
 
 
@@ -128,7 +127,7 @@ def slowdown_of(session: Session, comp: Comparison) -> float | None:
     """A probe's measured slowdown in percent: the median change of its throughput cells
     (per CPU-second where measured), made positive for a slowdown."""
     cells = comparison_sql.cells(session, comp.id)
-    for measure in SPEEDS:
+    for measure in reversed(SPEEDS):  # per CPU-second first
         diffs = [c.diff_pct for c in cells if c.measure == measure and c.diff_pct is not None]
         if diffs:
             return -float(statistics.median(diffs))

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 THROUGHPUT = "ops_per_sec"  # the measure a hypothesis names unless it says another
+SPEEDS = ("ops_per_sec", "ops_per_cpu_sec")  # throughput, by the wall clock and by CPU time
 
 # contracts.md section 4: measure -> (unit, higher_is_better)
 MEASURES: dict[str, tuple[str, bool]] = {
