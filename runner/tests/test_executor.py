@@ -19,6 +19,7 @@ from mallard_runner.measures import (
     last_json_line,
     parse_cachegrind,
     parse_perf_stat,
+    read_result,
 )
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
 from mallard_runner.suites import expand, load_suite
@@ -374,13 +375,13 @@ def test_throughput_per_cpu_second_comes_from_the_workloads_cpu_time():
     `cpu_seconds` (the process's CPU time over the same phase) also ops_per_cpu_sec, which
     other processes sharing the CPU do not slow down."""
     measures: dict[str, float] = {}
-    ok, note = Executor._read_result({"operations": 1000, "seconds": 0.5, "cpu_seconds": 0.25,
-                                      "max_rss_bytes": 4096}, True, "", measures)
+    ok, note = read_result({"operations": 1000, "seconds": 0.5, "cpu_seconds": 0.25,
+                            "max_rss_bytes": 4096}, True, "", measures)
     assert ok and note == ""
     assert measures == {"ops_per_sec": 2000.0, "ops_per_cpu_sec": 4000.0,
                         "cpu_seconds": 0.25, "max_rss_bytes": 4096.0}
     for cpu in (0, -1.0, "0.2", True):  # none, or nonsense: no per-CPU throughput
         measures = {}
-        ok, _ = Executor._read_result({"operations": 1000, "seconds": 0.5, "cpu_seconds": cpu},
-                                      True, "", measures)
+        ok, _ = read_result({"operations": 1000, "seconds": 0.5, "cpu_seconds": cpu},
+                            True, "", measures)
         assert ok and measures["ops_per_sec"] == 2000.0 and "ops_per_cpu_sec" not in measures
