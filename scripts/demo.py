@@ -39,7 +39,7 @@ console = Console()
 
 
 def step(msg: str) -> None:
-    console.print(f"[bold cyan]demo:[/] {msg}")
+    console.print(f"[bold cyan]demo:[/] {msg}", soft_wrap=True)  # URLs stay on one line
 
 
 def run(cmd: list[str], env: dict[str, str]) -> str:
