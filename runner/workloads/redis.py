@@ -273,7 +273,8 @@ def run(p: dict[str, Any], allocator_env: dict[str, str]) -> None:
     mc.print_result(
         "redis", p, p["requests"] * len(tests), seconds, server_hwm,
         client_max_rss_bytes=client_hwm,
-        server_cpu_seconds=round(server_ru.ru_utime + server_ru.ru_stime, 6),
+        # the server is where the allocator under test works: its CPU time is the run's
+        cpu_seconds=round(server_ru.ru_utime + server_ru.ru_stime, 6),
         **{f"{t}_ops_per_sec": rps[t] for t in tests},
         server_cpus=mc.cpu_list_text(server_cpus), client_cpus=mc.cpu_list_text(client_cpus),
         placement=how, server_malloc=server_malloc, client_malloc=client_malloc,
