@@ -133,14 +133,13 @@ def alert_series(session: Session, alert: Alert, branch: Branch | None,
     """The alert's series along its branch, the change marked, before/after medians drawn."""
     if branch is None:
         return dict(plot=None, points=0, changes=[])
-    points = series_sql.series(
-        session, branch_id=branch.id, workload=alert.workload,
+    points = series_sql.series(session, series_sql.SeriesCell(
+        branch_id=branch.id, workload=alert.workload,
         params_sha=params_sha256(alert.params), threads=None, allocator=alert.allocator,
         variant=alert.variant, measure=alert.measure, arch=alert.arch,
-        testbed=alert.testbed_fingerprint)
-    points = [p for p in points if p["median"] is not None]
+        testbed=alert.testbed_fingerprint))
     unit, _ = series_sql.measure_info(session, alert.measure)
-    index = {p["commit_sha"]: i for i, p in enumerate(points)}
+    index = {p.commit_sha: i for i, p in enumerate(points)}
     changes = pages_sql.change_points(session, alert.project, alert.branch, alert.series_key)
     markers = [trend.Marker(index[c.commit_sha], "change", fmt.pct(c.change_pct),
                           title=f"change point at {c.commit_sha[:7]}: {fmt.pct(c.change_pct)}")
@@ -155,13 +154,13 @@ def alert_series(session: Session, alert: Alert, branch: Branch | None,
         if alert.after_median is not None:
             levels.append(trend.Level(at, len(points) - 1, alert.after_median,
                                     "median after the change"))
-    axis = trend.TrendAxis([p["commit_short"] for p in points],
+    axis = trend.TrendAxis([p.commit_short for p in points],
                          {at: alert.first_bad_commit[:7]} if at is not None else {})
     pts = [trend.TrendPoint(
-        i, p["median"], p["p25"], p["p75"],
-        title=f"{p['commit_short']}: median {fmt.value(p['median'], alert.measure, unit, 4)} "
-              f"({p['n']} trials)",
-        href=links.path(public_url, links.commit(p["commit_sha"])))
+        i, p.median, p.p25, p.p75,
+        title=f"{p.commit_short}: median {fmt.value(p.median, alert.measure, unit, 4)} "
+              f"({p.n} trials)",
+        href=links.path(public_url, links.commit(p.commit_sha)))
         for i, p in enumerate(points)]
     plot = svg.trend_plot([trend.TrendSeries(alert.variant or "default", pts, "s0")], axis,
                           measure=alert.measure, unit=unit, markers=markers, levels=levels,
