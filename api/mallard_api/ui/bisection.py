@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 from markupsafe import Markup
 from sqlalchemy.orm import Session
@@ -221,10 +220,25 @@ def plot(session: Session, b: Bisection, unit: str, public_url: str | None
     return svg_plot, legend
 
 
-def build(session: Session, b: Bisection, public_url: str | None) -> dict[str, Any]:
+@dataclass
+class BisectionPage:
+    """What the bisection page draws (its template's variables)."""
+
+    b: Bisection
+    unit: str
+    steps: list[StepView]
+    culprit: CulpritView | None
+    plot: Markup | None
+    legend: list[tuple[str, str]]  # (css class, what the series is)
+    outcomes: dict[str, str]
+    subjects: dict[str, str]  # sha -> its subject line
+
+
+def build(session: Session, b: Bisection, public_url: str | None) -> BisectionPage:
     unit = pages_sql.measure_units(session).get(b.measure, "")
     svg_plot, legend = plot(session, b, unit, public_url)
-    return dict(b=b, unit=unit, steps=steps(session, b, unit), culprit=culprit(session, b, unit),
-                plot=svg_plot, legend=legend, outcomes=OUTCOME_TEXT, subjects={
-                    sha: bisections.subject(session, b.project_id, sha)
-                    for sha in [b.good, b.bad, *b.culprit_candidates]})
+    return BisectionPage(
+        b=b, unit=unit, steps=steps(session, b, unit), culprit=culprit(session, b, unit),
+        plot=svg_plot, legend=legend, outcomes=OUTCOME_TEXT, subjects={
+            sha: bisections.subject(session, b.project_id, sha)
+            for sha in [b.good, b.bad, *b.culprit_candidates]})

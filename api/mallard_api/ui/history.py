@@ -51,8 +51,30 @@ def choose_measures(available: list[str], asked: list[str]) -> list[str]:
     return primary or available
 
 
+@dataclass
+class BranchTrends:
+    """The trends section of the project and branch pages (`_trends.html`)."""
+
+    workloads: list[WorkloadTrends]
+    measures: list[str]  # drawn
+    available: list[str]  # measured on the branch's last commits
+    last_n: int
+    commits: int
+    alerts: list[Alert]
+
+
+@dataclass
+class AlertSeries:
+    """The alert page's series along its branch (None plot: nothing measured)."""
+
+    plot: Markup | None
+    points: int
+    changes: list[pages_sql.ChangeMark]
+    unit: str = ""
+
+
 def branch_trends(session: Session, project: Project, branch: Branch, public_url: str | None,
-                  *, measures: list[str], last_n: int) -> dict[str, Any]:
+                  *, measures: list[str], last_n: int) -> BranchTrends:
     available = pages_sql.branch_measures(session, branch.id, last_n=last_n, allocator=ALLOCATOR)
     chosen = choose_measures(available, measures)
     points = pages_sql.branch_points(session, branch.id, last_n=last_n, measures=chosen,
@@ -91,8 +113,8 @@ def branch_trends(session: Session, project: Project, branch: Branch, public_url
             plots.append(_plot(by_cell[key][measure], measure, unit, axis, index,
                                marks.get((key[0], key[1], measure), []), many, public_url))
         workloads.append(WorkloadTrends(f"{key[0]} {fmt.params(params_of[key])}".strip(), plots))
-    return dict(workloads=workloads, measures=chosen, available=available, last_n=last_n,
-                commits=len(commits), alerts=alerts)
+    return BranchTrends(workloads=workloads, measures=chosen, available=available,
+                        last_n=last_n, commits=len(commits), alerts=alerts)
 
 
 def _plot(points: list[pages_sql.Point], measure: str, unit: str, axis: trend.TrendAxis,
@@ -129,10 +151,10 @@ def _plot(points: list[pages_sql.Point], measure: str, unit: str, axis: trend.Tr
 
 
 def alert_series(session: Session, alert: Alert, branch: Branch | None,
-                 public_url: str | None) -> dict[str, Any]:
+                 public_url: str | None) -> AlertSeries:
     """The alert's series along its branch, the change marked, before/after medians drawn."""
     if branch is None:
-        return dict(plot=None, points=0, changes=[])
+        return AlertSeries(plot=None, points=0, changes=[])
     points = series_sql.series(session, series_sql.SeriesCell(
         branch_id=branch.id, workload=alert.workload,
         params_sha=params_sha256(alert.params), threads=None, allocator=alert.allocator,
@@ -165,7 +187,8 @@ def alert_series(session: Session, alert: Alert, branch: Branch | None,
     plot = svg.trend_plot([trend.TrendSeries(alert.variant or "default", pts, "s0")], axis,
                           measure=alert.measure, unit=unit, markers=markers, levels=levels,
                           width=760, height=220, label=f"{alert.measure} along {alert.branch}")
-    return dict(plot=plot if points else None, points=len(points), changes=changes, unit=unit)
+    return AlertSeries(plot=plot if points else None, points=len(points), changes=changes,
+                       unit=unit)
 
 
 def alert_of(session: Session, alert_id: int) -> Alert | None:
