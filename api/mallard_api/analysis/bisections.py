@@ -53,11 +53,11 @@ def start(session: Session, settings: Settings, project: Project, *, branch: str
             bad_end=commits[-1], good_index=0, bad_index=len(commits) - 1,
             comparisons=[origin_comparison], outcome=BAD,
             note="the commit verdict that found the regression"))
-    b = sql.add_bisection(
-        session, project_id=project.id, project=project.name, branch=branch, arch=arch,
+    b = sql.add_bisection(session, Bisection(
+        project_id=project.id, project=project.name, branch=branch, arch=arch,
         workload=workload, measure=measure, threads=threads, good=commits[0], bad=commits[-1],
         commits=commits, skipped=[], verdicts={}, steps=steps, state="running", builds=0,
-        origin=origin, alert_id=alert_id)
+        origin=origin, alert_id=alert_id))
     probe(session, settings, b, project)
     return b
 

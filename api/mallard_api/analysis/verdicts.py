@@ -90,8 +90,9 @@ def queue_commit(session: Session, settings: Settings, project: Project, *, bran
             v = existing[0]
             v.comparison_id, v.base_sha, v.state, v.verdict = comp.id, base, "queued", None
         else:
-            sql.add_verdict(session, project_id=project.id, branch=branch, commit_sha=sha,
-                            base_sha=base, arch=arch, comparison_id=comp.id, state="queued")
+            sql.add_verdict(session, CommitVerdict(
+                project_id=project.id, branch=branch, commit_sha=sha, base_sha=base, arch=arch,
+                comparison_id=comp.id, state="queued"))
         from mallard_api import forges
 
         forges.enqueue_status(session, settings, project.id, sha, arch, "pending",
