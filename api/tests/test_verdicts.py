@@ -19,6 +19,7 @@ from mallard_api.models.analysis import OutboxMessage
 from mallard_api.models.core import Project
 from mallard_api.models.verdicts import ProjectForge
 from mallard_api.sql.projects import CommitInfo
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 
@@ -154,11 +155,39 @@ def flow(client: TestClient, app: Any, conf: Settings, db_session: Session,
                         b["culprit_line"]), b["culprit_line"]
     assert b["measure"] == "instructions"
     assert all(st["evidence"]["good_vs_probe"] for st in b["steps"] if st["round"] > 0)
+    assert_stored_shapes(db_session, b, v)
     alert = client.get(f"/api/v1/alerts/{v['alert_id']}", headers=user_headers).json()
     assert f"culprit: {commits[culprit][:7]}" in alert["text"]
     tri = client.get("/api/v1/alerts/triage", params={"project": project},
                      headers=user_headers)
     assert tri.status_code == 200 and tri.json()[0]["alerts"] == 1
+
+
+STEP = {"round", "index", "sha", "good_end", "bad_end", "good_index", "bad_index",
+        "comparisons", "outcome"}
+EVIDENCE = {"comparison_id", "base", "head", "diff_pct", "ci_low_pct", "ci_high_pct",
+            "verdict", "higher_is_better", "measure", "threads", "line"}
+CELL = {"workload", "params", "threads", "measure", "diff_pct", "ci_low_pct", "ci_high_pct",
+        "line"}
+
+
+def assert_stored_shapes(db_session: Session, b: dict[str, Any], v: dict[str, Any]) -> None:
+    """The typed records keep the JSON the columns held and the API answered: round 0 has
+    a note and no evidence, a probe's round its evidence and no note; verdict cells and
+    alert cells their keys."""
+    steps = db_session.execute(text("SELECT steps FROM bisections WHERE id = :i"),
+                               {"i": b["id"]}).scalar_one()
+    assert steps == b["steps"]
+    for st in steps:
+        extra = {"note"} if st["round"] == 0 else {"evidence"}
+        assert set(st) == STEP | extra, st
+        for e in (st.get("evidence") or {}).values():
+            assert e is None or set(e) == EVIDENCE, e
+    moved, cells = db_session.execute(text(
+        "SELECT v.moved, a.cells FROM commit_verdicts v JOIN alerts a ON a.id = v.alert_id "
+        "WHERE v.alert_id = :a"), {"a": v["alert_id"]}).one()
+    assert moved == v["moved"] and all(set(m) == CELL | {"verdict"} for m in moved)
+    assert cells and all(set(c) == CELL | {"series_key"} for c in cells)
 
 
 def test_bisection_bad_input(client: TestClient, settings: Settings, db_session: Session,

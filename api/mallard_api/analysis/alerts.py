@@ -56,10 +56,10 @@ def detect_changes(session: Session, trial_ids: list[int], settings: Settings | 
     for s in alert_sql.touched_series(session, trial_ids):
         if unjudged_reason(s.measure, s.emulated):  # a timing under emulation: never judged
             continue
-        points = series_sql.medians(
-            session, branch_id=s.branch_id, workload=s.workload, params_sha=s.params_sha,
+        points = series_sql.medians(session, series_sql.SeriesCell(
+            branch_id=s.branch_id, workload=s.workload, params_sha=s.params_sha,
             threads=None, allocator=s.allocator, variant=s.variant, measure=s.measure,
-            arch=s.arch, testbed=s.testbed_fingerprint)
+            arch=s.arch, testbed=s.testbed_fingerprint))
         if len(points) < 2 * cpol.min_segment:
             continue
         commits = [sha for sha, _ in points]

@@ -14,17 +14,18 @@ bisection's page (/ui/bisections/{id}).
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis.bisect_search import BAD, GOOD, SKIP, Evidence, Search, classify
+from mallard_api.analysis.bisect_search import BAD, GOOD, SKIP, Search, classify
+from mallard_api.analysis.bisect_search import Evidence as SearchEvidence
+from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.comparisons import allocator_label, comparison_spec
 from mallard_api.analysis.measures import SPEEDS, higher_is_better
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Alert, Comparison
 from mallard_api.models.core import Commit, Project
-from mallard_api.models.records import Side
+from mallard_api.models.records import BisectionStep, Evidence, Side, StepEvidence
 from mallard_api.models.verdicts import Bisection, CommitVerdict
 from mallard_api.sql import comparisons as comparison_sql
 from mallard_api.sql import jobs as job_sql
@@ -45,17 +46,18 @@ def start(session: Session, settings: Settings, project: Project, *, branch: str
           alert_id: int | None = None) -> Bisection:
     """Create a bisection over `commits` (good .. bad, oldest first) and queue its first
     round (or name the culprit at once when bad's parent is good)."""
-    steps: list[dict[str, Any]] = []
+    steps: list[BisectionStep] = []
     if origin_comparison is not None:
-        steps.append({"round": 0, "index": len(commits) - 1, "sha": commits[-1],
-                      "good_end": commits[0], "bad_end": commits[-1], "good_index": 0,
-                      "bad_index": len(commits) - 1, "comparisons": [origin_comparison],
-                      "outcome": BAD, "note": "the commit verdict that found the regression"})
-    b = sql.add_bisection(
-        session, project_id=project.id, project=project.name, branch=branch, arch=arch,
+        steps.append(BisectionStep(
+            round=0, index=len(commits) - 1, sha=commits[-1], good_end=commits[0],
+            bad_end=commits[-1], good_index=0, bad_index=len(commits) - 1,
+            comparisons=[origin_comparison], outcome=BAD,
+            note="the commit verdict that found the regression"))
+    b = sql.add_bisection(session, Bisection(
+        project_id=project.id, project=project.name, branch=branch, arch=arch,
         workload=workload, measure=measure, threads=threads, good=commits[0], bad=commits[-1],
         commits=commits, skipped=[], verdicts={}, steps=steps, state="running", builds=0,
-        origin=origin, alert_id=alert_id)
+        origin=origin, alert_id=alert_id))
     probe(session, settings, b, project)
     return b
 
@@ -93,16 +95,16 @@ def probe(session: Session, settings: Settings, b: Bisection, project: Project) 
     lo, hi = s.bounds()
     left = _comparison(session, settings, project, b, b.commits[lo], b.commits[i])
     right = _comparison(session, settings, project, b, b.commits[i], b.commits[hi])
-    rounds = [st for st in b.steps if st["round"] > 0]
-    b.steps = [*b.steps, {
-        "round": len(rounds) + 1, "index": i, "sha": b.commits[i], "good_end": b.commits[lo],
-        "bad_end": b.commits[hi], "good_index": lo, "bad_index": hi,
-        "comparisons": [left.id, right.id], "outcome": None}]
+    rounds = [st for st in b.steps if st.round > 0]
+    b.steps = [*b.steps, BisectionStep(
+        round=len(rounds) + 1, index=i, sha=b.commits[i], good_end=b.commits[lo],
+        bad_end=b.commits[hi], good_index=lo, bad_index=hi, comparisons=[left.id, right.id],
+        outcome=None)]
     b.builds += 1
 
 
 def _evidence(session: Session, comp: Comparison | None, b: Bisection,
-              measure: str | None = None) -> dict[str, Any] | None:
+              measure: str | None = None) -> Evidence | None:
     """The judged cell of a comparison, or its `measure` cell (None when it failed or has
     no such cell)."""
     if comp is None or comp.state == "failed":
@@ -110,12 +112,11 @@ def _evidence(session: Session, comp: Comparison | None, b: Bisection,
     for c in comparison_sql.cells(session, comp.id):
         if c.workload == b.workload and c.measure == (measure or b.measure) \
                 and (b.threads is None or c.threads == b.threads):
-            return {"comparison_id": comp.id, "base": comp.base.commit,
-                    "head": comp.head.commit, "diff_pct": c.diff_pct,
-                    "ci_low_pct": c.ci_low_pct, "ci_high_pct": c.ci_high_pct,
-                    "verdict": c.verdict, "higher_is_better": c.higher_is_better,
-                    "measure": c.measure,
-                    "threads": c.threads, "line": c.line}
+            return Evidence(comparison_id=comp.id, base=comp.base.commit,
+                            head=comp.head.commit, diff_pct=c.diff_pct,
+                            ci_low_pct=c.ci_low_pct, ci_high_pct=c.ci_high_pct,
+                            verdict=c.verdict, higher_is_better=c.higher_is_better,
+                            measure=c.measure, threads=c.threads, line=c.line)
     return None
 
 
@@ -124,29 +125,29 @@ def advance(session: Session, settings: Settings, bisection_id: int) -> None:
     b = sql.get_bisection(session, bisection_id, lock=True)
     if b is None or b.state != "running" or not b.steps:
         return
-    step = dict(b.steps[-1])
-    if step.get("outcome") is not None:
+    step = b.steps[-1]
+    if step.outcome is not None:
         return
-    comps = [comparison_sql.get(session, cid) for cid in step["comparisons"]]
+    comps = [comparison_sql.get(session, cid) for cid in step.comparisons]
     if any(c is not None and c.state not in ("done", "failed") for c in comps):
         return
     left, right = (_evidence(session, c, b) for c in comps)
-    hib = next((e["higher_is_better"] for e in (left, right) if e),
-               higher_is_better(b.measure))
-    outcome = classify(*(None if e is None else Evidence(e["diff_pct"], e["verdict"])
+    hib = next((e.higher_is_better for e in (left, right) if e), higher_is_better(b.measure))
+    outcome = classify(*(None if e is None else SearchEvidence(e.diff_pct, e.verdict)
                          for e in (left, right)), higher_is_better=hib)
-    step.update(outcome=outcome, evidence={"good_vs_probe": left, "probe_vs_bad": right})
+    step = step.model_copy(update={"outcome": outcome, "evidence": StepEvidence(
+        good_vs_probe=left, probe_vs_bad=right)})
     b.steps = [*b.steps[:-1], step]
-    b.verdicts = {**(b.verdicts or {}), str(step["index"]): outcome}
+    b.verdicts = {**(b.verdicts or {}), str(step.index): outcome}
     if outcome == SKIP:
-        b.skipped = [*b.skipped, step["index"]]
+        b.skipped = [*b.skipped, step.index]
     project = session.get(Project, b.project_id)
     if project is None:
         return
     probe(session, settings, b, project)
 
 
-def culprit_evidence(session: Session, b: Bisection) -> dict[str, Any] | None:
+def culprit_evidence(session: Session, b: Bisection) -> Evidence | None:
     """What the culprit line quotes: a throughput cell (ops_per_sec, else ops_per_cpu_sec
     where the wall clock is not judged) of the narrowest comparison across the culprit (only
     the culprit's change lies inside it) that judged it REGRESSED, which is the slowdown a
@@ -156,16 +157,14 @@ def culprit_evidence(session: Session, b: Bisection) -> dict[str, Any] | None:
     at = b.commits.index(b.culprit)
     spans = []
     for st in b.steps:
-        pairs = [(st["good_index"], st["bad_index"])] if st["round"] == 0 else \
-            [(st["good_index"], st["index"]), (st["index"], st["bad_index"])]
-        for (lo, hi), cid in zip(pairs, st["comparisons"], strict=False):
+        for (lo, hi), cid in zip(st.spans(), st.comparisons, strict=False):
             if lo < at <= hi:
-                spans.append((hi - lo, -st["round"], cid))
+                spans.append((hi - lo, -st.round, cid))
     comps = [comparison_sql.get(session, cid) for _, _, cid in sorted(spans)]
     for comp in comps:
         for speed in (m for m in SPEEDS if m != b.measure):
             e = _evidence(session, comp, b, speed)
-            if e is not None and e["verdict"] == "regressed":
+            if e is not None and e.verdict == "regressed":
                 return e
     for comp in comps:
         e = _evidence(session, comp, b)
@@ -187,13 +186,13 @@ def culprit_line(session: Session, b: Bisection) -> str | None:
         return None
     e = culprit_evidence(session, b)
     change = ""
-    if e is not None and e["diff_pct"] is not None:
+    if e is not None and e.diff_pct is not None:
         half = 0.0
-        if e["ci_low_pct"] is not None and e["ci_high_pct"] is not None:
-            half = (e["ci_high_pct"] - e["ci_low_pct"]) / 2
-        change = f" {e['diff_pct']:+.1f}% ±{half:.1f}%"
+        if e.ci_low_pct is not None and e.ci_high_pct is not None:
+            half = (e.ci_high_pct - e.ci_low_pct) / 2
+        change = f" {e.diff_pct:+.1f}% ±{half:.1f}%"
     threads = f" threads={b.threads}" if b.threads is not None else ""
-    measure = e["measure"] if e is not None else b.measure
+    measure = (e.measure if e is not None else None) or b.measure
     return (f"culprit: {b.culprit[:7]} {subject(session, b.project_id, b.culprit)} "
             f"({b.workload}{threads} {measure}{change}, bisected in {b.builds} builds)")
 
@@ -222,7 +221,7 @@ def finish(session: Session, settings: Settings, b: Bisection) -> None:
                           page=links.bisection(b.id))
 
 
-def judged_cell(settings: Settings, regressed: list[Any]) -> Any:
+def judged_cell(settings: Settings, regressed: list[CellRow]) -> CellRow:
     """The cell a bisection follows: the first measure of MALLARD_BISECT_MEASURES among
     the regressed cells (deterministic counts first by default), then the largest move."""
     prefer = [m.strip() for m in settings.bisect_measures.split(",") if m.strip()]
@@ -232,7 +231,7 @@ def judged_cell(settings: Settings, regressed: list[Any]) -> Any:
 
 
 def after_regression(session: Session, settings: Settings, comp: Comparison, v: CommitVerdict,
-                     regressed: list[Any]) -> Bisection | None:
+                     regressed: list[CellRow]) -> Bisection | None:
     """A commit verdict regressed: bisect when its base is more than one commit back."""
     if not settings.bisect_auto:
         return None

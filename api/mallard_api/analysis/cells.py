@@ -5,9 +5,17 @@ GET /comparisons/{id}, and turned back into `stats.CellStats` for reports and pa
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 
-from mallard_api.analysis.stats import DIAGNOSTIC, CellNumbers, CellStats, numbers_of
+from mallard_api.analysis.stats import DIAGNOSTIC, CellNumbers, CellStats
+
+N = TypeVar("N", bound=CellNumbers)
+
+
+def with_numbers(cls: type[N], cell: CellNumbers, **rest: Any) -> N:
+    """A `cls` record (`CellRow`, `CellStats`) with `cell`'s `CellNumbers` and `rest`, the
+    fields `cls` adds."""
+    return cls(**{f.name: getattr(cell, f.name) for f in fields(CellNumbers)}, **rest)
 
 
 @dataclass(kw_only=True)
@@ -27,8 +35,8 @@ class CellRow(CellNumbers):
     @classmethod
     def of(cls, s: CellStats, *, workload: str, params: dict[str, Any], threads: int | None,
            measure: str, line: str, unjudged_reason: str | None = None) -> CellRow:
-        return cls(**numbers_of(s), workload=workload, params=params, threads=threads,
-                   measure=measure, line=line, unjudged_reason=unjudged_reason)
+        return with_numbers(cls, s, workload=workload, params=params, threads=threads,
+                            measure=measure, line=line, unjudged_reason=unjudged_reason)
 
     @classmethod
     def from_attributes(cls, obj: object) -> CellRow:
@@ -38,6 +46,6 @@ class CellRow(CellNumbers):
     def stats(self, deterministic_measure: bool = False) -> CellStats:
         """The cell's `CellStats`; a deterministic measure's cell that took rule D3 (no
         p-value) is marked deterministic again."""
-        return CellStats(**numbers_of(self), primary=self.verdict != DIAGNOSTIC,
-                         deterministic=deterministic_measure and self.p_value is None
-                         and self.diff_pct is not None)
+        return with_numbers(CellStats, self, primary=self.verdict != DIAGNOSTIC,
+                            deterministic=deterministic_measure and self.p_value is None
+                            and self.diff_pct is not None)

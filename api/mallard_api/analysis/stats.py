@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -80,11 +80,6 @@ class CellNumbers:
     verdict: str = "unknown"
     higher_is_better: bool = True
     mde_pct: float | None = None
-
-
-def numbers_of(cell: CellNumbers) -> dict[str, Any]:
-    """The `CellNumbers` fields of any cell record, by name."""
-    return {f.name: getattr(cell, f.name) for f in fields(CellNumbers)}
 
 
 @dataclass

@@ -29,13 +29,14 @@ from sqlalchemy.orm import Session
 
 from mallard_api import notify
 from mallard_api.analysis import stats
+from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.comparisons import allocator_label
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Alert, Comparison
 from mallard_api.models.core import Project
-from mallard_api.models.records import Side
+from mallard_api.models.records import AlertCell, MovedCell, Side
 from mallard_api.models.verdicts import CommitVerdict
-from mallard_api.schemas.verdicts import CommitVerdictOut, MovedCell
+from mallard_api.schemas.verdicts import CommitVerdictOut
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import comparisons as comparison_sql
 from mallard_api.sql import jobs as job_sql
@@ -89,8 +90,9 @@ def queue_commit(session: Session, settings: Settings, project: Project, *, bran
             v = existing[0]
             v.comparison_id, v.base_sha, v.state, v.verdict = comp.id, base, "queued", None
         else:
-            sql.add_verdict(session, project_id=project.id, branch=branch, commit_sha=sha,
-                            base_sha=base, arch=arch, comparison_id=comp.id, state="queued")
+            sql.add_verdict(session, CommitVerdict(
+                project_id=project.id, branch=branch, commit_sha=sha, base_sha=base, arch=arch,
+                comparison_id=comp.id, state="queued"))
         from mallard_api import forges
 
         forges.enqueue_status(session, settings, project.id, sha, arch, "pending",
@@ -137,10 +139,10 @@ def follow(session: Session, settings: Settings, comp: Comparison) -> None:
                                   "pending", f"running against {v.base_sha[:7]}", comp.id)
 
 
-def _moved(cells: list[Any]) -> list[dict[str, Any]]:
-    return [{"workload": c.workload, "params": c.params, "threads": c.threads,
-             "measure": c.measure, "verdict": c.verdict, "diff_pct": c.diff_pct,
-             "ci_low_pct": c.ci_low_pct, "ci_high_pct": c.ci_high_pct, "line": c.line}
+def _moved(cells: list[CellRow]) -> list[MovedCell]:
+    return [MovedCell(workload=c.workload, params=c.params, threads=c.threads,
+                      measure=c.measure, verdict=c.verdict, diff_pct=c.diff_pct,
+                      ci_low_pct=c.ci_low_pct, ci_high_pct=c.ci_high_pct, line=c.line)
             for c in cells if c.verdict in ("regressed", "improved")]
 
 
@@ -208,7 +210,7 @@ def settle_verdict(session: Session, settings: Settings, comp: Comparison,
                                    notify.targets(session, settings.alert_webhooks))
 
 
-def summary_line(v: CommitVerdict, regressed: list[Any]) -> str:
+def summary_line(v: CommitVerdict, regressed: list[CellRow]) -> str:
     if not regressed:
         return f"{v.verdict} vs {v.base_sha[:7]}"
     worst = max(regressed, key=lambda c: abs(c.diff_pct or 0.0))
@@ -236,7 +238,7 @@ def covered_by_verdict(session: Session, series_key: str, commit: str) -> bool:
 
 
 def open_alert(session: Session, settings: Settings, comp: Comparison, v: CommitVerdict,
-               regressed: list[Any]) -> Alert | None:
+               regressed: list[CellRow]) -> Alert | None:
     """One alert per (commit, arch) grouping the regressed primary cells, except the cells
     whose series already has a change-point alert on this commit. The caller announces it
     (after a bisection is started, so the webhook can link that too)."""
@@ -245,33 +247,31 @@ def open_alert(session: Session, settings: Settings, comp: Comparison, v: Commit
         key = cell_series_key(comp, v.branch, c.workload, c.params, c.measure)
         if alert_sql.changepoint_alert_on(session, key, v.commit_sha):
             continue
-        cells.append({"series_key": key, "workload": c.workload, "params": c.params,
-                      "threads": c.threads, "measure": c.measure, "diff_pct": c.diff_pct,
-                      "ci_low_pct": c.ci_low_pct, "ci_high_pct": c.ci_high_pct,
-                      "line": c.line})
+        cells.append(AlertCell(series_key=key, workload=c.workload, params=c.params,
+                               threads=c.threads, measure=c.measure, diff_pct=c.diff_pct,
+                               ci_low_pct=c.ci_low_pct, ci_high_pct=c.ci_high_pct,
+                               line=c.line))
     if not cells:
         return None
-    worst = max(cells, key=lambda c: abs(c["diff_pct"] or 0.0))
-    base_med = next((c.base_median for c in regressed if c.measure == worst["measure"]
-                     and c.workload == worst["workload"] and c.params == worst["params"]),
-                    None)
-    head_med = next((c.head_median for c in regressed if c.measure == worst["measure"]
-                     and c.workload == worst["workload"] and c.params == worst["params"]),
-                    None)
+    worst = max(cells, key=lambda c: abs(c.diff_pct or 0.0))
+    base_med = next((c.base_median for c in regressed if c.measure == worst.measure
+                     and c.workload == worst.workload and c.params == worst.params), None)
+    head_med = next((c.head_median for c in regressed if c.measure == worst.measure
+                     and c.workload == worst.workload and c.params == worst.params), None)
     text = (f"{v.commit_sha[:7]} vs {v.base_sha[:7]} on {comp.project}/{v.branch} "
             f"({v.arch}): {len(cells)} regressed cell(s); worst "
-            f"{worst['workload']} threads={worst['threads']} {worst['measure']} "
-            f"{worst['diff_pct']:+.1f}% [{worst['ci_low_pct']:+.1f}%, "
-            f"{worst['ci_high_pct']:+.1f}%]")
+            f"{worst.workload} threads={worst.threads} {worst.measure} "
+            f"{worst.diff_pct:+.1f}% [{worst.ci_low_pct:+.1f}%, "
+            f"{worst.ci_high_pct:+.1f}%]")
     alert = alert_sql.add_alert_row(session, Alert(
         series_key=verdict_series_key(comp.project, v.branch, v.arch),
         project_id=v.project_id, project=comp.project, branch=v.branch,
-        workload=worst["workload"], params=worst["params"], threads=worst["threads"],
+        workload=worst.workload, params=worst.params, threads=worst.threads,
         arch=v.arch, testbed_fingerprint=comp.testbed_fingerprint or "",
-        allocator="mallard", variant="", measure=worst["measure"],
+        allocator="mallard", variant="", measure=worst.measure,
         first_bad_commit=v.commit_sha, last_good_commit=v.base_sha,
-        change_pct=worst["diff_pct"] or 0.0, ci_low_pct=worst["ci_low_pct"],
-        ci_high_pct=worst["ci_high_pct"], p_value=None, before_median=base_med,
+        change_pct=worst.diff_pct or 0.0, ci_low_pct=worst.ci_low_pct,
+        ci_high_pct=worst.ci_high_pct, p_value=None, before_median=base_med,
         after_median=head_med, state="open", text=text, source="verdict", cells=cells))
     return alert
 
@@ -285,7 +285,7 @@ def verdicts_out(session: Session, settings: Settings, project_id: int, sha: str
             settings.public_url, links.comparison(v.comparison_id))
         out.append(CommitVerdictOut(
             arch=v.arch, branch=v.branch, base_sha=v.base_sha, state=v.state,
-            verdict=v.verdict, moved=[MovedCell(**m) for m in v.moved or []],
+            verdict=v.verdict, moved=list(v.moved or []),
             comparison_id=v.comparison_id, report_url=url, alert_id=v.alert_id,
             bisection_id=v.bisection_id))
     return out

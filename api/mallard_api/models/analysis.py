@@ -26,7 +26,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from mallard_api.models.base import Base
-from mallard_api.models.records import PeerMedian, Record, Side
+from mallard_api.models.records import AlertCell, PeerMedian, Record, Side
 
 TS = DateTime(timezone=True)
 
@@ -145,7 +145,7 @@ class Alert(Base):
     resolved_at: Mapped[datetime | None] = mapped_column(TS)
     # db/versions/0008_verdicts.py: verdict alerts group their cells; bisection's culprit
     source: Mapped[str] = mapped_column(Text, server_default="changepoint")
-    cells: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
+    cells: Mapped[list[AlertCell] | None] = mapped_column(Record(list[AlertCell]))
     culprit: Mapped[str | None] = mapped_column(Text)
     bisection_id: Mapped[int | None] = mapped_column(BigInteger)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Generic, TypeVar
 
 from mallard_wire.fields import GitRef, InModel, Variant
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
@@ -67,3 +67,79 @@ class PeerMedian(BaseModel):
     params: dict[str, Any]  # the workload's params object, as its trials carry it
     allocator: str
     median: float
+
+
+def _absent(v: object) -> bool:
+    """An optional key written only when it has a value (the stored JSON keeps its shape)."""
+    return v is None
+
+
+class CellMove(BaseModel):
+    """A judged comparison cell as a commit verdict or its alert quotes it."""
+
+    workload: str
+    params: dict[str, Any]  # the workload's params object, as its trials carry it
+    threads: int | None
+    measure: str
+    diff_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    line: str
+
+
+class MovedCell(CellMove):
+    """A commit verdict's primary cell that moved (`CommitVerdict.moved`)."""
+
+    verdict: str  # regressed | improved
+
+
+class AlertCell(CellMove):
+    """A regressed cell a verdict alert groups (`Alert.cells`), with its series key."""
+
+    series_key: str
+
+
+class Evidence(BaseModel):
+    """The judged cell of one comparison of a bisection step."""
+
+    comparison_id: int
+    base: str
+    head: str
+    diff_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    verdict: str
+    higher_is_better: bool
+    measure: str | None = Field(default=None, exclude_if=_absent)  # absent in older rows
+    threads: int | None
+    line: str
+
+
+class StepEvidence(BaseModel):
+    good_vs_probe: Evidence | None
+    probe_vs_bad: Evidence | None
+
+
+class BisectionStep(BaseModel):
+    """One step of a bisection (`Bisection.steps`): round 0 is the commit verdict that found
+    the regression (its one comparison spans the range, with a `note`); each later round
+    probes commit `index` with two comparisons (good end vs probe, probe vs bad end) and
+    carries their `evidence` once both settled."""
+
+    round: int
+    index: int
+    sha: str
+    good_end: str
+    bad_end: str
+    good_index: int
+    bad_index: int
+    comparisons: list[int]
+    outcome: str | None  # good | bad | skip; None while measuring
+    note: str | None = Field(default=None, exclude_if=_absent)
+    evidence: StepEvidence | None = Field(default=None, exclude_if=_absent)
+
+    def spans(self) -> list[tuple[int, int]]:
+        """The (good, bad) index range each of its comparisons spans, in their order."""
+        if self.round == 0:
+            return [(self.good_index, self.bad_index)]
+        return [(self.good_index, self.index), (self.index, self.bad_index)]

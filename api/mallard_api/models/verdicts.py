@@ -4,13 +4,13 @@ The schema is created only by `db/versions/0008_verdicts.py`; these classes mirr
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import BigInteger, DateTime, ForeignKey, Integer, Text, UniqueConstraint, func
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from mallard_api.models.base import Base
+from mallard_api.models.records import BisectionStep, MovedCell, Record
 
 TS = DateTime(timezone=True)
 
@@ -31,7 +31,8 @@ class CommitVerdict(Base):
         ForeignKey("comparisons.id", ondelete="SET NULL"))
     state: Mapped[str] = mapped_column(Text, server_default="queued")
     verdict: Mapped[str | None] = mapped_column(Text)
-    moved: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default="[]")
+    moved: Mapped[list[MovedCell]] = mapped_column(Record(list[MovedCell]),
+                                                  server_default="[]")
     alert_id: Mapped[int | None] = mapped_column(ForeignKey("alerts.id", ondelete="SET NULL"))
     bisection_id: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
@@ -54,7 +55,8 @@ class Bisection(Base):
     commits: Mapped[list[str]] = mapped_column(JSONB)
     skipped: Mapped[list[int]] = mapped_column(JSONB, server_default="[]")
     verdicts: Mapped[dict[str, str]] = mapped_column(JSONB, server_default="{}")
-    steps: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default="[]")
+    steps: Mapped[list[BisectionStep]] = mapped_column(Record(list[BisectionStep]),
+                                                      server_default="[]")
     state: Mapped[str] = mapped_column(Text, server_default="running")
     culprit: Mapped[str | None] = mapped_column(Text)
     culprit_candidates: Mapped[list[str]] = mapped_column(JSONB, server_default="[]")

@@ -87,12 +87,12 @@ def create_calibration(body: CalibrationIn, request: Request, session: DB, _: Us
         raise field_error(422, ["body", field], f"{total} comparisons in all (A/A + canary "
                           f"comparisons x sizes x workloads); at most "
                           f"{settings.calibration_max_comparisons}")
-    cal = sql.create(
-        session, project_id=project.id, project=project.name, arch=arch,
+    cal = sql.create(session, Calibration(
+        project_id=project.id, project=project.name, arch=arch,
         testbed_id=body.testbed_id, commit_sha=body.commit, variant=body.variant or "",
         suite=suite, workloads=workloads, threads=body.threads or [1], trials=body.trials,
         aa_comparisons=body.aa_comparisons, canary_comparisons=body.canary_comparisons,
-        sizes_pct=sizes, state="queued", canary_ns={})
+        sizes_pct=sizes, state="queued", canary_ns={}))
     calibration.start(session, cal, settings)
     session.commit()
     return calibration_out(session, cal)

@@ -63,9 +63,9 @@ def get_series(
         raise field_error(404, ["query", "branch"], f"no branch '{ref.branch}' in '{project}'",
                           "not_found")
     v = "" if variant in (None, "", "default") else variant
-    found = sql.answer(session, branch_id=ref.branch_id, workload=workload,
-                       params_sha=params_sha, threads=threads, allocator=allocator,
-                       variant=v or "", measure=measure, arch=arch, testbed=testbed)
+    found = sql.answer(session, sql.SeriesCell(
+        branch_id=ref.branch_id, workload=workload, params_sha=params_sha, threads=threads,
+        allocator=allocator, variant=v or "", measure=measure, arch=arch, testbed=testbed))
     # SeriesOut, its points already JSON (built by PostgreSQL): a 1000-commit answer is
     # ~0.5 MB that Python would otherwise decode, validate and encode again.
     head = json.dumps(dict(project=ref.project, branch=ref.branch, workload=workload,

@@ -1,26 +1,16 @@
-"""Wire models of commit verdicts, bisections and forge settings (issue 12)."""
+"""Wire models of commit verdicts, bisections and forge settings (issue 12). A verdict's
+moved cells and a bisection's steps are answered as stored (`models.records`)."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from mallard_wire.fields import Arch, InModel, Name, Sha, Word
 from pydantic import BaseModel, Field, StringConstraints
 
+from mallard_api.models.records import BisectionStep, MovedCell
 from mallard_api.schemas.core import CommitOut
-
-
-class MovedCell(BaseModel):
-    workload: str
-    params: dict[str, Any]
-    threads: int | None
-    measure: str
-    verdict: str
-    diff_pct: float | None
-    ci_low_pct: float | None
-    ci_high_pct: float | None
-    line: str
 
 
 class CommitVerdictOut(BaseModel):
@@ -71,7 +61,7 @@ class BisectionOut(BaseModel):
     culprit_candidates: list[str]
     culprit_line: str | None
     builds: int
-    steps: list[dict[str, Any]]
+    steps: list[BisectionStep]
     alert_id: int | None
     origin: str
     created_at: datetime
@@ -106,3 +96,7 @@ class TriageOut(BaseModel):
     alerts: int
     true_positive: int
     false_positive: int
+
+
+__all__ = ["BisectionIn", "BisectionOut", "BisectionStep", "CommitDetail", "CommitVerdictOut",
+           "ForgeIn", "ForgeOut", "MovedCell", "TriageOut"]

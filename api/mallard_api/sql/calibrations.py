@@ -3,8 +3,6 @@ testbed (the SAME bands of its series)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import delete, select, text
 from sqlalchemy.orm import Session
 
@@ -14,8 +12,7 @@ from mallard_api.models.core import Testbed
 from mallard_api.schemas.calibration import SeriesNoise
 
 
-def create(session: Session, **fields: Any) -> Calibration:
-    c = Calibration(**fields)
+def create(session: Session, c: Calibration) -> Calibration:
     session.add(c)
     session.flush()
     session.refresh(c)

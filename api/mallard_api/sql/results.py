@@ -4,7 +4,8 @@ dedup tables, then insert the raw trials with `ON CONFLICT (uid) DO NOTHING`."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 import psycopg
 from mallard_wire.results import ResultsIn, TestbedFields, TrialIn
@@ -35,9 +36,27 @@ def _threads(params: dict[str, Any]) -> int | None:
 # arrays to build and parse), then into `trials` in one statement that skips the uids
 # already stored. The staging table lives as long as the pooled connection; its rows
 # only as long as the transaction (one ingest per transaction).
-STAGE_COLS = ("n", "uid", "commit_id", "allocator_id", "workload_id", "label", "seq",
-              "warmup", "ok", "exit_code", "signal", "stderr_tail", "started_at", "measures",
-              "counters")
+class StagedTrial(NamedTuple):
+    """One row of `trials_in`, in its column order (`n`: the trial's place in the batch)."""
+
+    n: int
+    uid: str
+    commit_id: int | None
+    allocator_id: int
+    workload_id: int
+    label: str
+    seq: int
+    warmup: bool
+    ok: bool
+    exit_code: int | None
+    signal: int | None
+    stderr_tail: str | None
+    started_at: datetime | None
+    measures: Jsonb
+    counters: Jsonb | None
+
+
+STAGE_COLS = StagedTrial._fields
 STAGE_TYPES = ("int4", "text", "int8", "int4", "int4", "text", "int4", "bool", "bool", "int4",
                "int4", "text", "timestamptz", "jsonb", "jsonb")
 CREATE_STAGE = ("CREATE TEMP TABLE IF NOT EXISTS trials_in ("
@@ -231,10 +250,10 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
             if t.label == "head":
                 break
 
-    rows = [(n, t.uid, commits.get(t.allocator.commit or "", context_commit),
-             allocators[_alloc_key(t)], wid, t.label, t.seq, t.warmup,
-             t.ok, t.exit_code, t.signal, t.stderr_tail, t.started_at, Jsonb(t.measures),
-             None if t.counters is None else Jsonb(t.counters))
+    rows = [StagedTrial(n, t.uid, commits.get(t.allocator.commit or "", context_commit),
+                        allocators[_alloc_key(t)], wid, t.label, t.seq, t.warmup, t.ok,
+                        t.exit_code, t.signal, t.stderr_tail, t.started_at, Jsonb(t.measures),
+                        None if t.counters is None else Jsonb(t.counters))
             for n, (t, wid) in enumerate(zip(body.trials, wids, strict=True))]
     stage(session, rows)
     res = session.execute(INSERT_TRIALS, dict(
@@ -244,7 +263,7 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     return new_ids, len(rows) - len(new_ids)
 
 
-def stage(session: Session, rows: list[tuple[Any, ...]]) -> None:
+def stage(session: Session, rows: list[StagedTrial]) -> None:
     """COPY the rows into this connection's `trials_in` (created if this connection has
     none yet, or lost it when the transaction that made it rolled back: it is known to
     exist once that transaction committed)."""

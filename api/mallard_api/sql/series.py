@@ -4,12 +4,13 @@ quartiles, n and raw values (ascending) of the matching, valid, non-warm-up tria
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from dataclasses import asdict, dataclass
 
+from pydantic import TypeAdapter
 from sqlalchemy import text
 from sqlalchemy.orm import Session
+
+from mallard_api.schemas.core import SeriesPoint
 
 # One statement. `ids`: the matching workloads, testbeds and allocators (a `mallard`
 # configuration has one allocator row per commit: thousands of ids, kept inside
@@ -104,44 +105,41 @@ class SeriesAnswer:
     higher_is_better: bool | None
 
 
-def _cell(branch_id: int, workload: str, params_sha: str | None, threads: int | None,
-          allocator: str, variant: str, measure: str, arch: str | None, testbed: str | None
-          ) -> dict[str, Any]:
-    return dict(branch_id=branch_id, workload=workload, params_sha=params_sha,
-                threads=threads, allocator=allocator, variant=variant, measure=measure,
-                arch=arch, testbed=testbed)
+@dataclass(frozen=True)
+class SeriesCell:
+    """Which series: a branch, a workload (its params by sha, or any; its threads, or any),
+    an allocator configuration, a measure, and optionally an arch and a testbed."""
+
+    branch_id: int
+    workload: str
+    params_sha: str | None
+    threads: int | None
+    allocator: str
+    variant: str
+    measure: str
+    arch: str | None
+    testbed: str | None
 
 
-def answer(session: Session, *, branch_id: int, workload: str, params_sha: str | None,
-           threads: int | None, allocator: str, variant: str, measure: str,
-           arch: str | None, testbed: str | None) -> SeriesAnswer:
+def answer(session: Session, cell: SeriesCell) -> SeriesAnswer:
     """The points as a JSON array (text), in branch order, with the measure's unit."""
-    row = session.execute(SERIES_SQL, _cell(branch_id, workload, params_sha, threads,
-                                            allocator, variant, measure, arch, testbed)).one()
+    row = session.execute(SERIES_SQL, asdict(cell)).one()
     return SeriesAnswer(str(row.points), str(row.unit or ""),
                         None if row.higher_is_better is None else bool(row.higher_is_better))
 
 
-def series_json(session: Session, **cell: Any) -> str:
-    """The points as a JSON array (text), in branch order."""
-    return answer(session, **cell).points
+_POINT_LIST = TypeAdapter(list[SeriesPoint])
 
 
-def series(session: Session, **cell: Any) -> list[dict[str, Any]]:
-    """The points as dicts (`commit_time` a datetime), for the pages."""
-    points: list[dict[str, Any]] = json.loads(series_json(session, **cell))
-    for p in points:
-        if p["commit_time"] is not None:
-            p["commit_time"] = datetime.fromisoformat(p["commit_time"])
-    return points
+def series(session: Session, cell: SeriesCell) -> list[SeriesPoint]:
+    """The points that have a median, as records, for the pages."""
+    points = json.loads(answer(session, cell).points)
+    return _POINT_LIST.validate_python([p for p in points if p["median"] is not None])
 
 
-def medians(session: Session, *, branch_id: int, workload: str, params_sha: str | None,
-            threads: int | None, allocator: str, variant: str, measure: str,
-            arch: str | None, testbed: str | None) -> list[tuple[str, float]]:
+def medians(session: Session, cell: SeriesCell) -> list[tuple[str, float]]:
     """(commit sha, median) per point in branch order: what change detection reads."""
-    rows = session.execute(MEDIANS_SQL, _cell(branch_id, workload, params_sha, threads,
-                                              allocator, variant, measure, arch, testbed))
+    rows = session.execute(MEDIANS_SQL, asdict(cell))
     return [(str(r.sha), float(r.median)) for r in rows if r.median is not None]
 
 

@@ -126,15 +126,13 @@ def of_commit(session: Session, project_id: int, sha: str) -> list[CommitVerdict
         .order_by(CommitVerdict.arch)))
 
 
-def add_verdict(session: Session, **fields: Any) -> CommitVerdict:
-    v = CommitVerdict(**fields)
+def add_verdict(session: Session, v: CommitVerdict) -> CommitVerdict:
     session.add(v)
     session.flush()
     return v
 
 
-def add_bisection(session: Session, **fields: Any) -> Bisection:
-    b = Bisection(**fields)
+def add_bisection(session: Session, b: Bisection) -> Bisection:
     session.add(b)
     session.flush()
     return b

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import bisections
 from mallard_api.analysis.cells import CellRow
+from mallard_api.models.records import BisectionStep
 from mallard_api.models.verdicts import Bisection
 from mallard_api.sql import bisection_pages as bp_sql
 from mallard_api.sql import comparisons as cmp_sql
@@ -92,44 +92,64 @@ def _side(session: Session, b: Bisection, label: str, cid: int, unit: str) -> Si
     return view
 
 
-def _build(step: dict[str, Any], sides: list[SideView]) -> str:
-    outcome = step.get("outcome")
+def _build(step: BisectionStep, sides: list[SideView]) -> str:
+    outcome = step.outcome
     if outcome is None:
         return "measuring"
     if outcome == "skip":
         reason = next((s.reason for s in sides if s.reason), "no result")
         return f"skipped: {reason}"
-    return "built and measured" if step["round"] > 0 else "measured by the commit verdict"
+    return "built and measured" if step.round > 0 else "measured by the commit verdict"
 
 
 def steps(session: Session, b: Bisection, unit: str) -> list[StepView]:
     out = []
     for st in b.steps:
-        labels = ["good end vs probe", "probe vs bad end"] if st["round"] > 0 \
+        labels = ["good end vs probe", "probe vs bad end"] if st.round > 0 \
             else ["good end vs bad end"]
-        sides = [_side(session, b, lab, int(cid), unit)
-                 for lab, cid in zip(labels, st.get("comparisons") or [], strict=False)]
+        sides = [_side(session, b, lab, cid, unit)
+                 for lab, cid in zip(labels, st.comparisons, strict=False)]
         out.append(StepView(
-            round=int(st["round"]), index=int(st["index"]), sha=st["sha"],
-            subject=bisections.subject(session, b.project_id, st["sha"]),
-            good_end=st["good_end"], bad_end=st["bad_end"],
-            span=int(st["bad_index"]) - int(st["good_index"]), outcome=st.get("outcome"),
-            build=_build(st, sides), note=st.get("note"), sides=sides))
+            round=st.round, index=st.index, sha=st.sha,
+            subject=bisections.subject(session, b.project_id, st.sha),
+            good_end=st.good_end, bad_end=st.bad_end, span=st.bad_index - st.good_index,
+            outcome=st.outcome, build=_build(st, sides), note=st.note, sides=sides))
     return out
 
 
-def culprit(session: Session, b: Bisection, unit: str) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class EffectView:
+    """The culprit's effect: the cell its line quotes (bisections.culprit_evidence)."""
+
+    change: str
+    verdict: str
+    interval: str
+    comparison_id: int
+    base: str
+    head: str
+
+
+@dataclass(frozen=True)
+class CulpritView:
+    sha: str
+    subject: str
+    effect: EffectView | None
+    line: str | None
+
+
+def culprit(session: Session, b: Bisection, unit: str) -> CulpritView | None:
     if b.culprit is None:
         return None
     e = bisections.culprit_evidence(session, b)
     effect = None
-    if e is not None and e["diff_pct"] is not None:
-        effect = dict(change=fmt.pct(e["diff_pct"]), verdict=e["verdict"],
-                      interval=(f"[{fmt.pct(e['ci_low_pct'])}, {fmt.pct(e['ci_high_pct'])}]"
-                                if e["ci_low_pct"] is not None else "n/a"),
-                      comparison_id=e["comparison_id"], base=e["base"], head=e["head"])
-    return dict(sha=b.culprit, subject=bisections.subject(session, b.project_id, b.culprit),
-                effect=effect, line=bisections.culprit_line(session, b))
+    if e is not None and e.diff_pct is not None:
+        effect = EffectView(change=fmt.pct(e.diff_pct), verdict=e.verdict,
+                            interval=(f"[{fmt.pct(e.ci_low_pct)}, {fmt.pct(e.ci_high_pct)}]"
+                                      if e.ci_low_pct is not None else "n/a"),
+                            comparison_id=e.comparison_id, base=e.base, head=e.head)
+    return CulpritView(sha=b.culprit,
+                       subject=bisections.subject(session, b.project_id, b.culprit),
+                       effect=effect, line=bisections.culprit_line(session, b))
 
 
 def _values(session: Session, b: Bisection, cid: int) -> dict[str, list[float]]:
@@ -158,8 +178,8 @@ def plot(session: Session, b: Bisection, unit: str, public_url: str | None
     series, legend = [], []
     for k, st in enumerate(b.steps):
         pooled: dict[str, list[float]] = defaultdict(list)
-        for cid in st.get("comparisons") or []:
-            for sha, vals in _values(session, b, int(cid)).items():
+        for cid in st.comparisons:
+            for sha, vals in _values(session, b, cid).items():
                 pooled[sha].extend(vals)
         pts = []
         for sha, vals in sorted(pooled.items(), key=lambda kv: index.get(kv[0], -1)):
@@ -170,23 +190,23 @@ def plot(session: Session, b: Bisection, unit: str, public_url: str | None
             pts.append(trend.TrendPoint(
                 index[sha], med, series_sql.quantile(vals, 0.25),
                 series_sql.quantile(vals, 0.75),
-                title=f"round {st['round']}: {sha[:7]} median "
+                title=f"round {st.round}: {sha[:7]} median "
                       f"{fmt.value(med, b.measure, unit, 4)} ({len(vals)} trials)",
                 href=links.path(public_url, links.commit(sha))))
-        what = "the commit verdict" if st["round"] == 0 else \
-            f"probe {st['sha'][:7]} {OUTCOME_TEXT.get(st.get('outcome') or '', 'measuring')}"
+        what = "the commit verdict" if st.round == 0 else \
+            f"probe {st.sha[:7]} {OUTCOME_TEXT.get(st.outcome or '', 'measuring')}"
         if not pts:  # a skipped (or still queued) probe: named in the legend only
-            legend.append(("", f"round {st['round']}: {what}, no result"))
+            legend.append(("", f"round {st.round}: {what}, no result"))
             continue
         css = f"s{k % 6}"
-        series.append(trend.TrendSeries(f"round {st['round']}", pts, css))
-        legend.append((css, f"round {st['round']}: {what}"))
+        series.append(trend.TrendSeries(f"round {st.round}", pts, css))
+        legend.append((css, f"round {st.round}: {what}"))
     if not series:
         return None, []
     markers = []
     # the probes' shas under the axis while they fit (a skipped one crossed out)
-    extra = {int(st["index"]): st["sha"][:7] + (" ✕" if st.get("outcome") == "skip" else "")
-             for st in b.steps if st["round"] > 0} if len(b.commits) <= AXIS_LABELS_MAX else {}
+    extra = {st.index: st.sha[:7] + (" ✕" if st.outcome == "skip" else "")
+             for st in b.steps if st.round > 0} if len(b.commits) <= AXIS_LABELS_MAX else {}
     if b.culprit in index:
         at = index[b.culprit]
         markers.append(trend.Marker(at, "change", f"culprit {b.culprit[:7]}",
@@ -200,10 +220,25 @@ def plot(session: Session, b: Bisection, unit: str, public_url: str | None
     return svg_plot, legend
 
 
-def build(session: Session, b: Bisection, public_url: str | None) -> dict[str, Any]:
+@dataclass
+class BisectionPage:
+    """What the bisection page draws (its template's variables)."""
+
+    b: Bisection
+    unit: str
+    steps: list[StepView]
+    culprit: CulpritView | None
+    plot: Markup | None
+    legend: list[tuple[str, str]]  # (css class, what the series is)
+    outcomes: dict[str, str]
+    subjects: dict[str, str]  # sha -> its subject line
+
+
+def build(session: Session, b: Bisection, public_url: str | None) -> BisectionPage:
     unit = pages_sql.measure_units(session).get(b.measure, "")
     svg_plot, legend = plot(session, b, unit, public_url)
-    return dict(b=b, unit=unit, steps=steps(session, b, unit), culprit=culprit(session, b, unit),
-                plot=svg_plot, legend=legend, outcomes=OUTCOME_TEXT, subjects={
-                    sha: bisections.subject(session, b.project_id, sha)
-                    for sha in [b.good, b.bad, *b.culprit_candidates]})
+    return BisectionPage(
+        b=b, unit=unit, steps=steps(session, b, unit), culprit=culprit(session, b, unit),
+        plot=svg_plot, legend=legend, outcomes=OUTCOME_TEXT, subjects={
+            sha: bisections.subject(session, b.project_id, sha)
+            for sha in [b.good, b.bad, *b.culprit_candidates]})

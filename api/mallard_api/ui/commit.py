@@ -1,9 +1,10 @@
 """What the commit page shows, as a list of sections (one per project holding the sha).
 
-A section is a function `(SectionContext) -> dict | None` registered in SECTIONS, drawn
-by the template `templates/commit/<name>.html` with its dict as `s`; None leaves the
-section out. To add one: write the function, its template, and add it to SECTIONS where
-it should appear.
+A section is a function `(SectionContext) -> <its dataclass> | None` registered in
+SECTIONS, drawn by the template `templates/commit/<name>.html` with its dataclass as `s`;
+None leaves the section out. To add one: write the dataclass and the function, its
+template, add the dataclass to `Section` and the function to SECTIONS where it should
+appear.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
 
+from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import stats
+from mallard_api.models.analysis import Alert, Comparison
 from mallard_api.models.core import Commit, Project
+from mallard_api.models.verdicts import Bisection, CommitVerdict
 from mallard_api.sql import bisection_pages as bp_sql
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import pages as pages_sql
@@ -35,26 +39,81 @@ class SectionContext:
     public_url: str | None
 
 
-def summary(ctx: SectionContext) -> dict[str, Any]:
+@dataclass
+class Summary:
+    project: str
+    sha: str
+    parent: str | None
+    author: str | None
+    message: str | None
+    time: datetime | None
+    branches: list[tuple[str, int]]  # (branch, position)
+    unreachable: list[str]  # branches a force-push took it off
+
+
+@dataclass
+class Verdicts:
+    verdicts: list[CommitVerdict]
+
+
+@dataclass
+class Bisections:
+    bisections: list[Bisection]
+    sha: str
+
+
+@dataclass
+class MedianGroup:
+    """One workload cell on one testbed: medians (n) per configuration, and a strip plot."""
+
+    title: str
+    testbed: str
+    measures: list[str]
+    labels: list[str]
+    table: dict[str, dict[str, tuple[str, int]]]  # label -> measure -> (median, n)
+    plot_measure: str
+    plot: Markup
+
+
+@dataclass
+class Medians:
+    groups: list[MedianGroup]
+
+
+@dataclass
+class Alerts:
+    alerts: list[Alert]
+    sha: str
+
+
+@dataclass
+class Comparisons:
+    comparisons: list[tuple[Comparison, dict[str, int]]]  # with its jobs per state
+
+
+Section = Summary | Verdicts | Bisections | Medians | Alerts | Comparisons
+
+
+def summary(ctx: SectionContext) -> Summary:
     c = ctx.commit
-    return dict(project=ctx.project.name, sha=c.sha, parent=c.parent_sha, author=c.author,
-                message=c.message, time=c.committed_at,
-                branches=project_sql.memberships(ctx.session, c),
-                unreachable=verdict_sql.unreachable_on(ctx.session, c.id))
+    return Summary(project=ctx.project.name, sha=c.sha, parent=c.parent_sha, author=c.author,
+                   message=c.message, time=c.committed_at,
+                   branches=project_sql.memberships(ctx.session, c),
+                   unreachable=verdict_sql.unreachable_on(ctx.session, c.id))
 
 
-def verdicts(ctx: SectionContext) -> dict[str, Any] | None:
+def verdicts(ctx: SectionContext) -> Verdicts | None:
     """Per arch the verdict against the branch's last measured commit (as GET
     /api/v1/projects/{p}/commits/{sha}): the cells that moved, its comparison, alert and
     bisection."""
     rows = verdict_sql.of_commit(ctx.session, ctx.project.id, ctx.commit.sha)
-    return dict(verdicts=rows) if rows else None
+    return Verdicts(rows) if rows else None
 
 
-def bisections(ctx: SectionContext) -> dict[str, Any] | None:
+def bisections(ctx: SectionContext) -> Bisections | None:
     """Bisections that named this commit the culprit (or one of the candidates)."""
     rows = bp_sql.naming(ctx.session, ctx.project.id, ctx.commit.sha)
-    return dict(bisections=rows, sha=ctx.commit.sha) if rows else None
+    return Bisections(rows, ctx.commit.sha) if rows else None
 
 
 def _label(cell: pages_sql.CommitCell) -> str:
@@ -64,12 +123,12 @@ def _label(cell: pages_sql.CommitCell) -> str:
     return name + (f" {cell.variant}" if cell.variant else "")
 
 
-def medians(ctx: SectionContext) -> dict[str, Any] | None:
+def medians(ctx: SectionContext) -> Medians | None:
     """Per workload cell and testbed: each allocator configuration's medians (n trials),
     and a strip plot of the trials of the first primary measure across configurations."""
     cells = pages_sql.commit_cells(ctx.session, ctx.commit.id)
     if not cells:
-        return dict(groups=[])
+        return Medians(groups=[])
     units = pages_sql.measure_units(ctx.session)
     grouped: dict[tuple[str, str, str], list[pages_sql.CommitCell]] = defaultdict(list)
     for c in cells:
@@ -93,7 +152,7 @@ def medians(ctx: SectionContext) -> dict[str, Any] | None:
                                    series_sql.quantile(r.values, 0.5),
                                    "head" if r.allocator == "mallard" else "peer")
                       for r in rows if r.measure == plot_measure]
-        groups.append(dict(
+        groups.append(MedianGroup(
             title=f"{first.workload} {fmt.params(first.params)}".strip(),
             testbed=f"{first.arch} {first.cpu_model or ''} ({first.fingerprint[:12]})",
             measures=measures, labels=labels, table=table,
@@ -101,22 +160,22 @@ def medians(ctx: SectionContext) -> dict[str, Any] | None:
             plot=svg.strip_plot(strip_rows, measure=plot_measure,
                                 unit=units.get(plot_measure, ""), width=520,
                                 label=f"{first.workload} {plot_measure}: trials at this commit")))
-    return dict(groups=groups)
+    return Medians(groups=groups)
 
 
-def alerts(ctx: SectionContext) -> dict[str, Any] | None:
+def alerts(ctx: SectionContext) -> Alerts | None:
     rows = pages_sql.commit_alerts(ctx.session, ctx.project.id, ctx.commit.sha)
-    return dict(alerts=rows, sha=ctx.commit.sha) if rows else None
+    return Alerts(rows, ctx.commit.sha) if rows else None
 
 
-def comparisons(ctx: SectionContext) -> dict[str, Any] | None:
+def comparisons(ctx: SectionContext) -> Comparisons | None:
     rows = pages_sql.commit_comparisons(ctx.session, ctx.project.id, ctx.commit.sha)
     if not rows:
         return None
-    return dict(comparisons=[(c, cmp_sql.counts(ctx.session, c.id)) for c in rows])
+    return Comparisons([(c, cmp_sql.counts(ctx.session, c.id)) for c in rows])
 
 
-SECTIONS: list[tuple[str, Callable[[SectionContext], dict[str, Any] | None]]] = [
+SECTIONS: list[tuple[str, Callable[[SectionContext], Section | None]]] = [
     ("summary", summary),
     ("verdicts", verdicts),
     ("bisections", bisections),
@@ -127,9 +186,9 @@ SECTIONS: list[tuple[str, Callable[[SectionContext], dict[str, Any] | None]]] = 
 
 
 def build(session: Session, commit: Commit, project: Project, public_url: str | None
-          ) -> list[tuple[str, dict[str, Any]]]:
+          ) -> list[tuple[str, Section]]:
     ctx = SectionContext(session, project, commit, public_url)
-    out = []
+    out: list[tuple[str, Section]] = []
     for name, fn in SECTIONS:
         data = fn(ctx)
         if data is not None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 from markupsafe import Markup
 from sqlalchemy.orm import Session
@@ -160,7 +159,24 @@ def peer_ratios(peer_medians: dict[str, float], throughput: CellRow | None
                   key=lambda kv: -kv[1]), ref
 
 
-def build(session: Session, comp: Comparison) -> dict[str, Any]:
+@dataclass
+class ComparisonPage:
+    """What the comparison page draws (its template's variables)."""
+
+    comp: Comparison
+    groups: list[GroupView]
+    decided: list[tuple[CellView, str]]  # (a primary cell that moved, its group's title)
+    counts: dict[str, int]  # jobs per state
+    total: int
+    jobs: list[cmp_sql.JobState]
+    hypothesis: str | None
+    hypothesis_held: tuple[int, int]  # (held, tested)
+    testbed: str | None
+    curves: list[CurveView]
+    report: str
+
+
+def build(session: Session, comp: Comparison) -> ComparisonPage:
     cells = cmp_sql.cells(session, comp.id)
     units = pages_sql.measure_units(session)
     hyp = comparisons.hypothesis_of(comp)
@@ -219,7 +235,7 @@ def build(session: Session, comp: Comparison) -> dict[str, Any]:
         g.joint = by_key.get(key)
     cpus = cmp_sql.testbed_cpus(session, comp.testbed_fingerprint)
     counts = cmp_sql.counts(session, comp.id)
-    return dict(
+    return ComparisonPage(
         comp=comp, groups=groups, decided=decided, counts=counts, total=sum(counts.values()),
         jobs=cmp_sql.jobs(session, comp.id), hypothesis=hyp.describe() if hyp else None,
         hypothesis_held=(sum(held), len(held)),

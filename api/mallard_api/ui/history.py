@@ -51,8 +51,30 @@ def choose_measures(available: list[str], asked: list[str]) -> list[str]:
     return primary or available
 
 
+@dataclass
+class BranchTrends:
+    """The trends section of the project and branch pages (`_trends.html`)."""
+
+    workloads: list[WorkloadTrends]
+    measures: list[str]  # drawn
+    available: list[str]  # measured on the branch's last commits
+    last_n: int
+    commits: int
+    alerts: list[Alert]
+
+
+@dataclass
+class AlertSeries:
+    """The alert page's series along its branch (None plot: nothing measured)."""
+
+    plot: Markup | None
+    points: int
+    changes: list[pages_sql.ChangeMark]
+    unit: str = ""
+
+
 def branch_trends(session: Session, project: Project, branch: Branch, public_url: str | None,
-                  *, measures: list[str], last_n: int) -> dict[str, Any]:
+                  *, measures: list[str], last_n: int) -> BranchTrends:
     available = pages_sql.branch_measures(session, branch.id, last_n=last_n, allocator=ALLOCATOR)
     chosen = choose_measures(available, measures)
     points = pages_sql.branch_points(session, branch.id, last_n=last_n, measures=chosen,
@@ -91,8 +113,8 @@ def branch_trends(session: Session, project: Project, branch: Branch, public_url
             plots.append(_plot(by_cell[key][measure], measure, unit, axis, index,
                                marks.get((key[0], key[1], measure), []), many, public_url))
         workloads.append(WorkloadTrends(f"{key[0]} {fmt.params(params_of[key])}".strip(), plots))
-    return dict(workloads=workloads, measures=chosen, available=available, last_n=last_n,
-                commits=len(commits), alerts=alerts)
+    return BranchTrends(workloads=workloads, measures=chosen, available=available,
+                        last_n=last_n, commits=len(commits), alerts=alerts)
 
 
 def _plot(points: list[pages_sql.Point], measure: str, unit: str, axis: trend.TrendAxis,
@@ -129,18 +151,17 @@ def _plot(points: list[pages_sql.Point], measure: str, unit: str, axis: trend.Tr
 
 
 def alert_series(session: Session, alert: Alert, branch: Branch | None,
-                 public_url: str | None) -> dict[str, Any]:
+                 public_url: str | None) -> AlertSeries:
     """The alert's series along its branch, the change marked, before/after medians drawn."""
     if branch is None:
-        return dict(plot=None, points=0, changes=[])
-    points = series_sql.series(
-        session, branch_id=branch.id, workload=alert.workload,
+        return AlertSeries(plot=None, points=0, changes=[])
+    points = series_sql.series(session, series_sql.SeriesCell(
+        branch_id=branch.id, workload=alert.workload,
         params_sha=params_sha256(alert.params), threads=None, allocator=alert.allocator,
         variant=alert.variant, measure=alert.measure, arch=alert.arch,
-        testbed=alert.testbed_fingerprint)
-    points = [p for p in points if p["median"] is not None]
+        testbed=alert.testbed_fingerprint))
     unit, _ = series_sql.measure_info(session, alert.measure)
-    index = {p["commit_sha"]: i for i, p in enumerate(points)}
+    index = {p.commit_sha: i for i, p in enumerate(points)}
     changes = pages_sql.change_points(session, alert.project, alert.branch, alert.series_key)
     markers = [trend.Marker(index[c.commit_sha], "change", fmt.pct(c.change_pct),
                           title=f"change point at {c.commit_sha[:7]}: {fmt.pct(c.change_pct)}")
@@ -155,18 +176,19 @@ def alert_series(session: Session, alert: Alert, branch: Branch | None,
         if alert.after_median is not None:
             levels.append(trend.Level(at, len(points) - 1, alert.after_median,
                                     "median after the change"))
-    axis = trend.TrendAxis([p["commit_short"] for p in points],
+    axis = trend.TrendAxis([p.commit_short for p in points],
                          {at: alert.first_bad_commit[:7]} if at is not None else {})
     pts = [trend.TrendPoint(
-        i, p["median"], p["p25"], p["p75"],
-        title=f"{p['commit_short']}: median {fmt.value(p['median'], alert.measure, unit, 4)} "
-              f"({p['n']} trials)",
-        href=links.path(public_url, links.commit(p["commit_sha"])))
+        i, p.median, p.p25, p.p75,
+        title=f"{p.commit_short}: median {fmt.value(p.median, alert.measure, unit, 4)} "
+              f"({p.n} trials)",
+        href=links.path(public_url, links.commit(p.commit_sha)))
         for i, p in enumerate(points)]
     plot = svg.trend_plot([trend.TrendSeries(alert.variant or "default", pts, "s0")], axis,
                           measure=alert.measure, unit=unit, markers=markers, levels=levels,
                           width=760, height=220, label=f"{alert.measure} along {alert.branch}")
-    return dict(plot=plot if points else None, points=len(points), changes=changes, unit=unit)
+    return AlertSeries(plot=plot if points else None, points=len(points), changes=changes,
+                       unit=unit)
 
 
 def alert_of(session: Session, alert_id: int) -> Alert | None:

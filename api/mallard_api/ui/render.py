@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Coroutine
+from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from fastapi import Request
@@ -19,6 +20,9 @@ from starlette.exceptions import HTTPException
 
 from mallard_api.ui import fmt, links
 from mallard_api.ui.login import LoginRequired
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 log = logging.getLogger("mallard_api.ui")
 HERE = Path(__file__).resolve().parent
@@ -44,8 +48,13 @@ def public_url(request: Request) -> str | None:
     return url
 
 
-def page(request: Request, template: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+def page(request: Request, template: str, status: int = 200, *,
+         context: DataclassInstance | None = None, **ctx: Any) -> HTMLResponse:
+    """Render `template` with `ctx` and, when given, the fields of `context` (a page's
+    dataclass, e.g. `comparison.ComparisonPage`) as its variables."""
     base = public_url(request)
+    if context is not None:
+        ctx.update((f.name, getattr(context, f.name)) for f in fields(context))
     html = ENV.get_template(template).render(
         url=lambda p: links.path(base, p), request_path=request.url.path,
         viewer=ctx.pop("viewer", None), **ctx)

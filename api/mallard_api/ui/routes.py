@@ -131,7 +131,7 @@ def comparison_page(request: Request, comparison_id: Id, session: DB, who: Viewe
     if comp is None:
         raise field_error(404, ["path", "comparison_id"], f"There is no comparison "
                           f"#{comparison_id}.", "not_found")
-    return page(request, "comparison.html", viewer=who, **comparison.build(session, comp),
+    return page(request, "comparison.html", viewer=who, context=comparison.build(session, comp),
                 bisections=bp_sql.of_comparison(session, comp.id))
 
 
@@ -210,7 +210,7 @@ def alert_page(request: Request, alert_id: Id, session: DB, who: Viewer) -> HTML
     branch = project_sql.get_branch(session, proj, alert.branch) if proj else None
     return page(request, "alert.html", viewer=who, alert=alert,
                 bisection=bp_sql.of_alert(session, alert.id, alert.bisection_id),
-                **history.alert_series(session, alert, branch, public_url(request)))
+                context=history.alert_series(session, alert, branch, public_url(request)))
 
 
 @router.get("/bisections/{bisection_id}")
@@ -221,7 +221,7 @@ def bisection_view(request: Request, bisection_id: Id, session: DB, who: Viewer
         raise field_error(404, ["path", "bisection_id"],
                           f"There is no bisection #{bisection_id}.", "not_found")
     return page(request, "bisection.html", viewer=who,
-                **bisection_page.build(session, b, public_url(request)))
+                context=bisection_page.build(session, b, public_url(request)))
 
 
 @router.get("/{rest:path}")
