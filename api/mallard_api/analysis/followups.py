@@ -25,9 +25,7 @@ so a later cell of a planned group costs only the difference), while the compari
 runner-time budget (``comparison_follow_up_budget_seconds``; what earlier rounds took is
 the wall time of their trials) allows; a cell that does not fit is left for the note. A
 group's cost is ``trials x 2 sides x`` the median ``wall_seconds`` of its trials (plus the
-warm-ups); the first cell that does not fit whole gets the trials that the budget left
-buys, when that is at least ``step`` (closer to settling, and its MDE smaller, for the
-note). Each round is planned afresh from all trials, so the comparison stops as soon as
+warm-ups). Each round is planned afresh from all trials, so the comparison stops as soon as
 every cell is settled; the count of rounds stays capped by ``max_follow_ups``. Nothing
 fits: the comparison is ``done`` and its note says why and which MDE each unknown cell
 reached. One follow-up job per workload x threads group, each with its own trial count.
@@ -160,13 +158,8 @@ def plan(unknown: list[CellRow], rows: list[TrialRow], *, step: int, warmup: int
         if spent + more <= budget_left:
             trials[g] = max(have, add)
             spent += more
-            continue
-        left_out += 1
-        # the first cell that does not fit gets what the budget has left (at least a step)
-        fit = have + math.floor((budget_left - spent) / per_trial(g)) - (0 if have else warmup)
-        if left_out == 1 and fit - have >= step:
-            spent += cost(g, fit) - cost(g, have)
-            trials[g] = fit
+        else:
+            left_out += 1
     groups = [Group(w, th, n, cost((w, th), n))
               for (w, th), n in sorted(trials.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))]
     total = sum(g.seconds for g in groups)

@@ -90,22 +90,6 @@ def test_plan_takes_the_cells_closest_to_settling_first_or_stops():
     assert none.groups == [] and none.note.startswith("follow-ups stopped: the time budget")
 
 
-def test_the_first_cell_that_does_not_fit_gets_what_the_budget_left_buys():
-    trial_rows = rows(5, 10.0) + rows(5, 10.0, workload="rpc", seed=2)
-    near, far = unknown(hw=3.5), unknown("rpc", hw=9.0)
-    full = followups.plan([far, near], trial_rows, step=5, warmup=1, budget_left=1e6,
-                          policy=POLICY)
-    cheap = next(g for g in full.groups if g.workload == "larson")
-    wanted = next(g for g in full.groups if g.workload == "rpc").trials
-    # 1 s a trial (2 sides x 0.5 s): 12.5 s more buys 11 rpc trials and their warm-up
-    part = followups.plan([far, near], trial_rows, step=5, warmup=1,
-                          budget_left=cheap.seconds + 12.5, policy=POLICY)
-    assert [(g.workload, g.trials) for g in part.groups] == [("larson", cheap.trials),
-                                                             ("rpc", 11)]
-    assert 11 < wanted and part.seconds <= cheap.seconds + 12.5
-    assert part.note.startswith("follow-ups cut to the time budget")
-
-
 def test_a_cell_at_the_edge_and_a_deterministic_cell_get_a_step():
     trial_rows = rows(40, 0.2)  # MDE far below the target already
     plan = followups.plan([unknown(), unknown(measure="instructions", threads=2)], trial_rows,
