@@ -124,7 +124,7 @@ def follow(client: httpx.Client, cid: int, runner: subprocess.Popen[bytes]) -> d
             progress.update(task, description=desc, total=max(len(jobs), 1), completed=done)
             if comp["state"] in ("done", "failed"):
                 return comp
-            time.sleep(2)
+            time.sleep(1)
 
 
 @dataclass
@@ -158,7 +158,9 @@ def boot(st: Stack, preferred_port: int, arm64: bool = False) -> None:
                 # the runner fetches this checkout, and the API lets projects name it
                 "MALLARD_RUNNER_REPO_ALLOW": f"file://{ROOT}",
                 "MALLARD_REPO_URL_ALLOW": f"file://{ROOT}",
-                "MALLARD_PUBLIC_URL": st.api})
+                "MALLARD_PUBLIC_URL": st.api,
+                # claim the next round's jobs within a second of the analysis queuing them
+                "MALLARD_RUNNER_POLL_SECONDS": "1"})
     st.api_server.env = env
     step(f"starting the API on {st.api} (log: .mallard/api.log)")
     with console.status("waiting for the API (embedded PostgreSQL starts and migrates first)"), \

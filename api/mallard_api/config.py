@@ -128,6 +128,7 @@ class Settings(BaseSettings):
     stats_deterministic_min_effect_pct: float = 0.25
     stats_deterministic_min_count: float = 20.0
     stats_target_mde_pct: float = 2.0
+    stats_min_effect_bytes: float = Field(default=262144.0, ge=0)
     stats_bootstrap_resamples: int = 5000
     comparison_max_follow_ups: int = 5
     # Follow-ups are sized to reach stats_target_mde_pct on every unknown primary cell, and

@@ -44,6 +44,7 @@ from mallard_api.analysis.measures import (
     higher_is_better,
     is_deterministic,
     is_primary,
+    min_effect_abs,
     unjudged_reason,
 )
 from mallard_api.analysis.policy import Policy, stats_policy
@@ -130,7 +131,8 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
                               higher_is_better=_direction(k[2], known),
                               deterministic=is_deterministic(k[2]),
                               primary=is_primary(k[2], requested) and why is None,
-                              policy=policy)
+                              policy=policy,
+                              min_effect_abs=min_effect_abs(k[2], policy.min_effect_bytes))
         for k, why in zip(keys, unjudged, strict=True)
     ]
     band_of, calibrations = noise.bands(session, comp.testbed_fingerprint)
@@ -271,7 +273,8 @@ def render_report(session: Session, comp: Comparison) -> str:
     policy = stats_policy(get_settings())
     rcells = [report.ReportCell(c.workload, c.params, c.measure,
                                 noise.with_band(c.stats(is_deterministic(c.measure)), band_of.get(
-                                    (c.workload, params_key(c.params), c.measure)), policy))
+                                    (c.workload, params_key(c.params), c.measure)), policy,
+                                    c.measure))
               for c in cells]
     peers: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     for p in comp.peer_medians or []:

@@ -5,8 +5,8 @@ next round is planned from the trials so far, per unknown cell (workload x param
 measure; allocator counters and diagnostics never ask for one). With ``n`` its trials (the
 smaller side), ``sigma`` its noise (robust CV, root mean square of the sides), ``d`` its
 change, ``h`` its interval's half-width and ``B`` its SAME band (the calibrated band of the
-series, else the minimum effect ``m``), the trials a side needs to settle it are the
-fewest of:
+series, else the minimum effect ``m``; for a byte measure at least its floor), the trials
+a side needs to settle it are the fewest of:
 
 * **same** (rule 2): the interval inside ``(-B, B)``: ``h`` shrinks as ``1/sqrt(n)``, so
   ``n x (h / (B - d))^2`` when ``d < B``; or rule 4 (no calibrated band, ``d < m``):
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 from mallard_api.analysis import report
 from mallard_api.analysis.cells import CellRow
-from mallard_api.analysis.measures import is_deterministic
+from mallard_api.analysis.measures import floor_pct, is_deterministic, min_effect_abs
 from mallard_api.analysis.policy import Policy
 from mallard_api.analysis.power import trials_for_mde
 from mallard_api.analysis.stats import robust_cv_pct
@@ -137,7 +137,8 @@ def plan(unknown: list[CellRow], rows: list[TrialRow], *, step: int, warmup: int
                 noise = math.sqrt(sum(n * n for n in noises) / len(noises))
                 n = min(len(b), len(h))
                 calibrated = key in bands
-                band = bands.get(key, policy.min_effect_pct)
+                band = max(bands.get(key, policy.min_effect_pct), floor_pct(
+                    min_effect_abs(c.measure, policy.min_effect_bytes), c.base_median))
                 add = max(_needed(c, n, noise, band, calibrated, policy) - n, step)
         wants.append(((c.workload, c.threads), add))
 

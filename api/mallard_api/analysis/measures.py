@@ -115,6 +115,19 @@ def unjudged_reason(measure: str, emulated: bool, isolated: bool = True) -> str 
     return None
 
 
+# The smallest change in peak RSS that counts (docs/statistics.md, "A floor for byte
+# measures"): a byte measure's SAME band is at least this in percent of its base median.
+def min_effect_abs(measure: str, min_effect_bytes: float) -> float | None:
+    return min_effect_bytes if measure.endswith("_bytes") and min_effect_bytes > 0 else None
+
+
+def floor_pct(min_effect_abs: float | None, base_median: float | None) -> float:
+    """An absolute minimum effect in percent of the base median (0 when there is none)."""
+    if not min_effect_abs or not base_median:
+        return 0.0
+    return 100.0 * min_effect_abs / abs(base_median)
+
+
 def measure_role(measure: str, requested: Iterable[str] = ()) -> str:
     """``primary`` (gets a verdict) or ``diagnostic`` (shown, never judged)."""
     return "primary" if is_primary(measure, requested) else "diagnostic"

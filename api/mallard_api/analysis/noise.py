@@ -10,6 +10,7 @@ from dataclasses import replace
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import stats
+from mallard_api.analysis.measures import min_effect_abs
 from mallard_api.analysis.policy import Policy
 from mallard_api.config import Settings
 from mallard_api.models.calibration import CalibrationResult
@@ -67,8 +68,10 @@ def table(rows: Sequence[CalibrationResult]) -> str:
     return "\n".join(out)
 
 
-def with_band(s: stats.CellStats, band: float | None, policy: Policy) -> stats.CellStats:
+def with_band(s: stats.CellStats, band: float | None, policy: Policy,
+              measure: str) -> stats.CellStats:
     """A stored cell's stats with the SAME band its verdict used (shown on its line)."""
+    s.min_effect_abs = min_effect_abs(measure, policy.min_effect_bytes)
     if s.primary:
         s.band_pct = stats.same_band(s, policy if band is None
                                      else replace(policy, same_band_pct=band))

@@ -34,6 +34,7 @@ class Policy:
     seed: int = 20261121
     outlier_k: float = 3.5
     same_band_pct: float | None = None  # a series' calibrated SAME band (stats module doc)
+    min_effect_bytes: float = 262144.0  # byte measures' floor: 64 pages (docs/statistics.md)
 
 
 DEFAULT_POLICY = Policy()
@@ -64,6 +65,7 @@ def stats_policy(s: Settings) -> Policy:
         settle_trials=s.stats_settle_trials,
         settle_max_half_width_pct=s.stats_settle_max_half_width_pct,
         n_resamples=s.stats_bootstrap_resamples,
+        min_effect_bytes=s.stats_min_effect_bytes,
     )
 
 

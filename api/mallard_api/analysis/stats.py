@@ -1,10 +1,9 @@
 """One comparison cell, as pure functions: which trials are robust (median/MAD), the
 ratio of medians with its bootstrap interval, the Mann-Whitney p-value, the
 Benjamini-Hochberg adjustment over the primary cells, and the verdict rule, with its
-deterministic variant for cachegrind's counts (rules D1-D3).
-
-docs/statistics.md states the policy in full and numbers its rules. Which measures are
-primary, diagnostic or deterministic: `measures`; a cell's MDE: `power`; numbers: `policy`.
+deterministic variant for cachegrind's counts (rules D1-D3). docs/statistics.md states
+the policy and numbers its rules. Which measures are primary, diagnostic or deterministic,
+and byte measures' floor: `measures`; a cell's MDE: `power`; numbers: `policy`.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps  # type: ignore[import-untyped]
 
+from mallard_api.analysis.measures import floor_pct
 from mallard_api.analysis.policy import DEFAULT_POLICY, Policy
 from mallard_api.analysis.power import deterministic_mde_pct, mde_pct
 
@@ -91,6 +91,7 @@ class CellStats(CellNumbers):
     noise_pct: float | None = None
     spread_pct: float | None = None  # a deterministic cell's values that did not repeat
     band_pct: float | None = None  # the SAME band the verdict used (``same_band``)
+    min_effect_abs: float | None = None  # in the measure's unit (``measures.min_effect_abs``)
 
     @property
     def half_width_pct(self) -> float | None:
@@ -115,21 +116,21 @@ def compare_samples(
     deterministic: bool = False,
     primary: bool = True,
     policy: Policy = DEFAULT_POLICY,
+    min_effect_abs: float | None = None,
 ) -> CellStats:
-    """Everything for one cell except the multiple-comparison adjustment and verdict.
-
-    Call :func:`adjust_and_decide` over all cells of a comparison afterwards (or
-    :func:`decide` with ``p_adjusted = p_value`` for a lone cell). A deterministic cell
-    whose values did not repeat (rule D2) comes back with ``deterministic=False`` and its
-    spread in ``spread_pct``.
-    """
+    """Everything for one cell but the adjustment and verdict (:func:`adjust_and_decide`
+    over all cells of a comparison, or :func:`decide` with ``p_adjusted = p_value``). A
+    deterministic cell whose values did not repeat (rule D2) comes back with
+    ``deterministic=False`` and its spread in ``spread_pct``. ``min_effect_abs``: the
+    smallest change that counts, in the measure's unit (it widens the SAME band)."""
     b_all = np.asarray([v for v in base if v is not None and math.isfinite(v)], dtype=np.float64)
     h_all = np.asarray([v for v in head if v is not None and math.isfinite(v)], dtype=np.float64)
     if deterministic and b_all.size and h_all.size:
         spread = max(_spread_pct(b_all), _spread_pct(h_all))
         if spread > policy.deterministic_tolerance_pct:
             out = compare_samples(base, head, higher_is_better=higher_is_better,
-                                  deterministic=False, primary=primary, policy=policy)
+                                  deterministic=False, primary=primary, policy=policy,
+                                  min_effect_abs=min_effect_abs)
             out.spread_pct = spread
             return out
         return _compare_deterministic(b_all, h_all, higher_is_better, primary, policy)
@@ -145,7 +146,7 @@ def compare_samples(
         ratio=None, diff_pct=None, ci_low_pct=None, ci_high_pct=None, p_value=None,
         higher_is_better=higher_is_better, deterministic=False, primary=primary,
         noise_pct=noise, mde_pct=mde_pct(int(min(b.size, h.size)), noise, policy),
-    )
+        min_effect_abs=min_effect_abs)
     if b.size == 0 or h.size == 0 or out.base_median == 0.0:
         return out
     assert out.base_median is not None and out.head_median is not None
@@ -234,10 +235,12 @@ def decide(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> str:
 
 def same_band(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> float:
     """Half-width of the band inside which ``decide`` calls a cell ``same``: rule D3's
-    minimum for a deterministic cell, else the calibrated band, else rule 2's minimum."""
+    minimum for a deterministic cell, else the calibrated band, else rule 2's minimum;
+    at least the cell's ``min_effect_abs`` in percent of its base median."""
     if cell.deterministic:
         return policy.deterministic_min_effect_pct
-    return policy.same_band_pct if policy.same_band_pct is not None else policy.min_effect_pct
+    band = policy.same_band_pct if policy.same_band_pct is not None else policy.min_effect_pct
+    return max(band, floor_pct(cell.min_effect_abs, cell.base_median))
 
 
 def adjust_pvalues(p_values: Sequence[float | None]) -> list[float | None]:
@@ -273,10 +276,8 @@ def adjust_and_decide(
 def bootstrap_median_change(
     before: Sequence[float], after: Sequence[float], policy: Policy = DEFAULT_POLICY
 ) -> tuple[float, float, float]:
-    """Change of the median from ``before`` to ``after`` in percent, with its interval.
-
-    Used by change detection for the two segments around a change point.
-    """
+    """Change of the median from ``before`` to ``after`` in percent, with its interval
+    (change detection: the two segments around a change point)."""
     b = np.asarray(before, dtype=np.float64)
     a = np.asarray(after, dtype=np.float64)
     mb = float(np.median(b))

@@ -286,3 +286,46 @@ def test_no_evidence_with_a_wide_interval_is_unknown_not_same():
     cell = one_cell(wide_b, wide_h)
     assert cell.half_width_pct is not None and cell.half_width_pct > 3.0
     assert cell.verdict == "unknown"
+
+
+PAGE = 4096.0
+
+
+def rss(n: int, pages: float, seed: int) -> list[float]:
+    """Peak RSS as the kernel reports it for one build: its pages give or take up to 48
+    (the spread measured over 113-162 trials of one build, docs/statistics.md)."""
+    rng = np.random.default_rng(seed)
+    return [(pages + float(j)) * PAGE for j in rng.integers(-48, 49, n)]
+
+
+def rss_cell(base, head, policy=POLICY):
+    cell = compare_samples(base, head, higher_is_better=False, policy=policy,
+                           min_effect_abs=measures.min_effect_abs("max_rss_bytes",
+                                                                  policy.min_effect_bytes))
+    return adjust_and_decide([cell], policy)[0]
+
+
+def test_a_few_pages_of_peak_rss_are_same_within_the_floor():
+    base, head = rss(13, 751, 1), rss(13, 757, 2)
+    c = rss_cell(base, head)
+    assert c.verdict == "same"
+    assert c.band_pct == pytest.approx(100 * 64 / np.median(base) * PAGE, rel=0.01)
+    assert c.band_pct > 8  # 64 pages of a 3 MB process
+    # the same trials without a floor do not settle: the interval crosses +-1%
+    bare = rss_cell(base, head, Policy(n_resamples=2000, min_effect_bytes=0))
+    assert bare.verdict == "unknown" and bare.band_pct == 1.0
+
+
+def test_peak_rss_beyond_the_floor_is_still_regressed():
+    # +25% (190 pages) and +12% (90 pages: its interval reaches past 64 pages)
+    for extra, seed in ((190, 3), (90, 5)):
+        c = rss_cell(rss(13, 751, seed), rss(13, 751 + extra, seed + 1))
+        assert c.verdict == "regressed", (extra, c)
+
+
+def test_the_floor_only_widens_the_band_of_byte_measures_of_small_processes():
+    assert measures.min_effect_abs("ops_per_cpu_sec", 262144.0) is None
+    assert measures.min_effect_abs("max_rss_bytes", 0.0) is None
+    assert measures.floor_pct(262144.0, 100e6) == pytest.approx(0.262, rel=0.01)
+    big = rss_cell(rss(13, 25_000, 7), rss(13, 25_000, 8))
+    assert big.band_pct == 1.0  # 64 pages of 100 MB is under the 1% band
