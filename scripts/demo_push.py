@@ -136,13 +136,23 @@ def slow_free(work: Path) -> None:
     path.write_text(text.replace(SLOW_FREE[0], SLOW_FREE[1]))
 
 
-def wait_jobs_idle(client: httpx.Client, deadline: float) -> None:
+def wait_jobs_idle(client: httpx.Client, deadline: float, what: str) -> None:
     while time.monotonic() < deadline:
         jobs = client.get("/api/v1/jobs", params={"limit": 500}).raise_for_status().json()
         if jobs and all(j["state"] in ("done", "failed") for j in jobs):
             return
         time.sleep(2)
-    raise SystemExit("demo: the first commit was not measured in time")
+    raise SystemExit(f"demo: {what} in time")
+
+
+def wait_runners(client: httpx.Client, archs: set[str], deadline: float) -> None:
+    """Until a runner of every arch has registered: a push queues jobs for live arches only."""
+    while time.monotonic() < deadline:
+        seen = {r["arch"] for r in client.get("/api/v1/runners").raise_for_status().json()}
+        if archs <= seen:
+            return
+        time.sleep(1)
+    raise SystemExit(f"demo: no runner registered for {sorted(archs - seen)}")
 
 
 def main() -> int:
@@ -262,10 +272,12 @@ def main() -> int:
         ):
             git(bare, "config", key, value)
 
+        wait_runners(client, {platform.machine()} | ({"aarch64"} if args.arm64 else set()),
+                     deadline)
         step("pushing the first commit: the start of the branch's history")
         commit(work, "demo: start", note(0))
         git(work, "push", "-q", "origin", "main")
-        wait_jobs_idle(client, deadline)
+        wait_jobs_idle(client, deadline, "the first commit was not measured")
 
         shas = []
         injected = ""
@@ -289,6 +301,8 @@ def main() -> int:
                 if b["state"] == "done"
             ]
             if done:
+                if args.arm64:  # the other arch's verdict, for its status line
+                    wait_jobs_idle(client, deadline, "the arm64 verdict did not settle")
                 time.sleep(3)  # the culprit's status reaches the receiver
                 b = done[0]
                 step(
