@@ -9,7 +9,7 @@ over time.
 
 from __future__ import annotations
 
-from .grafana import Dashboard, Json, field_config, sql, sql_variable
+from .grafana import Dashboard, Json, field_config, sql, sql_variable, xy_options
 
 SCOPE = "FROM v_calibration_power WHERE project = ${project:sqlstring}"
 
@@ -77,12 +77,7 @@ def build() -> Json:
         "regression 8 times in 10.",
         transformations=[{"id": "partitionByValues", "options": {"fields": ["series"]}}],
         field=field_config(custom={"show": "points+lines", "pointSize": {"fixed": 7}}),
-        options={
-            "seriesMapping": "auto",
-            "dims": {"x": "injected %"},
-            "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom"},
-            "tooltip": {"mode": "single"},
-        },
+        options=xy_options("injected %"),
     )
     d.add(
         "table",

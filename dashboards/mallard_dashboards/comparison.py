@@ -20,6 +20,7 @@ from .grafana import (
     pages_variable,
     sql,
     sql_variable,
+    xy_options,
 )
 
 # Queued comparisons (commit verdicts not run yet) last: the default has results.
@@ -258,9 +259,7 @@ def build() -> Json:
             overrides=[override("byName", "threads",
                                 {"custom.scaleDistribution": {"type": "log", "log": 2}})],
         ),
-        options={"seriesMapping": "auto", "dims": {"x": "threads",
-                                                   "exclude": ["head / base", "verdict"]},
-                 "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom"}},
+        options=xy_options("threads", exclude=["head / base", "verdict"], tooltip=False),
         repeat="curve",
     )
     return d.to_json()

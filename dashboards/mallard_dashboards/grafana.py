@@ -121,6 +121,19 @@ def sql_annotation(name: str, query: str, color: str) -> Json:
     }
 
 
+def xy_options(x: str, *, exclude: list[str] | None = None, tooltip: bool = True) -> Json:
+    """An xychart's options: series as the query gives them, ``x`` on the x axis (and
+    ``exclude`` left off), the legend below."""
+    dims: Json = {"x": x}
+    if exclude:
+        dims["exclude"] = exclude
+    out: Json = {"seriesMapping": "auto", "dims": dims,
+                 "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom"}}
+    if tooltip:
+        out["tooltip"] = {"mode": "single"}
+    return out
+
+
 def field_config(
     unit: str | None = None,
     *,

@@ -20,6 +20,7 @@ from .grafana import (
     project_branch_variables,
     sql,
     sql_variable,
+    xy_options,
 )
 
 SCOPE = SERIES_SCOPE
@@ -115,12 +116,7 @@ def build() -> Json:
                 override("byName", "throughput", {"unit": "ops"}),
             ],
         ),
-        options={
-            "seriesMapping": "auto",
-            "dims": {"x": "peak RSS"},
-            "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom"},
-            "tooltip": {"mode": "single"},
-        },
+        options=xy_options("peak RSS"),
     )
     d.add(
         "table",
