@@ -214,19 +214,31 @@ static bool mld_heap_release(mld_heap_t* h, unsigned c, mld_stack_t* s, uint32_t
   return hit;
 }
 
-/* The bin of class c is over its limit: release one batch (the newest).
- * When the transfer cache refuses it (full: a burst of frees, as in
- * fragmentation), the next overflows - up to four batches' worth - each
- * send only the block just freed to its page, while its cache line is
- * still hot, instead of a batch that reaches the pages later, after its
- * lines left the cache (a write miss each), and after a locked look at a
- * cache that is still full. A refill from the transfer cache (room again)
- * ends it early. */
-static MLD_NOINLINE void mld_heap_flush_batch(mld_heap_t* h, unsigned c) {
+/* The bin of class c is over its limit: release one batch (the newest)
+ * to the transfer cache. When the cache refuses it (full: a burst of
+ * frees, as in fragmentation), the bin keeps its blocks and only the block
+ * just freed goes to its page, while its cache line is still hot; so do the
+ * next overflows, up to four batches' worth (direct mode), before a batch
+ * tries the transfer cache again (a look at its count, no lock, when it is
+ * still full). A refill from the transfer cache (room again) ends it early.
+ * An earlier version sent the refused batch back to its pages: blocks
+ * whose lines had left the cache (a write miss each), to be walked again
+ * by a refill from the pages' free lists later. */
+static MLD_NOINLINE void mld_heap_flush_batch(mld_heap_t* h, unsigned c, mld_page_t* page) {
   int saved = errno;   /* free preserves errno, whatever the slow path does */
   _mld_heap_publish(h);
-  if (!mld_heap_release(h, c, &h->bins[c].own, _mld_classes[c].batch))
-    h->bins[c].direct = (uint16_t)(4u * _mld_classes[c].batch);
+  mld_bin_t* bin = &h->bins[c];
+  uint32_t n = _mld_classes[c].batch;
+  void** batch = bin->own.top - n;
+  if (_mld_transfer_insert(h->stats, c, batch, n)) {
+    mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
+    bin->own.top = batch;
+  } else {
+    mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
+    mld_counter_add(&h->stats[MLD_STAT_direct_frees], 1);
+    bin->direct = (uint16_t)(4u * n);
+    mld_heap_return_to(h, page, (mld_block_t*)*--bin->own.top);
+  }
   errno = saved;
 }
 
@@ -235,7 +247,7 @@ static MLD_NOINLINE void mld_heap_flush_batch(mld_heap_t* h, unsigned c) {
 void _mld_heap_flush(mld_heap_t* h, unsigned c, mld_page_t* page) {
   mld_bin_t* bin = &h->bins[c];
   if (bin->direct == 0) {
-    mld_heap_flush_batch(h, c);
+    mld_heap_flush_batch(h, c, page);
     return;
   }
   bin->direct--;
