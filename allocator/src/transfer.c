@@ -39,7 +39,7 @@
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "futex on the low half of a 64-bit index");
 
-#define MLD_TRANSFER_SLOTS 1024u            /* per class, power of two */
+#define MLD_TRANSFER_SLOTS 4096u            /* per class, power of two */
 #define MLD_TRANSFER_BYTES (512u * 1024u)   /* at most this many bytes of blocks cached per class */
 
 typedef struct mld_transfer_s {
