@@ -42,22 +42,37 @@ void _mld_page_collect(mld_page_t* page) {
 
 /* Take up to n blocks (free list first, then freshly carved ones) into
  * out[]; returns how many. Carving writes nothing into the blocks: a
- * carved block is first touched by the malloc that hands it out. */
+ * carved block is first touched by the malloc that hands it out. The walk
+ * of the free list tests the end of out[] once per two blocks. */
 uint32_t _mld_page_take(mld_page_t* page, uint32_t n, void** out) {
-  uint32_t got = 0;
+  void** o = out;
+  void** end = out + n;
   mld_block_t* b = page->free;
-  while (got < n && b != NULL) {
-    out[got++] = b;
+  while (b != NULL && end - o >= 2) {
+    mld_block_t* b2 = b->next;
+    o[0] = b;
+    if (b2 == NULL) {
+      o++;
+      b = NULL;
+      break;
+    }
+    o[1] = b2;
+    o += 2;
+    b = b2->next;
+  }
+  if (b != NULL && o != end) {
+    *o++ = b;
     b = b->next;
   }
   page->free = b;
+  uint32_t got = (uint32_t)(o - out);
   if (got < n && page->capacity < page->reserved) {
     uint32_t k = n - got;
     if (k > page->reserved - page->capacity) k = page->reserved - page->capacity;
     size_t bs = page->block_size;
-    uint8_t* p = page->start + (size_t)page->capacity * bs;
     /* descending, so the stack hands them out in address order */
-    for (uint32_t i = 0; i < k; i++) out[got + i] = p + (size_t)(k - 1 - i) * bs;
+    uint8_t* p = page->start + (size_t)(page->capacity + k - 1) * bs;
+    for (void** e = o + k; o != e; o++, p -= bs) *o = p;
     page->capacity += k;
     got += k;
   }
