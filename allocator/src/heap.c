@@ -271,29 +271,51 @@ void _mld_heap_push_local(mld_heap_t* h, unsigned c, mld_block_t* b) {
 
 /* ---- refilling a bin ------------------------------------------------------ */
 
-static bool mld_heap_take(mld_heap_t* h, unsigned c, mld_page_t* page) {
+/* How many blocks a refill from pages takes: half the bin. */
+static uint32_t mld_heap_want(mld_heap_t* h, unsigned c) {
   mld_bin_t* bin = &h->bins[c];
   uint32_t want = bin->max / 2;
   if (want < _mld_classes[c].batch) want = _mld_classes[c].batch;
   uint32_t room = bin->max - mld_stack_count(&bin->own);
-  if (want > room) want = room;
-  uint32_t got = _mld_page_take(page, want, bin->own.top);
+  return want > room ? room : want;
+}
+
+static bool mld_heap_take(mld_heap_t* h, unsigned c, mld_page_t* page) {
+  mld_bin_t* bin = &h->bins[c];
+  uint32_t got = _mld_page_take(page, mld_heap_want(h, c), bin->own.top);
   bin->own.top += got;
   return got != 0;
 }
 
+/* The available pages first: up to MLD_TAKE_PAGES of them with blocks on
+ * their free lists are walked side by side (_mld_page_take_lists); a page
+ * with none but room to carve is carved when no list was found before it;
+ * a page with neither goes to the full list. */
 static bool mld_heap_refill_pages(mld_heap_t* h, unsigned c) {
   mld_page_list_t* avail = &h->avail[c];
   mld_page_list_t* full = &h->full[c];
   mld_page_t* page = avail->first;
-  while (page != NULL) {
+  mld_page_t* lists[MLD_TAKE_PAGES];
+  unsigned k = 0;
+  while (page != NULL && k < MLD_TAKE_PAGES) {
     mld_page_t* next = page->next;
     _mld_page_collect(page);
-    if (mld_heap_take(h, c, page)) return true;
-    _mld_page_list_remove(avail, page);
-    page->in_full = 1;
-    _mld_page_list_push(full, page);
+    if (page->free != NULL) {
+      lists[k++] = page;
+    } else if (page->capacity < page->reserved) {
+      if (k == 0) return mld_heap_take(h, c, page);
+      break;
+    } else {
+      _mld_page_list_remove(avail, page);
+      page->in_full = 1;
+      _mld_page_list_push(full, page);
+    }
     page = next;
+  }
+  if (k > 0) {
+    mld_bin_t* bin = &h->bins[c];
+    bin->own.top += _mld_page_take_lists(lists, k, mld_heap_want(h, c), bin->own.top);
+    return true;
   }
   /* full pages that have received remote frees since: look at a few, the
    * ones looked at without luck go to the back (the list rotates) */
