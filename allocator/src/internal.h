@@ -293,7 +293,7 @@ MLD_HIDDEN void _mld_page_init(mld_page_t* page, unsigned c, mld_heap_t* owner);
 MLD_HIDDEN void _mld_page_collect(mld_page_t* page);
 MLD_HIDDEN uint32_t _mld_page_take(mld_page_t* page, uint32_t n, void** out);
 #ifndef MLD_TAKE_PAGES
-#define MLD_TAKE_PAGES 4       /* free lists a refill walks side by side */
+#define MLD_TAKE_PAGES 8       /* free lists a refill walks side by side */
 #endif
 MLD_HIDDEN uint32_t _mld_page_take_lists(mld_page_t** pages, unsigned k, uint32_t n, void** out);
 MLD_HIDDEN void _mld_page_free_remote(mld_page_t* page, mld_block_t* b);
