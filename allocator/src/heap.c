@@ -7,10 +7,12 @@
  * that page's thread-free list (MALLARD_REMOTE=page).
  *
  * Slow paths: an empty bin is refilled from the transfer cache, else from
- * the heap's own pages (collecting remote frees), else from pages abandoned
- * by dead threads (central lists), else from a fresh page. An overflowing bin
- * releases a batch to the transfer cache, or back to the blocks' pages when
- * the cache is full. At thread exit (pthread key destructor) the heap is
+ * the heap's own pages (collecting remote frees; up to MLD_TAKE_PAGES
+ * pages' free lists walked side by side), else from pages abandoned by dead
+ * threads (central lists), else from a fresh page. An overflowing bin
+ * releases a batch to the transfer cache; when the cache is full the bin
+ * keeps its blocks and sends the block just freed to its page (direct
+ * mode). At thread exit (pthread key destructor) the heap is
  * abandoned: bins emptied, free pages given back, the others pushed to the
  * central lists for live threads to reclaim. */
 #include "internal.h"
