@@ -50,6 +50,23 @@ static int tagged(const void* p, size_t size, int i) {
   return 1;
 }
 
+/* Allocate n blocks of size into blocks[] and tag them; none may be
+ * handed out twice. */
+static void alloc_all(size_t size, int n) {
+  for (int i = 0; i < n; i++) {
+    REQUIRE((blocks[i] = MALLOC(size)) != NULL);
+    tag(blocks[i], size, i);
+  }
+  memcpy(sorted, blocks, (size_t)n * sizeof(void*));
+  qsort(sorted, (size_t)n, sizeof(void*), cmp_ptr);
+  for (int i = 1; i < n; i++)
+    if (sorted[i] == sorted[i - 1]) {
+      fprintf(stderr, "size %zu: block %p handed out twice\n", size, sorted[i]);
+      atomic_fetch_add(&failures, 1);
+      break;
+    }
+}
+
 /* A burst that fits the bin and the transfer cache (4096 slots for the
  * classes below 128 bytes, more than the 1024 there were) goes there
  * whole: no direct free, every block handed out again, none twice. */
@@ -68,18 +85,7 @@ static void burst_fits(void) {
             direct1 - direct0);
     atomic_fetch_add(&failures, 1);
   }
-  for (int i = 0; i < n; i++) {
-    REQUIRE((blocks[i] = MALLOC(size)) != NULL);
-    tag(blocks[i], size, i);
-  }
-  memcpy(sorted, blocks, (size_t)n * sizeof(void*));
-  qsort(sorted, (size_t)n, sizeof(void*), cmp_ptr);
-  for (int i = 1; i < n; i++)
-    if (sorted[i] == sorted[i - 1]) {
-      fprintf(stderr, "size %zu: block %p handed out twice\n", size, sorted[i]);
-      atomic_fetch_add(&failures, 1);
-      break;
-    }
+  alloc_all(size, n);
   for (int i = 0; i < n; i++) {
     if (!tagged(blocks[i], size, i)) {
       fprintf(stderr, "size %zu: block %d corrupted\n", size, i);
@@ -117,18 +123,7 @@ static void burst(void) {
     }
     /* again: blocks come from the bin, the transfer cache and the pages'
      * free lists; none twice, and writing them all corrupts nothing */
-    for (int i = 0; i < n; i++) {
-      REQUIRE((blocks[i] = MALLOC(size)) != NULL);
-      tag(blocks[i], size, i);
-    }
-    memcpy(sorted, blocks, (size_t)n * sizeof(void*));
-    qsort(sorted, (size_t)n, sizeof(void*), cmp_ptr);
-    for (int i = 1; i < n; i++)
-      if (sorted[i] == sorted[i - 1]) {
-        fprintf(stderr, "size %zu: block %p handed out twice\n", size, sorted[i]);
-        atomic_fetch_add(&failures, 1);
-        break;
-      }
+    alloc_all(size, n);
     long long hits0 = STAT_GET("transfer_insert_hits");
     for (int i = 0; i < n; i++) {
       if (!tagged(blocks[i], size, i)) {
