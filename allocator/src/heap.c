@@ -7,10 +7,12 @@
  * that page's thread-free list (MALLARD_REMOTE=page).
  *
  * Slow paths: an empty bin is refilled from the transfer cache, else from
- * the heap's own pages (collecting remote frees), else from pages abandoned
- * by dead threads (central lists), else from a fresh page. An overflowing bin
- * releases a batch to the transfer cache, or back to the blocks' pages when
- * the cache is full. At thread exit (pthread key destructor) the heap is
+ * the heap's own pages (collecting remote frees; up to MLD_TAKE_PAGES
+ * pages' free lists walked side by side), else from pages abandoned by dead
+ * threads (central lists), else from a fresh page. An overflowing bin
+ * releases a batch to the transfer cache; when the cache is full the bin
+ * keeps its blocks and sends the block just freed to its page (direct
+ * mode). At thread exit (pthread key destructor) the heap is
  * abandoned: bins emptied, free pages given back, the others pushed to the
  * central lists for live threads to reclaim. */
 #include "internal.h"
@@ -214,19 +216,31 @@ static bool mld_heap_release(mld_heap_t* h, unsigned c, mld_stack_t* s, uint32_t
   return hit;
 }
 
-/* The bin of class c is over its limit: release one batch (the newest).
- * When the transfer cache refuses it (full: a burst of frees, as in
- * fragmentation), the next overflows - up to four batches' worth - each
- * send only the block just freed to its page, while its cache line is
- * still hot, instead of a batch that reaches the pages later, after its
- * lines left the cache (a write miss each), and after a locked look at a
- * cache that is still full. A refill from the transfer cache (room again)
- * ends it early. */
-static MLD_NOINLINE void mld_heap_flush_batch(mld_heap_t* h, unsigned c) {
+/* The bin of class c is over its limit: release one batch (the newest)
+ * to the transfer cache. When the cache refuses it (full: a burst of
+ * frees, as in fragmentation), the bin keeps its blocks and only the block
+ * just freed goes to its page, while its cache line is still hot; so do the
+ * next overflows, up to four batches' worth (direct mode), before a batch
+ * tries the transfer cache again (a look at its count, no lock, when it is
+ * still full). A refill from the transfer cache (room again) ends it early.
+ * An earlier version sent the refused batch back to its pages: blocks
+ * whose lines had left the cache (a write miss each), to be walked again
+ * by a refill from the pages' free lists later. */
+static MLD_NOINLINE void mld_heap_flush_batch(mld_heap_t* h, unsigned c, mld_page_t* page) {
   int saved = errno;   /* free preserves errno, whatever the slow path does */
   _mld_heap_publish(h);
-  if (!mld_heap_release(h, c, &h->bins[c].own, _mld_classes[c].batch))
-    h->bins[c].direct = (uint16_t)(4u * _mld_classes[c].batch);
+  mld_bin_t* bin = &h->bins[c];
+  uint32_t n = _mld_classes[c].batch;
+  void** batch = bin->own.top - n;
+  if (_mld_transfer_insert(h->stats, c, batch, n)) {
+    mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
+    bin->own.top = batch;
+  } else {
+    mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
+    mld_counter_add(&h->stats[MLD_STAT_direct_frees], 1);
+    bin->direct = (uint16_t)(4u * n);
+    mld_heap_return_to(h, page, (mld_block_t*)*--bin->own.top);
+  }
   errno = saved;
 }
 
@@ -235,7 +249,7 @@ static MLD_NOINLINE void mld_heap_flush_batch(mld_heap_t* h, unsigned c) {
 void _mld_heap_flush(mld_heap_t* h, unsigned c, mld_page_t* page) {
   mld_bin_t* bin = &h->bins[c];
   if (bin->direct == 0) {
-    mld_heap_flush_batch(h, c);
+    mld_heap_flush_batch(h, c, page);
     return;
   }
   bin->direct--;
@@ -259,29 +273,51 @@ void _mld_heap_push_local(mld_heap_t* h, unsigned c, mld_block_t* b) {
 
 /* ---- refilling a bin ------------------------------------------------------ */
 
-static bool mld_heap_take(mld_heap_t* h, unsigned c, mld_page_t* page) {
+/* How many blocks a refill from pages takes: half the bin. */
+static uint32_t mld_heap_want(mld_heap_t* h, unsigned c) {
   mld_bin_t* bin = &h->bins[c];
   uint32_t want = bin->max / 2;
   if (want < _mld_classes[c].batch) want = _mld_classes[c].batch;
   uint32_t room = bin->max - mld_stack_count(&bin->own);
-  if (want > room) want = room;
-  uint32_t got = _mld_page_take(page, want, bin->own.top);
+  return want > room ? room : want;
+}
+
+static bool mld_heap_take(mld_heap_t* h, unsigned c, mld_page_t* page) {
+  mld_bin_t* bin = &h->bins[c];
+  uint32_t got = _mld_page_take(page, mld_heap_want(h, c), bin->own.top);
   bin->own.top += got;
   return got != 0;
 }
 
+/* The available pages first: up to MLD_TAKE_PAGES of them with blocks on
+ * their free lists are walked side by side (_mld_page_take_lists); a page
+ * with none but room to carve is carved when no list was found before it;
+ * a page with neither goes to the full list. */
 static bool mld_heap_refill_pages(mld_heap_t* h, unsigned c) {
   mld_page_list_t* avail = &h->avail[c];
   mld_page_list_t* full = &h->full[c];
   mld_page_t* page = avail->first;
-  while (page != NULL) {
+  mld_page_t* lists[MLD_TAKE_PAGES];
+  unsigned k = 0;
+  while (page != NULL && k < MLD_TAKE_PAGES) {
     mld_page_t* next = page->next;
     _mld_page_collect(page);
-    if (mld_heap_take(h, c, page)) return true;
-    _mld_page_list_remove(avail, page);
-    page->in_full = 1;
-    _mld_page_list_push(full, page);
+    if (page->free != NULL) {
+      lists[k++] = page;
+    } else if (page->capacity < page->reserved) {
+      if (k == 0) return mld_heap_take(h, c, page);
+      break;
+    } else {
+      _mld_page_list_remove(avail, page);
+      page->in_full = 1;
+      _mld_page_list_push(full, page);
+    }
     page = next;
+  }
+  if (k > 0) {
+    mld_bin_t* bin = &h->bins[c];
+    bin->own.top += _mld_page_take_lists(lists, k, mld_heap_want(h, c), bin->own.top);
+    return true;
   }
   /* full pages that have received remote frees since: look at a few, the
    * ones looked at without luck go to the back (the list rotates) */

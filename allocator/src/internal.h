@@ -292,6 +292,10 @@ MLD_HIDDEN void _mld_heap_adopted(mld_heap_t* h, mld_page_t* page);
 MLD_HIDDEN void _mld_page_init(mld_page_t* page, unsigned c, mld_heap_t* owner);
 MLD_HIDDEN void _mld_page_collect(mld_page_t* page);
 MLD_HIDDEN uint32_t _mld_page_take(mld_page_t* page, uint32_t n, void** out);
+#ifndef MLD_TAKE_PAGES
+#define MLD_TAKE_PAGES 8       /* free lists a refill walks side by side */
+#endif
+MLD_HIDDEN uint32_t _mld_page_take_lists(mld_page_t** pages, unsigned k, uint32_t n, void** out);
 MLD_HIDDEN void _mld_page_free_remote(mld_page_t* page, mld_block_t* b);
 MLD_HIDDEN void _mld_page_list_push(mld_page_list_t* l, mld_page_t* p);
 MLD_HIDDEN void _mld_page_list_push_back(mld_page_list_t* l, mld_page_t* p);

@@ -39,7 +39,7 @@
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "futex on the low half of a 64-bit index");
 
-#define MLD_TRANSFER_SLOTS 1024u            /* per class, power of two */
+#define MLD_TRANSFER_SLOTS 4096u            /* per class, power of two */
 #define MLD_TRANSFER_BYTES (512u * 1024u)   /* at most this many bytes of blocks cached per class */
 
 typedef struct mld_transfer_s {
@@ -56,7 +56,7 @@ typedef struct mld_transfer_s {
   char pad2[MLD_CACHE_LINE - sizeof(uint32_t)];
   /* mutex variant */
   pthread_mutex_t lock;
-  uint32_t count;
+  _Atomic(uint32_t) count;                 /* written under the lock; read without it for a peek */
   /* both */
   uint32_t cap;                            /* objects */
   void* slots[MLD_TRANSFER_SLOTS];
@@ -87,7 +87,7 @@ void _mld_transfer_init(int mode) {
     if (cap < 4 * batch) cap = 4 * batch;
     t->cap = cap - cap % batch;
     mld_transfer_lock_init(&t->lock);
-    t->count = 0;
+    atomic_store_explicit(&t->count, 0, memory_order_relaxed);
     atomic_store_explicit(&t->prod_claim, 0, memory_order_relaxed);
     atomic_store_explicit(&t->prod_commit, 0, memory_order_relaxed);
     atomic_store_explicit(&t->cons_claim, 0, memory_order_relaxed);
@@ -100,23 +100,33 @@ int _mld_transfer_mode(void) { return mld_transfer_kind; }
 
 /* ---- mutex variant ------------------------------------------------------ */
 
+/* A look at the count without the lock first: a cache found full (a burst
+ * of frees) or empty (a burst of mallocs) is a miss without the lock's two
+ * atomic operations (fragmentation: 2,015 locked looks at empty caches and
+ * 1,304 at full ones). A count that changes right after the look only
+ * makes this call miss, as it would have a moment earlier. */
 static bool mld_mutex_insert(mld_transfer_t* t, void** objs, unsigned n) {
+  if (atomic_load_explicit(&t->count, memory_order_relaxed) + n > t->cap) return false;
   pthread_mutex_lock(&t->lock);
-  if (t->count + n > t->cap) {
+  uint32_t count = atomic_load_explicit(&t->count, memory_order_relaxed);
+  if (count + n > t->cap) {
     pthread_mutex_unlock(&t->lock);
     return false;
   }
-  memcpy(&t->slots[t->count], objs, n * sizeof(void*));
-  t->count += n;
+  memcpy(&t->slots[count], objs, n * sizeof(void*));
+  atomic_store_explicit(&t->count, count + n, memory_order_relaxed);
   pthread_mutex_unlock(&t->lock);
   return true;
 }
 
 static unsigned mld_mutex_remove(mld_transfer_t* t, void** objs, unsigned n) {
+  if (atomic_load_explicit(&t->count, memory_order_relaxed) == 0) return 0;
   pthread_mutex_lock(&t->lock);
-  if (t->count < n) n = t->count;   /* a short batch rather than a miss */
-  t->count -= n;
-  memcpy(objs, &t->slots[t->count], n * sizeof(void*));
+  uint32_t count = atomic_load_explicit(&t->count, memory_order_relaxed);
+  if (count < n) n = count;   /* a short batch rather than a miss */
+  count -= n;
+  memcpy(objs, &t->slots[count], n * sizeof(void*));
+  atomic_store_explicit(&t->count, count, memory_order_relaxed);
   pthread_mutex_unlock(&t->lock);
   return n;
 }

@@ -10,7 +10,8 @@
  *   them again (no block handed out twice, every tag of the survivors
  *   intact), and frees them again: that second burst's first batches are
  *   taken by the transfer cache again (insert hits grow: the refill from it
- *   ended direct mode).
+ *   ended direct mode). A burst that fits the bin and the transfer
+ *   cache goes there whole (burst_fits).
  * threads: threads free bursts of their own and of each other's blocks
  *   (remote blocks into a full bin go to their pages with one CAS), malloc
  *   in between and exit with direct mode on; every block's contents are
@@ -34,7 +35,7 @@ static int cmp_ptr(const void* a, const void* b) {
 
 /* ---- burst ----------------------------------------------------------------- */
 
-enum { BURST_MAX = 6000 };
+enum { BURST_MAX = 9000 };
 static void* blocks[BURST_MAX];
 static void* sorted[BURST_MAX];
 
@@ -49,11 +50,56 @@ static int tagged(const void* p, size_t size, int i) {
   return 1;
 }
 
+/* Allocate n blocks of size into blocks[] and tag them; none may be
+ * handed out twice. */
+static void alloc_all(size_t size, int n) {
+  for (int i = 0; i < n; i++) {
+    REQUIRE((blocks[i] = MALLOC(size)) != NULL);
+    tag(blocks[i], size, i);
+  }
+  memcpy(sorted, blocks, (size_t)n * sizeof(void*));
+  qsort(sorted, (size_t)n, sizeof(void*), cmp_ptr);
+  for (int i = 1; i < n; i++)
+    if (sorted[i] == sorted[i - 1]) {
+      fprintf(stderr, "size %zu: block %p handed out twice\n", size, sorted[i]);
+      atomic_fetch_add(&failures, 1);
+      break;
+    }
+}
+
+/* A burst that fits the bin and the transfer cache (4096 slots for the
+ * classes below 128 bytes, more than the 1024 there were) goes there
+ * whole: no direct free, every block handed out again, none twice. */
+static void burst_fits(void) {
+  const size_t size = 16;
+  const int n = 3000;
+  for (int i = 0; i < n; i++) {
+    REQUIRE((blocks[i] = MALLOC(size)) != NULL);
+    tag(blocks[i], size, i);
+  }
+  long long direct0 = STAT_GET("direct_frees");
+  for (int i = 0; i < n; i++) FREE(blocks[i]);
+  long long direct1 = STAT_GET("direct_frees");
+  if (direct1 != direct0) {
+    fprintf(stderr, "size %zu: %d frees fit bin + transfer cache, yet %lld direct frees\n", size, n,
+            direct1 - direct0);
+    atomic_fetch_add(&failures, 1);
+  }
+  alloc_all(size, n);
+  for (int i = 0; i < n; i++) {
+    if (!tagged(blocks[i], size, i)) {
+      fprintf(stderr, "size %zu: block %d corrupted\n", size, i);
+      atomic_fetch_add(&failures, 1);
+    }
+    FREE(blocks[i]);
+  }
+}
+
 static void burst(void) {
-  /* counts above bin + transfer cache of each class (1024 slots at most,
+  /* counts above bin + transfer cache of each class (4096 slots at most,
    * 512 KiB of blocks) */
   static const struct { size_t size; int n; } cases[] = {
-      {16, 3000}, {64, 3000}, {250, 4000}, {1000, 1500}, {3000, 600}, {20000, 100}};
+      {16, 9000}, {64, 9000}, {250, 4000}, {1000, 1500}, {3000, 600}, {20000, 100}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     size_t size = cases[k].size;
     int n = cases[k].n;
@@ -77,18 +123,7 @@ static void burst(void) {
     }
     /* again: blocks come from the bin, the transfer cache and the pages'
      * free lists; none twice, and writing them all corrupts nothing */
-    for (int i = 0; i < n; i++) {
-      REQUIRE((blocks[i] = MALLOC(size)) != NULL);
-      tag(blocks[i], size, i);
-    }
-    memcpy(sorted, blocks, (size_t)n * sizeof(void*));
-    qsort(sorted, (size_t)n, sizeof(void*), cmp_ptr);
-    for (int i = 1; i < n; i++)
-      if (sorted[i] == sorted[i - 1]) {
-        fprintf(stderr, "size %zu: block %p handed out twice\n", size, sorted[i]);
-        atomic_fetch_add(&failures, 1);
-        break;
-      }
+    alloc_all(size, n);
     long long hits0 = STAT_GET("transfer_insert_hits");
     for (int i = 0; i < n; i++) {
       if (!tagged(blocks[i], size, i)) {
@@ -106,7 +141,7 @@ static void burst(void) {
 
 /* ---- threads ----------------------------------------------------------- */
 
-enum { SLOTS = 8192, PER = 4000 };
+enum { SLOTS = 8192, PER = 8000 };
 static _Atomic(blk*) slots[SLOTS];
 
 static blk* make(uint64_t* rng) {
@@ -146,6 +181,7 @@ int main(int argc, char** argv) {
 #ifndef MLD_TEST_TSAN
   mallard_require_active("direct");
 #endif
+  burst_fits();
   burst();
   threads();
   CHECK(atomic_load(&failures) == 0);
