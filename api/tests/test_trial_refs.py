@@ -99,7 +99,7 @@ def test_deletes_do_what_the_foreign_keys_did(conn):
     conn.execute("DELETE FROM projects WHERE id = %s", (ids["project"],))  # CASCADE
     assert _one(conn, "SELECT count(*) FROM trials WHERE id = %s", trial) == 0
     for table in ("testbeds", "allocators", "workloads"):  # no trials left: allowed
-        conn.execute("DELETE FROM series_points WHERE {0}_id = %s".format(table[:-1]),
+        conn.execute(f"DELETE FROM series_points WHERE {table[:-1]}_id = %s",
                      (ids[table[:-1]],))
         conn.execute(f"DELETE FROM {table} WHERE id = %s", (ids[table[:-1]],))
 
