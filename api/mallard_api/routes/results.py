@@ -33,14 +33,14 @@ DB = Annotated[Session, Depends(get_session)]
 def poster(session: Session, p: Principal, body: ResultsIn) -> int | None:
     """The id of the runner posting (None: an admin posting without runner_id)."""
     if body.runner_id is not None:
-        runner = runner_sql.ref(session, runner_id=body.runner_id, touch=True)
+        runner = runner_sql.seen(session, runner_id=body.runner_id)
         if runner is None:
             raise field_error(422, ["body", "runner_id"], f"no runner with id {body.runner_id}")
         check_runner(p, runner.name, ["body", "runner_id"])
         return runner.id
     if p.role == "runner":
         assert p.runner_name is not None
-        runner = runner_sql.ref(session, name=p.runner_name, touch=True)
+        runner = runner_sql.seen(session, name=p.runner_name)
         if runner is None:
             raise field_error(422, ["body", "runner_id"],
                               f"runner '{p.runner_name}' is not registered")

@@ -81,8 +81,9 @@ AllocKey = tuple[str, str, str, str, str, str]
 _known_measures: dict[str, set[str]] = {}  # database URL -> measure names seen
 
 
-# Read what exists; insert only what is missing (the insert returns the rows it made),
-# then read the rest again in a statement of its own: a row that a concurrent post
+# Workloads: read what exists, insert only what is missing (the insert returns the rows
+# it made); allocators (new ones with every commit): insert first. Then read the rest
+# again in a statement of its own: a row that a concurrent post
 # inserted (our insert waited for it, then skipped it) is visible only to a statement
 # that starts after that post committed. Rows seen by a committed post are remembered
 # (sql/ids.py): the usual post reads none of these tables.
@@ -156,13 +157,12 @@ def ensure_allocators(session: Session, wanted: set[AllocKey]) -> dict[AllocKey,
     remembered, unknown = ids.known(session, "allocator", wanted)
     found = dict(remembered)
     if unknown:
-        found.update(select(sorted(unknown)))
-        missing = sorted(wanted - set(found))
-        if missing:
-            found.update({tuple(r[1:]): int(r[0])
-                          for r in session.execute(_INSERT_ALLOCATORS, args(missing))})
-            if set(missing) - set(found):  # inserted meanwhile by a concurrent post
-                found.update(select(sorted(set(missing) - set(found))))
+        # insert first: a new commit's configurations are one statement; rows that
+        # existed (or a concurrent post inserted) are read in a statement of their own
+        found.update({tuple(r[1:]): int(r[0])
+                      for r in session.execute(_INSERT_ALLOCATORS, args(sorted(unknown)))})
+        if set(unknown) - set(found):
+            found.update(select(sorted(set(unknown) - set(found))))
         ids.remember(session, "allocator", {k: found[k] for k in unknown})
     return {k: found[k] for k in wanted}
 
