@@ -37,6 +37,23 @@ def test_repeated_results_share_the_normalised_rows(client, make_runner, engine)
     assert len(rows) == 2 and rows[0] == rows[1]
 
 
+def test_params_equal_in_python_but_not_in_json_are_other_workloads(client, make_runner,
+                                                                     engine):
+    # a post's params digests are reused by value and type (sql/results.py)
+    runner, headers = make_runner()
+    posted = [trial() for _ in range(4)]
+    for t, value in zip(posted, (1, True, 1.0, 1), strict=True):
+        t["workload"]["params"] = {"threads": 2, "flag": value}
+    r = client.post("/api/v1/results", headers=headers,
+                    json=results(posted, runner_id=runner["id"]))
+    assert r.status_code == 201, r.text
+    with engine.connect() as conn:
+        got = [conn.execute(text("SELECT w.params FROM trials t JOIN workloads w "
+                                 "ON w.id = t.workload_id WHERE t.uid = :u"),
+                            {"u": t["uid"]}).scalar_one()["flag"] for t in posted]
+    assert got == [1, True, 1.0, 1] and [type(v) for v in got] == [int, bool, float, int]
+
+
 def test_results_with_job_id_complete_the_job(client, make_runner, user_headers, make_project):
     project = make_project()
     runner, headers = make_runner()

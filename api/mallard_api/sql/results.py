@@ -230,7 +230,19 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     if project_id is not None and body.branch:
         branch_id = ensure_branch(session, project_id, body.branch)
 
-    wkeys = [(t.workload.name, params_sha256(t.workload.params), t.workload.params)
+    digests: dict[tuple[Any, ...], str] = {}  # a post's trials share a few params
+
+    def digest(params: dict[str, Any]) -> str:
+        try:  # typed: 1, 1.0 and true are equal in Python, not in JSON
+            key = tuple((k, type(v), v) for k, v in params.items())
+            found = digests.get(key)
+        except TypeError:  # a nested value: not hashable
+            return params_sha256(params)
+        if found is None:
+            found = digests[key] = params_sha256(params)
+        return found
+
+    wkeys = [(t.workload.name, digest(t.workload.params), t.workload.params)
              for t in body.trials]
     workloads = ensure_workloads(session, {(name, digest): params
                                            for name, digest, params in wkeys})
