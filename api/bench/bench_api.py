@@ -7,7 +7,9 @@
    generate_series: commits along `main`, 2 testbeds, 5 allocator configurations,
    10 workload cells (larson/rpc x threads 1..16), measures as jsonb.
 3. Ingest: C concurrent clients (httpx, one thread each) POST /api/v1/results with
-   batches of B fresh trials; reports trials/s and the latency of a post.
+   batches of B fresh trials (bodies encoded before the clock starts); reports trials/s
+   (a post is answered once its trials are committed, visible to the series query) and
+   the latency of a post.
 4. Series: Q GET /api/v1/series requests for random cells (workload, threads, allocator,
    variant, testbed) against the loaded history; reports p50/p95/p99 latency.
 5. Mixed load (mixed_load.py): M concurrent clients (default 64) for S seconds (default
@@ -249,7 +251,9 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=1_000_000)
     ap.add_argument("--commits", type=int, default=1000)
     ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--posts", type=int, default=15, help="posts per client")
+    ap.add_argument("--posts", type=int, default=40,
+                    help="posts per client (8 x 40 x 100 trials: long enough that the "
+                         "ingest figure is not coarse)")
     ap.add_argument("--batch", type=int, default=100,
                     help="trials per post (a quick-suite commit job posts ~100)")
     ap.add_argument("--queries", type=int, default=200)

@@ -25,7 +25,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 from starlette.responses import Response
 
-from mallard_api import db, errors
+from mallard_api import db, errors, rawbody
 from mallard_api.analysis import ingest
 from mallard_api.analysis.worker import AnalysisService, AnalysisWorker
 from mallard_api.auth import TokenCache
@@ -162,6 +162,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """Errors are always JSON, also on operations whose success is text/plain."""
         if app.openapi_schema is None:
             doc = default_openapi()
+            rawbody.add_schemas(doc)
             for ops in doc.get("paths", {}).values():
                 for op in ops.values():
                     for code, response in op.get("responses", {}).items():

@@ -14,6 +14,20 @@ def test_requests_without_a_valid_token_are_401(client):
     assert r.status_code == 401
 
 
+def test_results_are_authenticated_before_the_body_is_parsed(client, user_headers):
+    # the results route reads its raw body only after the token (rawbody.py)
+    for headers in ({}, {"Authorization": "Bearer nope"}):
+        r = client.post("/api/v1/results", content=b"{not json",
+                        headers={**headers, "Content-Type": "application/json"})
+        assert r.status_code == 401, r.text
+    r = client.post("/api/v1/results", content=b"{not json",
+                    headers={**user_headers, "Content-Type": "application/json"})
+    assert r.status_code == 403, r.text  # a user token may not post results
+    r = client.post("/api/v1/results", content=b"",
+                    headers={**user_headers, "Content-Type": "application/json"})
+    assert r.status_code == 403, r.text
+
+
 def test_tokens_are_stored_hashed(engine, make_token):
     token = make_token("user")
     with engine.connect() as conn:

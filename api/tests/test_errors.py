@@ -57,3 +57,16 @@ def test_bodies_that_are_not_utf8_or_json_are_422(client, make_runner):
                         headers={**headers, "Content-Type": "application/json"})
         assert r.status_code == 422, (raw, r.text)
         json.dumps(r.json())
+
+
+def test_bad_results_bodies_are_422_at_body(client, make_runner):
+    # the results route parses its raw body itself (rawbody.py): the same answers
+    runner, headers = make_runner()
+    for raw, kind in ((b"", "missing"), (b"\xff\xfe\x00", "json_invalid"),
+                      (b"{", "json_invalid"), (b'{"testbed": NaN}', "json_invalid"),
+                      (b"[]", "model_attributes_type")):
+        r = client.post("/api/v1/results", content=raw,
+                        headers={**headers, "Content-Type": "application/json"})
+        assert r.status_code == 422, (raw, r.text)
+        detail = r.json()["detail"][0]
+        assert detail["loc"][0] == "body" and detail["type"] == kind, (raw, detail)

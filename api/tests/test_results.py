@@ -37,6 +37,44 @@ def test_repeated_results_share_the_normalised_rows(client, make_runner, engine)
     assert len(rows) == 2 and rows[0] == rows[1]
 
 
+def test_params_equal_in_python_but_not_in_json_are_other_workloads(client, make_runner,
+                                                                     engine):
+    # a post's params digests are reused by value and type (sql/results.py)
+    runner, headers = make_runner()
+    posted = [trial() for _ in range(4)]
+    for t, value in zip(posted, (1, True, 1.0, 1), strict=True):
+        t["workload"]["params"] = {"threads": 2, "flag": value}
+    r = client.post("/api/v1/results", headers=headers,
+                    json=results(posted, runner_id=runner["id"]))
+    assert r.status_code == 201, r.text
+    with engine.connect() as conn:
+        got = [conn.execute(text("SELECT w.params FROM trials t JOIN workloads w "
+                                 "ON w.id = t.workload_id WHERE t.uid = :u"),
+                            {"u": t["uid"]}).scalar_one()["flag"] for t in posted]
+    assert got == [1, True, 1.0, 1] and [type(v) for v in got] == [int, bool, float, int]
+
+
+def test_text_numbers_and_times_are_stored_as_posted(client, make_runner, engine):
+    # the batch travels to PostgreSQL as one JSON array (sql/results.py)
+    runner, headers = make_runner()
+    t = trial(uid=f"uid-é-😀-{secrets.token_hex(4)}", ok=False)
+    t.update(stderr_tail='line "1"\\ ü 😀\n\ttab', started_at="2026-11-21T12:00:00.123456+02:00",
+             exit_code=-(2**31), signal=2**31 - 1, seq=7, warmup=True)
+    t["measures"] = {"ops_per_sec": 1.2345678901234567e-300, "max_rss_bytes": 2.0**40}
+    t["counters"] = {"big": 10**300, "s": "é😀", "nested": {"a": [1, 2.5, None, True]}}
+    r = client.post("/api/v1/results", headers=headers, json=results([t], runner_id=runner["id"]))
+    assert r.status_code == 201, r.text
+    with engine.connect() as conn:
+        row = conn.execute(text(
+            "SELECT uid, stderr_tail, started_at, exit_code, signal, seq, warmup, ok, measures, "
+            "counters FROM trials WHERE uid = :u"), {"u": t["uid"]}).one()
+    assert row.stderr_tail == t["stderr_tail"] and row.uid == t["uid"]
+    assert row.started_at.isoformat() == "2026-11-21T10:00:00.123456+00:00"
+    assert (row.exit_code, row.signal, row.seq, row.warmup, row.ok) == (-(2**31), 2**31 - 1, 7,
+                                                                         True, False)
+    assert row.measures == t["measures"] and row.counters == t["counters"]
+
+
 def test_results_with_job_id_complete_the_job(client, make_runner, user_headers, make_project):
     project = make_project()
     runner, headers = make_runner()

@@ -20,6 +20,7 @@ from mallard_wire.fields import (
     InModel,
     Int32,
     JobId,
+    JsonDocument,
     JsonObject,
     LogText,
     MeasureName,
@@ -115,7 +116,7 @@ class ResultsIn(InModel):
     branch: BranchName | None = None
     testbed: TestbedIn
     trials: Annotated[list[TrialIn], Field(max_length=20000)]
-    artifacts: JsonObject | None = None
+    artifacts: JsonDocument | None = None
 
     @field_validator("attempt")
     @classmethod

@@ -18,21 +18,23 @@ def after_ingest(session: Session, *, job_id: int | None, trial_ids: list[int],
                  job_completed: bool = False, job: job_sql.Holding | None = None) -> bool:
     """Called by results ingest after the trials are stored: queue the comparison that
     owns the job, and change detection for the new trials of a commit job (or of results
-    without a job). A re-post that stored nothing queues nothing. True when queued.
-    `job`: the job as ingest read it (kind, comparison), saving a query."""
+    without a job). A re-post that stored nothing queues nothing. True when a comparison
+    was queued: the caller wakes the worker for it. Change detection waits for the
+    worker's next poll (MALLARD_ANALYSIS_POLL_SECONDS), which takes every queued batch in
+    one run: one pass per touched series per poll, not per post (api/README.md,
+    "Benchmark"). `job`: the job as ingest read it (kind, comparison), saving a query."""
     kind, comparison_id = None, None
     if job is not None:
         kind, comparison_id = job.kind, job.comparison_id
     elif job_id is not None:
         kind, comparison_id = sql.job_kind_and_comparison(session, job_id)
-    queued = False
+    wake = False
     if comparison_id is not None and (trial_ids or job_completed):
         queue_sql.enqueue_comparison(session, comparison_id)
-        queued = True
+        wake = True
     if trial_ids and kind in (None, "commit"):
         queue_sql.enqueue_changes(session, trial_ids)
-        queued = True
-    return queued
+    return wake
 
 
 def jobs_changed(session: Session, job_ids: list[int]) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from mallard_wire.results import ResultsIn
 from sqlalchemy.orm import Session
 
@@ -18,6 +18,7 @@ from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.metrics import TRIALS_INGESTED
+from mallard_api.rawbody import Body, body_schema, parse
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.core import ResultsOut
 from mallard_api.sql import jobs as job_sql
@@ -32,14 +33,14 @@ DB = Annotated[Session, Depends(get_session)]
 def poster(session: Session, p: Principal, body: ResultsIn) -> int | None:
     """The id of the runner posting (None: an admin posting without runner_id)."""
     if body.runner_id is not None:
-        runner = runner_sql.ref(session, runner_id=body.runner_id, touch=True)
+        runner = runner_sql.seen(session, runner_id=body.runner_id)
         if runner is None:
             raise field_error(422, ["body", "runner_id"], f"no runner with id {body.runner_id}")
         check_runner(p, runner.name, ["body", "runner_id"])
         return runner.id
     if p.role == "runner":
         assert p.runner_name is not None
-        runner = runner_sql.ref(session, name=p.runner_name, touch=True)
+        runner = runner_sql.seen(session, name=p.runner_name)
         if runner is None:
             raise field_error(422, ["body", "runner_id"],
                               f"runner '{p.runner_name}' is not registered")
@@ -78,11 +79,14 @@ def check_holder(session: Session, body: ResultsIn, runner_id: int | None
     return job
 
 
-@router.post("", response_model=ResultsOut, status_code=201,
+# The body is read after the token is checked and parsed once, in Rust (rawbody.py); the
+# answer is encoded directly (a Response skips FastAPI's second validation of it).
+@router.post("", response_model=ResultsOut, status_code=201, openapi_extra=body_schema(ResultsIn),
              responses={409: {"model": ErrorOut}, 413: {"model": ErrorOut},
                         422: {"model": ErrorOut}})
-def post_results(body: ResultsIn, request: Request, session: DB, p: RunnerOrAdmin,
-                 settings: Annotated[Settings, Depends(get_settings)]) -> ResultsOut:
+def post_results(request: Request, session: DB, p: RunnerOrAdmin, raw: Body,
+                 settings: Annotated[Settings, Depends(get_settings)]) -> Response:
+    body = parse(ResultsIn, raw)
     if body.job_id is not None and not body.trials:
         raise field_error(422, ["body", "trials"], "a job's results must carry its trials")
     if body.artifacts and len(json.dumps(body.artifacts)) > settings.max_artifacts_bytes:
@@ -100,7 +104,7 @@ def post_results(body: ResultsIn, request: Request, session: DB, p: RunnerOrAdmi
         job = check_holder(session, body, runner_id)
         if job is None:
             session.rollback()
-            return ResultsOut(stored=0, duplicates=len(body.trials), job_id=body.job_id)
+            return answer(ResultsOut(stored=0, duplicates=len(body.trials), job_id=body.job_id))
 
     new_ids, duplicates = sql.ingest(session, body, runner_id=runner_id, project_id=project_id)
     if body.artifacts and new_ids:  # a re-post (all duplicates) does not store them twice
@@ -115,4 +119,8 @@ def post_results(body: ResultsIn, request: Request, session: DB, p: RunnerOrAdmi
     if queued:
         request.app.state.analysis.wake()
     TRIALS_INGESTED.inc(len(new_ids))
-    return ResultsOut(stored=len(new_ids), duplicates=duplicates, job_id=body.job_id)
+    return answer(ResultsOut(stored=len(new_ids), duplicates=duplicates, job_id=body.job_id))
+
+
+def answer(out: ResultsOut) -> Response:
+    return Response(out.model_dump_json(), status_code=201, media_type="application/json")

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-COALESCE_CHANGES = 50  # `changes` rows merged into one run (one pass per touched series)
+# `changes` rows merged into one run (one pass per touched series): a results post does
+# not wake the worker for them, so a poll finds every batch posted since the last one
+COALESCE_CHANGES = 1000
 
 
 def enqueue_comparison(session: Session, comparison_id: int) -> None:

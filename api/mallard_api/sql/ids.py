@@ -5,12 +5,10 @@ post of a known runner then reads none of them again: fewer statements per post.
 
 An id is remembered only once the transaction that saw it has committed (a row inserted
 by a transaction that rolls back must not be remembered), per database URL and kind;
-each kind keeps at most `MAX_ENTRIES` (then starts over). Also here: which pooled
-connections already have the results staging table (`sql/results.py`)."""
+each kind keeps at most `MAX_ENTRIES` (then starts over)."""
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Hashable, Iterable
 from typing import Any, TypeVar
 
@@ -19,10 +17,8 @@ from sqlalchemy.orm import Session
 
 MAX_ENTRIES = 100_000
 _PENDING = "mallard_ids_pending"
-_STAGED = "mallard_staged_connections"
 K = TypeVar("K", bound=Hashable)
 _known: dict[tuple[str, str], dict[Hashable, int]] = {}
-_staged: weakref.WeakSet[Any] = weakref.WeakSet()  # raw connections with `trials_in`
 
 
 def _db(session: Session) -> str:
@@ -54,15 +50,6 @@ def remember(session: Session, kind: str, ids: dict[Any, int]) -> None:
         pending.setdefault((_db(session), kind), {}).update(ids)
 
 
-def staged(raw_connection: Any) -> bool:
-    return raw_connection in _staged
-
-
-def stage_created(session: Session, raw_connection: Any) -> None:
-    """The connection's staging table exists once this transaction commits."""
-    session.info.setdefault(_STAGED, []).append(raw_connection)
-
-
 @event.listens_for(Session, "after_commit")
 def _committed(session: Session) -> None:
     for where, ids in session.info.pop(_PENDING, {}).items():
@@ -70,11 +57,8 @@ def _committed(session: Session) -> None:
         if len(table) + len(ids) > MAX_ENTRIES:
             table.clear()
         table.update(ids)
-    for raw in session.info.pop(_STAGED, []):
-        _staged.add(raw)
 
 
 @event.listens_for(Session, "after_rollback")
 def _rolled_back(session: Session) -> None:
     session.info.pop(_PENDING, None)
-    session.info.pop(_STAGED, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,6 +134,29 @@ def retire(session: Session, runner: Runner) -> Runner:
     if runner.retired_at is None:
         runner.retired_at = session.scalar(select(func.now()))
         session.flush()
+    return runner
+
+
+# Results posts touch their runner at most this often (per process): the touch was one
+# statement of every post, and `last_seen_at` is read in minutes (runner-down alerts).
+TOUCH_SECONDS = 10.0
+_seen: dict[tuple[str, int | str], tuple[RunnerRef, float]] = {}
+
+
+def seen(session: Session, *, runner_id: int | None = None, name: str | None = None
+         ) -> RunnerRef | None:
+    """`ref(..., touch=True)`, unless this process touched the runner less than
+    TOUCH_SECONDS ago (a runner row is never deleted; its id and name never change)."""
+    key = (str(session.get_bind().engine.url), runner_id if runner_id is not None else str(name))
+    hit = _seen.get(key)
+    now = time.monotonic()
+    if hit is not None and now - hit[1] < TOUCH_SECONDS:
+        return hit[0]
+    runner = ref(session, runner_id=runner_id, name=name, touch=True)
+    if runner is not None:
+        if len(_seen) > 100_000:
+            _seen.clear()
+        _seen[key] = (runner, now)
     return runner
 
 
