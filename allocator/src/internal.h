@@ -143,6 +143,14 @@ _Static_assert(offsetof(mld_page_t, purged) < MLD_CACHE_LINE && offsetof(mld_pag
                "free's fields in the first cache line of a page struct, thread_free in the second");
 #define MLD_PAGE_STRUCT_SHIFT 7
 
+/* free's lookup table: one entry per 64 KiB slot of a segment (the
+ * smallest page), so the size class and the page struct of a pointer are
+ * one load each from an address computed from the pointer alone, not
+ * behind the byte map's page shift and the page struct (see
+ * mld_free_block_inline). */
+#define MLD_SLOT_SHIFT 16
+#define MLD_SLOTS      (1u << (MLD_SEGMENT_SHIFT - MLD_SLOT_SHIFT))
+
 typedef struct mld_segment_s {
   size_t size;                 /* bytes mapped */
   uint8_t kind;
@@ -153,8 +161,28 @@ typedef struct mld_segment_s {
   uint16_t purged_pages;       /* free and purged (or never touched) */
   struct mld_segment_s* next;
   struct mld_segment_s* prev;
+  /* per slot: the size class of the page covering it (its size_class,
+   * kept equal by mld_page_set_class), and that page's index (fixed) */
+  _Atomic(uint8_t) slot_class[MLD_SLOTS] __attribute__((aligned(MLD_CACHE_LINE)));
+  uint8_t slot_page[MLD_SLOTS];
   mld_page_t pages[];
 } mld_segment_t;
+_Static_assert(MLD_SLOTS <= 256 && offsetof(mld_segment_t, pages) == 256, "slot tables in two lines before the page table");
+
+static inline mld_segment_t* mld_segment_of(const void* p) {
+  return (mld_segment_t*)((uintptr_t)p & ~MLD_SEGMENT_MASK);
+}
+
+/* Set a page's size class (< MLD_CLASSES, MLD_CLASS_HUGE or
+ * MLD_CLASS_NONE) and the slots it covers, which free reads instead. */
+static inline void mld_page_set_class(mld_page_t* page, unsigned c) {
+  page->size_class = (uint8_t)c;
+  mld_segment_t* seg = mld_segment_of(page);
+  unsigned shift = seg->page_shift < MLD_SEGMENT_SHIFT ? seg->page_shift : MLD_SEGMENT_SHIFT;
+  unsigned first = (unsigned)(((size_t)(page - seg->pages) << shift) >> MLD_SLOT_SHIFT);
+  for (unsigned k = 0; k < (1u << (shift - MLD_SLOT_SHIFT)); k++)
+    atomic_store_explicit(&seg->slot_class[first + k], (uint8_t)c, memory_order_relaxed);
+}
 
 typedef struct mld_page_list_s {
   mld_page_t* first;
@@ -498,12 +526,24 @@ static inline void* mld_malloc_inline(size_t size) {
 /* free without the canary: the body of every free (and of frees the slow
  * paths hand back to it, which must not pay the canary twice) */
 static inline void mld_free_block_inline(void* p) {
-  mld_page_t* page = mld_page_of(p);   /* NULL for p == NULL too */
-  if (mld_unlikely(page == NULL)) { _mld_alloc_free_slow(p, NULL); return; }
+  /* The size class comes from the segment's slot table, at an address
+   * computed from p alone, so the bin (and the address the push stores
+   * to) is two dependent loads away from p, not four (map -> page shift ->
+   * page struct -> class -> bin top); the checks read the page struct
+   * meanwhile and only decide branches. */
+  uintptr_t a = (uintptr_t)p;
+  uintptr_t i = a >> MLD_SEGMENT_SHIFT;
+  /* one test for addresses past the map, on the index the load needs
+   * anyway; NULL reads entry 0 (no segment starts at 0) */
+  if (mld_unlikely(i >= ((uintptr_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)))) { _mld_alloc_free_slow(p, NULL); return; }
+  unsigned shift = atomic_load_explicit(&_mld_segmap[i], memory_order_relaxed);
+  if (mld_unlikely(shift == 0)) { _mld_alloc_free_slow(p, NULL); return; }
+  uintptr_t seg = a & ~MLD_SEGMENT_MASK, off = a & MLD_SEGMENT_MASK;
+  unsigned c = atomic_load_explicit(&((mld_segment_t*)seg)->slot_class[off >> MLD_SLOT_SHIFT], memory_order_relaxed);
+  mld_page_t* page = (mld_page_t*)(seg + offsetof(mld_segment_t, pages) + ((off >> shift) << MLD_PAGE_STRUCT_SHIFT));
   /* pages not holding small blocks (free, header, huge) have area 0, so this
    * one check also rejects them: then the size class is a valid bin index */
   if (mld_unlikely(!mld_page_is_block(page, p))) { _mld_alloc_free_slow(p, page); return; }
-  unsigned c = page->size_class;
   mld_block_t* b = (mld_block_t*)p;
   uintptr_t cookie = (uintptr_t)b ^ _mld_cookie_key;
 #if MLD_FREE_CHECKS

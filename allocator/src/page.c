@@ -20,7 +20,7 @@ void _mld_page_init(mld_page_t* page, unsigned c, mld_heap_t* owner) {
   page->in_full = 0;
   page->in_central = 0;
   page->next = page->prev = NULL;
-  page->size_class = (uint8_t)c;
+  mld_page_set_class(page, c);   /* and the segment's slots, which free reads */
   atomic_store_explicit(&page->owner, owner, memory_order_relaxed);
 }
 
