@@ -108,6 +108,13 @@ void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
   }
 }
 
+/* free's range test failed: the canary is on (it runs, then the free), or
+ * p is past the byte map. */
+void _mld_alloc_free_outside(void* p) {
+  if (_mld_free_canary_bit != 0) _mld_canary_free(p);
+  else _mld_alloc_free_slow(p, NULL);
+}
+
 /* Not a small block of ours: a huge block, or misuse. */
 void _mld_alloc_free_slow(void* p, mld_page_t* page) {
   if (p == NULL) return;   /* the fast path's one range test sends NULL here */

@@ -43,6 +43,7 @@
 #define MLD_SEGMENT_SIZE   ((uintptr_t)1 << MLD_SEGMENT_SHIFT)
 #define MLD_SEGMENT_MASK   (MLD_SEGMENT_SIZE - 1)
 #define MLD_VA_BITS        48                                  /* segment map covers this */
+#define MLD_MAP_ENTRIES    ((uintptr_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT))
 
 #define MLD_CLASSES        48          /* size classes 16 B .. 128 KiB */
 #define MLD_FAST_MAX       1024        /* sizes looked up by table */
@@ -354,7 +355,7 @@ MLD_HIDDEN void _mld_central_fork_child(void);
 /* One byte per 4 MiB of the address space (64 MiB of zero-page-backed bss,
  * touched only where segments are): 0, or the page shift of the segment
  * that starts there (63 for a huge block's). */
-extern MLD_HIDDEN _Atomic(uint8_t) _mld_segmap[(size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)];
+extern MLD_HIDDEN _Atomic(uint8_t) _mld_segmap[MLD_MAP_ENTRIES];
 MLD_HIDDEN void _mld_segment_init(void);
 MLD_HIDDEN mld_page_t* _mld_segment_page_alloc(unsigned kind);
 MLD_HIDDEN void _mld_segment_page_free(mld_page_t* page);
@@ -377,7 +378,7 @@ static inline mld_page_t* mld_page_of(const void* p) {
    * anyway; NULL reads entry 0 (no segment starts at 0) and takes free to
    * its slow path, which returns */
   uintptr_t i = a >> MLD_SEGMENT_SHIFT;
-  if (mld_unlikely(i >= ((uintptr_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)))) return NULL;
+  if (mld_unlikely(i >= MLD_MAP_ENTRIES)) return NULL;
   unsigned shift = atomic_load_explicit(&_mld_segmap[i], memory_order_relaxed);
   if (mld_unlikely(shift == 0)) return NULL;
   /* &seg->pages[i], as one address: helps the compiler keep one base */
@@ -469,6 +470,10 @@ MLD_HIDDEN void _mld_options_print(int fd);
 /* ---- canary (canary.c): MALLARD_CANARY_NS, calibrated work in every free */
 
 extern MLD_HIDDEN uint64_t _mld_canary_loops;   /* 0 unless MALLARD_CANARY_NS is set */
+/* 0, or MLD_MAP_ENTRIES while the canary is on: or-ed into free's byte-map
+ * index, it fails the range test, so every free takes the slow path that
+ * runs the canary (the fast path pays one `or` for it, no branch) */
+extern MLD_HIDDEN uintptr_t _mld_free_canary_bit;
 MLD_HIDDEN void _mld_canary_init(void);
 MLD_HIDDEN void _mld_canary_free(void* p);   /* the work, then the free */
 MLD_HIDDEN uint64_t _mld_canary_rate(void);    /* chain steps per microsecond, 0 when off */
@@ -499,6 +504,7 @@ extern MLD_HIDDEN _Atomic(int) _mld_init_state;   /* 0 none, 1 running, 2 done *
 
 MLD_HIDDEN void* _mld_alloc_slow(mld_heap_t* h, size_t size);
 MLD_HIDDEN void _mld_alloc_free_slow(void* p, mld_page_t* page);
+MLD_HIDDEN void _mld_alloc_free_outside(void* p);
 MLD_HIDDEN void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b);
 MLD_HIDDEN void* _mld_alloc_aligned(size_t alignment, size_t size);
 MLD_HIDDEN void* _mld_alloc_calloc(size_t count, size_t size);
@@ -523,19 +529,26 @@ static inline void* mld_malloc_inline(size_t size) {
   return _mld_alloc_slow(h, size);
 }
 
-/* free without the canary: the body of every free (and of frees the slow
- * paths hand back to it, which must not pay the canary twice) */
-static inline void mld_free_block_inline(void* p) {
+/* The body of every free. outer: called by free itself, which pays the
+ * canary: while it is on, p takes the slow path that runs it and comes back
+ * here with outer false (frees the slow paths hand back come here with
+ * outer false too: the canary is paid once). */
+static inline void mld_free_block_at(void* p, bool outer) {
   /* The size class comes from the segment's slot table, at an address
    * computed from p alone, so the bin (and the address the push stores
    * to) is two dependent loads away from p, not four (map -> page shift ->
    * page struct -> class -> bin top); the checks read the page struct
    * meanwhile and only decide branches. */
   uintptr_t a = (uintptr_t)p;
-  uintptr_t i = a >> MLD_SEGMENT_SHIFT;
-  /* one test for addresses past the map, on the index the load needs
-   * anyway; NULL reads entry 0 (no segment starts at 0) */
-  if (mld_unlikely(i >= ((uintptr_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)))) { _mld_alloc_free_slow(p, NULL); return; }
+  /* one test for addresses past the map (and the canary: the bit makes
+   * any index fail it), on the index the load needs anyway; NULL reads
+   * entry 0 (no segment starts at 0) */
+  uintptr_t i = (a >> MLD_SEGMENT_SHIFT) | (outer ? _mld_free_canary_bit : 0);
+  if (mld_unlikely(i >= MLD_MAP_ENTRIES)) {
+    if (outer) _mld_alloc_free_outside(p);
+    else _mld_alloc_free_slow(p, NULL);
+    return;
+  }
   unsigned shift = atomic_load_explicit(&_mld_segmap[i], memory_order_relaxed);
   if (mld_unlikely(shift == 0)) { _mld_alloc_free_slow(p, NULL); return; }
   uintptr_t seg = a & ~MLD_SEGMENT_MASK, off = a & MLD_SEGMENT_MASK;
@@ -575,15 +588,11 @@ static inline void mld_free_block_inline(void* p) {
   if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c, page);
 }
 
+/* free without the canary (slow paths handing a block back, the canary itself) */
+static inline void mld_free_block_inline(void* p) { mld_free_block_at(p, false); }
+
 /* Every path that frees a block comes through here: free, cfree, realloc,
  * operator delete (all forms, through mld_free). */
-static inline void mld_free_inline(void* p) {
-  /* a tail call when taken: the fast path saves no register for it */
-  if (mld_unlikely(_mld_canary_loops != 0)) {
-    _mld_canary_free(p);
-    return;
-  }
-  mld_free_block_inline(p);
-}
+static inline void mld_free_inline(void* p) { mld_free_block_at(p, true); }
 
 #endif /* MLD_INTERNAL_H */
