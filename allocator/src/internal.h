@@ -109,14 +109,14 @@ typedef struct mld_block_s {
 struct mld_heap_s;
 
 typedef struct mld_page_s {
-  /* First cache line: everything free reads (start, area, magic,
-   * size_class, owner) and everything a block's return to its page or a
+  /* First cache line: everything free reads (start, blocks, inv,
+   * inv_rot, owner) and everything a block's return to its page or a
    * refill from its free list touches (free, used, in_full), so those
    * touch one line of a page struct, not two (they did: fragmentation
    * returns most of its frees to pages, each a miss on both lines). */
   uint8_t* start;              /* first block (set when the page gets a size class) */
-  size_t area;                 /* reserved * block_size; 0 unless the page holds small blocks */
-  uint64_t magic;              /* UINT64_MAX / block_size + 1: off * magic < magic iff off % block_size == 0 */
+  uint64_t blocks;             /* blocks free accepts (reserved); 0 unless the page holds small blocks */
+  uint64_t inv;                /* block_size = odd * 2^inv_rot: the inverse of odd mod 2^64 (mld_page_is_block) */
   _Atomic(struct mld_heap_s*) owner;     /* NULL: abandoned or free */
   mld_block_t* free;           /* local free list (owner only, or the central lock holder while abandoned) */
   size_t block_size;
@@ -127,6 +127,7 @@ typedef struct mld_page_s {
   uint8_t in_central;          /* abandoned, in a central list (central lock) */
   uint8_t fresh;               /* huge: a new mapping, still zero */
   uint8_t purged;              /* (free pages) memory given back to the OS */
+  uint8_t inv_rot;
   /* second line: frees by other threads (one CAS each: kept off the line
    * every free reads), carving, lists, and what free pages need */
   _Atomic(mld_block_t*) thread_free;
@@ -145,10 +146,9 @@ _Static_assert(offsetof(mld_page_t, purged) < MLD_CACHE_LINE && offsetof(mld_pag
 #define MLD_PAGE_STRUCT_SHIFT 7
 
 /* free's lookup table: one entry per 64 KiB slot of a segment (the
- * smallest page), so the size class and the page struct of a pointer are
- * one load each from an address computed from the pointer alone, not
- * behind the byte map's page shift and the page struct (see
- * mld_free_block_inline). */
+ * smallest page), so the size class of a pointer is one load from an
+ * address computed from the pointer alone, not behind the byte map's page
+ * shift and the page struct (see mld_free_block_at). */
 #define MLD_SLOT_SHIFT 16
 #define MLD_SLOTS      (1u << (MLD_SEGMENT_SHIFT - MLD_SLOT_SHIFT))
 
@@ -163,12 +163,13 @@ typedef struct mld_segment_s {
   struct mld_segment_s* next;
   struct mld_segment_s* prev;
   /* per slot: the size class of the page covering it (its size_class,
-   * kept equal by mld_page_set_class), and that page's index (fixed) */
+   * kept equal by mld_page_set_class); not kept in huge segments, whose
+   * one page free rejects before the class is used */
   _Atomic(uint8_t) slot_class[MLD_SLOTS] __attribute__((aligned(MLD_CACHE_LINE)));
-  uint8_t slot_page[MLD_SLOTS];
   mld_page_t pages[];
 } mld_segment_t;
-_Static_assert(MLD_SLOTS <= 256 && offsetof(mld_segment_t, pages) == 256, "slot tables in two lines before the page table");
+_Static_assert(MLD_SLOTS <= MLD_CACHE_LINE && offsetof(mld_segment_t, pages) == 128,
+               "the slot table in one line, before the page table");
 
 static inline mld_segment_t* mld_segment_of(const void* p) {
   return (mld_segment_t*)((uintptr_t)p & ~MLD_SEGMENT_MASK);
@@ -179,7 +180,8 @@ static inline mld_segment_t* mld_segment_of(const void* p) {
 static inline void mld_page_set_class(mld_page_t* page, unsigned c) {
   page->size_class = (uint8_t)c;
   mld_segment_t* seg = mld_segment_of(page);
-  unsigned shift = seg->page_shift < MLD_SEGMENT_SHIFT ? seg->page_shift : MLD_SEGMENT_SHIFT;
+  unsigned shift = seg->page_shift;
+  if (shift >= MLD_SEGMENT_SHIFT) return;   /* huge */
   unsigned first = (unsigned)(((size_t)(page - seg->pages) << shift) >> MLD_SLOT_SHIFT);
   for (unsigned k = 0; k < (1u << (shift - MLD_SLOT_SHIFT)); k++)
     atomic_store_explicit(&seg->slot_class[first + k], (uint8_t)c, memory_order_relaxed);
@@ -397,16 +399,35 @@ static inline mld_page_t* mld_page_of_known(const void* p) {
   return (mld_page_t*)page;
 }
 
-/* Is p the start of a block of this (small/medium) page? */
+/* The constants of free's block-start test for blocks of this size, of
+ * which count fit the page (0: the page holds no small blocks and the test
+ * rejects every pointer). */
+static inline void mld_page_set_blocks(mld_page_t* page, size_t block_size, uint32_t count) {
+  unsigned rot = block_size ? (unsigned)__builtin_ctzll(block_size) : 0;
+  uint64_t odd = block_size ? block_size >> rot : 1, inv = odd;
+  for (int i = 0; i < 5; i++) inv *= 2 - odd * inv;   /* Newton: 3, 6, 12, 24, 48, 96 bits */
+  page->inv = inv;
+  page->inv_rot = (uint8_t)rot;
+  page->blocks = count;
+}
+
+/* Is p the start of a block of this (small/medium) page? With block_size
+ * = odd * 2^r: rotr((p - start) * odd^-1 mod 2^64, r) is the block index
+ * when p is a block start and >= 2^64 / block_size otherwise, for every
+ * 64-bit offset (Granlund and Montgomery, "Division by invariant integers
+ * using multiplication", 1994, section 9; Hacker's Delight 10-17), so one
+ * compare with the block count tests the range and the block start at
+ * once, below the page's start (an offset that wrapped) and past its last
+ * block too. */
 static inline bool mld_page_is_block(const mld_page_t* page, const void* p) {
-  size_t off = (size_t)((uintptr_t)p - (uintptr_t)page->start);
-  if (off >= page->area) return false;
+  uint64_t off = (uint64_t)((uintptr_t)p - (uintptr_t)page->start);
 #if MLD_FREE_CHECKS
-  /* divisibility by one multiply (Lemire, Kaser, Kurz, "Faster remainder
-   * by direct computation", 2019): exact for off < 2^32 (a segment is 4 MiB) */
-  return off * page->magic < page->magic;
+  uint64_t q = off * page->inv;
+  unsigned r = page->inv_rot;
+  q = (q >> r) | (q << ((64 - r) & 63));
+  return q < page->blocks;
 #else
-  return true;
+  return off < page->blocks * page->block_size;   /* the range only */
 #endif
 }
 
@@ -554,8 +575,9 @@ static inline void mld_free_block_at(void* p, bool outer) {
   uintptr_t seg = a & ~MLD_SEGMENT_MASK, off = a & MLD_SEGMENT_MASK;
   unsigned c = atomic_load_explicit(&((mld_segment_t*)seg)->slot_class[off >> MLD_SLOT_SHIFT], memory_order_relaxed);
   mld_page_t* page = (mld_page_t*)(seg + offsetof(mld_segment_t, pages) + ((off >> shift) << MLD_PAGE_STRUCT_SHIFT));
-  /* pages not holding small blocks (free, header, huge) have area 0, so this
-   * one check also rejects them: then the size class is a valid bin index */
+  /* pages not holding small blocks (free, header, huge) have 0 blocks, so
+   * this one check also rejects them: then the size class is a valid bin
+   * index (their slots hold MLD_CLASS_NONE or MLD_CLASS_HUGE) */
   if (mld_unlikely(!mld_page_is_block(page, p))) { _mld_alloc_free_slow(p, page); return; }
   mld_block_t* b = (mld_block_t*)p;
   uintptr_t cookie = (uintptr_t)b ^ _mld_cookie_key;

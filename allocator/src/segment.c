@@ -73,7 +73,6 @@ static bool mld_segment_new(unsigned kind) {
   seg->page_shift = (uint8_t)ks->page_shift;
   seg->page_count = (uint16_t)(MLD_SEGMENT_SIZE >> ks->page_shift);
   seg->usable_pages = 0;
-  for (unsigned k = 0; k < MLD_SLOTS; k++) seg->slot_page[k] = (uint8_t)(((size_t)k << MLD_SLOT_SHIFT) >> ks->page_shift);
   for (unsigned i = seg->page_count; i-- > 0;) {   /* pushed last first: page 1 is handed out first */
     mld_page_t* page = &seg->pages[i];
     mld_page_set_class(page, MLD_CLASS_NONE);
@@ -193,7 +192,7 @@ void _mld_segment_page_free(mld_page_t* page) {
   mld_kind_state_t* ks = &mld_kinds[page->kind];
   uint64_t now = _mld_os_now_ms();
   mld_page_set_class(page, MLD_CLASS_NONE);
-  page->area = 0;
+  mld_page_set_blocks(page, 0, 0);
   atomic_store_explicit(&page->owner, NULL, memory_order_relaxed);
   pthread_mutex_lock(&mld_segment_lock);
   mld_segment_t* seg = (mld_segment_t*)((uintptr_t)page & ~MLD_SEGMENT_MASK);
@@ -266,10 +265,8 @@ mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment) {
   page->kind = MLD_KIND_HUGE;
   page->start = (uint8_t*)seg + offset;
   page->block_size = total - offset;
-  page->area = 0;   /* not a page of small blocks: free takes its slow path */
+  mld_page_set_blocks(page, 0, 0);   /* not a page of small blocks: free takes its slow path */
   page->reserved = 1;
-  page->magic = 0;
-  memset(seg->slot_page, 0, sizeof(seg->slot_page));   /* every slot: page 0 */
   mld_page_set_class(page, MLD_CLASS_HUGE);
   page->area_start = page->start;
   page->area_size = page->block_size;
