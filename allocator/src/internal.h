@@ -551,7 +551,7 @@ static inline void* mld_malloc_inline(size_t size) {
     mld_bin_t* bin = &h->bins[c];
     void** top = bin->own.top;
     if (mld_likely(top != bin->own.base) ||
-        (mld_bin_take_foreign(bin, &h->foreign[c]) && (top = bin->own.top, true))) {
+        (mld_bin_take_foreign(bin, &h->foreign[bin - h->bins]) && (top = bin->own.top, true))) {
       mld_block_t* b = (mld_block_t*)*--top;
       bin->own.top = top;
       mld_block_mark(b, 0);
@@ -619,7 +619,8 @@ static inline void mld_free_block_at(void* p, bool outer) {
   }
   mld_block_mark(b, cookie);
   h->hot.frees++;
-  if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c, page);
+  /* the class again from the bin, not kept in a register across the push */
+  if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, (unsigned)(bin - h->bins), page);
 }
 
 /* free without the canary (slow paths handing a block back, the canary itself) */
