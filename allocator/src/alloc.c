@@ -45,7 +45,7 @@ static mld_heap_t* mld_heap_get(void) {
   return h;
 }
 
-void* _mld_alloc_slow(mld_heap_t* h, size_t size) {
+void* _mld_alloc_slow(size_t size, mld_heap_t* h) {
   if (h == &_mld_heap_empty) {
     h = _mld_heap_thread_init();
     if (h == NULL) {

@@ -535,7 +535,7 @@ extern MLD_HIDDEN _Atomic(int) _mld_init_state;   /* 0 none, 1 running, 2 done *
 
 /* ---- slow paths and the inlined fast paths (alloc.c) ------------------- */
 
-MLD_HIDDEN void* _mld_alloc_slow(mld_heap_t* h, size_t size);
+MLD_HIDDEN void* _mld_alloc_slow(size_t size, mld_heap_t* h);   /* size first: malloc's own argument register */
 MLD_HIDDEN void _mld_alloc_free_slow(void* p, mld_page_t* page);
 MLD_HIDDEN void _mld_alloc_free_outside(void* p);
 MLD_HIDDEN void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b);
@@ -559,7 +559,7 @@ static inline void* mld_malloc_inline(size_t size) {
       return b;
     }
   }
-  return _mld_alloc_slow(h, size);
+  return _mld_alloc_slow(size, h);
 }
 
 /* The body of every free. outer: called by free itself, which pays the
