@@ -426,11 +426,11 @@ static inline void mld_page_set_blocks(mld_page_t* page, size_t block_size, uint
 /* Is p the start of a block of this (small/medium) page? With block_size
  * = odd * 2^r: rotr((p - start) * odd^-1 mod 2^64, r) is the block index
  * when p is a block start and >= 2^64 / block_size otherwise, for every
- * 64-bit offset (Granlund and Montgomery, "Division by invariant integers
- * using multiplication", 1994, section 9; Hacker's Delight 10-17), so one
- * compare with the block count tests the range and the block start at
- * once, below the page's start (an offset that wrapped) and past its last
- * block too. */
+ * 64-bit offset (exact division: Granlund and Montgomery, "Division by
+ * invariant integers using multiplication", 1994; Hacker's Delight
+ * 10-17), so one compare with the block count tests the range and the
+ * block start at once, below the page's start (an offset that wrapped)
+ * and past its last block too. */
 static inline bool mld_page_is_block(const mld_page_t* page, const void* p) {
   uint64_t off = (uint64_t)((uintptr_t)p - (uintptr_t)page->start);
 #if MLD_FREE_CHECKS
