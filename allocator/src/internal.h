@@ -188,15 +188,19 @@ static inline mld_segment_t* mld_segment_of(const void* p) {
 }
 
 /* Set a page's size class (< MLD_CLASSES, MLD_CLASS_HUGE or
- * MLD_CLASS_NONE) and the slots it covers, which free reads instead. */
+ * MLD_CLASS_NONE) and the slots it covers, which free reads instead: there
+ * a class c is kept as c * MLD_SLOT_BIN_SCALE, its bin's offset in the
+ * heap over 8 (one scaled address: mld_free_block_at), any other as 255. */
+#define MLD_SLOT_BIN_SCALE 4
 static inline void mld_page_set_class(mld_page_t* page, unsigned c) {
   page->size_class = (uint8_t)c;
   mld_segment_t* seg = mld_segment_of(page);
   unsigned shift = seg->page_shift;
   if (shift >= MLD_SEGMENT_SHIFT) return;   /* huge */
   unsigned first = (unsigned)(((size_t)(page - seg->pages) << shift) >> MLD_SLOT_SHIFT);
+  uint8_t v = c < MLD_CLASSES ? (uint8_t)(c * MLD_SLOT_BIN_SCALE) : 255;
   for (unsigned k = 0; k < (1u << (shift - MLD_SLOT_SHIFT)); k++)
-    atomic_store_explicit(&mld_slot_table((uintptr_t)seg)[first + k], (uint8_t)c, memory_order_relaxed);
+    atomic_store_explicit(&mld_slot_table((uintptr_t)seg)[first + k], v, memory_order_relaxed);
 }
 
 typedef struct mld_page_list_s {
@@ -252,7 +256,8 @@ typedef struct mld_bin_s {
    * _mld_heap_flush) before a batch tries the transfer cache again */
   uint16_t direct;
 } mld_bin_t;
-_Static_assert(sizeof(mld_bin_t) == 32, "a bin is 32 bytes: free indexes the bins with one shift");
+_Static_assert(sizeof(mld_bin_t) == 8 * MLD_SLOT_BIN_SCALE && MLD_CLASSES * MLD_SLOT_BIN_SCALE < 255,
+               "a bin is 32 bytes: a slot byte is its offset over 8, so free finds it with one scaled address");
 
 /* A block of another thread's page freed here (MALLARD_REMOTE=bin) while
  * the bin is empty waits on a stack of its own (mld_heap_t.foreign), not
@@ -585,11 +590,11 @@ static inline void mld_free_block_at(void* p, bool outer) {
   unsigned shift = atomic_load_explicit(&_mld_segmap[i], memory_order_relaxed);
   if (mld_unlikely(shift == 0)) { _mld_alloc_free_slow(p, NULL); return; }
   uintptr_t seg = a & ~MLD_SEGMENT_MASK, off = a & MLD_SEGMENT_MASK;
-  unsigned c = atomic_load_explicit(&mld_slot_table(seg)[off >> MLD_SLOT_SHIFT], memory_order_relaxed);
+  size_t bin8 = atomic_load_explicit(&mld_slot_table(seg)[off >> MLD_SLOT_SHIFT], memory_order_relaxed);
   mld_page_t* page = (mld_page_t*)(seg + offsetof(mld_segment_t, pages) + ((off >> shift) << MLD_PAGE_STRUCT_SHIFT));
   /* pages not holding small blocks (free, header, huge) have 0 blocks, so
-   * this one check also rejects them: then the size class is a valid bin
-   * index (their slots hold MLD_CLASS_NONE or MLD_CLASS_HUGE) */
+   * this one check also rejects them: then the slot gives a valid bin
+   * (their slots hold 255) */
   if (mld_unlikely(!mld_page_is_block(page, p))) { _mld_alloc_free_slow(p, page); return; }
   mld_block_t* b = (mld_block_t*)p;
   uintptr_t cookie = (uintptr_t)b ^ _mld_cookie_key;
@@ -597,8 +602,9 @@ static inline void mld_free_block_at(void* p, bool outer) {
   if (mld_unlikely(b->cookie == cookie)) { _mld_report_double_free(p, page); return; }
 #endif
   mld_heap_t* h = _mld_heap_tls;
-  mld_bin_t* bin = &h->bins[c];
+  mld_bin_t* bin = (mld_bin_t*)((uintptr_t)h->bins + bin8 * 8);
   if (mld_unlikely(atomic_load_explicit(&page->owner, memory_order_relaxed) != h)) {
+    unsigned c = (unsigned)(bin - h->bins);
     /* another thread's block: to our bin's foreign blocks (MALLARD_REMOTE=bin), else CAS */
     if (_mld_remote_mode != MLD_REMOTE_BIN || h == &_mld_heap_empty) {
       _mld_alloc_free_remote(h, page, b);
