@@ -146,9 +146,9 @@ _Static_assert(offsetof(mld_page_t, purged) < MLD_CACHE_LINE && offsetof(mld_pag
 #define MLD_PAGE_STRUCT_SHIFT 7
 
 /* free's lookup table: one entry per 64 KiB slot of a segment (the
- * smallest page), so the size class of a pointer is one load from an
- * address computed from the pointer alone, not behind the byte map's page
- * shift and the page struct (see mld_free_block_at). */
+ * smallest page), so the bin of a pointer (its size class) is one load
+ * from an address computed from the pointer alone, not behind the byte
+ * map's page shift and the page struct (see mld_free_block_at). */
 #define MLD_SLOT_SHIFT 16
 #define MLD_SLOTS      (1u << (MLD_SEGMENT_SHIFT - MLD_SLOT_SHIFT))
 
@@ -165,16 +165,14 @@ typedef struct mld_segment_s {
   mld_page_t pages[];
 } mld_segment_t;
 
-/* The slot table: per slot, the size class of the page covering it (its
- * size_class, kept equal by mld_page_set_class), one line in the header
+/* The slot table: per slot, the bin of the page covering it (its
+ * size_class as mld_page_set_class keeps it), one line in the header
  * area after the largest page table, in the last cache set (offset 0x2fc0):
  * pages start 64 KiB aligned, so blocks crowd the first sets (fastpath's L1
  * misses: 143.8 k with the table right after the page table, in set 2;
  * 132.2 k here, as without it). Not kept in huge segments, whose one page
  * free rejects before the class is used (there the bytes are the block's). */
-#ifndef MLD_SLOT_TABLE_OFFSET
 #define MLD_SLOT_TABLE_OFFSET 0x2fc0
-#endif
 _Static_assert(MLD_SLOT_TABLE_OFFSET % MLD_CACHE_LINE == 0 && MLD_SLOTS <= MLD_CACHE_LINE &&
                MLD_SLOT_TABLE_OFFSET >= sizeof(mld_segment_t) + MLD_SLOTS * sizeof(mld_page_t) &&
                MLD_SLOT_TABLE_OFFSET + MLD_SLOTS <= ((size_t)1 << MLD_SLOT_SHIFT),
@@ -572,11 +570,11 @@ static inline void* mld_malloc_inline(size_t size) {
  * here with outer false (frees the slow paths hand back come here with
  * outer false too: the canary is paid once). */
 static inline void mld_free_block_at(void* p, bool outer) {
-  /* The size class comes from the segment's slot table, at an address
-   * computed from p alone, so the bin (and the address the push stores
-   * to) is two dependent loads away from p, not four (map -> page shift ->
-   * page struct -> class -> bin top); the checks read the page struct
-   * meanwhile and only decide branches. */
+  /* The bin comes from the segment's slot table, at an address computed
+   * from p alone, so the address the push stores to is two dependent
+   * loads away from p, not four (map -> page shift -> page struct -> class
+   * -> bin top); the checks read the page struct meanwhile and only decide
+   * branches. */
   uintptr_t a = (uintptr_t)p;
   /* one test for addresses past the map (and the canary: the bit makes
    * any index fail it), on the index the load needs anyway; NULL reads
