@@ -45,7 +45,7 @@ static mld_heap_t* mld_heap_get(void) {
   return h;
 }
 
-void* _mld_alloc_slow(mld_heap_t* h, size_t size) {
+void* _mld_alloc_slow(size_t size, mld_heap_t* h) {
   if (h == &_mld_heap_empty) {
     h = _mld_heap_thread_init();
     if (h == NULL) {
@@ -106,6 +106,13 @@ void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
     atomic_fetch_add_explicit(&_mld_heap_empty.stats[MLD_STAT_frees], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&_mld_heap_empty.stats[MLD_STAT_remote_frees], 1, memory_order_relaxed);
   }
+}
+
+/* free's range test failed: the canary is on (it runs, then the free), or
+ * p is past the byte map. */
+void _mld_alloc_free_outside(void* p) {
+  if (_mld_free_canary_bit != 0) _mld_canary_free(p);
+  else _mld_alloc_free_slow(p, NULL);
 }
 
 /* Not a small block of ours: a huge block, or misuse. */

@@ -43,6 +43,7 @@
 #define MLD_SEGMENT_SIZE   ((uintptr_t)1 << MLD_SEGMENT_SHIFT)
 #define MLD_SEGMENT_MASK   (MLD_SEGMENT_SIZE - 1)
 #define MLD_VA_BITS        48                                  /* segment map covers this */
+#define MLD_MAP_ENTRIES    ((uintptr_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT))
 
 #define MLD_CLASSES        48          /* size classes 16 B .. 128 KiB */
 #define MLD_FAST_MAX       1024        /* sizes looked up by table */
@@ -108,14 +109,14 @@ typedef struct mld_block_s {
 struct mld_heap_s;
 
 typedef struct mld_page_s {
-  /* First cache line: everything free reads (start, area, magic,
-   * size_class, owner) and everything a block's return to its page or a
+  /* First cache line: everything free reads (start, blocks, inv,
+   * inv_rot, owner) and everything a block's return to its page or a
    * refill from its free list touches (free, used, in_full), so those
    * touch one line of a page struct, not two (they did: fragmentation
    * returns most of its frees to pages, each a miss on both lines). */
   uint8_t* start;              /* first block (set when the page gets a size class) */
-  size_t area;                 /* reserved * block_size; 0 unless the page holds small blocks */
-  uint64_t magic;              /* UINT64_MAX / block_size + 1: off * magic < magic iff off % block_size == 0 */
+  uint64_t blocks;             /* blocks free accepts (reserved); 0 unless the page holds small blocks */
+  uint64_t inv;                /* block_size = odd * 2^inv_rot: the inverse of odd mod 2^64 (mld_page_is_block) */
   _Atomic(struct mld_heap_s*) owner;     /* NULL: abandoned or free */
   mld_block_t* free;           /* local free list (owner only, or the central lock holder while abandoned) */
   size_t block_size;
@@ -126,6 +127,7 @@ typedef struct mld_page_s {
   uint8_t in_central;          /* abandoned, in a central list (central lock) */
   uint8_t fresh;               /* huge: a new mapping, still zero */
   uint8_t purged;              /* (free pages) memory given back to the OS */
+  uint8_t inv_rot;
   /* second line: frees by other threads (one CAS each: kept off the line
    * every free reads), carving, lists, and what free pages need */
   _Atomic(mld_block_t*) thread_free;
@@ -143,6 +145,13 @@ _Static_assert(offsetof(mld_page_t, purged) < MLD_CACHE_LINE && offsetof(mld_pag
                "free's fields in the first cache line of a page struct, thread_free in the second");
 #define MLD_PAGE_STRUCT_SHIFT 7
 
+/* free's lookup table: one entry per 64 KiB slot of a segment (the
+ * smallest page), so the bin of a pointer (its size class) is one load
+ * from an address computed from the pointer alone, not behind the byte
+ * map's page shift and the page struct (see mld_free_block_at). */
+#define MLD_SLOT_SHIFT 16
+#define MLD_SLOTS      (1u << (MLD_SEGMENT_SHIFT - MLD_SLOT_SHIFT))
+
 typedef struct mld_segment_s {
   size_t size;                 /* bytes mapped */
   uint8_t kind;
@@ -155,6 +164,42 @@ typedef struct mld_segment_s {
   struct mld_segment_s* prev;
   mld_page_t pages[];
 } mld_segment_t;
+
+/* The slot table: per slot, the bin of the page covering it (its
+ * size_class as mld_page_set_class keeps it), one line in the header
+ * area after the largest page table, in the last cache set (offset 0x2fc0):
+ * pages start 64 KiB aligned, so blocks crowd the first sets (fastpath's L1
+ * misses: 143.8 k with the table right after the page table, in set 2;
+ * 132.2 k here, as without it). Not kept in huge segments, whose one page
+ * free rejects before the class is used (there the bytes are the block's). */
+#define MLD_SLOT_TABLE_OFFSET 0x2fc0
+_Static_assert(MLD_SLOT_TABLE_OFFSET % MLD_CACHE_LINE == 0 && MLD_SLOTS <= MLD_CACHE_LINE &&
+               MLD_SLOT_TABLE_OFFSET >= sizeof(mld_segment_t) + MLD_SLOTS * sizeof(mld_page_t) &&
+               MLD_SLOT_TABLE_OFFSET + MLD_SLOTS <= ((size_t)1 << MLD_SLOT_SHIFT),
+               "the slot table: one line after the page table, inside the smallest header");
+static inline _Atomic(uint8_t)* mld_slot_table(uintptr_t seg) {
+  return (_Atomic(uint8_t)*)(seg + MLD_SLOT_TABLE_OFFSET);
+}
+
+static inline mld_segment_t* mld_segment_of(const void* p) {
+  return (mld_segment_t*)((uintptr_t)p & ~MLD_SEGMENT_MASK);
+}
+
+/* Set a page's size class (< MLD_CLASSES, MLD_CLASS_HUGE or
+ * MLD_CLASS_NONE) and the slots it covers, which free reads instead: there
+ * a class c is kept as c * MLD_SLOT_BIN_SCALE, its bin's offset in the
+ * heap over 8 (one scaled address: mld_free_block_at), any other as 255. */
+#define MLD_SLOT_BIN_SCALE 4
+static inline void mld_page_set_class(mld_page_t* page, unsigned c) {
+  page->size_class = (uint8_t)c;
+  mld_segment_t* seg = mld_segment_of(page);
+  unsigned shift = seg->page_shift;
+  if (shift >= MLD_SEGMENT_SHIFT) return;   /* huge */
+  unsigned first = (unsigned)(((size_t)(page - seg->pages) << shift) >> MLD_SLOT_SHIFT);
+  uint8_t v = c < MLD_CLASSES ? (uint8_t)(c * MLD_SLOT_BIN_SCALE) : 255;
+  for (unsigned k = 0; k < (1u << (shift - MLD_SLOT_SHIFT)); k++)
+    atomic_store_explicit(&mld_slot_table((uintptr_t)seg)[first + k], v, memory_order_relaxed);
+}
 
 typedef struct mld_page_list_s {
   mld_page_t* first;
@@ -209,7 +254,8 @@ typedef struct mld_bin_s {
    * _mld_heap_flush) before a batch tries the transfer cache again */
   uint16_t direct;
 } mld_bin_t;
-_Static_assert(sizeof(mld_bin_t) == 32, "a bin is 32 bytes: free indexes the bins with one shift");
+_Static_assert(sizeof(mld_bin_t) == 8 * MLD_SLOT_BIN_SCALE && MLD_CLASSES * MLD_SLOT_BIN_SCALE < 255,
+               "a bin is 32 bytes: a slot byte is its offset over 8, so free finds it with one scaled address");
 
 /* A block of another thread's page freed here (MALLARD_REMOTE=bin) while
  * the bin is empty waits on a stack of its own (mld_heap_t.foreign), not
@@ -330,7 +376,7 @@ MLD_HIDDEN void _mld_central_fork_child(void);
 /* One byte per 4 MiB of the address space (64 MiB of zero-page-backed bss,
  * touched only where segments are): 0, or the page shift of the segment
  * that starts there (63 for a huge block's). */
-extern MLD_HIDDEN _Atomic(uint8_t) _mld_segmap[(size_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)];
+extern MLD_HIDDEN _Atomic(uint8_t) _mld_segmap[MLD_MAP_ENTRIES];
 MLD_HIDDEN void _mld_segment_init(void);
 MLD_HIDDEN mld_page_t* _mld_segment_page_alloc(unsigned kind);
 MLD_HIDDEN void _mld_segment_page_free(mld_page_t* page);
@@ -353,7 +399,7 @@ static inline mld_page_t* mld_page_of(const void* p) {
    * anyway; NULL reads entry 0 (no segment starts at 0) and takes free to
    * its slow path, which returns */
   uintptr_t i = a >> MLD_SEGMENT_SHIFT;
-  if (mld_unlikely(i >= ((uintptr_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT)))) return NULL;
+  if (mld_unlikely(i >= MLD_MAP_ENTRIES)) return NULL;
   unsigned shift = atomic_load_explicit(&_mld_segmap[i], memory_order_relaxed);
   if (mld_unlikely(shift == 0)) return NULL;
   /* &seg->pages[i], as one address: helps the compiler keep one base */
@@ -372,16 +418,35 @@ static inline mld_page_t* mld_page_of_known(const void* p) {
   return (mld_page_t*)page;
 }
 
-/* Is p the start of a block of this (small/medium) page? */
+/* The constants of free's block-start test for blocks of this size, of
+ * which count fit the page (0: the page holds no small blocks and the test
+ * rejects every pointer). */
+static inline void mld_page_set_blocks(mld_page_t* page, size_t block_size, uint32_t count) {
+  unsigned rot = block_size ? (unsigned)__builtin_ctzll(block_size) : 0;
+  uint64_t odd = block_size ? block_size >> rot : 1, inv = odd;
+  for (int i = 0; i < 5; i++) inv *= 2 - odd * inv;   /* Newton: 3, 6, 12, 24, 48, 96 bits */
+  page->inv = inv;
+  page->inv_rot = (uint8_t)rot;
+  page->blocks = count;
+}
+
+/* Is p the start of a block of this (small/medium) page? With block_size
+ * = odd * 2^r: rotr((p - start) * odd^-1 mod 2^64, r) is the block index
+ * when p is a block start and >= 2^64 / block_size otherwise, for every
+ * 64-bit offset (exact division: Granlund and Montgomery, "Division by
+ * invariant integers using multiplication", 1994; Hacker's Delight
+ * 10-17), so one compare with the block count tests the range and the
+ * block start at once, below the page's start (an offset that wrapped)
+ * and past its last block too. */
 static inline bool mld_page_is_block(const mld_page_t* page, const void* p) {
-  size_t off = (size_t)((uintptr_t)p - (uintptr_t)page->start);
-  if (off >= page->area) return false;
+  uint64_t off = (uint64_t)((uintptr_t)p - (uintptr_t)page->start);
 #if MLD_FREE_CHECKS
-  /* divisibility by one multiply (Lemire, Kaser, Kurz, "Faster remainder
-   * by direct computation", 2019): exact for off < 2^32 (a segment is 4 MiB) */
-  return off * page->magic < page->magic;
+  uint64_t q = off * page->inv;
+  unsigned r = page->inv_rot;
+  q = (q >> r) | (q << ((64 - r) & 63));
+  return q < page->blocks;
 #else
-  return true;
+  return off < page->blocks * page->block_size;   /* the range only */
 #endif
 }
 
@@ -445,6 +510,10 @@ MLD_HIDDEN void _mld_options_print(int fd);
 /* ---- canary (canary.c): MALLARD_CANARY_NS, calibrated work in every free */
 
 extern MLD_HIDDEN uint64_t _mld_canary_loops;   /* 0 unless MALLARD_CANARY_NS is set */
+/* 0, or MLD_MAP_ENTRIES while the canary is on: or-ed into free's byte-map
+ * index, it fails the range test, so every free takes the slow path that
+ * runs the canary (the fast path pays one `or` for it, no branch) */
+extern MLD_HIDDEN uintptr_t _mld_free_canary_bit;
 MLD_HIDDEN void _mld_canary_init(void);
 MLD_HIDDEN void _mld_canary_free(void* p);   /* the work, then the free */
 MLD_HIDDEN uint64_t _mld_canary_rate(void);    /* chain steps per microsecond, 0 when off */
@@ -473,8 +542,9 @@ extern MLD_HIDDEN _Atomic(int) _mld_init_state;   /* 0 none, 1 running, 2 done *
 
 /* ---- slow paths and the inlined fast paths (alloc.c) ------------------- */
 
-MLD_HIDDEN void* _mld_alloc_slow(mld_heap_t* h, size_t size);
+MLD_HIDDEN void* _mld_alloc_slow(size_t size, mld_heap_t* h);   /* size first: malloc's own argument register */
 MLD_HIDDEN void _mld_alloc_free_slow(void* p, mld_page_t* page);
+MLD_HIDDEN void _mld_alloc_free_outside(void* p);
 MLD_HIDDEN void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b);
 MLD_HIDDEN void* _mld_alloc_aligned(size_t alignment, size_t size);
 MLD_HIDDEN void* _mld_alloc_calloc(size_t count, size_t size);
@@ -488,7 +558,7 @@ static inline void* mld_malloc_inline(size_t size) {
     mld_bin_t* bin = &h->bins[c];
     void** top = bin->own.top;
     if (mld_likely(top != bin->own.base) ||
-        (mld_bin_take_foreign(bin, &h->foreign[c]) && (top = bin->own.top, true))) {
+        (mld_bin_take_foreign(bin, &h->foreign[bin - h->bins]) && (top = bin->own.top, true))) {
       mld_block_t* b = (mld_block_t*)*--top;
       bin->own.top = top;
       mld_block_mark(b, 0);
@@ -496,26 +566,47 @@ static inline void* mld_malloc_inline(size_t size) {
       return b;
     }
   }
-  return _mld_alloc_slow(h, size);
+  return _mld_alloc_slow(size, h);
 }
 
-/* free without the canary: the body of every free (and of frees the slow
- * paths hand back to it, which must not pay the canary twice) */
-static inline void mld_free_block_inline(void* p) {
-  mld_page_t* page = mld_page_of(p);   /* NULL for p == NULL too */
-  if (mld_unlikely(page == NULL)) { _mld_alloc_free_slow(p, NULL); return; }
-  /* pages not holding small blocks (free, header, huge) have area 0, so this
-   * one check also rejects them: then the size class is a valid bin index */
+/* The body of every free. outer: called by free itself, which pays the
+ * canary: while it is on, p takes the slow path that runs it and comes back
+ * here with outer false (frees the slow paths hand back come here with
+ * outer false too: the canary is paid once). */
+static inline void mld_free_block_at(void* p, bool outer) {
+  /* The bin comes from the segment's slot table, at an address computed
+   * from p alone, so the address the push stores to is two dependent
+   * loads away from p, not four (map -> page shift -> page struct -> class
+   * -> bin top); the checks read the page struct meanwhile and only decide
+   * branches. */
+  uintptr_t a = (uintptr_t)p;
+  /* one test for addresses past the map (and the canary: the bit makes
+   * any index fail it), on the index the load needs anyway; NULL reads
+   * entry 0 (no segment starts at 0) */
+  uintptr_t i = (a >> MLD_SEGMENT_SHIFT) | (outer ? _mld_free_canary_bit : 0);
+  if (mld_unlikely(i >= MLD_MAP_ENTRIES)) {
+    if (outer) _mld_alloc_free_outside(p);
+    else _mld_alloc_free_slow(p, NULL);
+    return;
+  }
+  unsigned shift = atomic_load_explicit(&_mld_segmap[i], memory_order_relaxed);
+  if (mld_unlikely(shift == 0)) { _mld_alloc_free_slow(p, NULL); return; }
+  uintptr_t seg = a & ~MLD_SEGMENT_MASK, off = a & MLD_SEGMENT_MASK;
+  size_t bin8 = atomic_load_explicit(&mld_slot_table(seg)[off >> MLD_SLOT_SHIFT], memory_order_relaxed);
+  mld_page_t* page = (mld_page_t*)(seg + offsetof(mld_segment_t, pages) + ((off >> shift) << MLD_PAGE_STRUCT_SHIFT));
+  /* pages not holding small blocks (free, header, huge) have 0 blocks, so
+   * this one check also rejects them: then the slot gives a valid bin
+   * (their slots hold 255) */
   if (mld_unlikely(!mld_page_is_block(page, p))) { _mld_alloc_free_slow(p, page); return; }
-  unsigned c = page->size_class;
   mld_block_t* b = (mld_block_t*)p;
   uintptr_t cookie = (uintptr_t)b ^ _mld_cookie_key;
 #if MLD_FREE_CHECKS
   if (mld_unlikely(b->cookie == cookie)) { _mld_report_double_free(p, page); return; }
 #endif
   mld_heap_t* h = _mld_heap_tls;
-  mld_bin_t* bin = &h->bins[c];
+  mld_bin_t* bin = (mld_bin_t*)((uintptr_t)h->bins + bin8 * 8);
   if (mld_unlikely(atomic_load_explicit(&page->owner, memory_order_relaxed) != h)) {
+    unsigned c = (unsigned)(bin - h->bins);
     /* another thread's block: to our bin's foreign blocks (MALLARD_REMOTE=bin), else CAS */
     if (_mld_remote_mode != MLD_REMOTE_BIN || h == &_mld_heap_empty) {
       _mld_alloc_free_remote(h, page, b);
@@ -536,18 +627,15 @@ static inline void mld_free_block_inline(void* p) {
   }
   mld_block_mark(b, cookie);
   h->hot.frees++;
-  if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c, page);
+  /* the class again from the bin, not kept in a register across the push */
+  if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, (unsigned)(bin - h->bins), page);
 }
+
+/* free without the canary (slow paths handing a block back, the canary itself) */
+static inline void mld_free_block_inline(void* p) { mld_free_block_at(p, false); }
 
 /* Every path that frees a block comes through here: free, cfree, realloc,
  * operator delete (all forms, through mld_free). */
-static inline void mld_free_inline(void* p) {
-  /* a tail call when taken: the fast path saves no register for it */
-  if (mld_unlikely(_mld_canary_loops != 0)) {
-    _mld_canary_free(p);
-    return;
-  }
-  mld_free_block_inline(p);
-}
+static inline void mld_free_inline(void* p) { mld_free_block_at(p, true); }
 
 #endif /* MLD_INTERNAL_H */

@@ -11,8 +11,7 @@ void _mld_page_init(mld_page_t* page, unsigned c, mld_heap_t* owner) {
   page->start = page->area_start;
   page->block_size = ci->size;
   page->reserved = (uint32_t)(page->area_size / ci->size);
-  page->area = (size_t)page->reserved * ci->size;
-  page->magic = UINT64_MAX / ci->size + 1;
+  mld_page_set_blocks(page, ci->size, page->reserved);
   page->free = NULL;
   atomic_store_explicit(&page->thread_free, NULL, memory_order_relaxed);
   page->used = 0;
@@ -20,7 +19,7 @@ void _mld_page_init(mld_page_t* page, unsigned c, mld_heap_t* owner) {
   page->in_full = 0;
   page->in_central = 0;
   page->next = page->prev = NULL;
-  page->size_class = (uint8_t)c;
+  mld_page_set_class(page, c);   /* and the segment's slots, which free reads */
   atomic_store_explicit(&page->owner, owner, memory_order_relaxed);
 }
 

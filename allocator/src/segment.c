@@ -75,7 +75,7 @@ static bool mld_segment_new(unsigned kind) {
   seg->usable_pages = 0;
   for (unsigned i = seg->page_count; i-- > 0;) {   /* pushed last first: page 1 is handed out first */
     mld_page_t* page = &seg->pages[i];
-    page->size_class = MLD_CLASS_NONE;
+    mld_page_set_class(page, MLD_CLASS_NONE);
     page->kind = (uint8_t)kind;
     uint8_t* start = (uint8_t*)seg + ((size_t)i << ks->page_shift);
     uint8_t* end = start + ks->page_size;
@@ -191,8 +191,8 @@ mld_page_t* _mld_segment_page_alloc(unsigned kind) {
 void _mld_segment_page_free(mld_page_t* page) {
   mld_kind_state_t* ks = &mld_kinds[page->kind];
   uint64_t now = _mld_os_now_ms();
-  page->size_class = MLD_CLASS_NONE;
-  page->area = 0;
+  mld_page_set_class(page, MLD_CLASS_NONE);
+  mld_page_set_blocks(page, 0, 0);
   atomic_store_explicit(&page->owner, NULL, memory_order_relaxed);
   pthread_mutex_lock(&mld_segment_lock);
   mld_segment_t* seg = (mld_segment_t*)((uintptr_t)page & ~MLD_SEGMENT_MASK);
@@ -265,10 +265,9 @@ mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment) {
   page->kind = MLD_KIND_HUGE;
   page->start = (uint8_t*)seg + offset;
   page->block_size = total - offset;
-  page->area = 0;   /* not a page of small blocks: free takes its slow path */
+  mld_page_set_blocks(page, 0, 0);   /* not a page of small blocks: free takes its slow path */
   page->reserved = 1;
-  page->magic = 0;
-  page->size_class = MLD_CLASS_HUGE;
+  mld_page_set_class(page, MLD_CLASS_HUGE);
   page->area_start = page->start;
   page->area_size = page->block_size;
   page->fresh = fresh;
@@ -279,7 +278,7 @@ mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment) {
 /* A freed huge block: cached for reuse (bounded) until the decay, else unmapped. */
 void _mld_segment_huge_free(mld_page_t* page) {
   mld_segment_t* seg = (mld_segment_t*)((uintptr_t)page & ~MLD_SEGMENT_MASK);
-  page->size_class = MLD_CLASS_NONE;
+  mld_page_set_class(page, MLD_CLASS_NONE);
   uint64_t now = _mld_os_now_ms();
   if (mld_decay_ms > 0 && seg->size <= MLD_HUGE_CACHE_MAX_BYTES / 4) {
     pthread_mutex_lock(&mld_segment_lock);
