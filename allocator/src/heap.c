@@ -50,7 +50,7 @@ static size_t mld_heap_bytes;
 static size_t mld_heap_size(void) {
   if (mld_heap_bytes == 0) {
     size_t slots = 0;
-    for (unsigned c = 0; c < MLD_CLASSES; c++) slots += 2u * (_mld_classes[c].bin_max + 1u);
+    for (unsigned c = 0; c < MLD_CLASSES; c++) slots += 2u * (_mld_classes[c].bin_max + 2u);   /* + the NULL below base */
     size_t bytes = sizeof(mld_heap_t) + slots * sizeof(void*);
     mld_heap_bytes = (bytes + MLD_CACHE_LINE - 1) & ~(size_t)(MLD_CACHE_LINE - 1);
   }
@@ -118,7 +118,9 @@ mld_heap_t* _mld_heap_thread_init(void) {
     bin->max = _mld_classes[c].bin_max;
     mld_stack_t* stacks[2] = {&bin->own, &h->foreign[c]};
     for (int i = 0; i < 2; i++) {
-      stacks[i]->base = stacks[i]->top = slots;
+      *slots++ = NULL;   /* hot when empty */
+      stacks[i]->hot = NULL;
+      stacks[i]->top = slots;
       stacks[i]->limit = slots + bin->max;
       slots += bin->max + 1u;
     }
@@ -212,7 +214,7 @@ static bool mld_heap_release(mld_heap_t* h, unsigned c, mld_stack_t* s, uint32_t
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
     mld_heap_return_blocks(h, batch, n);
   }
-  s->top = batch;
+  mld_stack_set_top(s, batch);
   return hit;
 }
 
@@ -234,12 +236,12 @@ static MLD_NOINLINE void mld_heap_flush_batch(mld_heap_t* h, unsigned c, mld_pag
   void** batch = bin->own.top - n;
   if (_mld_transfer_insert(h->stats, c, batch, n)) {
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
-    bin->own.top = batch;
+    mld_stack_set_top(&bin->own, batch);
   } else {
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
     mld_counter_add(&h->stats[MLD_STAT_direct_frees], 1);
     bin->direct = (uint16_t)(4u * n);
-    mld_heap_return_to(h, page, (mld_block_t*)*--bin->own.top);
+    mld_heap_return_to(h, page, (mld_block_t*)mld_stack_pop(&bin->own));
   }
   errno = saved;
 }
@@ -254,7 +256,7 @@ void _mld_heap_flush(mld_heap_t* h, unsigned c, mld_page_t* page) {
   }
   bin->direct--;
   mld_counter_add(&h->stats[MLD_STAT_direct_frees], 1);
-  mld_heap_return_to(h, page, (mld_block_t*)*--bin->own.top);
+  mld_heap_return_to(h, page, (mld_block_t*)mld_stack_pop(&bin->own));
 }
 
 /* Bin c's foreign blocks are over max: their newest batch goes the same way. */
@@ -278,14 +280,14 @@ static uint32_t mld_heap_want(mld_heap_t* h, unsigned c) {
   mld_bin_t* bin = &h->bins[c];
   uint32_t want = bin->max / 2;
   if (want < _mld_classes[c].batch) want = _mld_classes[c].batch;
-  uint32_t room = bin->max - mld_stack_count(&bin->own);
+  uint32_t room = bin->max - mld_stack_count(&bin->own, bin->max);
   return want > room ? room : want;
 }
 
 static bool mld_heap_take(mld_heap_t* h, unsigned c, mld_page_t* page) {
   mld_bin_t* bin = &h->bins[c];
   uint32_t got = _mld_page_take(page, mld_heap_want(h, c), bin->own.top);
-  bin->own.top += got;
+  mld_stack_set_top(&bin->own, bin->own.top + got);
   return got != 0;
 }
 
@@ -316,7 +318,7 @@ static bool mld_heap_refill_pages(mld_heap_t* h, unsigned c) {
   }
   if (k > 0) {
     mld_bin_t* bin = &h->bins[c];
-    bin->own.top += _mld_page_take_lists(lists, k, mld_heap_want(h, c), bin->own.top);
+    mld_stack_set_top(&bin->own, bin->own.top + _mld_page_take_lists(lists, k, mld_heap_want(h, c), bin->own.top));
     return true;
   }
   /* full pages that have received remote frees since: look at a few, the
@@ -355,9 +357,10 @@ bool _mld_heap_refill(mld_heap_t* h, unsigned c) {
   _mld_heap_publish(h);
   if (++h->slow_calls % MLD_COLLECT_EVERY == 0) _mld_heap_collect(h, false);
   else if (h->slow_calls % 64 == 0) _mld_segment_maybe_purge();
-  if ((n = _mld_transfer_remove(h->stats, c, bin->own.base, n)) != 0) {   /* the bin is empty */
+  void** base = mld_stack_base(&bin->own, bin->max);
+  if ((n = _mld_transfer_remove(h->stats, c, base, n)) != 0) {   /* the bin is empty */
     mld_counter_add(&h->stats[MLD_STAT_transfer_remove_hits], 1);
-    bin->own.top = bin->own.base + n;
+    mld_stack_set_top(&bin->own, base + n);
     bin->direct = 0;   /* the transfer cache has room again */
     return true;
   }
@@ -415,13 +418,15 @@ void _mld_heap_collect(mld_heap_t* h, bool force) {
  * bins of the threads that are gone may have been caught anywhere in a
  * push or pop: mld_stack_push keeps every such state valid. */
 static void mld_heap_drain_stack(mld_heap_t* h, unsigned c, mld_stack_t* s, bool to_transfer) {
-  if (s->top < s->base || s->top > s->limit + 1) {   /* cannot happen; leak rather than hand out */
-    s->top = s->base;
+  uint32_t max = h->bins[c].max;
+  void** base = mld_stack_base(s, max);
+  if (s->top < base || s->top > s->limit + 1) {   /* cannot happen; leak rather than hand out */
+    mld_stack_set_top(s, base);
     return;
   }
   unsigned n = _mld_classes[c].batch;
-  while (s->top > s->base) {
-    uint32_t left = mld_stack_count(s);
+  while (s->top > base) {
+    uint32_t left = mld_stack_count(s, max);
     uint32_t k = left < n ? left : n;
     void** batch = s->top - k;
     if (to_transfer && _mld_transfer_insert(h->stats, c, batch, k)) {
@@ -430,7 +435,7 @@ static void mld_heap_drain_stack(mld_heap_t* h, unsigned c, mld_stack_t* s, bool
       to_transfer = false;   /* full: the rest goes back to the pages too */
       mld_heap_return_blocks(h, batch, k);
     }
-    s->top = batch;
+    mld_stack_set_top(s, batch);
   }
 }
 
@@ -457,7 +462,7 @@ void _mld_heap_shed(void) {
   int saved = errno;
   _mld_heap_publish(h);
   for (unsigned c = 0; c < MLD_CLASSES; c++)
-    if (h->bins[c].own.top != h->bins[c].own.base || h->foreign[c].top != h->foreign[c].base)
+    if (h->bins[c].own.hot != NULL || h->foreign[c].hot != NULL)
       mld_heap_drain_bin(h, c, true);
   errno = saved;
 }

@@ -236,14 +236,39 @@ static inline unsigned mld_size_class(size_t size) {
  * pointers, without touching the blocks, whose cache lines may be in
  * another core's cache (tcmalloc keeps its per-CPU caches as arrays for the
  * same reason). Both stacks live after the heap struct; each holds max + 1
- * pointers (a push may go one over before the flush). */
+ * pointers (a push may go one over before the flush) after one NULL (the
+ * slot below base). hot is a copy of the newest pointer (top[-1]: NULL when
+ * the stack is empty, the slot below base), so malloc's block is one load
+ * from the bin, not two (top, then the slot below it); an empty test is
+ * the same load. base is limit - max (the bin's max: both stacks of a bin
+ * have it), so a bin stays 32 bytes. */
 typedef struct mld_stack_s {
+  void* hot;                   /* top[-1], always */
   void** top;                  /* the next free slot */
   void** limit;                /* base + max: a push that passes it flushes */
-  void** base;
 } mld_stack_t;
 
-static inline uint32_t mld_stack_count(const mld_stack_t* s) { return (uint32_t)(s->top - s->base); }
+static inline void** mld_stack_base(const mld_stack_t* s, uint32_t max) { return s->limit - max; }
+static inline uint32_t mld_stack_count(const mld_stack_t* s, uint32_t max) {
+  return (uint32_t)(s->top - mld_stack_base(s, max));
+}
+/* Every move of top outside the fast paths (never on the empty heap's
+ * stacks, whose pointers are NULL) goes through here, keeping hot. */
+static inline void mld_stack_set_top(mld_stack_t* s, void** top) {
+  s->top = top;
+  s->hot = top[-1];
+}
+/* Drop the newest block (the caller has it: hot, not NULL). */
+static inline void mld_stack_drop(mld_stack_t* s) {
+  void** top = s->top - 1;
+  s->top = top;
+  s->hot = top[-1];
+}
+static inline void* mld_stack_pop(mld_stack_t* s) {
+  void* b = s->hot;
+  mld_stack_drop(s);
+  return b;
+}
 
 typedef struct mld_bin_s {
   mld_stack_t own;
@@ -267,7 +292,7 @@ _Static_assert(sizeof(mld_bin_t) == 8 * MLD_SLOT_BIN_SCALE && MLD_CLASSES * MLD_
  * cache (_mld_heap_flush_foreign), as a full bin's does. The cheapest
  * refill, inline in malloc's miss branch. */
 static inline bool mld_bin_take_foreign(mld_bin_t* bin, mld_stack_t* foreign) {
-  uint32_t n = mld_stack_count(foreign);
+  uint32_t n = mld_stack_count(foreign, bin->max);
   if (n < bin->foreign_take || n == 0) return false;
   mld_stack_t s = bin->own;   /* empty */
   bin->own = *foreign;
@@ -284,6 +309,7 @@ static inline bool mld_stack_push(mld_stack_t* s, void* b) {
   *top = b;
   atomic_signal_fence(memory_order_release);
   s->top = ++top;
+  s->hot = b;
   return top > s->limit;
 }
 
@@ -556,11 +582,10 @@ static inline void* mld_malloc_inline(size_t size) {
   if (mld_likely(size <= MLD_FAST_MAX)) {
     unsigned c = _mld_class_table[(size + 15) >> 4];
     mld_bin_t* bin = &h->bins[c];
-    void** top = bin->own.top;
-    if (mld_likely(top != bin->own.base) ||
-        (mld_bin_take_foreign(bin, &h->foreign[bin - h->bins]) && (top = bin->own.top, true))) {
-      mld_block_t* b = (mld_block_t*)*--top;
-      bin->own.top = top;
+    mld_block_t* b = (mld_block_t*)bin->own.hot;
+    if (mld_likely(b != NULL) ||
+        (mld_bin_take_foreign(bin, &h->foreign[bin - h->bins]) && (b = (mld_block_t*)bin->own.hot, true))) {
+      mld_stack_drop(&bin->own);
       mld_block_mark(b, 0);
       h->hot.allocs++;
       return b;
@@ -618,7 +643,7 @@ static inline void mld_free_block_at(void* p, bool outer) {
     /* into the bin (the next malloc reuses it, hot) unless the bin is empty:
      * then the next malloc would hand out exactly this block (the
      * cache-scratch case), so it waits on the foreign stack */
-    if (mld_likely(bin->own.top != bin->own.base)) {
+    if (mld_likely(bin->own.hot != NULL)) {
       if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c, page);
     } else if (mld_unlikely(mld_stack_push(&h->foreign[c], b))) {
       _mld_heap_flush_foreign(h, c);
