@@ -50,7 +50,7 @@ static size_t mld_heap_bytes;
 static size_t mld_heap_size(void) {
   if (mld_heap_bytes == 0) {
     size_t slots = 0;
-    for (unsigned c = 0; c < MLD_CLASSES; c++) slots += 2u * (_mld_classes[c].bin_max + 2u);   /* + the NULL below base */
+    for (unsigned c = 0; c < MLD_CLASSES; c++) slots += 2u * (_mld_classes[c].bin_max + 1u);
     size_t bytes = sizeof(mld_heap_t) + slots * sizeof(void*);
     mld_heap_bytes = (bytes + MLD_CACHE_LINE - 1) & ~(size_t)(MLD_CACHE_LINE - 1);
   }
@@ -115,16 +115,16 @@ mld_heap_t* _mld_heap_thread_init(void) {
   void** slots = (void**)(h + 1);
   for (unsigned c = 0; c < MLD_CLASSES; c++) {
     mld_bin_t* bin = &h->bins[c];
-    bin->max = _mld_classes[c].bin_max;
+    mld_bin_cold_t* cold = &h->cold[c];
+    cold->max = _mld_classes[c].bin_max;
+    bin->hot = NULL;
     mld_stack_t* stacks[2] = {&bin->own, &h->foreign[c]};
     for (int i = 0; i < 2; i++) {
-      *slots++ = NULL;   /* hot when empty */
-      stacks[i]->hot = NULL;
-      stacks[i]->top = slots;
-      stacks[i]->limit = slots + bin->max;
-      slots += bin->max + 1u;
+      stacks[i]->base = stacks[i]->top = slots;
+      stacks[i]->limit = slots + cold->max;
+      slots += cold->max + 1u;
     }
-    bin->foreign_take = (_mld_classes[c].batch + 1u) / 2u;
+    cold->foreign_take = (_mld_classes[c].batch + 1u) / 2u;
   }
   _mld_heap_tls = h;
   if (mld_heap_key_ok) pthread_setspecific(mld_heap_key, h);
@@ -214,7 +214,7 @@ static bool mld_heap_release(mld_heap_t* h, unsigned c, mld_stack_t* s, uint32_t
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
     mld_heap_return_blocks(h, batch, n);
   }
-  mld_stack_set_top(s, batch);
+  s->top = batch;
   return hit;
 }
 
@@ -236,12 +236,12 @@ static MLD_NOINLINE void mld_heap_flush_batch(mld_heap_t* h, unsigned c, mld_pag
   void** batch = bin->own.top - n;
   if (_mld_transfer_insert(h->stats, c, batch, n)) {
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
-    mld_stack_set_top(&bin->own, batch);
+    bin->own.top = batch;
   } else {
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
     mld_counter_add(&h->stats[MLD_STAT_direct_frees], 1);
-    bin->direct = (uint16_t)(4u * n);
-    mld_heap_return_to(h, page, (mld_block_t*)mld_stack_pop(&bin->own));
+    h->cold[c].direct = (uint16_t)(4u * n);
+    mld_heap_return_to(h, page, (mld_block_t*)*--bin->own.top);
   }
   errno = saved;
 }
@@ -250,13 +250,13 @@ static MLD_NOINLINE void mld_heap_flush_batch(mld_heap_t* h, unsigned c, mld_pag
  * direct case saves no register: the batch case is a call apart. */
 void _mld_heap_flush(mld_heap_t* h, unsigned c, mld_page_t* page) {
   mld_bin_t* bin = &h->bins[c];
-  if (bin->direct == 0) {
+  if (h->cold[c].direct == 0) {
     mld_heap_flush_batch(h, c, page);
     return;
   }
-  bin->direct--;
+  h->cold[c].direct--;
   mld_counter_add(&h->stats[MLD_STAT_direct_frees], 1);
-  mld_heap_return_to(h, page, (mld_block_t*)mld_stack_pop(&bin->own));
+  mld_heap_return_to(h, page, (mld_block_t*)*--bin->own.top);
 }
 
 /* Bin c's foreign blocks are over max: their newest batch goes the same way. */
@@ -278,16 +278,17 @@ void _mld_heap_push_local(mld_heap_t* h, unsigned c, mld_block_t* b) {
 /* How many blocks a refill from pages takes: half the bin. */
 static uint32_t mld_heap_want(mld_heap_t* h, unsigned c) {
   mld_bin_t* bin = &h->bins[c];
-  uint32_t want = bin->max / 2;
+  uint32_t max = h->cold[c].max;
+  uint32_t want = max / 2;
   if (want < _mld_classes[c].batch) want = _mld_classes[c].batch;
-  uint32_t room = bin->max - mld_stack_count(&bin->own, bin->max);
+  uint32_t room = max - mld_stack_count(&bin->own);
   return want > room ? room : want;
 }
 
 static bool mld_heap_take(mld_heap_t* h, unsigned c, mld_page_t* page) {
   mld_bin_t* bin = &h->bins[c];
   uint32_t got = _mld_page_take(page, mld_heap_want(h, c), bin->own.top);
-  mld_stack_set_top(&bin->own, bin->own.top + got);
+  bin->own.top += got;
   return got != 0;
 }
 
@@ -318,7 +319,7 @@ static bool mld_heap_refill_pages(mld_heap_t* h, unsigned c) {
   }
   if (k > 0) {
     mld_bin_t* bin = &h->bins[c];
-    mld_stack_set_top(&bin->own, bin->own.top + _mld_page_take_lists(lists, k, mld_heap_want(h, c), bin->own.top));
+    bin->own.top += _mld_page_take_lists(lists, k, mld_heap_want(h, c), bin->own.top);
     return true;
   }
   /* full pages that have received remote frees since: look at a few, the
@@ -353,15 +354,14 @@ static bool mld_heap_refill_pages(mld_heap_t* h, unsigned c) {
 bool _mld_heap_refill(mld_heap_t* h, unsigned c) {
   mld_bin_t* bin = &h->bins[c];
   unsigned n = _mld_classes[c].batch;
-  if (mld_bin_take_foreign(bin, &h->foreign[c])) return true;   /* callers try this first; others may not */
+  if (mld_bin_take_foreign(bin, &h->foreign[c], h->cold[c].foreign_take)) return true;   /* callers try this first; others may not */
   _mld_heap_publish(h);
   if (++h->slow_calls % MLD_COLLECT_EVERY == 0) _mld_heap_collect(h, false);
   else if (h->slow_calls % 64 == 0) _mld_segment_maybe_purge();
-  void** base = mld_stack_base(&bin->own, bin->max);
-  if ((n = _mld_transfer_remove(h->stats, c, base, n)) != 0) {   /* the bin is empty */
+  if ((n = _mld_transfer_remove(h->stats, c, bin->own.base, n)) != 0) {   /* the bin is empty */
     mld_counter_add(&h->stats[MLD_STAT_transfer_remove_hits], 1);
-    mld_stack_set_top(&bin->own, base + n);
-    bin->direct = 0;   /* the transfer cache has room again */
+    bin->own.top = bin->own.base + n;
+    h->cold[c].direct = 0;   /* the transfer cache has room again */
     return true;
   }
   mld_counter_add(&h->stats[MLD_STAT_transfer_remove_misses], 1);
@@ -418,15 +418,13 @@ void _mld_heap_collect(mld_heap_t* h, bool force) {
  * bins of the threads that are gone may have been caught anywhere in a
  * push or pop: mld_stack_push keeps every such state valid. */
 static void mld_heap_drain_stack(mld_heap_t* h, unsigned c, mld_stack_t* s, bool to_transfer) {
-  uint32_t max = h->bins[c].max;
-  void** base = mld_stack_base(s, max);
-  if (s->top < base || s->top > s->limit + 1) {   /* cannot happen; leak rather than hand out */
-    mld_stack_set_top(s, base);
+  if (s->top < s->base || s->top > s->limit + 1) {   /* cannot happen; leak rather than hand out */
+    s->top = s->base;
     return;
   }
   unsigned n = _mld_classes[c].batch;
-  while (s->top > base) {
-    uint32_t left = mld_stack_count(s, max);
+  while (s->top > s->base) {
+    uint32_t left = mld_stack_count(s);
     uint32_t k = left < n ? left : n;
     void** batch = s->top - k;
     if (to_transfer && _mld_transfer_insert(h->stats, c, batch, k)) {
@@ -435,13 +433,14 @@ static void mld_heap_drain_stack(mld_heap_t* h, unsigned c, mld_stack_t* s, bool
       to_transfer = false;   /* full: the rest goes back to the pages too */
       mld_heap_return_blocks(h, batch, k);
     }
-    mld_stack_set_top(s, batch);
+    s->top = batch;
   }
 }
 
 /* Empty bin c, its foreign blocks first. */
 static void mld_heap_drain_bin(mld_heap_t* h, unsigned c, bool to_transfer) {
   mld_bin_t* bin = &h->bins[c];
+  mld_bin_spill(bin);
   mld_heap_drain_stack(h, c, &h->foreign[c], to_transfer);
   mld_heap_drain_stack(h, c, &bin->own, to_transfer);
 }
@@ -462,7 +461,7 @@ void _mld_heap_shed(void) {
   int saved = errno;
   _mld_heap_publish(h);
   for (unsigned c = 0; c < MLD_CLASSES; c++)
-    if (h->bins[c].own.hot != NULL || h->foreign[c].hot != NULL)
+    if (h->bins[c].hot != NULL || h->bins[c].own.top != h->bins[c].own.base || h->foreign[c].top != h->foreign[c].base)
       mld_heap_drain_bin(h, c, true);
   errno = saved;
 }

@@ -236,49 +236,36 @@ static inline unsigned mld_size_class(size_t size) {
  * pointers, without touching the blocks, whose cache lines may be in
  * another core's cache (tcmalloc keeps its per-CPU caches as arrays for the
  * same reason). Both stacks live after the heap struct; each holds max + 1
- * pointers (a push may go one over before the flush) after one NULL (the
- * slot below base). hot is a copy of the newest pointer (top[-1]: NULL when
- * the stack is empty, the slot below base), so malloc's block is one load
- * from the bin, not two (top, then the slot below it); an empty test is
- * the same load. base is limit - max (the bin's max: both stacks of a bin
- * have it), so a bin stays 32 bytes. */
+ * pointers (a push may go one over before the flush). */
 typedef struct mld_stack_s {
-  void* hot;                   /* top[-1], always */
   void** top;                  /* the next free slot */
   void** limit;                /* base + max: a push that passes it flushes */
+  void** base;
 } mld_stack_t;
 
-static inline void** mld_stack_base(const mld_stack_t* s, uint32_t max) { return s->limit - max; }
-static inline uint32_t mld_stack_count(const mld_stack_t* s, uint32_t max) {
-  return (uint32_t)(s->top - mld_stack_base(s, max));
-}
-/* Every move of top outside the fast paths (never on the empty heap's
- * stacks, whose pointers are NULL) goes through here, keeping hot. */
-static inline void mld_stack_set_top(mld_stack_t* s, void** top) {
-  s->top = top;
-  s->hot = top[-1];
-}
-/* Drop the newest block (the caller has it: hot, not NULL). */
-static inline void mld_stack_drop(mld_stack_t* s) {
-  void** top = s->top - 1;
-  s->top = top;
-  s->hot = top[-1];
-}
-static inline void* mld_stack_pop(mld_stack_t* s) {
-  void* b = s->hot;
-  mld_stack_drop(s);
-  return b;
-}
+static inline uint32_t mld_stack_count(const mld_stack_t* s) { return (uint32_t)(s->top - s->base); }
 
+/* hot: one block held in front of the stack (NULL: none). free puts its
+ * block there when it is empty, malloc takes it first, so a malloc after a
+ * free of its class (or the reverse) is one load and one store, without
+ * the stack's two dependent loads (top, then the slot below it). Not kept
+ * in order: it may be older than the stack's top. Slow paths that empty
+ * the bin push it onto the stack first (mld_bin_spill), so they see one
+ * stack as before. */
 typedef struct mld_bin_s {
+  void* hot;
   mld_stack_t own;
+} mld_bin_t;
+
+/* A bin's fields that only its slow paths read, apart from the bins. */
+typedef struct mld_bin_cold_s {
   uint32_t foreign_take;       /* half a batch; 0 only in the empty heap */
   uint16_t max;
   /* > 0: the class's transfer cache was found full; this many more
    * overflows each send the block just freed straight to its page (see
    * _mld_heap_flush) before a batch tries the transfer cache again */
   uint16_t direct;
-} mld_bin_t;
+} mld_bin_cold_t;
 _Static_assert(sizeof(mld_bin_t) == 8 * MLD_SLOT_BIN_SCALE && MLD_CLASSES * MLD_SLOT_BIN_SCALE < 255,
                "a bin is 32 bytes: a slot byte is its offset over 8, so free finds it with one scaled address");
 
@@ -291,9 +278,9 @@ _Static_assert(sizeof(mld_bin_t) == 8 * MLD_SLOT_BIN_SCALE && MLD_CLASSES * MLD_
  * batch (no transfer-cache trip); past max, a batch goes to the transfer
  * cache (_mld_heap_flush_foreign), as a full bin's does. The cheapest
  * refill, inline in malloc's miss branch. */
-static inline bool mld_bin_take_foreign(mld_bin_t* bin, mld_stack_t* foreign) {
-  uint32_t n = mld_stack_count(foreign, bin->max);
-  if (n < bin->foreign_take || n == 0) return false;
+static inline bool mld_bin_take_foreign(mld_bin_t* bin, mld_stack_t* foreign, uint32_t take) {
+  uint32_t n = mld_stack_count(foreign);
+  if (n < take || n == 0) return false;
   mld_stack_t s = bin->own;   /* empty */
   bin->own = *foreign;
   *foreign = s;
@@ -309,8 +296,17 @@ static inline bool mld_stack_push(mld_stack_t* s, void* b) {
   *top = b;
   atomic_signal_fence(memory_order_release);
   s->top = ++top;
-  s->hot = b;
   return top > s->limit;
+}
+
+/* The hot block onto the stack (the stack holds max + 1: room for it, as
+ * nothing leaves a stack over max), for the slow paths that move the
+ * stack's blocks or look at its count. */
+static inline void mld_bin_spill(mld_bin_t* bin) {
+  void* b = bin->hot;
+  if (b == NULL) return;
+  bin->hot = NULL;
+  (void)mld_stack_push(&bin->own, b);
 }
 
 /* The three counters the fast paths bump: plain integers of the owner
@@ -328,6 +324,7 @@ typedef struct mld_heap_s {
   mld_hot_stats_t hot;
   mld_counter_t stats[MLD_STAT_HEAP_COUNT];   /* slow paths; hot ones as last published */
   mld_stack_t foreign[MLD_CLASSES];    /* other threads' blocks freed here, per class (see mld_bin_take_foreign) */
+  mld_bin_cold_t cold[MLD_CLASSES];
   mld_page_list_t avail[MLD_CLASSES];  /* pages that may have free blocks */
   mld_page_list_t full[MLD_CLASSES];   /* pages with none at last look */
   uint64_t slow_calls;
@@ -582,10 +579,18 @@ static inline void* mld_malloc_inline(size_t size) {
   if (mld_likely(size <= MLD_FAST_MAX)) {
     unsigned c = _mld_class_table[(size + 15) >> 4];
     mld_bin_t* bin = &h->bins[c];
-    mld_block_t* b = (mld_block_t*)bin->own.hot;
-    if (mld_likely(b != NULL) ||
-        (mld_bin_take_foreign(bin, &h->foreign[bin - h->bins]) && (b = (mld_block_t*)bin->own.hot, true))) {
-      mld_stack_drop(&bin->own);
+    mld_block_t* b = (mld_block_t*)bin->hot;
+    if (mld_likely(b != NULL)) {
+      bin->hot = NULL;
+      mld_block_mark(b, 0);
+      h->hot.allocs++;
+      return b;
+    }
+    void** top = bin->own.top;
+    if (mld_likely(top != bin->own.base) ||
+        (mld_bin_take_foreign(bin, &h->foreign[c], h->cold[c].foreign_take) && (top = bin->own.top, true))) {
+      b = (mld_block_t*)*--top;
+      bin->own.top = top;
       mld_block_mark(b, 0);
       h->hot.allocs++;
       return b;
@@ -643,7 +648,7 @@ static inline void mld_free_block_at(void* p, bool outer) {
     /* into the bin (the next malloc reuses it, hot) unless the bin is empty:
      * then the next malloc would hand out exactly this block (the
      * cache-scratch case), so it waits on the foreign stack */
-    if (mld_likely(bin->own.hot != NULL)) {
+    if (mld_likely(bin->own.top != bin->own.base || bin->hot != NULL)) {
       if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c, page);
     } else if (mld_unlikely(mld_stack_push(&h->foreign[c], b))) {
       _mld_heap_flush_foreign(h, c);
@@ -652,6 +657,10 @@ static inline void mld_free_block_at(void* p, bool outer) {
   }
   mld_block_mark(b, cookie);
   h->hot.frees++;
+  if (mld_likely(bin->hot == NULL)) {
+    bin->hot = b;
+    return;
+  }
   /* the class again from the bin, not kept in a register across the push */
   if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, (unsigned)(bin - h->bins), page);
 }
