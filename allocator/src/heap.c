@@ -218,6 +218,14 @@ static bool mld_heap_release(mld_heap_t* h, unsigned c, mld_stack_t* s, uint32_t
   return hit;
 }
 
+/* The block just freed (hot, after a push past the limit) out of the bin
+ * again: the stack's top (the block it displaced) back to hot. */
+static mld_block_t* mld_bin_unpush(mld_bin_t* bin) {
+  void* b = bin->hot;
+  bin->hot = *--bin->own.top;
+  return (mld_block_t*)b;
+}
+
 /* The bin of class c is over its limit: release one batch (the newest)
  * to the transfer cache. When the cache refuses it (full: a burst of
  * frees, as in fragmentation), the bin keeps its blocks and only the block
@@ -241,7 +249,7 @@ static MLD_NOINLINE void mld_heap_flush_batch(mld_heap_t* h, unsigned c, mld_pag
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
     mld_counter_add(&h->stats[MLD_STAT_direct_frees], 1);
     h->cold[c].direct = (uint16_t)(4u * n);
-    mld_heap_return_to(h, page, (mld_block_t*)*--bin->own.top);
+    mld_heap_return_to(h, page, (mld_block_t*)mld_bin_unpush(bin));
   }
   errno = saved;
 }
@@ -256,7 +264,7 @@ void _mld_heap_flush(mld_heap_t* h, unsigned c, mld_page_t* page) {
   }
   h->cold[c].direct--;
   mld_counter_add(&h->stats[MLD_STAT_direct_frees], 1);
-  mld_heap_return_to(h, page, (mld_block_t*)*--bin->own.top);
+  mld_heap_return_to(h, page, (mld_block_t*)mld_bin_unpush(bin));
 }
 
 /* Bin c's foreign blocks are over max: their newest batch goes the same way. */
@@ -270,7 +278,7 @@ void _mld_heap_flush_foreign(mld_heap_t* h, unsigned c) {
 /* A block that is now ours (a page just adopted) into bin c. */
 void _mld_heap_push_local(mld_heap_t* h, unsigned c, mld_block_t* b) {
   h->hot.frees++;
-  if (mld_stack_push(&h->bins[c].own, b)) _mld_heap_flush(h, c, mld_page_of_known(b));
+  if (mld_bin_push(&h->bins[c], b)) _mld_heap_flush(h, c, mld_page_of_known(b));
 }
 
 /* ---- refilling a bin ------------------------------------------------------ */

@@ -245,13 +245,13 @@ typedef struct mld_stack_s {
 
 static inline uint32_t mld_stack_count(const mld_stack_t* s) { return (uint32_t)(s->top - s->base); }
 
-/* hot: one block held in front of the stack (NULL: none). free puts its
- * block there when it is empty, malloc takes it first, so a malloc after a
- * free of its class (or the reverse) is one load and one store, without
- * the stack's two dependent loads (top, then the slot below it). Not kept
- * in order: it may be older than the stack's top. Slow paths that empty
- * the bin push it onto the stack first (mld_bin_spill), so they see one
- * stack as before. */
+/* hot: the bin's newest block, held in front of the stack (NULL: none,
+ * then the stack's top is the newest). free puts its block there and the
+ * one it displaces onto the stack; malloc takes it first, so a malloc
+ * after a free of its class is one load and one store, without the
+ * stack's two dependent loads (top, then the slot below it). The order is
+ * the stack's LIFO order, as before. Slow paths that empty the bin push it
+ * onto the stack first (mld_bin_spill), so they see one stack as before. */
 typedef struct mld_bin_s {
   void* hot;
   mld_stack_t own;
@@ -297,6 +297,15 @@ static inline bool mld_stack_push(mld_stack_t* s, void* b) {
   atomic_signal_fence(memory_order_release);
   s->top = ++top;
   return top > s->limit;
+}
+
+/* Free b into the bin: b becomes hot, the block it displaces goes onto the
+ * stack; true when that went past the limit (the caller flushes; b is in
+ * hot, see _mld_heap_flush). */
+static inline bool mld_bin_push(mld_bin_t* bin, void* b) {
+  void* old = bin->hot;
+  bin->hot = b;
+  return old != NULL && mld_stack_push(&bin->own, old);
 }
 
 /* The hot block onto the stack (the stack holds max + 1: room for it, as
@@ -649,7 +658,7 @@ static inline void mld_free_block_at(void* p, bool outer) {
      * then the next malloc would hand out exactly this block (the
      * cache-scratch case), so it waits on the foreign stack */
     if (mld_likely(bin->own.top != bin->own.base || bin->hot != NULL)) {
-      if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c, page);
+      if (mld_unlikely(mld_bin_push(bin, b))) _mld_heap_flush(h, c, page);
     } else if (mld_unlikely(mld_stack_push(&h->foreign[c], b))) {
       _mld_heap_flush_foreign(h, c);
     }
@@ -657,12 +666,8 @@ static inline void mld_free_block_at(void* p, bool outer) {
   }
   mld_block_mark(b, cookie);
   h->hot.frees++;
-  if (mld_likely(bin->hot == NULL)) {
-    bin->hot = b;
-    return;
-  }
   /* the class again from the bin, not kept in a register across the push */
-  if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, (unsigned)(bin - h->bins), page);
+  if (mld_unlikely(mld_bin_push(bin, b))) _mld_heap_flush(h, (unsigned)(bin - h->bins), page);
 }
 
 /* free without the canary (slow paths handing a block back, the canary itself) */
