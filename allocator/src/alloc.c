@@ -29,15 +29,7 @@ static void* mld_huge_alloc(mld_heap_t* h, size_t size, size_t alignment) {
 /* Pop a block of class c, refilling the bin if needed. */
 static void* mld_alloc_class(mld_heap_t* h, unsigned c) {
   mld_bin_t* bin = &h->bins[c];
-  mld_block_t* hot = (mld_block_t*)bin->hot;
-  if (hot != NULL) {
-    bin->hot = NULL;
-    mld_block_mark(hot, 0);
-    h->hot.allocs++;
-    return hot;
-  }
-  if (bin->own.top == bin->own.base && !mld_bin_take_foreign(bin, &h->foreign[c], h->cold[c].foreign_take) &&
-      !_mld_heap_refill(h, c)) {
+  if (bin->own.top == bin->own.base && !mld_bin_take_foreign(bin, &h->foreign[c]) && !_mld_heap_refill(h, c)) {
     errno = ENOMEM;
     return NULL;
   }

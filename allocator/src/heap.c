@@ -115,16 +115,14 @@ mld_heap_t* _mld_heap_thread_init(void) {
   void** slots = (void**)(h + 1);
   for (unsigned c = 0; c < MLD_CLASSES; c++) {
     mld_bin_t* bin = &h->bins[c];
-    mld_bin_cold_t* cold = &h->cold[c];
-    cold->max = _mld_classes[c].bin_max;
-    bin->hot = NULL;
+    bin->max = _mld_classes[c].bin_max;
     mld_stack_t* stacks[2] = {&bin->own, &h->foreign[c]};
     for (int i = 0; i < 2; i++) {
       stacks[i]->base = stacks[i]->top = slots;
-      stacks[i]->limit = slots + cold->max;
-      slots += cold->max + 1u;
+      stacks[i]->limit = slots + bin->max;
+      slots += bin->max + 1u;
     }
-    cold->foreign_take = (_mld_classes[c].batch + 1u) / 2u;
+    bin->foreign_take = (_mld_classes[c].batch + 1u) / 2u;
   }
   _mld_heap_tls = h;
   if (mld_heap_key_ok) pthread_setspecific(mld_heap_key, h);
@@ -218,14 +216,6 @@ static bool mld_heap_release(mld_heap_t* h, unsigned c, mld_stack_t* s, uint32_t
   return hit;
 }
 
-/* The block just freed (hot, after a push past the limit) out of the bin
- * again: the stack's top (the block it displaced) back to hot. */
-static mld_block_t* mld_bin_unpush(mld_bin_t* bin) {
-  void* b = bin->hot;
-  bin->hot = *--bin->own.top;
-  return (mld_block_t*)b;
-}
-
 /* The bin of class c is over its limit: release one batch (the newest)
  * to the transfer cache. When the cache refuses it (full: a burst of
  * frees, as in fragmentation), the bin keeps its blocks and only the block
@@ -248,8 +238,8 @@ static MLD_NOINLINE void mld_heap_flush_batch(mld_heap_t* h, unsigned c, mld_pag
   } else {
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
     mld_counter_add(&h->stats[MLD_STAT_direct_frees], 1);
-    h->cold[c].direct = (uint16_t)(4u * n);
-    mld_heap_return_to(h, page, (mld_block_t*)mld_bin_unpush(bin));
+    bin->direct = (uint16_t)(4u * n);
+    mld_heap_return_to(h, page, (mld_block_t*)*--bin->own.top);
   }
   errno = saved;
 }
@@ -258,13 +248,13 @@ static MLD_NOINLINE void mld_heap_flush_batch(mld_heap_t* h, unsigned c, mld_pag
  * direct case saves no register: the batch case is a call apart. */
 void _mld_heap_flush(mld_heap_t* h, unsigned c, mld_page_t* page) {
   mld_bin_t* bin = &h->bins[c];
-  if (h->cold[c].direct == 0) {
+  if (bin->direct == 0) {
     mld_heap_flush_batch(h, c, page);
     return;
   }
-  h->cold[c].direct--;
+  bin->direct--;
   mld_counter_add(&h->stats[MLD_STAT_direct_frees], 1);
-  mld_heap_return_to(h, page, (mld_block_t*)mld_bin_unpush(bin));
+  mld_heap_return_to(h, page, (mld_block_t*)*--bin->own.top);
 }
 
 /* Bin c's foreign blocks are over max: their newest batch goes the same way. */
@@ -278,7 +268,7 @@ void _mld_heap_flush_foreign(mld_heap_t* h, unsigned c) {
 /* A block that is now ours (a page just adopted) into bin c. */
 void _mld_heap_push_local(mld_heap_t* h, unsigned c, mld_block_t* b) {
   h->hot.frees++;
-  if (mld_bin_push(&h->bins[c], b)) _mld_heap_flush(h, c, mld_page_of_known(b));
+  if (mld_stack_push(&h->bins[c].own, b)) _mld_heap_flush(h, c, mld_page_of_known(b));
 }
 
 /* ---- refilling a bin ------------------------------------------------------ */
@@ -286,10 +276,9 @@ void _mld_heap_push_local(mld_heap_t* h, unsigned c, mld_block_t* b) {
 /* How many blocks a refill from pages takes: half the bin. */
 static uint32_t mld_heap_want(mld_heap_t* h, unsigned c) {
   mld_bin_t* bin = &h->bins[c];
-  uint32_t max = h->cold[c].max;
-  uint32_t want = max / 2;
+  uint32_t want = bin->max / 2;
   if (want < _mld_classes[c].batch) want = _mld_classes[c].batch;
-  uint32_t room = max - mld_stack_count(&bin->own);
+  uint32_t room = bin->max - mld_stack_count(&bin->own);
   return want > room ? room : want;
 }
 
@@ -362,14 +351,14 @@ static bool mld_heap_refill_pages(mld_heap_t* h, unsigned c) {
 bool _mld_heap_refill(mld_heap_t* h, unsigned c) {
   mld_bin_t* bin = &h->bins[c];
   unsigned n = _mld_classes[c].batch;
-  if (mld_bin_take_foreign(bin, &h->foreign[c], h->cold[c].foreign_take)) return true;   /* callers try this first; others may not */
+  if (mld_bin_take_foreign(bin, &h->foreign[c])) return true;   /* callers try this first; others may not */
   _mld_heap_publish(h);
   if (++h->slow_calls % MLD_COLLECT_EVERY == 0) _mld_heap_collect(h, false);
   else if (h->slow_calls % 64 == 0) _mld_segment_maybe_purge();
   if ((n = _mld_transfer_remove(h->stats, c, bin->own.base, n)) != 0) {   /* the bin is empty */
     mld_counter_add(&h->stats[MLD_STAT_transfer_remove_hits], 1);
     bin->own.top = bin->own.base + n;
-    h->cold[c].direct = 0;   /* the transfer cache has room again */
+    bin->direct = 0;   /* the transfer cache has room again */
     return true;
   }
   mld_counter_add(&h->stats[MLD_STAT_transfer_remove_misses], 1);
@@ -448,7 +437,6 @@ static void mld_heap_drain_stack(mld_heap_t* h, unsigned c, mld_stack_t* s, bool
 /* Empty bin c, its foreign blocks first. */
 static void mld_heap_drain_bin(mld_heap_t* h, unsigned c, bool to_transfer) {
   mld_bin_t* bin = &h->bins[c];
-  mld_bin_spill(bin);
   mld_heap_drain_stack(h, c, &h->foreign[c], to_transfer);
   mld_heap_drain_stack(h, c, &bin->own, to_transfer);
 }
@@ -469,7 +457,7 @@ void _mld_heap_shed(void) {
   int saved = errno;
   _mld_heap_publish(h);
   for (unsigned c = 0; c < MLD_CLASSES; c++)
-    if (h->bins[c].hot != NULL || h->bins[c].own.top != h->bins[c].own.base || h->foreign[c].top != h->foreign[c].base)
+    if (h->bins[c].own.top != h->bins[c].own.base || h->foreign[c].top != h->foreign[c].base)
       mld_heap_drain_bin(h, c, true);
   errno = saved;
 }

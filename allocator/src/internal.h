@@ -245,27 +245,15 @@ typedef struct mld_stack_s {
 
 static inline uint32_t mld_stack_count(const mld_stack_t* s) { return (uint32_t)(s->top - s->base); }
 
-/* hot: the bin's newest block, held in front of the stack (NULL: none,
- * then the stack's top is the newest). free puts its block there and the
- * one it displaces onto the stack; malloc takes it first, so a malloc
- * after a free of its class is one load and one store, without the
- * stack's two dependent loads (top, then the slot below it). The order is
- * the stack's LIFO order, as before. Slow paths that empty the bin push it
- * onto the stack first (mld_bin_spill), so they see one stack as before. */
 typedef struct mld_bin_s {
-  void* hot;
   mld_stack_t own;
-} mld_bin_t;
-
-/* A bin's fields that only its slow paths read, apart from the bins. */
-typedef struct mld_bin_cold_s {
   uint32_t foreign_take;       /* half a batch; 0 only in the empty heap */
   uint16_t max;
   /* > 0: the class's transfer cache was found full; this many more
    * overflows each send the block just freed straight to its page (see
    * _mld_heap_flush) before a batch tries the transfer cache again */
   uint16_t direct;
-} mld_bin_cold_t;
+} mld_bin_t;
 _Static_assert(sizeof(mld_bin_t) == 8 * MLD_SLOT_BIN_SCALE && MLD_CLASSES * MLD_SLOT_BIN_SCALE < 255,
                "a bin is 32 bytes: a slot byte is its offset over 8, so free finds it with one scaled address");
 
@@ -278,9 +266,9 @@ _Static_assert(sizeof(mld_bin_t) == 8 * MLD_SLOT_BIN_SCALE && MLD_CLASSES * MLD_
  * batch (no transfer-cache trip); past max, a batch goes to the transfer
  * cache (_mld_heap_flush_foreign), as a full bin's does. The cheapest
  * refill, inline in malloc's miss branch. */
-static inline bool mld_bin_take_foreign(mld_bin_t* bin, mld_stack_t* foreign, uint32_t take) {
+static inline bool mld_bin_take_foreign(mld_bin_t* bin, mld_stack_t* foreign) {
   uint32_t n = mld_stack_count(foreign);
-  if (n < take || n == 0) return false;
+  if (n < bin->foreign_take || n == 0) return false;
   mld_stack_t s = bin->own;   /* empty */
   bin->own = *foreign;
   *foreign = s;
@@ -299,25 +287,6 @@ static inline bool mld_stack_push(mld_stack_t* s, void* b) {
   return top > s->limit;
 }
 
-/* Free b into the bin: b becomes hot, the block it displaces goes onto the
- * stack; true when that went past the limit (the caller flushes; b is in
- * hot, see _mld_heap_flush). */
-static inline bool mld_bin_push(mld_bin_t* bin, void* b) {
-  void* old = bin->hot;
-  bin->hot = b;
-  return old != NULL && mld_stack_push(&bin->own, old);
-}
-
-/* The hot block onto the stack (the stack holds max + 1: room for it, as
- * nothing leaves a stack over max), for the slow paths that move the
- * stack's blocks or look at its count. */
-static inline void mld_bin_spill(mld_bin_t* bin) {
-  void* b = bin->hot;
-  if (b == NULL) return;
-  bin->hot = NULL;
-  (void)mld_stack_push(&bin->own, b);
-}
-
 /* The three counters the fast paths bump: plain integers of the owner
  * thread (one add instruction each), copied into the atomic stats now and
  * then (every refill, flush, collect and at thread exit), which is what
@@ -333,7 +302,6 @@ typedef struct mld_heap_s {
   mld_hot_stats_t hot;
   mld_counter_t stats[MLD_STAT_HEAP_COUNT];   /* slow paths; hot ones as last published */
   mld_stack_t foreign[MLD_CLASSES];    /* other threads' blocks freed here, per class (see mld_bin_take_foreign) */
-  mld_bin_cold_t cold[MLD_CLASSES];
   mld_page_list_t avail[MLD_CLASSES];  /* pages that may have free blocks */
   mld_page_list_t full[MLD_CLASSES];   /* pages with none at last look */
   uint64_t slow_calls;
@@ -588,17 +556,10 @@ static inline void* mld_malloc_inline(size_t size) {
   if (mld_likely(size <= MLD_FAST_MAX)) {
     unsigned c = _mld_class_table[(size + 15) >> 4];
     mld_bin_t* bin = &h->bins[c];
-    mld_block_t* b = (mld_block_t*)bin->hot;
-    if (mld_likely(b != NULL)) {
-      bin->hot = NULL;
-      mld_block_mark(b, 0);
-      h->hot.allocs++;
-      return b;
-    }
     void** top = bin->own.top;
     if (mld_likely(top != bin->own.base) ||
-        (mld_bin_take_foreign(bin, &h->foreign[c], h->cold[c].foreign_take) && (top = bin->own.top, true))) {
-      b = (mld_block_t*)*--top;
+        (mld_bin_take_foreign(bin, &h->foreign[bin - h->bins]) && (top = bin->own.top, true))) {
+      mld_block_t* b = (mld_block_t*)*--top;
       bin->own.top = top;
       mld_block_mark(b, 0);
       h->hot.allocs++;
@@ -657,8 +618,8 @@ static inline void mld_free_block_at(void* p, bool outer) {
     /* into the bin (the next malloc reuses it, hot) unless the bin is empty:
      * then the next malloc would hand out exactly this block (the
      * cache-scratch case), so it waits on the foreign stack */
-    if (mld_likely(bin->own.top != bin->own.base || bin->hot != NULL)) {
-      if (mld_unlikely(mld_bin_push(bin, b))) _mld_heap_flush(h, c, page);
+    if (mld_likely(bin->own.top != bin->own.base)) {
+      if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c, page);
     } else if (mld_unlikely(mld_stack_push(&h->foreign[c], b))) {
       _mld_heap_flush_foreign(h, c);
     }
@@ -667,7 +628,7 @@ static inline void mld_free_block_at(void* p, bool outer) {
   mld_block_mark(b, cookie);
   h->hot.frees++;
   /* the class again from the bin, not kept in a register across the push */
-  if (mld_unlikely(mld_bin_push(bin, b))) _mld_heap_flush(h, (unsigned)(bin - h->bins), page);
+  if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, (unsigned)(bin - h->bins), page);
 }
 
 /* free without the canary (slow paths handing a block back, the canary itself) */
