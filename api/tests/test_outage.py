@@ -73,3 +73,26 @@ def test_the_api_answers_503_while_the_database_is_down_and_recovers(own_server,
         assert r.status_code == 201 and r.json()["stored"] == 1
         assert loop.run_once() == 1 and loop.failures == 0
     app.state.engine.dispose()
+
+
+def test_pooled_connections_of_a_restarted_server_are_replaced(own_server):
+    """The server restarts between two requests (no request sees it down): the pool's
+    connections are dead, and the first request after the restart still works (each one
+    is tested as it is checked out, when the server has said something on it)."""
+    url = create_database(own_server, "mallard_restart")
+    settings = Settings(database_url=url, migrations_dir=MIGRATIONS, repo_url_allow="file:///",
+                        analysis_poll_seconds=0, sweep_seconds=0, outbox_poll_seconds=3600)
+    app = create_app(settings)
+    token = new_token()
+    with app.state.sessionmaker() as s:
+        tokens.create(s, token_sha256=hash_token(token), role="admin", runner_name=None)
+        s.commit()
+    auth = {"Authorization": f"Bearer {token}"}
+    with TestClient(app) as client:
+        assert client.get("/api/v1/projects", headers=auth).status_code == 200
+        assert app.state.engine.pool.checkedin() >= 1  # an idle connection to the old server
+        own_server.stop()
+        own_server.start()
+        r = client.get("/api/v1/projects", headers=auth)
+        assert r.status_code == 200, r.text
+    app.state.engine.dispose()
