@@ -90,7 +90,7 @@ def _check_out(dialect: Dialect, dbapi_conn: Any, _record: Any, _proxy: Any) -> 
         if not poller.poll(0):
             return
     try:
-        dialect.do_ping(conn)
+        dialect.do_ping(dbapi_conn)
     except psycopg.Error as exc:
         raise DisconnectionError(f"the connection failed its ping: {exc}") from exc
 
