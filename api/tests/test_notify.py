@@ -288,10 +288,16 @@ def test_a_slow_receiver_holds_back_only_its_own_events(engine):
         wait_for(lambda: len(fast.requests) == 2 and slow.entered.is_set(),
                  "the fast receiver's events while the slow one is busy")
         assert slow.requests == []  # still inside its first POST
-        with factory() as s:  # each message's state committed on its own
-            states = {m.url.rsplit("/", 1)[1] + "-" + m.event:
-                      s.get(OutboxMessage, m.id).state for m in mine}
-        assert states == {"fast-alert.opened": "delivered", "fast-alert.resolved": "delivered",
+
+        def states() -> dict[str, str]:  # each message's state committed on its own
+            with factory() as s:
+                return {m.url.rsplit("/", 1)[1] + "-" + m.event:
+                        s.get(OutboxMessage, m.id).state for m in mine}
+
+        # the fast receiver has both requests; the worker records each answer after it
+        wait_for(lambda: list(states().values()).count("delivered") == 2,
+                 "the fast receiver's deliveries recorded")
+        assert states() == {"fast-alert.opened": "delivered", "fast-alert.resolved": "delivered",
                           "slow-alert.opened": "pending", "slow-alert.resolved": "pending"}
         slow.release.set()
         wait_for(lambda: len(slow.requests) == 2, "the slow receiver's events")

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import MIGRATIONS, create_database, embedded_server
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from helpers import results, trial
 from mallard_api.auth import hash_token, new_token
@@ -27,8 +28,10 @@ def own_server() -> Iterator[EmbeddedPostgres]:
         yield server
 
 
-def test_the_api_answers_503_while_the_database_is_down_and_recovers(own_server, caplog):
-    url = create_database(own_server, "mallard_outage")
+def _app(server: EmbeddedPostgres, database: str) -> tuple[FastAPI, dict[str, str]]:
+    """An app on a database of its own (migrated), no background loops; an admin's
+    Authorization header."""
+    url = create_database(server, database)
     settings = Settings(database_url=url, migrations_dir=MIGRATIONS, repo_url_allow="file:///",
                         analysis_poll_seconds=0, sweep_seconds=0, outbox_poll_seconds=3600,
                         retry_after_seconds=7)
@@ -37,7 +40,11 @@ def test_the_api_answers_503_while_the_database_is_down_and_recovers(own_server,
     with app.state.sessionmaker() as s:
         tokens.create(s, token_sha256=hash_token(token), role="admin", runner_name=None)
         s.commit()
-    auth = {"Authorization": f"Bearer {token}"}
+    return app, {"Authorization": f"Bearer {token}"}
+
+
+def test_the_api_answers_503_while_the_database_is_down_and_recovers(own_server, caplog):
+    app, auth = _app(own_server, "mallard_outage")
     with TestClient(app) as client:
         assert client.get("/api/v1/health").status_code == 200
         r = client.put("/api/v1/projects/p", headers=auth, json={"repo_url": "/srv/git/p.git"})
@@ -72,4 +79,19 @@ def test_the_api_answers_503_while_the_database_is_down_and_recovers(own_server,
                         json=results([trial()], runner_id=runner["id"]))
         assert r.status_code == 201 and r.json()["stored"] == 1
         assert loop.run_once() == 1 and loop.failures == 0
+    app.state.engine.dispose()
+
+
+def test_pooled_connections_of_a_restarted_server_are_replaced(own_server):
+    """The server restarts between two requests (no request sees it down): the pool's
+    connections are dead, and the first request after the restart still works (each one
+    is tested as it is checked out, when the server has said something on it)."""
+    app, auth = _app(own_server, "mallard_restart")
+    with TestClient(app) as client:
+        assert client.get("/api/v1/projects", headers=auth).status_code == 200
+        assert app.state.engine.pool.checkedin() >= 1  # an idle connection to the old server
+        own_server.stop()
+        own_server.start()
+        r = client.get("/api/v1/projects", headers=auth)
+        assert r.status_code == 200, r.text
     app.state.engine.dispose()

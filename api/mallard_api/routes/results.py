@@ -106,20 +106,21 @@ def post_results(request: Request, session: DB, p: RunnerOrAdmin, raw: Body,
             session.rollback()
             return answer(ResultsOut(stored=0, duplicates=len(body.trials), job_id=body.job_id))
 
-    new_ids, duplicates = sql.ingest(session, body, runner_id=runner_id, project_id=project_id)
-    if body.artifacts and new_ids:  # a re-post (all duplicates) does not store them twice
+    stored, duplicates = sql.ingest(session, body, runner_id=runner_id, project_id=project_id,
+                                    queue_changes=ingest.queues_changes(job))
+    if body.artifacts and stored:  # a re-post (all duplicates) does not store them twice
         sql.store_artifacts(session, job_id=body.job_id, runner_id=runner_id,
                             artifacts=body.artifacts)
     completed = False
     if body.job_id is not None:
         completed = job_sql.complete(session, job_id=body.job_id, runner_id=runner_id)
-    queued = ingest.after_ingest(session, job_id=body.job_id, trial_ids=new_ids,
-                                   job_completed=completed, job=job)
+    queued = ingest.after_ingest(session, job_id=body.job_id, stored=stored,
+                                 job_completed=completed, job=job)
     session.commit()
     if queued:
         request.app.state.analysis.wake()
-    TRIALS_INGESTED.inc(len(new_ids))
-    return answer(ResultsOut(stored=len(new_ids), duplicates=duplicates, job_id=body.job_id))
+    TRIALS_INGESTED.inc(stored)
+    return answer(ResultsOut(stored=stored, duplicates=duplicates, job_id=body.job_id))
 
 
 def answer(out: ResultsOut) -> Response:

@@ -18,6 +18,8 @@ from sqlalchemy.orm import Session
 # `changes` rows merged into one run (one pass per touched series): a results post does
 # not wake the worker for them, so a poll finds every batch posted since the last one
 COALESCE_CHANGES = 1000
+# (a post's `changes` row is added by the statement that inserts its trials:
+# sql/results.py)
 
 
 def enqueue_comparison(session: Session, comparison_id: int) -> None:
@@ -28,12 +30,6 @@ def enqueue_comparison(session: Session, comparison_id: int) -> None:
         session.execute(text(
             "INSERT INTO analysis_queue (kind, comparison_id) VALUES ('comparison', :c)"),
             {"c": comparison_id})
-
-
-def enqueue_changes(session: Session, trial_ids: list[int]) -> None:
-    session.execute(text(
-        "INSERT INTO analysis_queue (kind, trial_ids) VALUES ('changes', CAST(:t AS bigint[]))"),
-        {"t": trial_ids})
 
 
 @dataclass

@@ -33,6 +33,8 @@ def _threads(params: dict[str, Any]) -> int | None:
 # batch), unpacked by PostgreSQL in the statement that inserts into `trials` and skips
 # the uids already stored. It replaced a binary COPY into a temporary table: one
 # statement less per post, ~0.5 ms less CPU on each side (api/README.md, "Benchmark").
+# The same statement queues change detection for the trials it stored (when the caller
+# says so: analysis/ingest.py decides), so their ids never travel to Python and back.
 class StagedTrial(NamedTuple):
     """One row of the batch, in the order `INSERT_TRIALS` reads it (`n`: the trial's
     place in the batch)."""
@@ -55,6 +57,7 @@ class StagedTrial(NamedTuple):
 
 
 INSERT_TRIALS = text("""
+WITH stored AS (
 INSERT INTO trials (uid, job_id, runner_id, project_id, branch_id, commit_id, testbed_id,
                     allocator_id, workload_id, label, seq, warmup, ok, exit_code, signal,
                     stderr_tail, started_at, measures, counters)
@@ -67,6 +70,12 @@ FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e
 ORDER BY (e->>0)::integer
 ON CONFLICT (uid) DO NOTHING
 RETURNING id
+), queued AS (
+INSERT INTO analysis_queue (kind, trial_ids)
+SELECT 'changes', array_agg(id) FROM stored
+WHERE CAST(:queue_changes AS boolean) HAVING count(*) > 0
+)
+SELECT count(*) FROM stored
 """)
 
 ALLOC_COLS = ("name", "commit_sha", "variant", "build_flags", "compiler", "library_sha256")
@@ -214,10 +223,11 @@ def _alloc_key(t: TrialIn) -> AllocKey:
 
 
 def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
-           project_id: int | None) -> tuple[list[int], int]:
-    """Store the trials; return (ids of the newly stored trials, number of duplicates)."""
+           project_id: int | None, queue_changes: bool) -> tuple[int, int]:
+    """Store the trials, queueing change detection for the new ones if `queue_changes`;
+    return (number of newly stored trials, number of duplicates)."""
     if not body.trials:
-        return [], 0
+        return 0, 0
     testbed_id = ensure_testbed(session, body.testbed)
     branch_id = None
     if project_id is not None and body.branch:
@@ -263,9 +273,10 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
             for n, (t, wid) in enumerate(zip(body.trials, wids, strict=True))]
     res = session.execute(INSERT_TRIALS, dict(
         job_id=body.job_id, runner_id=runner_id, project_id=project_id,
-        branch_id=branch_id, testbed_id=testbed_id, rows=json.dumps(rows)))
-    new_ids = [int(i) for i in res.scalars()]
-    return new_ids, len(rows) - len(new_ids)
+        branch_id=branch_id, testbed_id=testbed_id, rows=json.dumps(rows),
+        queue_changes=queue_changes))
+    stored = int(res.scalar_one())
+    return stored, len(rows) - stored
 
 
 def store_artifacts(session: Session, *, job_id: int | None, runner_id: int | None,
