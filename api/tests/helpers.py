@@ -72,3 +72,20 @@ def run_analysis(app: Any, settings: Any = None) -> int:
 
     return AnalysisWorker(app.state.background_sessionmaker,
                           settings or comparisons.get_settings()).drain()
+
+
+def claim(client: Any, headers: dict[str, str], runner: dict[str, Any],
+          lease_seconds: int = 600) -> dict[str, Any] | None:
+    """The runner claims its next job (None: the queue has none for it)."""
+    r = client.post("/api/v1/jobs/claim", headers=headers,
+                    json={"runner_id": runner["id"], "lease_seconds": lease_seconds})
+    assert r.status_code in (200, 204), r.text
+    return dict(r.json()) if r.status_code == 200 else None
+
+
+def claim_job(client: Any, headers: dict[str, str], runner: dict[str, Any]) -> dict[str, Any]:
+    """The runner claims its next job, which must be there."""
+    job = claim(client, headers, runner)
+    assert job is not None, "no job to claim"
+    return job
+

@@ -5,6 +5,7 @@ import uuid
 
 import numpy as np
 import pytest
+from helpers import claim_job as claim  # noqa: F401 (also imported from here)
 from helpers import patch_analysis_settings, run_analysis
 
 SHA_BASE = "1" * 40
@@ -77,13 +78,6 @@ def larson_comparison(client, headers, project, runner, **fields) -> int:
         "workloads": ["larson"], "trials": 5, "arch": runner["arch"], **fields})
     assert r.status_code == 201, r.text
     return r.json()["id"]
-
-
-def claim(client, headers, runner):
-    r = client.post("/api/v1/jobs/claim", headers=headers,
-                    json={"runner_id": runner["id"], "lease_seconds": 60})
-    assert r.status_code == 200, r.text
-    return r.json()
 
 
 def test_comparison_end_to_end(client, user_headers, make_project, make_runner, fast_analysis):

@@ -6,6 +6,7 @@ import json
 import secrets
 
 import pytest
+from helpers import claim_job as claim
 from helpers import job_spec, results, trial
 from sqlalchemy import text
 
@@ -224,13 +225,6 @@ def queue_job(client, user_headers, arch: str) -> int:
                     json={"kind": "commit", "arch": arch, "spec": job_spec()})
     assert r.status_code == 201, r.text
     return int(r.json()["id"])
-
-
-def claim(client, headers, runner) -> dict:
-    r = client.post("/api/v1/jobs/claim", headers=headers,
-                    json={"runner_id": runner["id"], "lease_seconds": 600})
-    assert r.status_code == 200, r.text
-    return dict(r.json())
 
 
 def stored(engine, uids: list[str]) -> int:

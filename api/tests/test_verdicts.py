@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers import results, run_analysis, trial
+from helpers import claim, results, run_analysis, trial
 from mallard_api import pushes
 from mallard_api.config import Settings
 from mallard_api.deps import get_settings
@@ -25,14 +25,6 @@ from sqlalchemy.orm import Session
 
 def hexsha(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
-
-
-def claim(client: TestClient, headers: dict[str, str], runner: dict[str, Any]
-          ) -> dict[str, Any] | None:
-    r = client.post("/api/v1/jobs/claim", headers=headers,
-                    json={"runner_id": runner["id"], "lease_seconds": 600})
-    assert r.status_code in (200, 204), r.text
-    return r.json() if r.status_code == 200 else None
 
 
 def answer(client: TestClient, headers: dict[str, str], runner: dict[str, Any],

@@ -16,7 +16,7 @@ import uuid
 from typing import Any
 
 import numpy as np
-from helpers import results, run_analysis, trial
+from helpers import claim, results, run_analysis, trial
 from mallard_api import pushes
 from mallard_api.config import Settings
 from mallard_api.sql import projects as project_sql
@@ -28,13 +28,6 @@ CULPRIT, SKIPPED = 5, 3
 
 def hexsha(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
-
-
-def claim(client: Any, headers: dict[str, str], runner: dict[str, Any]) -> Any:
-    r = client.post("/api/v1/jobs/claim", headers=headers,
-                    json={"runner_id": runner["id"], "lease_seconds": 600})
-    assert r.status_code in (200, 204), r.text
-    return r.json() if r.status_code == 200 else None
 
 
 def fail_job(client: Any, headers: dict[str, str], runner: dict[str, Any],
