@@ -390,6 +390,12 @@ MLD_HIDDEN void _mld_segment_fork_prepare(void);
 MLD_HIDDEN void _mld_segment_fork_parent(void);
 MLD_HIDDEN void _mld_segment_fork_child(void);
 
+/* The page struct at offset off of segment seg, whose pages are 2^shift
+ * bytes: &seg->pages[i] as one address (helps the compiler keep one base). */
+static inline mld_page_t* mld_page_at(uintptr_t seg, uintptr_t off, unsigned shift) {
+  return (mld_page_t*)(seg + offsetof(mld_segment_t, pages) + ((off >> shift) << MLD_PAGE_STRUCT_SHIFT));
+}
+
 /* The page holding p, or NULL when p is in no segment of ours. O(1):
  * segments are aligned to 4 MiB and registered in a byte map that also
  * gives their page shift, so the segment header is not read. */
@@ -402,10 +408,7 @@ static inline mld_page_t* mld_page_of(const void* p) {
   if (mld_unlikely(i >= MLD_MAP_ENTRIES)) return NULL;
   unsigned shift = atomic_load_explicit(&_mld_segmap[i], memory_order_relaxed);
   if (mld_unlikely(shift == 0)) return NULL;
-  /* &seg->pages[i], as one address: helps the compiler keep one base */
-  uintptr_t page = (a & ~MLD_SEGMENT_MASK) + offsetof(mld_segment_t, pages) +
-                   (((a & MLD_SEGMENT_MASK) >> shift) << MLD_PAGE_STRUCT_SHIFT);
-  return (mld_page_t*)page;
+  return mld_page_at(a & ~MLD_SEGMENT_MASK, a & MLD_SEGMENT_MASK, shift);
 }
 
 /* The page of a block known to be in a segment of ours: through the byte
@@ -413,9 +416,7 @@ static inline mld_page_t* mld_page_of(const void* p) {
 static inline mld_page_t* mld_page_of_known(const void* p) {
   uintptr_t a = (uintptr_t)p;
   unsigned shift = atomic_load_explicit(&_mld_segmap[a >> MLD_SEGMENT_SHIFT], memory_order_relaxed);
-  uintptr_t page = (a & ~MLD_SEGMENT_MASK) + offsetof(mld_segment_t, pages) +
-                   (((a & MLD_SEGMENT_MASK) >> shift) << MLD_PAGE_STRUCT_SHIFT);
-  return (mld_page_t*)page;
+  return mld_page_at(a & ~MLD_SEGMENT_MASK, a & MLD_SEGMENT_MASK, shift);
 }
 
 /* The constants of free's block-start test for blocks of this size, of
@@ -593,7 +594,7 @@ static inline void mld_free_block_at(void* p, bool outer) {
   if (mld_unlikely(shift == 0)) { _mld_alloc_free_slow(p, NULL); return; }
   uintptr_t seg = a & ~MLD_SEGMENT_MASK, off = a & MLD_SEGMENT_MASK;
   size_t bin8 = atomic_load_explicit(&mld_slot_table(seg)[off >> MLD_SLOT_SHIFT], memory_order_relaxed);
-  mld_page_t* page = (mld_page_t*)(seg + offsetof(mld_segment_t, pages) + ((off >> shift) << MLD_PAGE_STRUCT_SHIFT));
+  mld_page_t* page = mld_page_at(seg, off, shift);
   /* pages not holding small blocks (free, header, huge) have 0 blocks, so
    * this one check also rejects them: then the slot gives a valid bin
    * (their slots hold 255) */

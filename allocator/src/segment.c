@@ -125,7 +125,7 @@ static void mld_purge_locked(uint64_t now, bool force) {
       _mld_os_purge(page->area_start, page->area_size);
       page->purged = 1;
       _mld_page_list_push_back(&ks->purged, page);
-      mld_segment_t* seg = (mld_segment_t*)((uintptr_t)page & ~MLD_SEGMENT_MASK);
+      mld_segment_t* seg = mld_segment_of(page);
       seg->purged_pages++;
       page = prev;
     }
@@ -180,9 +180,9 @@ mld_page_t* _mld_segment_page_alloc(unsigned kind) {
     page = ks->purged.first;
     _mld_page_list_remove(&ks->purged, page);
     page->purged = 0;
-    ((mld_segment_t*)((uintptr_t)page & ~MLD_SEGMENT_MASK))->purged_pages--;
+    mld_segment_of(page)->purged_pages--;
   }
-  ((mld_segment_t*)((uintptr_t)page & ~MLD_SEGMENT_MASK))->used_pages++;
+  mld_segment_of(page)->used_pages++;
   pthread_mutex_unlock(&mld_segment_lock);
   page->next = page->prev = NULL;
   return page;
@@ -195,7 +195,7 @@ void _mld_segment_page_free(mld_page_t* page) {
   mld_page_set_blocks(page, 0, 0);
   atomic_store_explicit(&page->owner, NULL, memory_order_relaxed);
   pthread_mutex_lock(&mld_segment_lock);
-  mld_segment_t* seg = (mld_segment_t*)((uintptr_t)page & ~MLD_SEGMENT_MASK);
+  mld_segment_t* seg = mld_segment_of(page);
   seg->used_pages--;
   page->freed_at_ms = now;
   _mld_page_list_push(&ks->committed, page);
@@ -277,7 +277,7 @@ mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment) {
 
 /* A freed huge block: cached for reuse (bounded) until the decay, else unmapped. */
 void _mld_segment_huge_free(mld_page_t* page) {
-  mld_segment_t* seg = (mld_segment_t*)((uintptr_t)page & ~MLD_SEGMENT_MASK);
+  mld_segment_t* seg = mld_segment_of(page);
   mld_page_set_class(page, MLD_CLASS_NONE);
   uint64_t now = _mld_os_now_ms();
   if (mld_decay_ms > 0 && seg->size <= MLD_HUGE_CACHE_MAX_BYTES / 4) {
