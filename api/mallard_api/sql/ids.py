@@ -21,13 +21,14 @@ K = TypeVar("K", bound=Hashable)
 _known: dict[tuple[str, str], dict[Hashable, int]] = {}
 
 
-def _db(session: Session) -> str:
+def db_key(session: Session) -> str:
+    """The database a per-process cache entry belongs to (its URL)."""
     return str(session.get_bind().engine.url)
 
 
 def known(session: Session, kind: str, keys: Iterable[K]) -> tuple[dict[K, int], list[K]]:
     """(ids remembered for these keys, the keys not remembered)."""
-    ids = _known.get((_db(session), kind), {})
+    ids = _known.get((db_key(session), kind), {})
     found: dict[K, int] = {}
     missing: list[K] = []
     for key in keys:
@@ -40,14 +41,14 @@ def known(session: Session, kind: str, keys: Iterable[K]) -> tuple[dict[K, int],
 
 
 def one(session: Session, kind: str, key: Hashable) -> int | None:
-    return _known.get((_db(session), kind), {}).get(key)
+    return _known.get((db_key(session), kind), {}).get(key)
 
 
 def remember(session: Session, kind: str, ids: dict[Any, int]) -> None:
     """Remember these ids once the session's transaction commits."""
     if ids:
         pending = session.info.setdefault(_PENDING, {})
-        pending.setdefault((_db(session), kind), {}).update(ids)
+        pending.setdefault((db_key(session), kind), {}).update(ids)
 
 
 @event.listens_for(Session, "after_commit")

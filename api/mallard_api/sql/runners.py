@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from mallard_api.models.core import Runner, Testbed
 from mallard_api.models.records import FingerprintFields
+from mallard_api.sql import ids
 
 # contracts §5: the fingerprint covers exactly these fields.
 FINGERPRINT_FIELDS = ("arch", "cpu_model", "cpus", "kernel", "governor", "smt", "thp",
@@ -147,14 +148,14 @@ def seen(session: Session, *, runner_id: int | None = None, name: str | None = N
          ) -> RunnerRef | None:
     """`ref(..., touch=True)`, unless this process touched the runner less than
     TOUCH_SECONDS ago (a runner row is never deleted; its id and name never change)."""
-    key = (str(session.get_bind().engine.url), runner_id if runner_id is not None else str(name))
+    key = (ids.db_key(session), runner_id if runner_id is not None else str(name))
     hit = _seen.get(key)
     now = time.monotonic()
     if hit is not None and now - hit[1] < TOUCH_SECONDS:
         return hit[0]
     runner = ref(session, runner_id=runner_id, name=name, touch=True)
     if runner is not None:
-        if len(_seen) > 100_000:
+        if len(_seen) > ids.MAX_ENTRIES:
             _seen.clear()
         _seen[key] = (runner, now)
     return runner
