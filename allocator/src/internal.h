@@ -46,7 +46,7 @@
 #define MLD_MAP_ENTRIES    ((uintptr_t)1 << (MLD_VA_BITS - MLD_SEGMENT_SHIFT))
 
 #define MLD_CLASSES        48          /* size classes 16 B .. 128 KiB */
-#define MLD_FAST_MAX       1024        /* sizes looked up by table */
+#define MLD_FAST_MAX       4096        /* sizes looked up by table (malloc's inline path) */
 #define MLD_SMALL_MAX      8192        /* <= this: small pages, else medium pages */
 #define MLD_MAX_SIZE       (128 * 1024) /* > this: huge (own segment) */
 #define MLD_MAX_BATCH      32
