@@ -66,7 +66,7 @@ enum { MLD_KIND_SMALL = 0, MLD_KIND_MEDIUM = 1, MLD_KIND_HUGE = 2, MLD_KINDS = 2
   X(pages_released) X(huge_allocs) X(huge_frees) X(heap_collects)         \
   X(transfer_insert_inflight_misses) X(transfer_remove_inflight_misses)     \
   X(transfer_waits) X(transfer_commit_waits) X(transfer_yields) X(transfer_sleeps) \
-  X(direct_frees)
+  X(direct_frees) X(bin_grows) X(bin_shrinks)
 
 #define MLD_GLOBAL_STATS(X)                                                 \
   X(bytes_mapped) X(peak_bytes_mapped) X(bytes_purged) X(segments_mapped)   \
@@ -212,7 +212,8 @@ typedef struct mld_page_list_s {
 typedef struct mld_class_info_s {
   uint32_t size;
   uint16_t batch;              /* objects moved to/from the transfer cache at once */
-  uint16_t bin_max;            /* thread bin limit before a batch is released */
+  uint16_t bin_max;            /* thread bin limit before a batch is released (a new bin's) */
+  uint16_t bin_cap;            /* the most a bin's limit grows to (heap.c: mld_heap_grow) */
   uint8_t kind;
 } mld_class_info_t;
 
@@ -251,9 +252,14 @@ typedef struct mld_bin_s {
   uint16_t max;
   /* > 0: the class's transfer cache was found full; this many more
    * overflows each send the block just freed straight to its page (see
-   * _mld_heap_flush) before a batch tries the transfer cache again */
-  uint16_t direct;
+   * _mld_heap_flush) before a batch tries the transfer cache again (at
+   * most 4 batches: 128) */
+  uint8_t direct;
+  /* batches flushed since the last refill (heap.c: the adaptive limit,
+   * mld_heap_grow and mld_heap_flushed) */
+  uint8_t flushes;
 } mld_bin_t;
+_Static_assert(4 * MLD_MAX_BATCH <= UINT8_MAX, "direct counts down from 4 batches in a byte");
 _Static_assert(sizeof(mld_bin_t) == 8 * MLD_SLOT_BIN_SCALE && MLD_CLASSES * MLD_SLOT_BIN_SCALE < 255,
                "a bin is 32 bytes: a slot byte is its offset over 8, so free finds it with one scaled address");
 

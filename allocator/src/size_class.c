@@ -3,7 +3,7 @@
  * maps sizes <= MLD_FAST_MAX (4 KiB) to their class in one load (malloc's
  * inline path), larger sizes use clz.
  * Also the per-class batch size (objects moved to and from the transfer
- * cache at once) and the thread bin limit. */
+ * cache at once), the thread bin limit and how far it may grow. */
 #include "internal.h"
 
 MLD_HIDDEN mld_class_info_t _mld_classes[MLD_CLASSES];
@@ -25,6 +25,13 @@ void _mld_size_class_init(void) {
     if (bin_max > (32u * 1024u) / ci->size) bin_max = (32u * 1024u) / ci->size;
     if (bin_max < batch) bin_max = batch;
     ci->bin_max = (uint16_t)bin_max;
+    /* a bin that keeps cycling its own blocks through the transfer cache
+     * (freed in bursts, allocated again) may grow to 4 batches, but at most
+     * ~128 KiB of blocks (heap.c: mld_heap_grow) */
+    uint32_t bin_cap = 4u * batch;
+    if (bin_cap > (128u * 1024u) / ci->size) bin_cap = (128u * 1024u) / ci->size;
+    if (bin_cap < bin_max) bin_cap = bin_max;
+    ci->bin_cap = (uint16_t)bin_cap;
     ci->kind = ci->size <= MLD_SMALL_MAX ? MLD_KIND_SMALL : MLD_KIND_MEDIUM;
   }
   c = 0;

@@ -33,7 +33,7 @@ typedef struct blk {
 } blk;
 
 /* A block of size bytes (>= sizeof(blk)), its last byte tagged. */
-static blk* make_sized(uint64_t* rng, uint32_t size) {
+static inline blk* make_sized(uint64_t* rng, uint32_t size) {
   blk* b = MALLOC(size);
   if (!b) {
     atomic_fetch_add(&failures, 1);
@@ -66,7 +66,7 @@ static void run_generations(void* (*fn)(void*), long gens, long n) {
 }
 
 /* Free (checked) whatever the threads left in a slot array. */
-static void drain_slots(_Atomic(blk*)* slots, int n) {
+static inline void drain_slots(_Atomic(blk*)* slots, int n) {
   for (int i = 0; i < n; i++) {
     blk* b = atomic_exchange(&slots[i], NULL);
     if (b) drop(b);
