@@ -12,9 +12,10 @@
  * every thread count: the shared cache is the only way between the two.
  * An odd last thread (and threads=1) pairs with itself: it mallocs `depth`
  * trays, then frees them, so its blocks pass through the shared cache when
- * depth x batch exceeds its bin (32 blocks of 1 KiB, 128 of 64 B on
- * Mallard). With the defaults (1 KiB, 32 a tray) every tray is exactly one
- * Mallard batch: one transfer remove and one insert. Trays
+ * depth x batch exceeds its bin (on Mallard 32 blocks of 1 KiB at first,
+ * growing to 128 while the thread cycles its own bursts; 128 of 64 B).
+ * With two or more threads and the defaults (1 KiB, 32 a tray) every tray
+ * is exactly one Mallard batch: one transfer remove and one insert. Trays
  * travel through a bounded queue per consumer (`depth` trays) and are
  * preallocated (no malloc of another size). `ops` counts blocks moved (one
  * malloc + one remote free each). */
