@@ -12,7 +12,9 @@
  * threads (central lists), else from a fresh page. An overflowing bin
  * releases a batch to the transfer cache; when the cache is full the bin
  * keeps its blocks and sends the block just freed to its page (direct
- * mode). At thread exit (pthread key destructor) the heap is
+ * mode). A bin's limit grows while its thread cycles its own bursts
+ * through the transfer cache and shrinks back when blocks only leave (the
+ * adaptive bin limit). At thread exit (pthread key destructor) the heap is
  * abandoned: bins emptied, free pages given back, the others pushed to the
  * central lists for live threads to reclaim. */
 #include "internal.h"
