@@ -33,6 +33,7 @@ from mallard_api.background import BackgroundLoop
 from mallard_api.config import Settings, get_settings
 from mallard_api.delivery import start_outbox_worker
 from mallard_api.deps import get_session
+from mallard_api.direct import DirectRoutes
 from mallard_api.known import Catalog, CatalogError
 from mallard_api.limits import AdmissionMiddleware, BodyLimitMiddleware
 from mallard_api.metrics import REGISTRY, DatabaseCollector, MetricsMiddleware
@@ -134,6 +135,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sweep = sweep
     db_registry = CollectorRegistry()
     db_registry.register(DatabaseCollector(background_engine))
+    # innermost: past the metrics, the body caps and the admission queue (direct.py)
+    app.add_middleware(DirectRoutes, routes={("POST", f"{API_PREFIX}/results"):
+                                             results.post_results})
     app.add_middleware(AdmissionMiddleware, limit=settings.db_pool_size, exempt=("/metrics",))
     app.add_middleware(BodyLimitMiddleware, default=settings.max_body_bytes, by_prefix={
         f"{API_PREFIX}/results": settings.max_results_body_bytes,
