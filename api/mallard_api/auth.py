@@ -112,10 +112,9 @@ def token_principal(request: Request, session: Session, token: str) -> Principal
     return found if found is not None else _stored(request, session, digest)
 
 
-async def principal(request: Request, session: Annotated[Session, Depends(get_session)]
-                    ) -> Principal:
+async def authenticate(request: Request, session: Session) -> Principal:
     """The token's principal: from the token cache, else looked up (the request's first
-    statement, in the thread pool; the rest runs on the event loop)."""
+    statement, in the thread pool; the rest runs on the event loop); 401 when none."""
     digest, found = _known(request, bearer_token(request))
     if found is None:
         found = await run_in_threadpool(_stored, request, session, digest)
@@ -124,13 +123,23 @@ async def principal(request: Request, session: Annotated[Session, Depends(get_se
     return found
 
 
+async def principal(request: Request, session: Annotated[Session, Depends(get_session)]
+                    ) -> Principal:
+    return await authenticate(request, session)
+
+
+def check_role(p: Principal, roles: tuple[str, ...]) -> Principal:
+    """403 unless the principal has one of `roles`."""
+    if p.role not in roles:
+        raise field_error(403, ["header", "authorization"],
+                          f"a {p.role} token cannot do this (needs {' or '.join(roles)})",
+                          "forbidden")
+    return p
+
+
 def require(*roles: str):  # type: ignore[no-untyped-def]
     async def dependency(p: Annotated[Principal, Depends(principal)]) -> Principal:
-        if p.role not in roles:
-            raise field_error(403, ["header", "authorization"],
-                              f"a {p.role} token cannot do this (needs {' or '.join(roles)})",
-                              "forbidden")
-        return p
+        return check_role(p, roles)
 
     return dependency
 

@@ -22,10 +22,16 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
     try:
         yield session
     finally:
-        if session.in_transaction():
-            await run_in_threadpool(session.close)
-        else:
-            session.close()
+        await close_session(session)
+
+
+async def close_session(session: Session) -> None:
+    """Close a request's session; when it holds a connection (a rollback and the return to
+    the pool), in the thread pool."""
+    if session.in_transaction():
+        await run_in_threadpool(session.close)
+    else:
+        session.close()
 
 
 async def get_settings(request: Request) -> Settings:

@@ -13,9 +13,10 @@ collector), which therefore never take a request's connection.
 
 from __future__ import annotations
 
+import gc
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Annotated, Any
 
 import anyio.to_thread
@@ -33,6 +34,7 @@ from mallard_api.background import BackgroundLoop
 from mallard_api.config import Settings, get_settings
 from mallard_api.delivery import start_outbox_worker
 from mallard_api.deps import get_session
+from mallard_api.direct import DirectRoutes
 from mallard_api.known import Catalog, CatalogError
 from mallard_api.limits import AdmissionMiddleware, BodyLimitMiddleware
 from mallard_api.metrics import REGISTRY, DatabaseCollector, MetricsMiddleware
@@ -59,6 +61,29 @@ ROUTERS = (projects.router, runners.router, jobs.router, results.router, series.
            webhooks.router, comparisons.router, bisections.router, alerts.router,
            calibrations.router, testbeds.router)
 log = logging.getLogger("mallard_api")
+
+
+# Python's cyclic garbage collector, left at its defaults, took ~1.7 ms of the API's CPU
+# per 100-trial results post (api/README.md, "Benchmark"): a post makes ~1,000 objects
+# that live until it is answered, so with a few posts in flight the young generation
+# (700 objects) fills mid-request, survivors are promoted, and the full collections
+# they trigger walk every object the process holds (~235,000: modules, schemas, the
+# OpenAPI document). So, while serving: what exists once the app is up is frozen (never
+# walked again), and the young generation holds more than the posts in flight.
+GC_THRESHOLD = (20_000, 20, 20)
+
+
+@contextmanager
+def few_collections() -> Iterator[None]:
+    before = gc.get_threshold()
+    gc.collect()  # no startup garbage kept frozen
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
 
 
 def check_settings(settings: Settings, catalog: Catalog) -> None:
@@ -111,7 +136,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                      max_backoff=settings.background_max_backoff_seconds)
             sweeper.start()
         try:
-            yield
+            with few_collections():
+                yield
         finally:
             if sweeper is not None:
                 sweeper.stop()
@@ -134,6 +160,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sweep = sweep
     db_registry = CollectorRegistry()
     db_registry.register(DatabaseCollector(background_engine))
+    # innermost: past the metrics, the body caps and the admission queue (direct.py)
+    app.add_middleware(DirectRoutes, routes={("POST", f"{API_PREFIX}/results"):
+                                             results.post_results})
     app.add_middleware(AdmissionMiddleware, limit=settings.db_pool_size, exempt=("/metrics",))
     app.add_middleware(BodyLimitMiddleware, default=settings.max_body_bytes, by_prefix={
         f"{API_PREFIX}/results": settings.max_results_body_bytes,

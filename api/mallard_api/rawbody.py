@@ -2,9 +2,9 @@
 
 A route that declares its body as a pydantic parameter has it read, decoded by
 `json.loads` and validated in Python before any dependency runs. For the hot results
-post, the route instead takes the raw bytes (`Body`: a dependency, declared after the
-token's) and validates them with pydantic's `model_validate_json` (parse and validation
-in one pass in Rust): about a third of the API's CPU per 100-trial post went to the
+post, the route instead reads the raw bytes once the token is checked
+(routes/results.py) and validates them with pydantic's `model_validate_json` (parse and
+validation in one pass in Rust): about a third of the API's CPU per 100-trial post went to the
 double parse (api/README.md, "Benchmark"). The body's cap is unchanged (the
 BodyLimitMiddleware, before anything is read).
 
@@ -19,9 +19,8 @@ components).
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
-from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import models_json_schema
@@ -31,14 +30,6 @@ from mallard_api.errors import strict_json
 M = TypeVar("M", bound=BaseModel)
 _MODELS: list[type[BaseModel]] = []  # bodies of raw routes, for the OpenAPI components
 REF = "#/components/schemas/{model}"
-
-
-async def _body(request: Request) -> bytes:
-    return await request.body()
-
-
-# the raw body; as a dependency it is read only after the dependencies declared before it
-Body = Annotated[bytes, Depends(_body)]
 
 
 def parse(model: type[M], raw: bytes) -> M:

@@ -6,19 +6,19 @@ change detection) is queued for the analysis worker, never done here."""
 from __future__ import annotations
 
 import json
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from mallard_wire.results import ResultsIn
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import ingest
-from mallard_api.auth import Principal, RunnerOrAdmin, check_runner, field_error
+from mallard_api.auth import Principal, authenticate, check_role, check_runner, field_error
 from mallard_api.config import Settings
-from mallard_api.deps import get_session, get_settings
+from mallard_api.deps import close_session
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.metrics import TRIALS_INGESTED
-from mallard_api.rawbody import Body, body_schema, parse
+from mallard_api.rawbody import body_schema, parse
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.core import ResultsOut
 from mallard_api.sql import jobs as job_sql
@@ -27,7 +27,6 @@ from mallard_api.sql import runners as runner_sql
 
 router = APIRouter(prefix="/results", tags=["results"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
-DB = Annotated[Session, Depends(get_session)]
 
 
 def poster(session: Session, p: Principal, body: ResultsIn) -> int | None:
@@ -79,14 +78,26 @@ def check_holder(session: Session, body: ResultsIn, runner_id: int | None
     return job
 
 
-# The body is read after the token is checked and parsed once, in Rust (rawbody.py); the
-# answer is encoded directly (a Response skips FastAPI's second validation of it).
+# Served by direct.py, before FastAPI's routing and without its dependency solving (the
+# route is declared here for the OpenAPI document): the token is checked before the body
+# is read (its size capped by the BodyLimitMiddleware); the body is parsed once, in Rust
+# (rawbody.py), and stored in one hop to the thread pool; the answer is encoded directly.
 @router.post("", response_model=ResultsOut, status_code=201, openapi_extra=body_schema(ResultsIn),
              responses={409: {"model": ErrorOut}, 413: {"model": ErrorOut},
                         422: {"model": ErrorOut}})
-def post_results(request: Request, session: DB, p: RunnerOrAdmin, raw: Body,
-                 settings: Annotated[Settings, Depends(get_settings)]) -> Response:
+async def post_results(request: Request) -> Response:
+    session: Session = request.app.state.sessionmaker()
+    try:
+        p = check_role(await authenticate(request, session), ("runner", "admin"))
+        raw = await request.body()
+        return await run_in_threadpool(store, request, session, p, raw)
+    finally:
+        await close_session(session)
+
+
+def store(request: Request, session: Session, p: Principal, raw: bytes) -> Response:
     body = parse(ResultsIn, raw)
+    settings: Settings = request.app.state.settings
     if body.job_id is not None and not body.trials:
         raise field_error(422, ["body", "trials"], "a job's results must carry its trials")
     if body.artifacts and len(json.dumps(body.artifacts)) > settings.max_artifacts_bytes:
