@@ -34,7 +34,12 @@ def _threads(params: dict[str, Any]) -> int | None:
 # the uids already stored. It replaced a binary COPY into a temporary table: one
 # statement less per post, ~0.5 ms less CPU on each side (api/README.md, "Benchmark").
 # The same statement queues change detection for the trials it stored (when the caller
-# says so: analysis/ingest.py decides), so their ids never travel to Python and back.
+# says so: analysis/ingest.py decides), so their ids never travel to Python and back:
+# one trial per series it touched (project, branch, workload, testbed, allocator,
+# measure) among those change detection reads (valid, non-warm-up head trials on a
+# branch), which is all `sql/alerts.touched_series` needs to find the same series (a
+# 100-trial post queues ~4 ids, not 100: ~20 ms less PostgreSQL CPU per worker poll of
+# ~3,000 trials, api/README.md "Benchmark").
 class StagedTrial(NamedTuple):
     """One row of the batch, in the order `INSERT_TRIALS` reads it (`n`: the trial's
     place in the batch)."""
@@ -69,11 +74,18 @@ SELECT e->>1, CAST(:job_id AS bigint), CAST(:runner_id AS integer),
 FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e
 ORDER BY (e->>0)::integer
 ON CONFLICT (uid) DO NOTHING
-RETURNING id
+RETURNING id, ok, warmup, label, project_id, branch_id, workload_id, testbed_id,
+          allocator_id, measures
 ), queued AS (
 INSERT INTO analysis_queue (kind, trial_ids)
-SELECT 'changes', array_agg(id) FROM stored
-WHERE CAST(:queue_changes AS boolean) HAVING count(*) > 0
+SELECT 'changes', array_agg(DISTINCT id) FROM (
+    SELECT min(id) AS id FROM (
+        SELECT s.*, jsonb_object_keys(s.measures) AS measure FROM stored s
+        WHERE CAST(:queue_changes AS boolean) AND s.ok AND NOT s.warmup
+          AND s.label = 'head' AND s.branch_id IS NOT NULL) per_measure
+    GROUP BY project_id, branch_id, workload_id, testbed_id, allocator_id, measure
+) one_per_series
+HAVING count(*) > 0
 )
 SELECT count(*) FROM stored
 """)
