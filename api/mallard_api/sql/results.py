@@ -1,5 +1,5 @@
 """Results ingest: normalise testbed, allocators, workloads and measures into their
-dedup tables, then insert the raw trials with `ON CONFLICT (uid) DO NOTHING`."""
+dedup tables, then insert the raw trials, skipping the uids already stored."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ SELECT e->>1, CAST(:job_id AS bigint), CAST(:runner_id AS integer),
        (e->>10)::integer, e->>11, (e->>12)::timestamptz, e->13, NULLIF(e->14, 'null')
 FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e
 ORDER BY (e->>0)::integer
-ON CONFLICT (uid) DO NOTHING
+ON CONFLICT ON CONSTRAINT trials_uid_excl DO NOTHING
 RETURNING id, ok, warmup, label, project_id, branch_id, workload_id, testbed_id,
           allocator_id, measures
 ), queued AS (
