@@ -109,3 +109,37 @@ def test_a_post_queues_one_trial_per_series_it_touched(client, app, make_project
                    project=project["name"], branch="main")
     assert client.post("/api/v1/results", headers=headers, json=body).json()["stored"] == 1
     assert queued(engine, kind="changes") == []
+
+
+def test_a_poll_runs_change_detection_once(client, app, make_project, make_runner, engine,
+                                           settings, monkeypatch):
+    """What is queued for change detection while it runs waits for the next poll (one
+    pass per poll while results stream in); `drain` (and so the tests) runs it all."""
+    from mallard_api.analysis import alerts
+    from mallard_api.analysis.worker import AnalysisWorker
+
+    run_analysis(app, settings)
+    project = make_project()
+    runner, headers = make_runner()
+
+    def post() -> None:
+        body = results([trial(uuid.uuid4().hex + "0" * 8)], runner_id=runner["id"],
+                       project=project["name"], branch="main")
+        assert client.post("/api/v1/results", headers=headers, json=body).status_code == 201
+
+    passes: list[list[int]] = []
+    detect = alerts.detect_changes
+
+    def detect_and_post_meanwhile(session, trial_ids, settings=None):  # type: ignore[no-untyped-def]
+        passes.append(trial_ids)
+        if len(passes) == 1:
+            post()  # committed while the first pass runs
+        return detect(session, trial_ids, settings)
+
+    monkeypatch.setattr(alerts, "detect_changes", detect_and_post_meanwhile)
+    worker = AnalysisWorker(app.state.background_sessionmaker, settings)
+    post()
+    assert worker.poll() is False
+    assert len(passes) == 1 and queued(engine, kind="changes") == [("changes", None)]
+    assert worker.poll() is False
+    assert len(passes) == 2 and queued(engine, kind="changes") == []
