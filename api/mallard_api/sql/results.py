@@ -31,15 +31,11 @@ def _threads(params: dict[str, Any]) -> int | None:
 
 # The batch is one parameter: a JSON array of rows (one `json.dumps` in C for the whole
 # batch), unpacked by PostgreSQL in the statement that inserts into `trials` and skips
-# the uids already stored. It replaced a binary COPY into a temporary table: one
-# statement less per post, ~0.5 ms less CPU on each side (api/README.md, "Benchmark").
-# The same statement queues change detection for the trials it stored (when the caller
-# says so: analysis/ingest.py decides), so their ids never travel to Python and back:
-# one trial per series it touched (project, branch, workload, testbed, allocator,
-# measure) among those change detection reads (valid, non-warm-up head trials on a
-# branch), which is all `sql/alerts.touched_series` needs to find the same series (a
-# 100-trial post queues ~4 ids, not 100: ~20 ms less PostgreSQL CPU per worker poll of
-# ~3,000 trials, api/README.md "Benchmark").
+# the uids already stored (migration 0017: a hash index keeps them unique). The same
+# statement queues change detection (when analysis/ingest.py says so) for one trial per
+# series it touched (project, branch, workload, testbed, allocator, measure) among the
+# valid, non-warm-up head trials: all `sql/alerts.touched_series` needs to find the same
+# series (~4 ids for a 100-trial post, not 100; api/README.md, "Benchmark").
 class StagedTrial(NamedTuple):
     """One row of the batch, in the order `INSERT_TRIALS` reads it (`n`: the trial's
     place in the batch)."""
