@@ -219,6 +219,80 @@ def test_concurrent_posts_creating_the_same_rows_all_succeed(live_server, make_r
     assert statuses == [201] * 8
 
 
+def test_rows_that_exist_but_are_not_remembered_are_reused(client, make_runner, make_project,
+                                                           engine, unique):
+    """A commit and allocators stored before (by a push, another process, or before a
+    restart) are found by the insert that would add them: no second row."""
+    from mallard_api.sql import ids
+
+    project = make_project()["name"]
+    runner, headers = make_runner()
+    commit = f"{unique}".ljust(40, "c")
+    peer = f"peer-{unique}"
+
+    def post() -> dict[str, int]:
+        trials = [trial(commit), trial(commit, variant="transfer=ring"),
+                  trial(None, label="peer", allocator=peer)]
+        body = results(trials, runner_id=runner["id"], project=project, branch="main")
+        assert client.post("/api/v1/results", headers=headers, json=body).json()["stored"] == 3
+        with engine.connect() as conn:
+            return {f"{r.name}/{r.variant}": (r.allocator_id, r.commit_id) for r in conn.execute(
+                text("SELECT a.name, a.variant, t.allocator_id, t.commit_id FROM trials t "
+                     "JOIN allocators a ON a.id = t.allocator_id WHERE t.uid = ANY(:u)"),
+                {"u": [t["uid"] for t in trials]})}
+
+    first = post()
+    ids._known.clear()  # as a new process
+    assert post() == first
+    assert len({c for _, c in first.values()}) == 1  # the peer ran beside the head's commit
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM allocators WHERE commit_sha = :c "
+                                 "OR name = :p"), {"c": commit, "p": peer}).scalar_one() == 3
+        assert conn.execute(text("SELECT count(*) FROM commits WHERE sha = :c"),
+                            {"c": commit}).scalar_one() == 1
+
+
+def test_concurrent_posts_of_one_new_commit_share_its_rows(live_server, make_runner, engine,
+                                                           make_project, unique):
+    """Eight runners post the same new commit and allocators at once: all stored, one
+    commit row and one row per allocator configuration."""
+    import threading
+
+    import httpx
+
+    project = make_project()["name"]
+    runner, headers = make_runner()
+    commit = f"{unique}".ljust(40, "d")
+    statuses: list[int] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(8)
+
+    def worker(seed: int) -> None:
+        body = results([trial(commit, variant=v) for v in (None, "a", "b")] +
+                       [trial(None, label="peer", allocator=f"peer-{unique}")],
+                       runner_id=runner["id"], project=project, branch="main")
+        with httpx.Client(base_url=live_server, headers=headers, timeout=60) as http:
+            barrier.wait()
+            r = http.post("/api/v1/results", json=body)
+        with lock:
+            statuses.append(r.status_code)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert statuses == [201] * 8
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM commits WHERE sha = :c"),
+                            {"c": commit}).scalar_one() == 1
+        assert conn.execute(text("SELECT count(*) FROM allocators WHERE commit_sha = :c"),
+                            {"c": commit}).scalar_one() == 3
+        assert conn.execute(text("SELECT count(*), count(DISTINCT commit_id) FROM trials t "
+                                 "JOIN commits c ON c.id = t.commit_id WHERE c.sha = :c"),
+                            {"c": commit}).one() == (32, 1)
+
+
 # -- leases and attempts (issue 15) ---------------------------------------------------------
 def queue_job(client, user_headers, arch: str) -> int:
     r = client.post("/api/v1/jobs", headers=user_headers,
