@@ -187,36 +187,46 @@ def test_artifacts_are_kept_once(client, make_runner, engine):
     assert rows == [body["artifacts"]]
 
 
-def test_concurrent_posts_creating_the_same_rows_all_succeed(live_server, make_runner, unique):
-    import random
+def post_at_once(base_url: str, headers: dict[str, str], bodies: list[dict]) -> list[int]:
+    """POST every body to /results from a thread of its own, all released together; the
+    statuses."""
     import threading
 
     import httpx
 
-    runner, headers = make_runner()
-    names = [f"wl-{unique}-{i}" for i in range(6)]
     statuses: list[int] = []
     lock = threading.Lock()
-    barrier = threading.Barrier(8)
+    barrier = threading.Barrier(len(bodies))
 
-    def worker(seed: int) -> None:
-        rng = random.Random(seed)
-        picked = rng.sample(names, 4)
-        body = results([trial(f"{unique}{seed}".ljust(40, "e"), workload=w,
-                              allocator=f"alloc-{unique}-{rng.randint(0, 2)}") for w in picked],
-                       runner_id=runner["id"])
-        with httpx.Client(base_url=live_server, headers=headers, timeout=60) as http:
+    def worker(body: dict) -> None:
+        with httpx.Client(base_url=base_url, headers=headers, timeout=60) as http:
             barrier.wait()
             r = http.post("/api/v1/results", json=body)
         with lock:
             statuses.append(r.status_code)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    threads = [threading.Thread(target=worker, args=(b,)) for b in bodies]
     for t in threads:
         t.start()
     for t in threads:
         t.join(120)
-    assert statuses == [201] * 8
+    return statuses
+
+
+def test_concurrent_posts_creating_the_same_rows_all_succeed(live_server, make_runner, unique):
+    import random
+
+    runner, headers = make_runner()
+    names = [f"wl-{unique}-{i}" for i in range(6)]
+
+    def body(seed: int) -> dict:
+        rng = random.Random(seed)
+        picked = rng.sample(names, 4)
+        return results([trial(f"{unique}{seed}".ljust(40, "e"), workload=w,
+                              allocator=f"alloc-{unique}-{rng.randint(0, 2)}") for w in picked],
+                       runner_id=runner["id"])
+
+    assert post_at_once(live_server, headers, [body(i) for i in range(8)]) == [201] * 8
 
 
 def test_rows_that_exist_but_are_not_remembered_are_reused(client, make_runner, make_project,
@@ -256,33 +266,14 @@ def test_concurrent_posts_of_one_new_commit_share_its_rows(live_server, make_run
                                                            make_project, unique):
     """Eight runners post the same new commit and allocators at once: all stored, one
     commit row and one row per allocator configuration."""
-    import threading
-
-    import httpx
-
     project = make_project()["name"]
     runner, headers = make_runner()
     commit = f"{unique}".ljust(40, "d")
-    statuses: list[int] = []
-    lock = threading.Lock()
-    barrier = threading.Barrier(8)
-
-    def worker(seed: int) -> None:
-        body = results([trial(commit, variant=v) for v in (None, "a", "b")] +
-                       [trial(None, label="peer", allocator=f"peer-{unique}")],
-                       runner_id=runner["id"], project=project, branch="main")
-        with httpx.Client(base_url=live_server, headers=headers, timeout=60) as http:
-            barrier.wait()
-            r = http.post("/api/v1/results", json=body)
-        with lock:
-            statuses.append(r.status_code)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert statuses == [201] * 8
+    bodies = [results([trial(commit, variant=v) for v in (None, "a", "b")]
+                      + [trial(None, label="peer", allocator=f"peer-{unique}")],
+                      runner_id=runner["id"], project=project, branch="main")
+              for _ in range(8)]
+    assert post_at_once(live_server, headers, bodies) == [201] * 8
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM commits WHERE sha = :c"),
                             {"c": commit}).scalar_one() == 1
