@@ -187,36 +187,101 @@ def test_artifacts_are_kept_once(client, make_runner, engine):
     assert rows == [body["artifacts"]]
 
 
-def test_concurrent_posts_creating_the_same_rows_all_succeed(live_server, make_runner, unique):
-    import random
+def post_at_once(base_url: str, headers: dict[str, str], bodies: list[dict]) -> list[int]:
+    """POST every body to /results from a thread of its own, all released together; the
+    statuses."""
     import threading
 
     import httpx
 
-    runner, headers = make_runner()
-    names = [f"wl-{unique}-{i}" for i in range(6)]
     statuses: list[int] = []
     lock = threading.Lock()
-    barrier = threading.Barrier(8)
+    barrier = threading.Barrier(len(bodies))
 
-    def worker(seed: int) -> None:
-        rng = random.Random(seed)
-        picked = rng.sample(names, 4)
-        body = results([trial(f"{unique}{seed}".ljust(40, "e"), workload=w,
-                              allocator=f"alloc-{unique}-{rng.randint(0, 2)}") for w in picked],
-                       runner_id=runner["id"])
-        with httpx.Client(base_url=live_server, headers=headers, timeout=60) as http:
+    def worker(body: dict) -> None:
+        with httpx.Client(base_url=base_url, headers=headers, timeout=60) as http:
             barrier.wait()
             r = http.post("/api/v1/results", json=body)
         with lock:
             statuses.append(r.status_code)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    threads = [threading.Thread(target=worker, args=(b,)) for b in bodies]
     for t in threads:
         t.start()
     for t in threads:
         t.join(120)
-    assert statuses == [201] * 8
+    return statuses
+
+
+def test_concurrent_posts_creating_the_same_rows_all_succeed(live_server, make_runner, unique):
+    import random
+
+    runner, headers = make_runner()
+    names = [f"wl-{unique}-{i}" for i in range(6)]
+
+    def body(seed: int) -> dict:
+        rng = random.Random(seed)
+        picked = rng.sample(names, 4)
+        return results([trial(f"{unique}{seed}".ljust(40, "e"), workload=w,
+                              allocator=f"alloc-{unique}-{rng.randint(0, 2)}") for w in picked],
+                       runner_id=runner["id"])
+
+    assert post_at_once(live_server, headers, [body(i) for i in range(8)]) == [201] * 8
+
+
+def test_rows_that_exist_but_are_not_remembered_are_reused(client, make_runner, make_project,
+                                                           engine, unique):
+    """A commit and allocators stored before (by a push, another process, or before a
+    restart) are found by the insert that would add them: no second row."""
+    from mallard_api.sql import ids
+
+    project = make_project()["name"]
+    runner, headers = make_runner()
+    commit = f"{unique}".ljust(40, "c")
+    peer = f"peer-{unique}"
+
+    def post() -> dict[str, int]:
+        trials = [trial(commit), trial(commit, variant="transfer=ring"),
+                  trial(None, label="peer", allocator=peer)]
+        body = results(trials, runner_id=runner["id"], project=project, branch="main")
+        assert client.post("/api/v1/results", headers=headers, json=body).json()["stored"] == 3
+        with engine.connect() as conn:
+            return {f"{r.name}/{r.variant}": (r.allocator_id, r.commit_id) for r in conn.execute(
+                text("SELECT a.name, a.variant, t.allocator_id, t.commit_id FROM trials t "
+                     "JOIN allocators a ON a.id = t.allocator_id WHERE t.uid = ANY(:u)"),
+                {"u": [t["uid"] for t in trials]})}
+
+    first = post()
+    ids._known.clear()  # as a new process
+    assert post() == first
+    assert len({c for _, c in first.values()}) == 1  # the peer ran beside the head's commit
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM allocators WHERE commit_sha = :c "
+                                 "OR name = :p"), {"c": commit, "p": peer}).scalar_one() == 3
+        assert conn.execute(text("SELECT count(*) FROM commits WHERE sha = :c"),
+                            {"c": commit}).scalar_one() == 1
+
+
+def test_concurrent_posts_of_one_new_commit_share_its_rows(live_server, make_runner, engine,
+                                                           make_project, unique):
+    """Eight runners post the same new commit and allocators at once: all stored, one
+    commit row and one row per allocator configuration."""
+    project = make_project()["name"]
+    runner, headers = make_runner()
+    commit = f"{unique}".ljust(40, "d")
+    bodies = [results([trial(commit, variant=v) for v in (None, "a", "b")]
+                      + [trial(None, label="peer", allocator=f"peer-{unique}")],
+                      runner_id=runner["id"], project=project, branch="main")
+              for _ in range(8)]
+    assert post_at_once(live_server, headers, bodies) == [201] * 8
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM commits WHERE sha = :c"),
+                            {"c": commit}).scalar_one() == 1
+        assert conn.execute(text("SELECT count(*) FROM allocators WHERE commit_sha = :c"),
+                            {"c": commit}).scalar_one() == 3
+        assert conn.execute(text("SELECT count(*), count(DISTINCT commit_id) FROM trials t "
+                                 "JOIN commits c ON c.id = t.commit_id WHERE c.sha = :c"),
+                            {"c": commit}).one() == (32, 1)
 
 
 # -- leases and attempts (issue 15) ---------------------------------------------------------

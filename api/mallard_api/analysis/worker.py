@@ -50,11 +50,29 @@ class AnalysisWorker:
 
     def step(self) -> bool:
         """Take and run one item; False when none is due."""
+        return self._step() is not None
+
+    def poll(self) -> bool:
+        """The background loop's step: every due item, but change detection once; what
+        is queued for it meanwhile waits for the next poll, so results streaming in get
+        one pass per touched series per poll, not passes back to back (api/README.md,
+        "Benchmark"). False: nothing more to do before the next poll or wake-up."""
+        changes = True
+        for _ in range(10_000):
+            kind = self._step(changes=changes)
+            if kind is None:
+                return False
+            changes = changes and kind != "changes"
+        return True
+
+    def _step(self, *, changes: bool = True) -> str | None:
+        """Take and run one item (`changes=False`: not change detection); its kind, or
+        None when none is due."""
         with self.factory() as session:
-            task = queue.take(session)
+            task = queue.take(session, changes=changes)
             if task is None:
                 session.rollback()
-                return False
+                return None
             try:
                 self.run(session, task)
                 queue.finish(session, task)
@@ -70,10 +88,10 @@ class AnalysisWorker:
                                          max_attempts=self.settings.analysis_max_attempts,
                                          delay_seconds=30.0)
                     s.commit()
-                return True
+                return task.kind
         if self.on_commit is not None:
             self.on_commit()
-        return True
+        return task.kind
 
     def drain(self, limit: int = 10_000) -> int:
         """Run due items until none is left (or `limit`); returns how many ran."""
@@ -96,7 +114,7 @@ class AnalysisService:
 
     def start(self) -> None:
         if self.poll_seconds > 0 and (self._loop is None or not self._loop.alive):
-            self._loop = BackgroundLoop("analysis", self.worker.step,
+            self._loop = BackgroundLoop("analysis", self.worker.poll,
                                         interval=self.poll_seconds,
                                         max_backoff=self.max_backoff).start()
 

@@ -22,7 +22,7 @@ from sqlalchemy import (
     UniqueConstraint,
     func,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, ExcludeConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from mallard_api.models.base import Base
@@ -181,8 +181,10 @@ class Measure(Base):
 
 class Trial(Base):
     __tablename__ = "trials"
+    # uid unique through a hash index (migration 0017)
+    __table_args__ = (ExcludeConstraint(("uid", "="), name="trials_uid_excl", using="hash"),)
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    uid: Mapped[str] = mapped_column(Text, unique=True)
+    uid: Mapped[str] = mapped_column(Text)
     job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
     runner_id: Mapped[int | None] = mapped_column(ForeignKey("runners.id", ondelete="SET NULL"))
     project_id: Mapped[int | None] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))

@@ -40,12 +40,15 @@ class Task:
     trial_ids: list[int] = field(default_factory=list)
 
 
-def take(session: Session) -> Task | None:
-    """The oldest due row (locked), merged with other unlocked rows of the same work."""
+def take(session: Session, *, changes: bool = True) -> Task | None:
+    """The oldest due row (locked), merged with other unlocked rows of the same work;
+    `changes=False`: not change detection's."""
     row = session.execute(text(
         "SELECT id, kind, comparison_id, trial_ids FROM analysis_queue "
         "WHERE failed_at IS NULL AND not_before <= now() "
-        "ORDER BY not_before, id LIMIT 1 FOR UPDATE SKIP LOCKED")).first()
+        "AND (CAST(:changes AS boolean) OR kind <> 'changes') "
+        "ORDER BY not_before, id LIMIT 1 FOR UPDATE SKIP LOCKED"),
+        {"changes": changes}).first()
     if row is None:
         return None
     task = Task([int(row.id)], str(row.kind), row.comparison_id, list(row.trial_ids or []))

@@ -1,5 +1,5 @@
 """Results ingest: normalise testbed, allocators, workloads and measures into their
-dedup tables, then insert the raw trials with `ON CONFLICT (uid) DO NOTHING`."""
+dedup tables, then insert the raw trials, skipping the uids already stored."""
 
 from __future__ import annotations
 
@@ -30,19 +30,26 @@ def _threads(params: dict[str, Any]) -> int | None:
 
 
 # The batch is one parameter: a JSON array of rows (one `json.dumps` in C for the whole
-# batch), unpacked by PostgreSQL in the statement that inserts into `trials` and skips
-# the uids already stored. It replaced a binary COPY into a temporary table: one
-# statement less per post, ~0.5 ms less CPU on each side (api/README.md, "Benchmark").
-# The same statement queues change detection for the trials it stored (when the caller
-# says so: analysis/ingest.py decides), so their ids never travel to Python and back.
+# batch), unpacked by PostgreSQL in one statement that also upserts the commit and
+# allocators this process does not remember yet (a new commit's), commits first
+# (concurrent posts lock rows in one order; `DO UPDATE`, which changes nothing, returns
+# the rows that existed or that a concurrent post inserted), inserts the trials, skipping
+# the stored uids (migration 0017), and queues change detection (when analysis/ingest.py
+# says so) for one trial per series touched (project, branch, workload, testbed,
+# allocator, measure) among the valid, non-warm-up head trials: all
+# `sql/alerts.touched_series` needs (~4 ids for a 100-trial post, not 100). Everything
+# comes as JSON, so the plan does not depend on the sizes: PostgreSQL keeps one generic
+# plan of the prepared statement (api/README.md, "Benchmark").
+AllocKey = tuple[str, str, str, str, str, str]
+
+
 class StagedTrial(NamedTuple):
-    """One row of the batch, in the order `INSERT_TRIALS` reads it (`n`: the trial's
-    place in the batch)."""
+    """One row of the batch, in the order `INSERT_TRIALS` reads it (`n`: its place)."""
 
     n: int
     uid: str
     commit_id: int | None
-    allocator_id: int
+    allocator_id: int | None  # None: new to this process, see `new_allocator`
     workload_id: int
     label: str
     seq: int
@@ -54,41 +61,77 @@ class StagedTrial(NamedTuple):
     started_at: str | None  # ISO 8601
     measures: dict[str, float]
     counters: dict[str, Any] | None
+    new_commit: int | None  # a commit new to this process: its place in :new_commits
+    new_allocator: int | None  # an allocator new to this process: in :new_allocators
 
 
 INSERT_TRIALS = text("""
-WITH stored AS (
+WITH new_commits AS (
+INSERT INTO commits AS c (project_id, sha)
+SELECT CAST(:project_id AS integer), sha
+FROM jsonb_array_elements_text(CAST(:new_commits AS jsonb)) AS sha ORDER BY sha
+ON CONFLICT (project_id, sha) DO UPDATE SET parent_sha = c.parent_sha
+RETURNING id, sha
+), new_commit_ids AS (
+SELECT u.n, c.id FROM new_commits c
+JOIN jsonb_array_elements_text(CAST(:new_commits AS jsonb)) WITH ORDINALITY AS u(sha, n)
+  USING (sha)
+), wanted_allocators AS (
+SELECT u.n, u.a->>0 AS name, u.a->>1 AS commit_sha, u.a->>2 AS variant,
+       u.a->>3 AS build_flags, u.a->>4 AS compiler, u.a->>5 AS library_sha256
+FROM jsonb_array_elements(CAST(:new_allocators AS jsonb)) WITH ORDINALITY AS u(a, n)
+), new_allocators AS (
+INSERT INTO allocators AS a (name, commit_sha, variant, build_flags, compiler,
+                             library_sha256)
+SELECT name, commit_sha, variant, build_flags, compiler, library_sha256
+FROM wanted_allocators WHERE (SELECT count(*) FROM new_commits) >= 0 ORDER BY n
+ON CONFLICT (name, commit_sha, variant, build_flags, compiler, library_sha256)
+DO UPDATE SET name = a.name
+RETURNING id, name, commit_sha, variant, build_flags, compiler, library_sha256
+), new_allocator_ids AS (
+SELECT w.n, a.id FROM new_allocators a JOIN wanted_allocators w
+  USING (name, commit_sha, variant, build_flags, compiler, library_sha256)
+), stored AS (
 INSERT INTO trials (uid, job_id, runner_id, project_id, branch_id, commit_id, testbed_id,
                     allocator_id, workload_id, label, seq, warmup, ok, exit_code, signal,
                     stderr_tail, started_at, measures, counters)
 SELECT e->>1, CAST(:job_id AS bigint), CAST(:runner_id AS integer),
-       CAST(:project_id AS integer), CAST(:branch_id AS integer), (e->>2)::bigint,
-       CAST(:testbed_id AS integer), (e->>3)::integer, (e->>4)::integer, e->>5,
+       CAST(:project_id AS integer), CAST(:branch_id AS integer),
+       COALESCE((e->>2)::bigint, (SELECT id FROM new_commit_ids WHERE n = (e->>15)::int)),
+       CAST(:testbed_id AS integer),
+       COALESCE((e->>3)::integer, (SELECT id FROM new_allocator_ids
+                                   WHERE n = (e->>16)::int)),
+       (e->>4)::integer, e->>5,
        (e->>6)::integer, (e->>7)::boolean, (e->>8)::boolean, (e->>9)::integer,
        (e->>10)::integer, e->>11, (e->>12)::timestamptz, e->13, NULLIF(e->14, 'null')
 FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e
 ORDER BY (e->>0)::integer
-ON CONFLICT (uid) DO NOTHING
-RETURNING id
+ON CONFLICT ON CONSTRAINT trials_uid_excl DO NOTHING
+RETURNING id, ok, warmup, label, project_id, branch_id, workload_id, testbed_id,
+          allocator_id, measures
 ), queued AS (
 INSERT INTO analysis_queue (kind, trial_ids)
-SELECT 'changes', array_agg(id) FROM stored
-WHERE CAST(:queue_changes AS boolean) HAVING count(*) > 0
+SELECT 'changes', array_agg(DISTINCT id) FROM (
+    SELECT min(id) AS id FROM (
+        SELECT s.*, jsonb_object_keys(s.measures) AS measure FROM stored s
+        WHERE CAST(:queue_changes AS boolean) AND s.ok AND NOT s.warmup
+          AND s.label = 'head' AND s.branch_id IS NOT NULL) per_measure
+    GROUP BY project_id, branch_id, workload_id, testbed_id, allocator_id, measure
+) one_per_series
+HAVING count(*) > 0
 )
-SELECT count(*) FROM stored
+SELECT (SELECT count(*) FROM stored) AS stored,
+       (SELECT json_agg(json_build_array(id, sha)) FROM new_commits)::text AS commits,
+       (SELECT json_agg(json_build_array(id, name, commit_sha, variant, build_flags,
+        compiler, library_sha256)) FROM new_allocators)::text AS allocators
 """)
 
-ALLOC_COLS = ("name", "commit_sha", "variant", "build_flags", "compiler", "library_sha256")
-AllocKey = tuple[str, str, str, str, str, str]
 _known_measures: dict[str, set[str]] = {}  # database URL -> measure names seen
 
 
-# Workloads: read what exists, insert only what is missing (the insert returns the rows
-# it made); allocators (new ones with every commit): insert first. Then read the rest
-# again in a statement of its own: a row that a concurrent post
-# inserted (our insert waited for it, then skipped it) is visible only to a statement
-# that starts after that post committed. Rows seen by a committed post are remembered
-# (sql/ids.py): the usual post reads none of these tables.
+# Workloads: read what exists, insert what is missing, then read again in a statement of
+# its own what a concurrent post inserted meanwhile (visible only to a later statement).
+# Rows seen by a committed post are remembered (sql/ids.py): a post usually reads none.
 _INSERT_WORKLOADS = text("""
 INSERT INTO workloads (name, params_sha256, params, threads)
 SELECT u.name, u.sha, CAST(u.params AS jsonb), u.threads
@@ -130,45 +173,6 @@ def ensure_workloads(session: Session, wanted: dict[tuple[str, str], dict[str, A
     return {k: found[k] for k in wanted}
 
 
-_UNNEST_ALLOCATORS = """unnest(CAST(:name AS text[]), CAST(:commit_sha AS text[]),
-       CAST(:variant AS text[]), CAST(:build_flags AS text[]), CAST(:compiler AS text[]),
-       CAST(:library_sha256 AS text[]))
-  AS u(name, commit_sha, variant, build_flags, compiler, library_sha256)"""
-_INSERT_ALLOCATORS = text(f"""
-INSERT INTO allocators (name, commit_sha, variant, build_flags, compiler, library_sha256)
-SELECT * FROM {_UNNEST_ALLOCATORS}
-ON CONFLICT (name, commit_sha, variant, build_flags, compiler, library_sha256) DO NOTHING
-RETURNING id, name, commit_sha, variant, build_flags, compiler, library_sha256
-""")
-_SELECT_ALLOCATORS = text(f"""
-SELECT a.id, a.name, a.commit_sha, a.variant, a.build_flags, a.compiler, a.library_sha256
-FROM allocators a JOIN {_UNNEST_ALLOCATORS}
-  USING (name, commit_sha, variant, build_flags, compiler, library_sha256)
-""")
-
-
-def ensure_allocators(session: Session, wanted: set[AllocKey]) -> dict[AllocKey, int]:
-    """The allocator rows for these keys, inserting the new ones (in one global order)."""
-    def args(keys: list[AllocKey]) -> dict[str, list[str]]:
-        return {c: [k[i] for k in keys] for i, c in enumerate(ALLOC_COLS)}
-
-    def select(keys: list[AllocKey]) -> dict[AllocKey, int]:
-        return {tuple(r[1:]): int(r[0])
-                for r in session.execute(_SELECT_ALLOCATORS, args(keys))}
-
-    remembered, unknown = ids.known(session, "allocator", wanted)
-    found = dict(remembered)
-    if unknown:
-        # insert first: a new commit's configurations are one statement; rows that
-        # existed (or a concurrent post inserted) are read in a statement of their own
-        found.update({tuple(r[1:]): int(r[0])
-                      for r in session.execute(_INSERT_ALLOCATORS, args(sorted(unknown)))})
-        if set(unknown) - set(found):
-            found.update(select(sorted(set(unknown) - set(found))))
-        ids.remember(session, "allocator", {k: found[k] for k in unknown})
-    return {k: found[k] for k in wanted}
-
-
 def ensure_measures(session: Session, names: set[str]) -> None:
     known = _known_measures.setdefault(str(session.get_bind().engine.url), set())
     new = names - known
@@ -201,18 +205,6 @@ def ensure_branch(session: Session, project_id: int, name: str) -> int:
     if found is None:
         found = project_sql.ensure_branch_id(session, project_id, name)
         ids.remember(session, "branch", {(project_id, name): found})
-    return found
-
-
-def ensure_commits(session: Session, project_id: int, shas: set[str]) -> dict[str, int]:
-    """sha -> commit id, inserting the commits not known yet (with no details)."""
-    remembered, unknown = ids.known(session, "commit", [(project_id, sha) for sha in shas])
-    found = {sha: i for (_, sha), i in remembered.items()}
-    if unknown:
-        new = project_sql.upsert_commits(session, project_id, [
-            project_sql.CommitInfo(sha=sha) for _, sha in sorted(unknown)])
-        found.update(new)
-        ids.remember(session, "commit", {(project_id, sha): i for sha, i in new.items()})
     return found
 
 
@@ -250,32 +242,50 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     workloads = ensure_workloads(session, {(name, digest): params
                                            for name, digest, params in wkeys})
     wids = [workloads[(name, digest)] for name, digest, _ in wkeys]
-    allocators = ensure_allocators(session, {_alloc_key(t) for t in body.trials})
+    alloc_keys = [_alloc_key(t) for t in body.trials]
+    allocators, new_allocs = ids.known(session, "allocator", set(alloc_keys))
     commits: dict[str, int] = {}
+    new_shas: set[str] = set()  # commits not remembered: inserted (or read) by the insert
     if project_id is not None:
-        commits = ensure_commits(
-            session, project_id, {t.allocator.commit for t in body.trials if t.allocator.commit})
+        known, unknown = ids.known(session, "commit", {
+            (project_id, t.allocator.commit) for t in body.trials if t.allocator.commit})
+        commits = {sha: i for (_, sha), i in known.items()}
+        new_shas = {sha for _, sha in unknown}
     ensure_measures(session, {m for t in body.trials for m in t.measures})
 
     # Peers (no commit of their own) belong to the commit they ran beside: the head's.
-    context_commit = None
+    seen = commits.keys() | new_shas
+    context: str | None = None
     for t in body.trials:
-        if t.allocator.commit and t.allocator.commit in commits:
-            context_commit = commits[t.allocator.commit]
+        if t.allocator.commit in seen:
+            context = t.allocator.commit
             if t.label == "head":
                 break
 
-    rows = [StagedTrial(n, t.uid, commits.get(t.allocator.commit or "", context_commit),
-                        allocators[_alloc_key(t)], wid, t.label, t.seq, t.warmup, t.ok,
-                        t.exit_code, t.signal, t.stderr_tail,
-                        None if t.started_at is None else t.started_at.isoformat(),
-                        t.measures, t.counters)
-            for n, (t, wid) in enumerate(zip(body.trials, wids, strict=True))]
+    shas = sorted(new_shas)
+    new_allocs.sort()
+    place = {k: i + 1 for i, k in enumerate(shas)}  # WITH ORDINALITY counts from 1
+    aplace = {k: i + 1 for i, k in enumerate(new_allocs)}
+    rows = []
+    for n, (t, wid, akey) in enumerate(zip(body.trials, wids, alloc_keys, strict=True)):
+        sha = t.allocator.commit if t.allocator.commit in seen else context
+        rows.append(StagedTrial(
+            n, t.uid, commits.get(sha or ""), allocators.get(akey), wid, t.label, t.seq,
+            t.warmup, t.ok, t.exit_code, t.signal, t.stderr_tail,
+            None if t.started_at is None else t.started_at.isoformat(), t.measures,
+            t.counters, place.get(sha or ""), aplace.get(akey)))
     res = session.execute(INSERT_TRIALS, dict(
         job_id=body.job_id, runner_id=runner_id, project_id=project_id,
         branch_id=branch_id, testbed_id=testbed_id, rows=json.dumps(rows),
-        queue_changes=queue_changes))
-    stored = int(res.scalar_one())
+        queue_changes=queue_changes, new_commits=json.dumps(shas),
+        new_allocators=json.dumps(new_allocs)),
+    ).one()
+    if project_id is not None:
+        ids.remember(session, "commit", {(project_id, str(sha)): int(i)
+                                         for i, sha in json.loads(res.commits or "[]")})
+    ids.remember(session, "allocator", {tuple(r[1:]): int(r[0])
+                                        for r in json.loads(res.allocators or "[]")})
+    stored = int(res.stored)
     return stored, len(rows) - stored
 
 
