@@ -85,12 +85,13 @@ void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
     h = _mld_heap_thread_init();
     errno = saved;
     if (h != NULL) {
+      mld_block_mark(b, 0);   /* free marked it before it came here: not a double free */
       mld_free_block_inline(b);
       return;
     }
     h = &_mld_heap_empty;
   }
-  mld_block_mark(b, mld_block_cookie(page));
+  /* b carries its mark already (free marks before it looks at the owner) */
   if (atomic_load_explicit(&page->owner, memory_order_relaxed) == NULL && h != &_mld_heap_empty &&
       _mld_central_adopt(page, h)) {
     /* the page was abandoned: now it is ours, free locally */
