@@ -99,15 +99,12 @@ static inline void mld_gstat_add(mld_global_stat_t s, int64_t n) {
 
 /* ---- blocks, pages, segments ------------------------------------------- */
 
-/* A free block: the first word holds a cookie (the address of its page's
- * struct: mld_block_cookie) that marks it free, so a double free is seen
- * at once; the second links it (page free lists, thread-free lists). The
- * cookie first: free's store of it into the word the program most likely
- * wrote and read last cost fastpath 0.3-0.4 ns per pair less than into the
- * second word (allocator/README.md, "Speed, fifth round"). */
+/* A free block: the first word links it, the second holds a cookie (the
+ * address of its page's struct: mld_block_cookie) that marks it free, so a
+ * double free is seen at once. */
 typedef struct mld_block_s {
-  uintptr_t cookie;
   struct mld_block_s* next;
+  uintptr_t cookie;
 } mld_block_t;
 
 struct mld_heap_s;
@@ -465,7 +462,7 @@ static inline bool mld_page_is_block(const mld_page_t* page, const void* p) {
 #endif
 }
 
-/* A freed block carries its cookie in its first word; malloc clears it.
+/* A freed block carries its cookie in its second word; malloc clears it.
  * Without MLD_FREE_CHECKS neither happens. The cookie is the address of
  * the block's page struct, which free has in a register already (the
  * block test reads it): the mark is one compare and one store, no key to

@@ -1,6 +1,6 @@
 /* cookie.c: the mark a freed block carries (internal.h, mld_block_cookie:
- * the address of the block's page struct, in the block's first word; the
- * free-list link in its second).
+ * the address of the block's page struct, in the block's second word; the
+ * free-list link in its first).
  *
  *   cookie [threads] [rounds]
  *
@@ -14,7 +14,7 @@
  *   address in both words (list heads) and a tag at their end, free half
  *   of them and hand the other half to the next thread, which frees them
  *   (remote frees: into bins, or with MALLARD_REMOTE=page onto the pages'
- *   thread-free lists, linked through the second word); every block is
+ *   thread-free lists, linked through the first word); every block is
  *   checked before its free: no free of another block wrote into a live
  *   one, and no block was handed out twice while live.
  * Built twice: preloaded (malloc, free), and with -DMLD_TEST_TSAN against

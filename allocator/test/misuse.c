@@ -79,7 +79,7 @@ static void do_misuse(misuse_t kind, int report_fd) {
     case DOUBLE_FREE_FLUSHED: {
       /* p leaves the bin: 20000 more frees of its size flush it to the
        * transfer cache and past it (direct frees to the pages, which
-       * write their link into the blocks' second word, not the mark) */
+       * link the blocks through their first word, beside the mark) */
       enum { MORE = 20000 };
       void** more = malloc(MORE * sizeof(void*));
       if (!more) _exit(92);
