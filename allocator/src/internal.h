@@ -592,10 +592,11 @@ MLD_HIDDEN size_t _mld_alloc_usable_size(const void* p);
 
 /* malloc's pop from a non-empty bin whose top is top */
 static inline void* mld_bin_pop(mld_heap_t* h, mld_bin_t* bin, void** top) {
-  mld_block_t* b = (mld_block_t*)top[-1];
-  bin->own.top = top - 1;
-  mld_block_mark(b, 0);
+  top--;
+  bin->own.top = top;
+  mld_block_t* b = (mld_block_t*)*top;
   h->hot.allocs++;
+  mld_block_mark(b, 0);
   return b;
 }
 
