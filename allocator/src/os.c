@@ -5,7 +5,6 @@
 #include "internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <time.h>

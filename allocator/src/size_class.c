@@ -1,6 +1,7 @@
 /* size_class.c: the size classes. 16..128 bytes in steps of 16, then four
  * classes per power of two (2^k * 1.25, 1.5, 1.75, 2) up to 128 KiB; a table
- * maps sizes <= 1024 to their class (as its bin's offset over 8) in one load, larger sizes use clz.
+ * maps sizes <= 1024 to their class (as its bin's offset over 8) in one
+ * load, larger sizes use clz.
  * Also the per-class batch size (objects moved to and from the transfer
  * cache at once) and the thread bin limit. */
 #include "internal.h"
