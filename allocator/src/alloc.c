@@ -85,12 +85,13 @@ void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
     h = _mld_heap_thread_init();
     errno = saved;
     if (h != NULL) {
+      mld_block_mark(b, 0);   /* free marked it before it came here: not a double free */
       mld_free_block_inline(b);
       return;
     }
     h = &_mld_heap_empty;
   }
-  mld_block_mark(b, (uintptr_t)b ^ _mld_cookie_key);
+  /* b carries its mark already (free marks before it looks at the owner) */
   if (atomic_load_explicit(&page->owner, memory_order_relaxed) == NULL && h != &_mld_heap_empty &&
       _mld_central_adopt(page, h)) {
     /* the page was abandoned: now it is ours, free locally */
@@ -108,11 +109,12 @@ void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
   }
 }
 
-/* free's range test failed: the canary is on (it runs, then the free), or
- * p is past the byte map. */
+/* free's range test failed: the canary is on (it runs, then the free), the
+ * thread has no heap yet (or any more), or p is past the byte map; the free
+ * itself tests the range again, against the map's size. */
 void _mld_alloc_free_outside(void* p) {
-  if (_mld_free_canary_bit != 0) _mld_canary_free(p);
-  else _mld_alloc_free_slow(p, NULL);
+  if (_mld_canary_loops != 0 && p != NULL) _mld_canary_free(p);
+  else mld_free_block_inline(p);
 }
 
 /* Not a small block of ours: a huge block, or misuse. */
@@ -144,7 +146,7 @@ static size_t mld_checked_size(const void* p, const char* what) {
   if (page != NULL) {
     if (page->size_class < MLD_CLASSES && mld_page_is_block(page, p)) {
       const mld_block_t* b = (const mld_block_t*)p;
-      if (b->cookie != ((uintptr_t)b ^ _mld_cookie_key)) return page->block_size;
+      if (b->cookie != mld_block_cookie(page)) return page->block_size;
       _mld_report_use_after_free(what, p, page);
       return 0;
     }

@@ -6,15 +6,16 @@
  * of ~200 us), or given by MALLARD_CANARY_LOOPS_PER_US, which makes the cost
  * an exact, repeatable instruction count under callgrind (a timing-based
  * calibration is not repeatable there). Calibration runs inject known
- * regressions this way. Unset, the free fast path pays one `or` for it: on,
- * it sets _mld_free_canary_bit, which fails free's range test, so every
- * free goes to the slow path (_mld_alloc_free_outside), which runs it. */
+ * regressions this way. Unset, it costs the free fast path nothing: on, it
+ * lowers _mld_free_limit, the bound of free's range test, to 0, so every
+ * free of a block goes to the slow path (_mld_alloc_free_outside), which
+ * runs it. */
 #include "internal.h"
 
 #include <time.h>
 
 MLD_HIDDEN uint64_t _mld_canary_loops;   /* chain steps per free; 0: off */
-MLD_HIDDEN uintptr_t _mld_free_canary_bit;   /* MLD_MAP_ENTRIES while the canary is on */
+MLD_HIDDEN uintptr_t _mld_free_limit = MLD_MAP_ENTRIES - 1;   /* 0 while the canary is on */
 static uint64_t mld_canary_rate;         /* chain steps per microsecond */
 
 /* n dependent steps; the empty asm keeps the compiler from folding the chain */
@@ -60,7 +61,7 @@ void _mld_canary_init(void) {
   mld_canary_rate = rate > 0 ? rate : mld_canary_calibrate();
   uint64_t loops = (ns * mld_canary_rate + 500u) / 1000u;
   _mld_canary_loops = loops > 0 ? loops : 1;
-  _mld_free_canary_bit = MLD_MAP_ENTRIES;
+  _mld_free_limit = 0;
 }
 
 uint64_t _mld_canary_rate(void) { return mld_canary_rate; }

@@ -24,7 +24,6 @@
 
 MLD_HIDDEN mld_heap_t _mld_heap_empty;
 MLD_HIDDEN __thread mld_heap_t* _mld_heap_tls __attribute__((tls_model("initial-exec"))) = &_mld_heap_empty;
-MLD_HIDDEN uintptr_t _mld_cookie_key;
 MLD_HIDDEN __thread uint8_t _mld_heap_exited __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t mld_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -39,7 +38,6 @@ static bool mld_heap_key_ok;
 static void mld_heap_thread_exit(void* arg);
 
 void _mld_heap_process_init(void) {
-  _mld_cookie_key = (uintptr_t)_mld_os_random();
   mld_heap_key_ok = pthread_key_create(&mld_heap_key, mld_heap_thread_exit) == 0;
 }
 
@@ -140,6 +138,7 @@ mld_heap_t* _mld_heap_thread_init(void) {
     }
     bin->foreign_take = (_mld_classes[c].batch + 1u) / 2u;
   }
+  h->free_limit = _mld_free_limit;
   _mld_heap_tls = h;
   if (mld_heap_key_ok) pthread_setspecific(mld_heap_key, h);
   mld_gstat_add(MLD_GSTAT_threads_started, 1);

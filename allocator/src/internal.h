@@ -99,8 +99,9 @@ static inline void mld_gstat_add(mld_global_stat_t s, int64_t n) {
 
 /* ---- blocks, pages, segments ------------------------------------------- */
 
-/* A free block: the first word links it, the second holds a cookie
- * (address ^ secret) that marks it free, so a double free is seen at once. */
+/* A free block: the first word links it, the second holds a cookie (the
+ * address of its page's struct: mld_block_cookie) that marks it free, so a
+ * double free is seen at once. */
 typedef struct mld_block_s {
   struct mld_block_s* next;
   uintptr_t cookie;
@@ -218,15 +219,23 @@ typedef struct mld_class_info_s {
 } mld_class_info_t;
 
 extern MLD_HIDDEN mld_class_info_t _mld_classes[MLD_CLASSES];
-extern MLD_HIDDEN uint8_t _mld_class_table[MLD_FAST_MAX / 16 + 1];
+/* sizes <= MLD_FAST_MAX, by (size + 15) / 16: the class's bin offset in the
+ * heap over 8 (class * MLD_SLOT_BIN_SCALE, as free's slot bytes), so malloc
+ * finds its bin with one scaled address */
+extern MLD_HIDDEN uint8_t _mld_size_bin8[MLD_FAST_MAX / 16 + 1];
 MLD_HIDDEN void _mld_size_class_init(void);
 MLD_HIDDEN unsigned _mld_size_class_aligned(size_t size, size_t alignment); /* MLD_CLASSES if none */
 
-static inline unsigned mld_size_class(size_t size) {
-  if (size <= MLD_FAST_MAX) return _mld_class_table[(size + 15) >> 4];
+/* the class of a size above MLD_FAST_MAX (and at most MLD_MAX_SIZE) */
+static inline unsigned mld_size_class_above(size_t size) {
   size_t s = size - 1;
   unsigned b = 63u - (unsigned)__builtin_clzll((unsigned long long)s);  /* >= 10 */
   return 8u + 4u * (b - 7u) + (unsigned)((s >> (b - 2)) & 3u);  /* classes 2^b * (1.25, 1.5, 1.75, 2) */
+}
+
+static inline unsigned mld_size_class(size_t size) {
+  if (size <= MLD_FAST_MAX) return _mld_size_bin8[(size + 15) >> 4] / MLD_SLOT_BIN_SCALE;
+  return mld_size_class_above(size);
 }
 
 /* ---- the thread heap (heap.c) ------------------------------------------ */
@@ -306,6 +315,14 @@ typedef struct mld_hot_stats_s {
 typedef struct mld_heap_s {
   mld_bin_t bins[MLD_CLASSES];
   mld_hot_stats_t hot;
+  /* the largest byte-map index free's range test lets through: 0 in the
+   * empty heap and while the canary is on (every free then takes the slow
+   * path: _mld_alloc_free_outside), else MLD_MAP_ENTRIES - 1. In the heap,
+   * on the line of the counters free bumps anyway, not in a global of its
+   * own: the canary costs free nothing, and no line more is read (a global
+   * landed in cache set 0, which the blocks crowd: +45 k L1 misses on
+   * fastpath) */
+  uintptr_t free_limit;
   mld_counter_t stats[MLD_STAT_HEAP_COUNT];   /* slow paths; hot ones as last published */
   mld_stack_t foreign[MLD_CLASSES];    /* other threads' blocks freed here, per class (see mld_bin_take_foreign) */
   mld_page_list_t avail[MLD_CLASSES];  /* pages that may have free blocks */
@@ -318,7 +335,6 @@ typedef struct mld_heap_s {
 
 extern MLD_HIDDEN mld_heap_t _mld_heap_empty;
 extern MLD_HIDDEN __thread mld_heap_t* _mld_heap_tls __attribute__((tls_model("initial-exec")));
-extern MLD_HIDDEN uintptr_t _mld_cookie_key;
 /* set once the thread's heap was given back at thread exit */
 extern MLD_HIDDEN __thread uint8_t _mld_heap_exited __attribute__((tls_model("initial-exec")));
 
@@ -457,14 +473,37 @@ static inline bool mld_page_is_block(const mld_page_t* page, const void* p) {
 #endif
 }
 
-/* A freed block carries its cookie (address ^ secret) in its second word;
- * malloc clears it. Without MLD_FREE_CHECKS neither happens. */
+/* A freed block carries its cookie in its second word; malloc clears it.
+ * Without MLD_FREE_CHECKS neither happens. The cookie is the address of
+ * the block's page struct, which free has in a register already (the
+ * block test reads it): the mark is one compare and one store, no key to
+ * load and mix in (2 instructions fewer than address ^ secret). No live
+ * block holds it by chance: it points into Mallard's segment header, a
+ * place the program never gets an address of (a block holding its own
+ * address there, e.g. an empty circular list head, would). */
+static inline uintptr_t mld_block_cookie(const mld_page_t* page) { return (uintptr_t)page; }
+
 static inline void mld_block_mark(mld_block_t* b, uintptr_t cookie) {
 #if MLD_FREE_CHECKS
   b->cookie = cookie;
 #else
   (void)b;
   (void)cookie;
+#endif
+}
+
+/* page->owner == h, a relaxed read. On x86-64 one compare with a memory
+ * operand: GCC does not fold an atomic load into a compare (it loads into
+ * a register first: one instruction more in every free); an aligned 8-byte
+ * load is atomic there. ThreadSanitizer builds keep the atomic load, which
+ * it checks. */
+static inline bool mld_page_owned_by(const mld_page_t* page, const struct mld_heap_s* h) {
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+  bool ne;
+  __asm__("cmpq %2, %1" : "=@ccne"(ne) : "m"(page->owner), "r"(h));
+  return !ne;
+#else
+  return atomic_load_explicit(&page->owner, memory_order_relaxed) == h;
 #endif
 }
 
@@ -479,7 +518,6 @@ MLD_HIDDEN void _mld_os_purge(void* p, size_t size);
 MLD_HIDDEN void _mld_os_no_huge_pages(void* p, size_t size);
 MLD_HIDDEN uint64_t _mld_os_now_ms(void);
 MLD_HIDDEN void _mld_os_yield(void);
-MLD_HIDDEN uint64_t _mld_os_random(void);
 
 static inline void mld_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -517,10 +555,10 @@ MLD_HIDDEN void _mld_options_print(int fd);
 /* ---- canary (canary.c): MALLARD_CANARY_NS, calibrated work in every free */
 
 extern MLD_HIDDEN uint64_t _mld_canary_loops;   /* 0 unless MALLARD_CANARY_NS is set */
-/* 0, or MLD_MAP_ENTRIES while the canary is on: or-ed into free's byte-map
- * index, it fails the range test, so every free takes the slow path that
- * runs the canary (the fast path pays one `or` for it, no branch) */
-extern MLD_HIDDEN uintptr_t _mld_free_canary_bit;
+/* mld_heap_t.free_limit of new heaps: MLD_MAP_ENTRIES - 1, or 0 while
+ * the canary is on, so every free of a block takes the slow path that runs
+ * it */
+extern MLD_HIDDEN uintptr_t _mld_free_limit;
 MLD_HIDDEN void _mld_canary_init(void);
 MLD_HIDDEN void _mld_canary_free(void* p);   /* the work, then the free */
 MLD_HIDDEN uint64_t _mld_canary_rate(void);    /* chain steps per microsecond, 0 when off */
@@ -558,21 +596,32 @@ MLD_HIDDEN void* _mld_alloc_calloc(size_t count, size_t size);
 MLD_HIDDEN void* _mld_alloc_realloc(void* p, size_t size);
 MLD_HIDDEN size_t _mld_alloc_usable_size(const void* p);
 
+/* malloc's pop from a non-empty bin whose top is top */
+static inline void* mld_bin_pop(mld_heap_t* h, mld_bin_t* bin, void** top) {
+  top--;
+  bin->own.top = top;
+  mld_block_t* b = (mld_block_t*)*top;
+  h->hot.allocs++;
+  mld_block_mark(b, 0);
+  return b;
+}
+
+/* Sizes up to MLD_FAST_MAX (4 KiB) find their bin with one table load;
+ * larger ones up to 128 KiB with a bit scan, inline too (through
+ * _mld_alloc_slow they cost 39 instructions per malloc more: the slow
+ * path's frame and its calls). */
 static inline void* mld_malloc_inline(size_t size) {
   mld_heap_t* h = _mld_heap_tls;
-  if (mld_likely(size <= MLD_FAST_MAX)) {
-    unsigned c = _mld_class_table[(size + 15) >> 4];
-    mld_bin_t* bin = &h->bins[c];
-    void** top = bin->own.top;
-    if (mld_likely(top != bin->own.base) ||
-        (mld_bin_take_foreign(bin, &h->foreign[bin - h->bins]) && (top = bin->own.top, true))) {
-      mld_block_t* b = (mld_block_t*)*--top;
-      bin->own.top = top;
-      mld_block_mark(b, 0);
-      h->hot.allocs++;
-      return b;
-    }
-  }
+  mld_bin_t* bin;
+  if (mld_likely(size <= MLD_FAST_MAX))
+    bin = (mld_bin_t*)((uintptr_t)h->bins + (size_t)_mld_size_bin8[(size + 15) >> 4] * 8);
+  else if (mld_likely(size <= MLD_MAX_SIZE))
+    bin = &h->bins[mld_size_class_above(size)];
+  else
+    return _mld_alloc_slow(size, h);
+  void** top = bin->own.top;
+  if (mld_likely(top != bin->own.base)) return mld_bin_pop(h, bin, top);
+  if (mld_bin_take_foreign(bin, &h->foreign[bin - h->bins])) return mld_bin_pop(h, bin, bin->own.top);
   return _mld_alloc_slow(size, h);
 }
 
@@ -587,11 +636,12 @@ static inline void mld_free_block_at(void* p, bool outer) {
    * -> bin top); the checks read the page struct meanwhile and only decide
    * branches. */
   uintptr_t a = (uintptr_t)p;
-  /* one test for addresses past the map (and the canary: the bit makes
-   * any index fail it), on the index the load needs anyway; NULL reads
-   * entry 0 (no segment starts at 0) */
-  uintptr_t i = (a >> MLD_SEGMENT_SHIFT) | (outer ? _mld_free_canary_bit : 0);
-  if (mld_unlikely(i >= MLD_MAP_ENTRIES)) {
+  mld_heap_t* h = _mld_heap_tls;
+  /* one test for addresses past the map (and the canary, and a thread
+   * without a heap: their limit is 0), on the index the load needs anyway;
+   * NULL reads entry 0 (no segment starts at 0) */
+  uintptr_t i = a >> MLD_SEGMENT_SHIFT;
+  if (mld_unlikely(i > (outer ? h->free_limit : MLD_MAP_ENTRIES - 1))) {
     if (outer) _mld_alloc_free_outside(p);
     else _mld_alloc_free_slow(p, NULL);
     return;
@@ -606,20 +656,22 @@ static inline void mld_free_block_at(void* p, bool outer) {
    * (their slots hold 255) */
   if (mld_unlikely(!mld_page_is_block(page, p))) { _mld_alloc_free_slow(p, page); return; }
   mld_block_t* b = (mld_block_t*)p;
-  uintptr_t cookie = (uintptr_t)b ^ _mld_cookie_key;
+  uintptr_t cookie = mld_block_cookie(page);
 #if MLD_FREE_CHECKS
   if (mld_unlikely(b->cookie == cookie)) { _mld_report_double_free(p, page); return; }
 #endif
-  mld_heap_t* h = _mld_heap_tls;
+  /* marked at once, right after the test: the same store after the owner
+   * test (next to the push) cost fastpath 0.8 ns per pair more
+   * (allocator/README.md, "Speed, fifth round") */
+  mld_block_mark(b, cookie);
   mld_bin_t* bin = (mld_bin_t*)((uintptr_t)h->bins + bin8 * 8);
-  if (mld_unlikely(atomic_load_explicit(&page->owner, memory_order_relaxed) != h)) {
+  if (mld_unlikely(!mld_page_owned_by(page, h))) {
     unsigned c = (unsigned)(bin - h->bins);
     /* another thread's block: to our bin's foreign blocks (MALLARD_REMOTE=bin), else CAS */
     if (_mld_remote_mode != MLD_REMOTE_BIN || h == &_mld_heap_empty) {
       _mld_alloc_free_remote(h, page, b);
       return;
     }
-    mld_block_mark(b, cookie);
     h->hot.frees++;
     h->hot.remote_frees++;
     /* into the bin (the next malloc reuses it, hot) unless the bin is empty:
@@ -632,7 +684,6 @@ static inline void mld_free_block_at(void* p, bool outer) {
     }
     return;
   }
-  mld_block_mark(b, cookie);
   h->hot.frees++;
   /* the class again from the bin, not kept in a register across the push */
   if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, (unsigned)(bin - h->bins), page);

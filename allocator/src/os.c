@@ -5,7 +5,6 @@
 #include "internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -104,16 +103,3 @@ uint64_t _mld_os_now_ms(void) {
 }
 
 void _mld_os_yield(void) { sched_yield(); }
-
-uint64_t _mld_os_random(void) {
-  uint64_t r = 0;
-  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    if (read(fd, &r, sizeof r) != (ssize_t)sizeof r) r = 0;
-    close(fd);
-  }
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  r ^= (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)&ts ^ ((uint64_t)getpid() << 32);
-  return r | 1;
-}

@@ -1,13 +1,13 @@
 /* size_class.c: the size classes. 16..128 bytes in steps of 16, then four
  * classes per power of two (2^k * 1.25, 1.5, 1.75, 2) up to 128 KiB; a table
- * maps sizes <= MLD_FAST_MAX (4 KiB) to their class in one load (malloc's
- * inline path), larger sizes use clz.
+ * maps sizes <= MLD_FAST_MAX (4 KiB) to their class (as its bin's offset
+ * over 8) in one load (malloc's inline path), larger sizes use clz.
  * Also the per-class batch size (objects moved to and from the transfer
  * cache at once), the thread bin limit and how far it may grow. */
 #include "internal.h"
 
 MLD_HIDDEN mld_class_info_t _mld_classes[MLD_CLASSES];
-MLD_HIDDEN uint8_t _mld_class_table[MLD_FAST_MAX / 16 + 1];
+MLD_HIDDEN uint8_t _mld_size_bin8[MLD_FAST_MAX / 16 + 1];
 
 void _mld_size_class_init(void) {
   unsigned c = 0;
@@ -38,7 +38,7 @@ void _mld_size_class_init(void) {
   for (size_t i = 0; i <= MLD_FAST_MAX / 16; i++) {
     size_t size = i * 16;
     while (_mld_classes[c].size < size) c++;
-    _mld_class_table[i] = (uint8_t)c;
+    _mld_size_bin8[i] = (uint8_t)(c * MLD_SLOT_BIN_SCALE);
   }
 }
 

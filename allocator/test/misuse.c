@@ -3,7 +3,7 @@
  * reads:
  *   misuse abort   -> double free (small, medium, huge, 4 MiB-aligned, from
  *                     another thread, after the block was reused and freed
- *                     again, realloc of a freed block), free of an interior
+ *                     again, after its bin was flushed, realloc of a freed block), free of an interior
  *                     pointer, free of a pointer Mallard never returned (a
  *                     static buffer, the address 2^48): each child must die of SIGABRT with
  *                     the pointer (hex) on stderr;
@@ -24,11 +24,13 @@ static char static_buf[256] __attribute__((aligned(64)));
 
 typedef enum {
   DOUBLE_FREE, DOUBLE_FREE_MEDIUM, DOUBLE_FREE_HUGE, DOUBLE_FREE_GIANT, DOUBLE_FREE_REMOTE,
-  DOUBLE_FREE_AFTER_REUSE, REALLOC_FREED, INTERIOR_FREE, FOREIGN_FREE, EDGE_FREE, N_MISUSE
+  DOUBLE_FREE_AFTER_REUSE, DOUBLE_FREE_FLUSHED, REALLOC_FREED, INTERIOR_FREE, FOREIGN_FREE, EDGE_FREE,
+  N_MISUSE
 } misuse_t;
 static const char* const NAMES[] = {
     "double free", "double free (medium)", "double free (huge)", "double free (4 MiB-aligned)",
-    "double free (other thread)", "double free (after reuse)", "realloc of a freed block",
+    "double free (other thread)", "double free (after reuse)",
+    "double free (after its bin was flushed)", "realloc of a freed block",
     "interior-pointer free", "foreign-pointer free", "free of 2^48 (the segment map's edge)"};
 
 static void* volatile remote_target;
@@ -71,6 +73,19 @@ static void do_misuse(misuse_t kind, int report_fd) {
       free(p);
       for (int i = 0; i < 200; i++) q[i] = malloc(48); /* p is handed out again ... */
       for (int i = 0; i < 200; i++) free(q[i]);        /* ... and freed properly */
+      free(p);
+      return;
+    }
+    case DOUBLE_FREE_FLUSHED: {
+      /* p leaves the bin: 20000 more frees of its size flush it to the
+       * transfer cache and past it (direct frees to the pages, which
+       * link the blocks through their first word, beside the mark) */
+      enum { MORE = 20000 };
+      void** more = malloc(MORE * sizeof(void*));
+      if (!more) _exit(92);
+      for (int i = 0; i < MORE; i++) more[i] = malloc(48);
+      free(p);
+      for (int i = 0; i < MORE; i++) free(more[i]);
       free(p);
       return;
     }

@@ -1,7 +1,7 @@
 /* size_classes.c: the size-class lookup against its definition. malloc's
  * inline path finds the class of every size up to MLD_FAST_MAX (4 KiB)
- * with one load from _mld_class_table, larger ones with clz
- * (mld_size_class); both must give, for every size from 0 to 128 KiB, the
+ * with one load from _mld_size_bin8 (the class's bin offset over 8),
+ * larger ones with clz (mld_size_class_above); both must give, for every size from 0 to 128 KiB, the
  * smallest class that holds it. Then through the allocator itself: a block
  * of every size up to 16 KiB reports its class's size as usable size, and
  * blocks of sizes around the table's end (mixed, many at once) are
@@ -23,8 +23,10 @@ int main(void) {
     if (got != want && bad++ < 10)
       fprintf(stderr, "size %zu: class %u (%u B), want %u (%u B)\n", size, got, _mld_classes[got].size, want,
               _mld_classes[want].size);
-    if (size <= MLD_FAST_MAX && _mld_class_table[(size + 15) >> 4] != want && bad++ < 10)
-      fprintf(stderr, "size %zu: table gives %u, want %u\n", size, _mld_class_table[(size + 15) >> 4], want);
+    if (size <= MLD_FAST_MAX && _mld_size_bin8[(size + 15) >> 4] != want * MLD_SLOT_BIN_SCALE && bad++ < 10)
+      fprintf(stderr, "size %zu: table gives bin offset %u, want class %u\n", size, _mld_size_bin8[(size + 15) >> 4], want);
+    if (size > MLD_FAST_MAX && mld_size_class_above(size) != want && bad++ < 10)
+      fprintf(stderr, "size %zu: clz gives %u, want %u\n", size, mld_size_class_above(size), want);
   }
   CHECKF(bad == 0, "%ld wrong class(es)", bad);
 

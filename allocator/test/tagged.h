@@ -22,7 +22,7 @@
 #else
 #define MALLOC malloc
 #define FREE free
-static long long STAT_GET(const char* name) { return mallard_stat_fn()(name); }
+static inline long long STAT_GET(const char* name) { return mallard_stat_fn()(name); }
 #endif
 
 static _Atomic long failures;
@@ -46,7 +46,7 @@ static inline blk* make_sized(uint64_t* rng, uint32_t size) {
 }
 
 /* Check the tag, then free. */
-static void drop(blk* b) {
+static inline void drop(blk* b) {
   if (((unsigned char*)b)[b->size - 1] != (unsigned char)b->tag) {
     fprintf(stderr, "block %p (size %u) corrupted\n", (void*)b, b->size);
     atomic_fetch_add(&failures, 1);
@@ -56,7 +56,7 @@ static void drop(blk* b) {
 
 /* gens generations of n threads running fn (argument: gen * 64 + i), each
  * generation joined before the next: heaps that exit and new ones. */
-static void run_generations(void* (*fn)(void*), long gens, long n) {
+static inline void run_generations(void* (*fn)(void*), long gens, long n) {
   for (long gen = 0; gen < gens; gen++) {
     pthread_t t[64];
     for (long i = 0; i < n; i++)
