@@ -27,7 +27,7 @@
 #include "mallard.h"
 #include "testhooks.h"
 
-enum { S_REMOVE = 64, S_INSERT = 128, MAX_OBJS = 4096 };
+enum { S_REMOVE = 64, S_INSERT = 128, MAX_OBJS = 16384 };
 
 static bool naive;
 static _Atomic int stage;        /* main -> holder: 1 claim made, 2 main done */
