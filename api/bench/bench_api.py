@@ -249,7 +249,8 @@ def main() -> int:
 
         phases = set(args.phases.split(","))
         ing_s, ing_n, post_lat, lat = float("nan"), 0, [float("nan")], [float("nan")]
-        client_cpu = float("nan")
+        client_cpu, machine = float("nan"), {"busy": float("nan"), "idle": float("nan"),
+                                             "iowait": float("nan"), "steal": float("nan")}
         assert api.proc is not None
         postmaster = int((base_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
         parts = {"API": api.proc.pid, "PostgreSQL": postmaster}
@@ -268,7 +269,7 @@ def main() -> int:
             outcome = ingest(base, token, args.clients, args.posts, args.batch,
                              warmup=args.warmup, mode=args.client_mode, on_start=clock_started)
             ing_s, ing_n, post_lat = outcome.seconds, outcome.stored, outcome.latencies
-            client_cpu = outcome.client_cpu
+            client_cpu, machine = outcome.client_cpu, outcome.machine
             print(f"bench: {outcome.warmup_stored:,} warm-up trials stored (untimed)", flush=True)
             # the analysis queued by the posts, done before the CPU is counted
             wait_analysis(plain)
@@ -327,6 +328,9 @@ def main() -> int:
                 f"{name} {1000 * sec * args.batch / max(1, ing_n):.1f} ms"
                 for name, sec in ingest_cpu.items()) or "-")
             + f"; the clients {1000 * client_cpu * args.batch / max(1, ing_n):.1f} ms |",
+            f"| the machine's {os.cpu_count()} CPUs while posting (all processes, ours and "
+            f"the neighbours') | {machine['busy']:.2f} busy, {machine['idle']:.2f} idle, "
+            f"{machine['iowait']:.2f} in I/O wait, {machine['steal']:.2f} stolen |",
             f"| trials stored when querying | {total:,} |",
             f"| series query p50 / p95 / p99 ({len(ms)} queries, {args.commits} commits x "
             f"{points // max(1, args.commits)} trials per point) | {statistics.median(ms):.1f} ms "

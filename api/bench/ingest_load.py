@@ -46,6 +46,22 @@ class Outcome:
     latencies: list[float] = field(default_factory=list)
     client_cpu: float = 0.0  # CPU seconds of all clients over the timed posts
     warmup_stored: int = 0  # trials of the untimed warm-up posts (not in `stored`)
+    machine: dict[str, float] = field(default_factory=dict)  # cores busy/idle/iowait/steal
+
+
+def machine_ticks() -> list[int]:
+    """The whole machine's CPU ticks (/proc/stat: user nice system idle iowait irq
+    softirq steal)."""
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:9]]
+
+
+def cores_used(before: list[int], after: list[int], seconds: float) -> dict[str, float]:
+    """Mean cores busy (everything but idle, iowait and steal), idle, in iowait, stolen."""
+    d = [b - a for a, b in zip(before, after, strict=True)]
+    tick = os.sysconf("SC_CLK_TCK") * max(seconds, 1e-9)
+    return {"busy": (sum(d) - d[3] - d[4] - d[7]) / tick, "idle": d[3] / tick,
+            "iowait": d[4] / tick, "steal": d[7] / tick}
 
 
 def body(runner_id: int, batch: int) -> bytes:
@@ -118,7 +134,8 @@ class _Print:
 
 
 def _run_processes(base: str, token: str, runner_ids: list[int], posts: int, warmup: int,
-                   batch: int, on_start: Callable[[], object]) -> tuple[float, list[Any]]:
+                   batch: int, on_start: Callable[[], object], ticks0: list[int]
+                   ) -> tuple[float, list[Any]]:
     """Each client a `python ingest_load.py` of its own (only httpx imported: a runner's
     client, not this benchmark's process); returns (clock start, their reports)."""
     procs = [subprocess.Popen(
@@ -130,7 +147,7 @@ def _run_processes(base: str, token: str, runner_ids: list[int], posts: int, war
             assert p.stdout is not None
             if p.stdout.readline().strip() != "ready":
                 raise SystemExit("bench: an ingest client did not start")
-        start = time.monotonic()
+        start, ticks0[:] = time.monotonic(), machine_ticks()
         for p in procs:
             assert p.stdin is not None
             p.stdin.write("go\n")
@@ -162,8 +179,10 @@ def ingest(base: str, token: str, clients: int, posts: int, batch: int, *, warmu
                        json={"name": f"bench-{i}", "arch": "x86_64", "cpus": str(i)})
             r.raise_for_status()
             runner_ids.append(int(r.json()["id"]))
+    ticks0: list[int] = []
     if mode == "processes":
-        start, got = _run_processes(base, token, runner_ids, posts, warmup, batch, on_start)
+        start, got = _run_processes(base, token, runner_ids, posts, warmup, batch, on_start,
+                                    ticks0)
         client_cpu = sum(g[3] for g in got)
     else:
         barrier = threading.Barrier(clients + 1)
@@ -174,17 +193,18 @@ def ingest(base: str, token: str, clients: int, posts: int, batch: int, *, warmu
         for w in workers:
             w.start()
         barrier.wait()
-        start, own0 = time.monotonic(), os.times()
+        start, own0, ticks0[:] = time.monotonic(), os.times(), machine_ticks()
         on_start()
         for w in workers:
             w.join()
         got, own = list(results), os.times()
         # the threads share this process: its CPU over the timed posts is theirs
         client_cpu = (own.user - own0.user) + (own.system - own0.system)
+    ticks1 = machine_ticks()  # at the last answer (give or take the reports' reading)
     latencies = [x for g in got for x in g[0]]
     end = max(g[2] for g in got)
     return Outcome(end - start, sum(g[1] for g in got), latencies, client_cpu,
-                   sum(g[4] for g in got))
+                   sum(g[4] for g in got), cores_used(ticks0, ticks1, end - start))
 
 
 if __name__ == "__main__":  # one client process: BASE RUNNER_ID POSTS WARMUP BATCH
