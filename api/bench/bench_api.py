@@ -6,7 +6,8 @@
 2. Bulk-loads N trials (default 1,000,000) with one INSERT ... SELECT over
    generate_series: commits along `main`, 2 testbeds, 5 allocator configurations,
    10 workload cells (larson/rpc x threads 1..16), measures as jsonb.
-3. Ingest: C concurrent clients (httpx, one thread each) POST /api/v1/results with
+3. Ingest (ingest_load.py): C concurrent clients (httpx, one thread or process each),
+   after W untimed warm-up posts each, POST /api/v1/results with
    batches of B fresh trials (bodies encoded before the clock starts); reports trials/s
    (a post is answered once its trials are committed, visible to the series query) and
    the latency of a post.
@@ -191,9 +192,9 @@ def main() -> int:
                          "ingest figure is not coarse)")
     ap.add_argument("--warmup", type=int, default=10,
                     help="untimed posts per client before the clock starts (not counted)")
-    ap.add_argument("--client-mode", choices=("processes", "threads"), default="processes",
-                    help="the clients as processes of their own (like runners) or as "
-                         "threads of this one")
+    ap.add_argument("--client-mode", choices=("threads", "processes"), default="threads",
+                    help="the clients as threads of this process (one interpreter: the "
+                         "least client CPU on a 2-core machine) or processes of their own")
     ap.add_argument("--batch", type=int, default=100,
                     help="trials per post (a quick-suite commit job posts ~100)")
     ap.add_argument("--queries", type=int, default=200)

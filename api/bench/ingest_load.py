@@ -1,7 +1,8 @@
 """The ingest phase of `make bench-api`: C clients each POST /api/v1/results P times with
-B fresh trials, as threads of the benchmark's process (`--client-mode threads`) or as
-processes of their own (`processes`, the default: real runners are separate machines,
-and eight httpx clients sharing one interpreter's lock measure the clients, not the API).
+B fresh trials, as threads of the benchmark's process (`--client-mode threads`, the
+default) or as processes of their own (`processes`, like runners; on this 2-core machine
+they cost more client CPU per post, ~1.2-1.7 ms against ~0.9-1.4, and the clients were
+never the limit: api/README.md, "Benchmark").
 
 Each client first makes W untimed warm-up posts (`--warmup`, like hyperfine's: the API's
 pool opening its connections, statements prepared after a few executions, first plans),
