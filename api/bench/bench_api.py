@@ -151,9 +151,10 @@ def series_queries(base: str, token: str, n: int) -> list[float]:
         for i in range(n + 5):
             wl, threads = rng.choice(WORKLOADS)
             name, variant = rng.choice(ALLOCATORS)
-            params = {"project": "bench", "branch": "main", "workload": wl, "threads": threads,
-                      "allocator": name, "variant": variant or "default",
-                      "measure": "ops_per_sec", "arch": rng.choice(TESTBEDS)}
+            params: dict[str, str | int] = {
+                "project": "bench", "branch": "main", "workload": wl, "threads": threads,
+                "allocator": name, "variant": variant or "default",
+                "measure": "ops_per_sec", "arch": rng.choice(TESTBEDS)}
             t0 = time.perf_counter()
             r = c.get("/api/v1/series", params=params)
             dt = time.perf_counter() - t0
