@@ -242,9 +242,7 @@ MLD_API void* mld_memalign(size_t alignment, size_t size) {
       errno = EINVAL;
       return NULL;
     }
-    size_t a = 1;
-    while (a < alignment) a <<= 1;
-    alignment = a;
+    alignment = mld_pow2_ceil(alignment);
   }
   return _mld_alloc_aligned(alignment, size);
 }

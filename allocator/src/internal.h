@@ -37,6 +37,13 @@
 #define MLD_NOINLINE    __attribute__((noinline))
 #define MLD_CACHE_LINE  64
 
+/* the smallest power of two >= x (x at most 2^63) */
+static inline size_t mld_pow2_ceil(size_t x) {
+  size_t a = 1;
+  while (a < x) a <<= 1;
+  return a;
+}
+
 /* ---- geometry ---------------------------------------------------------- */
 
 #define MLD_SEGMENT_SHIFT  22                                  /* 4 MiB */

@@ -94,9 +94,7 @@ void _mld_transfer_init(int mode) {
     if (cap > MLD_TRANSFER_SLOTS) cap = MLD_TRANSFER_SLOTS;
     if (cap < 4 * batch) cap = 4 * batch;
     t->cap = cap - cap % batch;
-    t->mask = 1;
-    while (t->mask < t->cap) t->mask <<= 1;
-    t->mask -= 1;
+    t->mask = (uint32_t)mld_pow2_ceil(t->cap) - 1u;
     mld_transfer_lock_init(&t->lock);
     atomic_store_explicit(&t->count, 0, memory_order_relaxed);
     atomic_store_explicit(&t->prod_claim, 0, memory_order_relaxed);
