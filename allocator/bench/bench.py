@@ -4,7 +4,7 @@ Runs, through the runner's executor (one timing loop, one result type:
 mallard_runner), every workload of the `full` suite with its params, plus the
 `transfer` workload (runner/suites/transfer.yaml) and `redis`
 (runner/suites/macro.yaml: Debian's redis-server under the allocator, io-threads
-= threads), at 1 and 2 threads:
+= threads; REDIS_REQUESTS per test here), at 1 and 2 threads:
 mallard built from this checkout's HEAD in its default configuration and
 each transfer variant (`ring`, `naive`), beside glibc, jemalloc, mimalloc and
 tcmalloc; pinned, interleaved, the median of >= 7 trials after a warm-up.
@@ -44,6 +44,11 @@ console = Console(stderr=True)
 
 ALLOCATORS = ["mallard", "mallard:transfer=ring", "mallard:transfer=naive",
               "glibc", "jemalloc", "mimalloc", "tcmalloc"]
+# redis-benchmark times each test in whole milliseconds: macro's 24,000 requests
+# take ~22 ms a test at ~1.07 M requests/s, so one step of its clock was 4.5% (the
+# redis 1T cell read 0.99x tcmalloc for 90 against 89 ms); 200,000 take ~0.19 s,
+# a step 0.5%. Costs ~1.6 s more a trial (allocator/README.md, "Speed, sixth round").
+REDIS_REQUESTS = 200_000
 
 
 def bench_suite(suites_dir: Path, trials: int) -> Suite:
@@ -54,7 +59,9 @@ def bench_suite(suites_dir: Path, trials: int) -> Suite:
     workloads = dict(full.workloads) | dict(transfer.workloads)
     # redis: a real server; without redis-server its trials fail, saying so
     if "redis" in macro.workloads:
-        workloads["redis"] = macro.workloads["redis"].model_copy(update={"threads": [1, 2]})
+        redis = macro.workloads["redis"]
+        workloads["redis"] = redis.model_copy(update={
+            "threads": [1, 2], "params": redis.params | {"requests": REDIS_REQUESTS}})
     for name, wl in workloads.items():
         threads = [t for t in (wl.threads or [1, 2]) if t in (1, 2)]
         workloads[name] = wl.model_copy(update={"threads": threads, "instructions": None})

@@ -25,6 +25,8 @@ MLD_API int mld_test_transfer_claim(size_t size, int insert, unsigned n, uint64_
 MLD_API void mld_test_transfer_commit(size_t size, int insert, void** objs, unsigned n, uint64_t ticket);
 MLD_API unsigned mld_test_transfer_capacity(size_t size);   /* objects */
 MLD_API unsigned mld_test_transfer_batch(size_t size);      /* objects per batch */
+/* The ring's physical slot chunks in use (bit p: chunk p, 512 slots each). */
+MLD_API uint64_t mld_test_transfer_chunks(size_t size);
 
 #ifdef __cplusplus
 }

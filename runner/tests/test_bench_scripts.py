@@ -62,6 +62,10 @@ def test_allocator_bench_covers_full_transfer_and_redis_at_1_and_2_threads():
     for name, wl in suite.workloads.items():
         assert set(wl.threads or []) <= {1, 2}, name
     assert suite.workloads["redis"].threads == [1, 2]
+    # a step of redis-benchmark's millisecond clock is at most 0.5% of a test at ~1 M requests/s
+    redis = suite.workloads["redis"].params
+    assert redis["requests"] == bench.REDIS_REQUESTS >= 200_000
+    assert bench.REDIS_REQUESTS % int(redis["pipeline"]) == 0   # -n a multiple of -P
     assert suite.trials == 7 and "mallard" in suite.allocators
 
 
