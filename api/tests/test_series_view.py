@@ -1,5 +1,7 @@
 """Migration 0018: `v_series` reads `series_points` and `trials_series_idx` is gone; the
-view's rows are the ones the old view (an aggregate over `trials`) gave, value for value."""
+view's rows are the ones the old view (an aggregate over `trials`) gave, value for value,
+and `series_points`, kept by the trigger's new statement, holds what migration 0012's
+aggregate of the same trials gives."""
 
 from __future__ import annotations
 
@@ -14,18 +16,32 @@ from mallard_api import db
 from test_trial_refs import _one, add_trial, world
 
 
-def migration_0018() -> ModuleType:
+def migration(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(
-        "mallard_migration_0018", MIGRATIONS / "versions" / "0018_series_view_points.py")
+        f"mallard_migration_{name[:4]}", MIGRATIONS / "versions" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
+def points_from_trials(conn: psycopg.Connection, commits: list[str]) -> tuple[Any, Any]:
+    """(the rows of `series_points` of these commits, those migration 0012's aggregate
+    computes from their trials), both in key order."""
+    add = migration("0012_series_points").ADD_POINTS
+    source = ("(SELECT * FROM trials WHERE commit_id IN "
+              "(SELECT id FROM commits WHERE sha = ANY(%s)))")
+    select = add[add.index("SELECT"):].format(source=source, conflict="")
+    stored = conn.execute(
+        "SELECT workload_id, testbed_id, allocator_id, measure, commit_id, vals "
+        "FROM series_points WHERE commit_id IN (SELECT id FROM commits WHERE sha = ANY(%s)) "
+        "ORDER BY 1, 2, 3, 4, 5", (commits,)).fetchall()
+    return stored, conn.execute(select, (commits,)).fetchall()
+
+
 def both_ways(conn: psycopg.Connection, project: str) -> tuple[list[Any], list[Any], int]:
     """(rows only the old view gives, rows only the new one gives, rows) for a project."""
-    old = migration_0018().old_series_view().replace(
+    old = migration("0018_series_view_points").old_series_view().replace(
         "CREATE OR REPLACE VIEW v_series", "CREATE TEMP VIEW old_series")
     conn.execute(old)
     try:
@@ -79,6 +95,9 @@ def test_v_series_gives_what_the_aggregate_over_trials_gave(
             "AND arch = 'x86_64' AND measure = 'ops_per_sec'", (project, commits[0])).fetchone()
         # 3 1 2 5 | 4 2 3 6 | 0.5 1.5 | 6 6: 12 values
         assert row == (3.0, 1.875, 5.25, 12)
+        stored, recomputed = points_from_trials(conn, commits)
+        # per commit: the 11 series above, the -O3 build's own rows apart: 13
+        assert stored == recomputed and len(stored) == 3 * 13
 
 
 def indexes(c: psycopg.Connection) -> set[str]:
@@ -116,3 +135,14 @@ def test_0018_down_and_up_again(pg_server):
             assert c.execute("SELECT * FROM v_series").fetchall() == before
             assert _one(c, "SELECT count(*) FROM information_schema.role_table_grants "
                            "WHERE grantee = 'mallard_reader' AND table_name = 'v_series'") == 1
+    with psycopg.connect(plain, autocommit=True) as c:  # a trial inserted by hand
+        trial_id = add_trial(c, ids)
+        c.execute("""UPDATE trials SET measures = '{"a": 2.5, "b": "3", "c": null, "d": true,
+                     "e": 1e300}' WHERE id = %s""", (trial_id,))  # (an UPDATE adds nothing)
+        c.execute("""INSERT INTO trials (uid, commit_id, testbed_id, allocator_id,
+                     workload_id, label, measures)
+                     SELECT uid || '-2', commit_id, testbed_id, allocator_id, workload_id,
+                            label, measures FROM trials WHERE id = %s""", (trial_id,))
+        got = c.execute("SELECT measure, vals FROM series_points WHERE commit_id = %s "
+                        "ORDER BY measure", (ids["commit"],)).fetchall()
+        assert got == [("a", [2.5]), ("e", [1e300]), ("ops_per_sec", [1.0, 1.0, 1.0])]
