@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 from conftest import MIGRATIONS, create_database
-from helpers import results, trial
+from helpers import push, results, trial
 from mallard_api import db
 from test_trial_refs import _one, add_trial, world
 
@@ -61,10 +61,7 @@ def test_v_series_gives_what_the_aggregate_over_trials_gave(
         client, make_project, make_runner, user_headers, database_url, unique):
     project = make_project()["name"]
     commits = [f"{unique}{i}".ljust(40, "d") for i in range(3)]
-    r = client.post("/api/v1/webhooks/push", headers=user_headers, json={
-        "project": project, "ref": "refs/heads/main", "after": commits[-1],
-        "commits": [{"sha": c} for c in commits]})
-    assert r.status_code == 200, r.text
+    push(client, user_headers, project, commits)
     runner, headers = make_runner()
     for k, c in enumerate(commits):
         for post in range(2):  # two posts per commit: their points are merged
