@@ -13,7 +13,8 @@ it read ~1000 short rows per series instead of ~10,000 trials.
 
 The `series_points` trigger keeps its rows and their meaning (per commit, cell and
 measure, the sorted values of the valid, non-warm-up trials with a numeric value), with
-a cheaper statement (`ADD_POINTS` below).
+a cheaper statement (`ADD_POINTS` below). Dropping the index is immediate; a downgrade
+builds it again, which locks out inserts into `trials` while it runs.
 
 Revision ID: 0018
 Revises: 0017
