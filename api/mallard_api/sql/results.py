@@ -296,6 +296,3 @@ def store_artifacts(session: Session, *, job_id: int | None, runner_id: int | No
         "INSERT INTO result_artifacts (job_id, runner_id, artifacts) "
         "VALUES (:j, :r, CAST(:a AS jsonb))"),
         {"j": job_id, "r": runner_id, "a": json.dumps(artifacts)})
-
-
-
