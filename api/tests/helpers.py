@@ -14,6 +14,14 @@ def sha(n: int | str) -> str:
     return f"{n}".rjust(40, "a")[-40:] if isinstance(n, int) else n
 
 
+def push(client: Any, headers: dict[str, str], project: str, commits: list[str]) -> None:
+    """Push `commits` (oldest first) to the project's `main` through the plain push hook."""
+    r = client.post("/api/v1/webhooks/push", headers=headers, json={
+        "project": project, "ref": "refs/heads/main", "after": commits[-1],
+        "commits": [{"sha": c} for c in commits]})
+    assert r.status_code == 200, r.text
+
+
 def trial(commit: str | None = "a" * 40, *, value: float = 1.0e7, threads: int = 2,
           workload: str = "larson", allocator: str = "mallard", variant: str | None = None,
           label: str = "head", warmup: bool = False, ok: bool = True,

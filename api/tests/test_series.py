@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import statistics
 
-from helpers import results, trial
+from helpers import push, results, trial
 
 
 def test_series_orders_by_branch_position_with_quartiles(
@@ -13,10 +13,7 @@ def test_series_orders_by_branch_position_with_quartiles(
     project = make_project()
     name = project["name"]
     commits = [f"{unique}{i}".ljust(40, "b") for i in range(3)]
-    r = client.post("/api/v1/webhooks/push", headers=user_headers, json={
-        "project": name, "ref": "refs/heads/main", "after": commits[-1],
-        "commits": [{"sha": c} for c in commits]})
-    assert r.status_code == 200, r.text
+    push(client, user_headers, name, commits)
     runner, headers = make_runner()
     values = {commits[0]: [10.0, 11.0, 12.0, 13.0], commits[1]: [20.0, 22.0],
               commits[2]: [5.0, 6.0, 7.0]}

@@ -97,15 +97,16 @@ INSERT INTO trials (uid, job_id, runner_id, project_id, branch_id, commit_id, te
                     stderr_tail, started_at, measures, counters)
 SELECT e->>1, CAST(:job_id AS bigint), CAST(:runner_id AS integer),
        CAST(:project_id AS integer), CAST(:branch_id AS integer),
-       COALESCE((e->>2)::bigint, (SELECT id FROM new_commit_ids WHERE n = (e->>15)::int)),
+       COALESCE((e->>2)::bigint,
+                ((SELECT array_agg(id ORDER BY n) FROM new_commit_ids))[(e->>15)::int]),
        CAST(:testbed_id AS integer),
-       COALESCE((e->>3)::integer, (SELECT id FROM new_allocator_ids
-                                   WHERE n = (e->>16)::int)),
+       COALESCE((e->>3)::integer,
+                ((SELECT array_agg(id ORDER BY n) FROM new_allocator_ids))[(e->>16)::int]),
        (e->>4)::integer, e->>5,
        (e->>6)::integer, (e->>7)::boolean, (e->>8)::boolean, (e->>9)::integer,
        (e->>10)::integer, e->>11, (e->>12)::timestamptz, e->13, NULLIF(e->14, 'null')
-FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e
-ORDER BY (e->>0)::integer
+FROM jsonb_array_elements(CAST(:rows AS jsonb)) WITH ORDINALITY AS r(e, n)
+ORDER BY r.n
 ON CONFLICT ON CONSTRAINT trials_uid_excl DO NOTHING
 RETURNING id, ok, warmup, label, project_id, branch_id, workload_id, testbed_id,
           allocator_id, measures
@@ -295,6 +296,3 @@ def store_artifacts(session: Session, *, job_id: int | None, runner_id: int | No
         "INSERT INTO result_artifacts (job_id, runner_id, artifacts) "
         "VALUES (:j, :r, CAST(:a AS jsonb))"),
         {"j": job_id, "r": runner_id, "a": json.dumps(artifacts)})
-
-
-
