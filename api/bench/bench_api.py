@@ -199,6 +199,9 @@ def main() -> int:
     ap.add_argument("--client-mode", choices=("threads", "processes"), default="threads",
                     help="the clients as threads of this process (one interpreter: the "
                          "least client CPU on a 2-core machine) or processes of their own")
+    ap.add_argument("--client-lib", choices=("stdlib", "httpx"), default="stdlib",
+                    help="the ingest clients' HTTP client: http.client (the least client "
+                         "CPU on the servers' cores) or httpx (the runner's)")
     ap.add_argument("--batch", type=int, default=100,
                     help="trials per post (a quick-suite commit job posts ~100)")
     ap.add_argument("--queries", type=int, default=200)
@@ -274,7 +277,7 @@ def main() -> int:
 
             outcome = ingest(base, token, args.clients, args.posts, args.batch,
                              warmup=args.warmup, mode=args.client_mode, rounds=args.rounds,
-                             on_start=clock_started)
+                             lib=args.client_lib, on_start=clock_started)
             ing_s, ing_n, post_lat = outcome.seconds, outcome.stored, outcome.latencies
             per_round = outcome.per_round()
             print("bench: rounds " + ", ".join(f"{x:,.0f}" for x in per_round) + " trials/s",

@@ -18,6 +18,7 @@ over the timed posts, so the table shows what the clients cost.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import random
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -98,8 +100,41 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+class Poster:
+    """POST /api/v1/results on one keep-alive connection; returns the trials stored.
+    `lib`: "stdlib" (http.client: ~0.4 ms of client CPU per 100-trial post) or "httpx"
+    (what the runner uses: its pure-Python HTTP parsing, h11, costs ~1 ms; api/README.md,
+    "The API's CPU per results post, apicpu"). The clients share the servers' two cores
+    here, unlike runners, so the lighter client is the default."""
+
+    def __init__(self, base: str, headers: dict[str, str], lib: str) -> None:
+        self.headers = headers
+        self.httpx = httpx.Client(base_url=base, headers=headers, timeout=120) \
+            if lib == "httpx" else None
+        url = urllib.parse.urlsplit(base)
+        self.conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=120)
+
+    def __call__(self, b: bytes) -> int:
+        if self.httpx is not None:
+            r = self.httpx.post("/api/v1/results", content=b)
+            r.raise_for_status()
+            return int(r.json()["stored"])
+        self.conn.request("POST", "/api/v1/results", body=b, headers=self.headers)
+        answer = self.conn.getresponse()
+        data = answer.read()
+        if answer.status != 201:
+            raise SystemExit(f"bench: POST /api/v1/results answered {answer.status}: "
+                             f"{data[:500]!r}")
+        return int(json.loads(data)["stored"])
+
+    def close(self) -> None:
+        self.conn.close()
+        if self.httpx is not None:
+            self.httpx.close()
+
+
 def client(base: str, token: str, runner_id: int, posts: int, warmup: int, batch: int,
-           rounds: int, barrier: Any, out: Any) -> None:
+           rounds: int, lib: str, barrier: Any, out: Any) -> None:
     """One client: warm-up posts; then, each round, the barrier and the timed posts; puts
     (latencies, trials stored, monotonic end, CPU seconds of the timed posts, warm-up
     trials stored) per round on `out` (a queue; for threads a list, and the caller counts
@@ -107,11 +142,10 @@ def client(base: str, token: str, runner_id: int, posts: int, warmup: int, batch
     bodies = [body(runner_id, batch) for _ in range(warmup + posts * rounds)]
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     warm = 0
-    with httpx.Client(base_url=base, headers=headers, timeout=120) as c:
+    post = Poster(base, headers, lib)
+    try:
         for b in bodies[:warmup]:
-            r = c.post("/api/v1/results", content=b)
-            r.raise_for_status()
-            warm += r.json()["stored"]
+            warm += post(b)
         for k in range(rounds):
             latencies: list[float] = []
             stored = 0
@@ -119,12 +153,12 @@ def client(base: str, token: str, runner_id: int, posts: int, warmup: int, batch
             cpu0 = _cpu()
             for b in bodies[warmup + k * posts:warmup + (k + 1) * posts]:
                 t0 = time.perf_counter()
-                r = c.post("/api/v1/results", content=b)
+                stored += post(b)
                 latencies.append(time.perf_counter() - t0)
-                r.raise_for_status()
-                stored += r.json()["stored"]
             out.put((latencies, stored, time.monotonic(), _cpu() - cpu0, warm if k == 0 else 0))
             barrier.wait()
+    finally:
+        post.close()
 
 
 class _ListQueue(list[Any]):
@@ -155,13 +189,14 @@ Round = tuple[float, list[Any], list[int], list[int]]  # start, reports, ticks a
 
 
 def _run_processes(base: str, token: str, runner_ids: list[int], posts: int, warmup: int,
-                   batch: int, rounds: int, on_start: Callable[[], object]) -> list[Round]:
-    """Each client a `python ingest_load.py` of its own (only httpx imported: a runner's
-    client, not this benchmark's process); per round (clock start, their reports, the
-    machine's ticks at its start and end)."""
+                   batch: int, rounds: int, lib: str, on_start: Callable[[], object]
+                   ) -> list[Round]:
+    """Each client a `python ingest_load.py` of its own (only the HTTP client imported: a
+    runner's client, not this benchmark's process); per round (clock start, their
+    reports, the machine's ticks at its start and end)."""
     procs = [subprocess.Popen(
         [sys.executable, __file__, base, str(rid), str(posts), str(warmup), str(batch),
-         str(rounds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+         str(rounds), lib], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         env={**os.environ, "MALLARD_BENCH_TOKEN": token}) for rid in runner_ids]
     done: list[Round] = []
     try:
@@ -195,14 +230,15 @@ def _run_processes(base: str, token: str, runner_ids: list[int], posts: int, war
 
 
 def _run_threads(base: str, token: str, runner_ids: list[int], posts: int, warmup: int,
-                 batch: int, rounds: int, on_start: Callable[[], object]
+                 batch: int, rounds: int, lib: str, on_start: Callable[[], object]
                  ) -> tuple[list[Round], float]:
     """Each client a thread of this process; the rounds as `_run_processes` returns
     them, and this process's CPU seconds over the timed posts (the threads')."""
     barrier = threading.Barrier(len(runner_ids) + 1)
     results = _ListQueue()
     workers = [threading.Thread(
-        target=client, args=(base, token, rid, posts, warmup, batch, rounds, barrier, results))
+        target=client, args=(base, token, rid, posts, warmup, batch, rounds, lib, barrier,
+                             results))
         for rid in runner_ids]
     for w in workers:
         w.start()
@@ -223,8 +259,8 @@ def _run_threads(base: str, token: str, runner_ids: list[int], posts: int, warmu
 
 
 def ingest(base: str, token: str, clients: int, posts: int, batch: int, *, warmup: int,
-           mode: str, rounds: int = 1, on_start: Callable[[], object] = lambda: None
-           ) -> Outcome:
+           mode: str, rounds: int = 1, lib: str = "stdlib",
+           on_start: Callable[[], object] = lambda: None) -> Outcome:
     """Register the clients' runners, run them, and measure; `on_start` is called when
     the first round's clock starts (the caller reads the servers' CPU there)."""
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"},
@@ -236,12 +272,13 @@ def ingest(base: str, token: str, clients: int, posts: int, batch: int, *, warmu
             r.raise_for_status()
             runner_ids.append(int(r.json()["id"]))
     if mode == "processes":
-        done = _run_processes(base, token, runner_ids, posts, warmup, batch, rounds, on_start)
+        done = _run_processes(base, token, runner_ids, posts, warmup, batch, rounds, lib,
+                              on_start)
         client_cpu = sum(g[3] for _, got, _, _ in done for g in got)
     else:
         # the threads share this process: its CPU over the timed posts is theirs
         done, client_cpu = _run_threads(base, token, runner_ids, posts, warmup, batch, rounds,
-                                        on_start)
+                                        lib, on_start)
     out = Outcome(0.0, 0, client_cpu=client_cpu)
     ticks = [0] * 8
     for start, got, ticks0, ticks1 in done:
@@ -256,7 +293,7 @@ def ingest(base: str, token: str, clients: int, posts: int, batch: int, *, warmu
     return out
 
 
-if __name__ == "__main__":  # one client process: BASE RUNNER_ID POSTS WARMUP BATCH ROUNDS
-    url, rid, n, w, b, k = sys.argv[1:7]
+if __name__ == "__main__":  # a client process: BASE RUNNER_ID POSTS WARMUP BATCH ROUNDS LIB
+    url, rid, n, w, b, k, lib = sys.argv[1:8]
     client(url, os.environ["MALLARD_BENCH_TOKEN"], int(rid), int(n), int(w), int(b), int(k),
-           _Go(), _Print())
+           lib, _Go(), _Print())
