@@ -7,10 +7,10 @@
    generate_series: commits along `main`, 2 testbeds, 5 allocator configurations,
    10 workload cells (larson/rpc x threads 1..16), measures as jsonb.
 3. Ingest (ingest_load.py): C concurrent clients (httpx, one thread or process each),
-   after W untimed warm-up posts each, POST /api/v1/results with
-   batches of B fresh trials (bodies encoded before the clock starts); reports trials/s
-   (a post is answered once its trials are committed, visible to the series query) and
-   the latency of a post.
+   after W untimed warm-up posts each, POST /api/v1/results P times per round with
+   batches of B fresh trials (bodies encoded before the clock starts), in R timed rounds;
+   reports the median of the rounds' trials/s (a post is answered once its trials are
+   committed, visible to the series query) and the latency of a post.
 4. Series: Q GET /api/v1/series requests for random cells (workload, threads, allocator,
    variant, testbed) against the loaded history; reports p50/p95/p99 latency.
 5. Mixed load (mixed_load.py): M concurrent clients (default 64) for S seconds (default
@@ -188,14 +188,20 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=1_000_000)
     ap.add_argument("--commits", type=int, default=1000)
     ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--posts", type=int, default=40,
-                    help="posts per client (8 x 40 x 100 trials: long enough that the "
-                         "ingest figure is not coarse)")
+    ap.add_argument("--posts", type=int, default=50,
+                    help="timed posts per client and round (8 x 50 x 100 trials: ~2.5 s a "
+                         "round at 16,000 trials/s)")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="timed rounds; the ingest figure is their median (5 x 2.5 s: "
+                         "one neighbour's burst moves one round, not the figure)")
     ap.add_argument("--warmup", type=int, default=10,
                     help="untimed posts per client before the clock starts (not counted)")
     ap.add_argument("--client-mode", choices=("threads", "processes"), default="threads",
                     help="the clients as threads of this process (one interpreter: the "
                          "least client CPU on a 2-core machine) or processes of their own")
+    ap.add_argument("--client-lib", choices=("stdlib", "httpx"), default="stdlib",
+                    help="the ingest clients' HTTP client: http.client (the least client "
+                         "CPU on the servers' cores) or httpx (the runner's)")
     ap.add_argument("--batch", type=int, default=100,
                     help="trials per post (a quick-suite commit job posts ~100)")
     ap.add_argument("--queries", type=int, default=200)
@@ -251,6 +257,7 @@ def main() -> int:
 
         phases = set(args.phases.split(","))
         ing_s, ing_n, post_lat, lat = float("nan"), 0, [float("nan")], [float("nan")]
+        per_round = [float("nan")]
         client_cpu, machine = float("nan"), {"busy": float("nan"), "idle": float("nan"),
                                              "iowait": float("nan"), "steal": float("nan")}
         assert api.proc is not None
@@ -261,16 +268,20 @@ def main() -> int:
         ingest_cpu: dict[str, float] = {}
         if "ingest" in phases:
             print(f"bench: ingest, {args.clients} clients ({args.client_mode}) x "
-                  f"{args.warmup} warm-up + {args.posts} posts x {args.batch} trials ...",
-                  flush=True)
+                  f"{args.warmup} warm-up + {args.rounds} rounds x {args.posts} posts x "
+                  f"{args.batch} trials ...", flush=True)
             before: dict[str, float] = {}
 
             def clock_started() -> None:  # the servers' CPU over the timed posts only
                 before.update({k: mixed_load.tree_cpu(p) for k, p in parts.items()})
 
             outcome = ingest(base, token, args.clients, args.posts, args.batch,
-                             warmup=args.warmup, mode=args.client_mode, on_start=clock_started)
+                             warmup=args.warmup, mode=args.client_mode, rounds=args.rounds,
+                             lib=args.client_lib, on_start=clock_started)
             ing_s, ing_n, post_lat = outcome.seconds, outcome.stored, outcome.latencies
+            per_round = outcome.per_round()
+            print("bench: rounds " + ", ".join(f"{x:,.0f}" for x in per_round) + " trials/s",
+                  flush=True)
             client_cpu, machine = outcome.client_cpu, outcome.machine
             print(f"bench: {outcome.warmup_stored:,} warm-up trials stored (untimed)", flush=True)
             # the analysis queued by the posts, done before the CPU is counted
@@ -325,8 +336,11 @@ def main() -> int:
             "|---|---|",
             f"| bulk load (SQL generate_series) | {stored:,} trials in {load_s:.1f} s |",
             f"| ingest throughput ({args.clients} clients as {args.client_mode}, "
-            f"{args.batch} trials/post, after {args.warmup} untimed posts each) | "
-            f"**{ing_n / ing_s:,.0f} trials/s** ({ing_n:,} trials in {ing_s:.1f} s) |",
+            f"{args.batch} trials/post, after {args.warmup} untimed posts each; median of "
+            f"{len(per_round)} rounds of {args.posts} posts each) | "
+            f"**{statistics.median(per_round):,.0f} trials/s** (rounds "
+            f"{min(per_round):,.0f}-{max(per_round):,.0f}; {ing_n:,} trials in "
+            f"{ing_s:.1f} s) |",
             f"| POST /results latency p50 / p95 | {statistics.median(pms):.0f} ms / "
             f"{pct(pms, 95):.0f} ms |",
             "| CPU per post of " + f"{args.batch} trials, its analysis included | " + (", ".join(

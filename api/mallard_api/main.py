@@ -6,7 +6,8 @@ reads the suites, and mounts one router per resource.
 
 Two connection pools: one for requests (MALLARD_DB_POOL_SIZE connections; at most as
 many requests are let in at once, the rest wait in arrival order, and there are as many
-request threads, so no request ever waits for a connection; api/README.md says why), one
+request threads (anyio's, and `request_threads` for the results post), so no request
+ever waits for a connection; api/README.md says why), one
 small one for the background loops (lease sweep, analysis worker, outbox, the metrics
 collector), which therefore never take a request's connection.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from typing import Annotated, Any
 
@@ -152,6 +154,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                               "comparisons and alerts.")
     app.state.settings = settings
     app.state.token_cache = TokenCache(settings.token_cache_seconds)
+    # the results post's threads (deps.in_thread): started when first used, idle between
+    # posts, kept for the app's life (its lifespan may run more than once in tests)
+    app.state.request_threads = ThreadPoolExecutor(settings.db_pool_size,
+                                                   thread_name_prefix="mallard-request")
     app.state.catalog = catalog
     app.state.engine = engine
     app.state.sessionmaker = factory

@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 
 from fastapi import APIRouter, Request, Response
-from fastapi.concurrency import run_in_threadpool
 from mallard_wire.results import ResultsIn
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import ingest
 from mallard_api.auth import Principal, authenticate, check_role, check_runner, field_error
 from mallard_api.config import Settings
-from mallard_api.deps import close_session
+from mallard_api.deps import close_session, in_thread
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.metrics import TRIALS_INGESTED
 from mallard_api.rawbody import body_schema, parse
@@ -81,7 +80,8 @@ def check_holder(session: Session, body: ResultsIn, runner_id: int | None
 # Served by direct.py, before FastAPI's routing and without its dependency solving (the
 # route is declared here for the OpenAPI document): the token is checked before the body
 # is read (its size capped by the BodyLimitMiddleware); the body is parsed once, in Rust
-# (rawbody.py), and stored in one hop to the thread pool; the answer is encoded directly.
+# (rawbody.py), and stored in one hop to a request thread (deps.in_thread); the answer is
+# encoded directly.
 @router.post("", response_model=ResultsOut, status_code=201, openapi_extra=body_schema(ResultsIn),
              responses={409: {"model": ErrorOut}, 413: {"model": ErrorOut},
                         422: {"model": ErrorOut}})
@@ -90,7 +90,8 @@ async def post_results(request: Request) -> Response:
     try:
         p = check_role(await authenticate(request, session), ("runner", "admin"))
         raw = await request.body()
-        return await run_in_threadpool(store, request, session, p, raw)
+        return await in_thread(request.app.state.request_threads, store, request, session,
+                               p, raw)
     finally:
         await close_session(session)
 

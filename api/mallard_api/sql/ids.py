@@ -9,21 +9,29 @@ each kind keeps at most `MAX_ENTRIES` (then starts over)."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Hashable, Iterable
 from typing import Any, TypeVar
 
-from sqlalchemy import event
+from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
 
 MAX_ENTRIES = 100_000
 _PENDING = "mallard_ids_pending"
 K = TypeVar("K", bound=Hashable)
 _known: dict[tuple[str, str], dict[Hashable, int]] = {}
+_urls: weakref.WeakKeyDictionary[Engine, str] = weakref.WeakKeyDictionary()
 
 
 def db_key(session: Session) -> str:
-    """The database a per-process cache entry belongs to (its URL)."""
-    return str(session.get_bind().engine.url)
+    """The database a per-process cache entry belongs to (its URL). Rendered once per
+    engine: a results post asks ~10 times, and rendering a URL costs more than the
+    lookup it keys."""
+    engine = (session.bind or session.get_bind()).engine
+    url = _urls.get(engine)
+    if url is None:
+        url = _urls[engine] = str(engine.url)
+    return url
 
 
 def known(session: Session, kind: str, keys: Iterable[K]) -> tuple[dict[K, int], list[K]]:
