@@ -8,9 +8,10 @@
 
 void _mld_page_init(mld_page_t* page, unsigned c, mld_heap_t* owner) {
   const mld_class_info_t* ci = &_mld_classes[c];
-  page->start = page->area_start;
+  size_t color = mld_page_color(c, ci);   /* internal.h: the first block's L1 set */
+  page->start = page->area_start + color;
   page->block_size = ci->size;
-  page->reserved = (uint32_t)(page->area_size / ci->size);
+  page->reserved = (uint32_t)((page->area_size - color) / ci->size);
   mld_page_set_blocks(page, ci->size, page->reserved);
   page->free = NULL;
   atomic_store_explicit(&page->thread_free, NULL, memory_order_relaxed);
