@@ -245,22 +245,20 @@ static inline unsigned mld_size_class(size_t size) {
   return mld_size_class_above(size);
 }
 
-/* Where a page of blocks up to 512 bytes starts its first block: a
- * per-class offset (its "color", a multiple of 64 below 4 KiB) from the
- * page's 64 KiB-aligned start, so the blocks in use of different classes
- * (the first ones of their pages) fall into different L1 sets: pages all
- * start in set 0, and with every class's first blocks there an 8-way L1
- * evicted them (fastpath's FIFO windows ran 5% slower; allocator/README.md,
- * "Speed, sixth round"). At most 63 lines of a 64 KiB page. The color is a
- * multiple of the block size's largest power of two, so a block size that
- * is a multiple of an alignment still gives aligned blocks
- * (_mld_size_class_aligned). Larger blocks (a few of them cover every set)
- * start at 0: a color would cost them whole blocks of a page. */
-#define MLD_COLOR_MAX_SIZE 512
-static inline size_t mld_page_color(unsigned c, const mld_class_info_t* ci) {
-  if (ci->size > MLD_COLOR_MAX_SIZE) return 0;
-  size_t color = (size_t)((c * 23u) & 63u) * MLD_CACHE_LINE;   /* 23: spreads neighbouring classes */
-  return color & ~(size_t)((ci->size & (0u - ci->size)) - 1u);
+/* The block a small page hands out first: blocks are carved from this
+ * index on (wrapping around to 0: _mld_page_take), not from the page's
+ * start, so the blocks in use of different classes (the first ones carved:
+ * the bins hand recent blocks out again) fall into different L1 sets, a
+ * per-class offset (its "color", a multiple of 64 below 4 KiB) apart. Pages
+ * all start 64 KiB aligned, in set 0, and with every class's first blocks
+ * there an 8-way L1 evicted them (fastpath's FIFO windows ran 5% slower;
+ * allocator/README.md, "Speed, sixth round"). A rotation, not an offset:
+ * the page keeps all its blocks, and every block its alignment. */
+static inline uint32_t mld_page_first(const mld_page_t* page) {
+  const mld_class_info_t* ci = &_mld_classes[page->size_class];
+  uint32_t color = ((page->size_class * 23u) & 63u) * MLD_CACHE_LINE;   /* 23: spreads neighbouring classes */
+  uint32_t first = ci->kind == MLD_KIND_SMALL ? color / ci->size : 0;
+  return first < page->reserved ? first : 0;
 }
 
 /* ---- the thread heap (heap.c) ------------------------------------------ */

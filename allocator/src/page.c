@@ -8,10 +8,9 @@
 
 void _mld_page_init(mld_page_t* page, unsigned c, mld_heap_t* owner) {
   const mld_class_info_t* ci = &_mld_classes[c];
-  size_t color = mld_page_color(c, ci);   /* internal.h: the first block's L1 set */
-  page->start = page->area_start + color;
+  page->start = page->area_start;
   page->block_size = ci->size;
-  page->reserved = (uint32_t)((page->area_size - color) / ci->size);
+  page->reserved = (uint32_t)(page->area_size / ci->size);
   mld_page_set_blocks(page, ci->size, page->reserved);
   page->free = NULL;
   atomic_store_explicit(&page->thread_free, NULL, memory_order_relaxed);
@@ -70,9 +69,14 @@ uint32_t _mld_page_take(mld_page_t* page, uint32_t n, void** out) {
     uint32_t k = n - got;
     if (k > page->reserved - page->capacity) k = page->reserved - page->capacity;
     size_t bs = page->block_size;
-    /* descending, so the stack hands them out in address order */
-    uint8_t* p = page->start + (size_t)(page->capacity + k - 1) * bs;
-    for (void** e = o + k; o != e; o++, p -= bs) *o = p;
+    /* descending, so the stack hands them out in carving order: the j-th
+     * block carved is block (first + j) mod reserved (mld_page_first) */
+    uint32_t r = page->reserved, i = page->capacity + k - 1 + mld_page_first(page);
+    if (i >= r) i -= r;
+    for (void** e = o + k; o != e; o++) {
+      *o = page->start + (size_t)i * bs;
+      i = i == 0 ? r - 1 : i - 1;
+    }
     page->capacity += k;
     got += k;
   }

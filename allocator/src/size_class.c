@@ -43,10 +43,8 @@ void _mld_size_class_init(void) {
 }
 
 /* The smallest class that holds size bytes and whose blocks are all aligned
- * to alignment (pages start on 64 KiB boundaries, and their first block at
- * a multiple of the block size's largest power of two (mld_page_color), so
- * a block size that is a multiple of the alignment keeps every block
- * aligned). */
+ * to alignment (pages start on 64 KiB boundaries, so a block size that is a
+ * multiple of the alignment keeps every block aligned). */
 unsigned _mld_size_class_aligned(size_t size, size_t alignment) {
   if (size > MLD_MAX_SIZE || alignment > 64 * 1024) return MLD_CLASSES;
   for (unsigned c = mld_size_class(size < 16 ? 16 : size); c < MLD_CLASSES; c++)
