@@ -82,39 +82,37 @@ static void one_class(size_t size) {
   free(sorted);
 }
 
+/* The class size of the next class above last (by malloc_usable_size of
+ * the sizes from last + 16 on), or 0 past max. */
+static size_t next_class(size_t last, size_t max) {
+  for (size_t s = last + 16; s <= max; s += 16) {
+    void* p = malloc(s);
+    REQUIRE(p != NULL);
+    size_t size = malloc_usable_size(p);
+    free(p);
+    if (size != last) return size;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   long rounds = argc > 1 ? atol(argv[1]) : 3;
   mallard_require_active("carve");
   for (long r = 0; r < rounds; r++) {
-    size_t last = 0;
-    for (size_t s = 16; s <= 8192; s += 16) {
-      void* p = malloc(s);
-      REQUIRE(p != NULL);
-      size_t size = malloc_usable_size(p);
-      free(p);
-      if (size == last) continue;   /* one pass per class */
-      last = size;
+    for (size_t size = next_class(0, 8192); size != 0; size = next_class(size, 8192)) {
       one_class(size);
       collect();
     }
   }
   /* the first blocks of the classes up to 512 B: not all in one set (they
    * were, every page starting 64 KiB aligned, before the rotation) */
-  int first_set = -2, same = 1, classes = 0;
-  size_t last = 0;
-  for (size_t s = 16; s <= 512; s += 16) {
-    void* p = malloc(s);
-    REQUIRE(p != NULL);
-    size_t size = malloc_usable_size(p);
-    free(p);
-    if (size == last) continue;
-    last = size;
+  int first_set = -1, same = 1, classes = 0;
+  for (size_t size = next_class(0, 512); size != 0; size = next_class(size, 512)) {
     unsigned char* q = malloc(size);   /* the first block carved of a fresh page (collected above) */
     REQUIRE(q != NULL);
-    uintptr_t a = (uintptr_t)q;
+    int set = (int)(((uintptr_t)q % PAGE) / LINE % SETS);
     free(q);
-    int set = (int)((a % PAGE) / LINE % SETS);
-    if (first_set == -2) first_set = set;
+    if (first_set < 0) first_set = set;
     else if (set != first_set) same = 0;
     classes++;
   }
