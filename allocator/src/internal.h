@@ -251,7 +251,7 @@ static inline unsigned mld_size_class(size_t size) {
  * the bins hand recent blocks out again) fall into different L1 sets, a
  * per-class offset (its "color", a multiple of 64 below 4 KiB) apart. Pages
  * all start 64 KiB aligned, in set 0, and with every class's first blocks
- * there an 8-way L1 evicted them (fastpath's FIFO windows ran 5% slower;
+ * there an 8-way L1 evicted them (fastpath's FIFO windows ran 1.5-5% slower;
  * allocator/README.md, "Speed, sixth round"). A rotation, not an offset:
  * the page keeps all its blocks, and every block its alignment. */
 static inline uint32_t mld_page_first(const mld_page_t* page) {
