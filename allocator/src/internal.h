@@ -245,6 +245,22 @@ static inline unsigned mld_size_class(size_t size) {
   return mld_size_class_above(size);
 }
 
+/* The block a small page hands out first: blocks are carved from this
+ * index on (wrapping around to 0: _mld_page_take), not from the page's
+ * start, so the blocks in use of different classes (the first ones carved:
+ * the bins hand recent blocks out again) fall into different L1 sets, a
+ * per-class offset (its "color", a multiple of 64 below 4 KiB) apart. Pages
+ * all start 64 KiB aligned, in set 0, and with every class's first blocks
+ * there an 8-way L1 evicted them (fastpath's FIFO windows ran 1.5-5% slower;
+ * allocator/README.md, "Speed, sixth round"). A rotation, not an offset:
+ * the page keeps all its blocks, and every block its alignment. */
+static inline uint32_t mld_page_first(const mld_page_t* page) {
+  const mld_class_info_t* ci = &_mld_classes[page->size_class];
+  uint32_t color = ((page->size_class * 19u) & 63u) * MLD_CACHE_LINE;   /* 19: the 16 classes up to 512 B in 16 sets */
+  uint32_t first = ci->kind == MLD_KIND_SMALL ? color / ci->size : 0;
+  return first < page->reserved ? first : 0;
+}
+
 /* ---- the thread heap (heap.c) ------------------------------------------ */
 
 /* A bin: the thread's cached blocks of one size class, as a stack of

@@ -69,9 +69,17 @@ uint32_t _mld_page_take(mld_page_t* page, uint32_t n, void** out) {
     uint32_t k = n - got;
     if (k > page->reserved - page->capacity) k = page->reserved - page->capacity;
     size_t bs = page->block_size;
-    /* descending, so the stack hands them out in address order */
-    uint8_t* p = page->start + (size_t)(page->capacity + k - 1) * bs;
-    for (void** e = o + k; o != e; o++, p -= bs) *o = p;
+    /* the j-th block carved is block (first + j) mod reserved
+     * (mld_page_first): blocks lo .. lo + k - 1, of which the last wrap
+     * to 0 .. wrapped - 1; descending, so the stack hands them out in
+     * carving order */
+    uint32_t r = page->reserved, lo = page->capacity + mld_page_first(page);
+    if (lo >= r) lo -= r;
+    uint32_t wrapped = lo + k > r ? lo + k - r : 0;
+    uint8_t* p = page->start + (size_t)wrapped * bs;
+    for (void** e = o + wrapped; o != e; o++) *o = (p -= bs);
+    p = page->start + (size_t)(lo + k - wrapped) * bs;
+    for (void** e = o + (k - wrapped); o != e; o++) *o = (p -= bs);
     page->capacity += k;
     got += k;
   }
