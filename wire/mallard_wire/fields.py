@@ -21,6 +21,7 @@ from pydantic import (
     GetPydanticSchema,
     JsonValue,
     StringConstraints,
+    TypeAdapter,
     WithJsonSchema,
 )
 from pydantic_core import core_schema
@@ -206,6 +207,12 @@ def _nested(value: Any) -> Any:
 # counters, an OpenAPI document): one name on both sides, read by narrowing with
 # isinstance. Records whose fields are known are TypedDicts or models, not this.
 JsonDict = dict[str, JsonValue]
+_JSON_VALUE: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
+
+
+def as_json(value: object) -> JsonValue:
+    """A record (a TypedDict, a list of them) as the JSON value it is, checked once."""
+    return _JSON_VALUE.validate_python(value)
 
 # JSON objects PostgreSQL can store (check_json's rules). `JsonObject` (a workload's
 # params, a trial's counters: a hundred per results post) has its values checked in Rust,
