@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 from mallard_api.config import Settings
 from mallard_api.models.analysis import OutboxMessage
 from mallard_api.models.verdicts import ForgeComment, ProjectForge
+from mallard_api.schemas.outbox import GitLabStatusPayload, StatusPayload
 from mallard_api.sql import outbox
 from mallard_api.ui import links
 
@@ -64,7 +65,7 @@ def auth_headers(f: ProjectForge) -> dict[str, str]:
 
 
 def status_payload(kind: str, state: str, description: str, target_url: str,
-                   context: str) -> JsonDict:
+                   context: str) -> StatusPayload | GitLabStatusPayload:
     if kind == "gitlab":
         return {"state": GITLAB_STATE[state], "name": context, "target_url": target_url,
                 "description": description[:255]}

@@ -14,10 +14,11 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from mallard_api.models.analysis import OutboxMessage, WebhookEndpoint
+from mallard_api.schemas.outbox import OutboxPayload
 
 
 def add(session: Session, *, event: str, alert_id: int | None, kind: str, url: str,
-        payload: JsonDict) -> OutboxMessage:
+        payload: OutboxPayload) -> OutboxMessage:
     msg = OutboxMessage(event=event, alert_id=alert_id, kind=kind, url=url, payload=payload,
                         state="pending", attempts=0)
     session.add(msg)
