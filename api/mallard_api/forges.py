@@ -32,6 +32,7 @@ from urllib.parse import quote
 
 import httpx
 from mallard_wire.fields import FULL_SHA, JsonDict
+from pydantic import JsonValue
 from sqlalchemy.orm import Session
 
 from mallard_api.config import Settings
@@ -160,7 +161,7 @@ def superseded(session: Session, msg: OutboxMessage) -> bool:
     """Whether a newer message replaces this one: the request's comment, or the status of
     the same commit and context. A retried older message is then dropped, so it never
     overwrites what the newer one says (a late `pending` after `failure`)."""
-    def context(p: JsonDict) -> Any:
+    def context(p: JsonDict) -> JsonValue:
         return p.get("context", p.get("name"))
 
     return any(msg.event == "forge.comment" or context(p) == context(msg.payload)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import httpx
 from mallard_wire.fields import JsonDict
@@ -236,11 +236,12 @@ class Spool:
 
     def drain(self, send: Callable[[str, JsonDict], httpx.Response], stop: threading.Event,
               max_seconds: float, on_done: Hook | None = None,
-              on_retry: Callable[[int, float], None] | None = None, **hooks: Any) -> int:
+              on_retry: Callable[[int, float], None] | None = None, *,
+              on_dropped: Hook | None = None, on_rejected: Hook | None = None) -> int:
         """Flush until empty, stopped, or out of time, waiting for each post's backoff."""
         deadline = time.monotonic() + max_seconds
         while True:
-            left = self.flush(send, on_done, **hooks)
+            left = self.flush(send, on_done, on_dropped=on_dropped, on_rejected=on_rejected)
             if left == 0:  # a hook may have spooled a new post (a rejected job's failure)
                 left = len(self.pending())
             if left == 0 or stop.is_set() or time.monotonic() >= deadline:

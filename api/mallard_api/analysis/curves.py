@@ -123,7 +123,7 @@ def curves(cells: Sequence[ReportCell], cpus: int | None = None,
         groups.setdefault((c.workload, _rest_key(dict(c.params)), c.measure), []).append(c)
     out = []
     for (workload, _, measure), group in sorted(groups.items()):
-        by_threads = {int(c.params["threads"]): c for c in group}
+        by_threads = {t: c for c in group if isinstance(t := c.params.get("threads"), int)}
         if len(by_threads) < 2:
             continue
         points = [
