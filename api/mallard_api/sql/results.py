@@ -4,7 +4,7 @@ dedup tables, then insert the raw trials, skipping the uids already stored."""
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from mallard_wire.fields import JsonDict
 from mallard_wire.results import ResultsIn, TestbedFields, TrialIn
@@ -228,8 +228,7 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     branch_id = None
     if project_id is not None and body.branch:
         branch_id = ensure_branch(session, project_id, body.branch)
-
-    digests: dict[tuple[Any, ...], str] = {}  # a post's trials share a few params
+    digests: dict[tuple[object, ...], str] = {}  # a post's trials share a few params
 
     def digest(params: JsonDict) -> str:
         try:  # typed: 1, 1.0 and true are equal in Python, not in JSON
