@@ -25,6 +25,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from pydantic import JsonValue
 from sqlalchemy.exc import DataError, DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -46,12 +47,13 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def strict_json(raw: bytes | str) -> Any:
+def strict_json(raw: bytes | str) -> JsonValue:
     """json.loads that refuses NaN/Infinity and too-deep nesting with a ValueError
     (json.JSONDecodeError, so FastAPI answers it as a 422 `json_invalid`)."""
     text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        data: JsonValue = json.loads(text, parse_constant=_reject_constant)
+        return data
     except RecursionError as exc:
         raise json.JSONDecodeError("nested too deeply", text[:100], 0) from exc
     except json.JSONDecodeError:

@@ -31,12 +31,14 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from mallard_wire.fields import FULL_SHA
+from mallard_wire.fields import FULL_SHA, JsonDict
+from pydantic import JsonValue
 from sqlalchemy.orm import Session
 
 from mallard_api.config import Settings
 from mallard_api.models.analysis import OutboxMessage
 from mallard_api.models.verdicts import ForgeComment, ProjectForge
+from mallard_api.schemas.outbox import GitLabStatusPayload, StatusPayload
 from mallard_api.sql import outbox
 from mallard_api.ui import links
 
@@ -64,7 +66,7 @@ def auth_headers(f: ProjectForge) -> dict[str, str]:
 
 
 def status_payload(kind: str, state: str, description: str, target_url: str,
-                   context: str) -> dict[str, Any]:
+                   context: str) -> StatusPayload | GitLabStatusPayload:
     if kind == "gitlab":
         return {"state": GITLAB_STATE[state], "name": context, "target_url": target_url,
                 "description": description[:255]}
@@ -159,7 +161,7 @@ def superseded(session: Session, msg: OutboxMessage) -> bool:
     """Whether a newer message replaces this one: the request's comment, or the status of
     the same commit and context. A retried older message is then dropped, so it never
     overwrites what the newer one says (a late `pending` after `failure`)."""
-    def context(p: dict[str, Any]) -> Any:
+    def context(p: JsonDict) -> JsonValue:
         return p.get("context", p.get("name"))
 
     return any(msg.event == "forge.comment" or context(p) == context(msg.payload)
@@ -189,7 +191,9 @@ def send(session: Session, http: httpx.Client, msg: OutboxMessage) -> str | None
 
 def _comment(session: Session, http: httpx.Client, f: ProjectForge, msg: OutboxMessage,
              headers: dict[str, str]) -> httpx.Response:
-    number = int(msg.payload["number"])
+    number = msg.payload["number"]
+    if not isinstance(number, int):
+        raise TypeError(f"outbox message {msg.id}: a comment without a request number")
     body = {"body": msg.payload["body"]}
     row = session.get(ForgeComment, (f.project_id, number))
     notes = "notes" if f.kind == "gitlab" else "comments"

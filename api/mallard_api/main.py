@@ -19,10 +19,11 @@ import logging
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio.to_thread
 from fastapi import APIRouter, Depends, FastAPI
+from mallard_wire.fields import JsonDict
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from sqlalchemy import text
 from sqlalchemy.orm import Session
@@ -193,7 +194,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     default_openapi = app.openapi
 
-    def openapi() -> dict[str, Any]:
+    def openapi() -> JsonDict:
         """Errors are always JSON, also on operations whose success is text/plain."""
         if app.openapi_schema is None:
             doc = default_openapi()

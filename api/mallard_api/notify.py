@@ -23,12 +23,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy.orm import Session
 
 from mallard_api.config import get_settings
 from mallard_api.models.analysis import Alert, OutboxMessage
+from mallard_api.schemas.outbox import AlertRecord, GenericAlertPayload, SlackPayload
 from mallard_api.sql import outbox
 from mallard_api.ui import links
 
@@ -72,7 +72,7 @@ def targets(session: Session, configured: str | None) -> list[Target]:
     return list(seen)
 
 
-def alert_dict(alert: Alert) -> dict[str, Any]:
+def alert_dict(alert: Alert) -> AlertRecord:
     """The alert as the v_alerts columns (JSON-ready)."""
 
     def ts(v: datetime | None) -> str | None:
@@ -96,7 +96,7 @@ def event_text(alert: Alert, event: str) -> str:
     return f"Regression alert #{alert.id}: {alert.text}"
 
 
-def payload(alert: Alert, event: str, kind: str) -> dict[str, Any]:
+def payload(alert: Alert, event: str, kind: str) -> GenericAlertPayload | SlackPayload:
     text = event_text(alert, event)
     base = get_settings().public_url
     page = links.absolute(base, links.alert(alert.id))

@@ -7,13 +7,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+
+from pydantic import JsonValue
 
 
-def params_key(params: Mapping[str, Any]) -> str:
+def params_key(params: Mapping[str, JsonValue]) -> str:
     """Canonical JSON: sorted keys, no spaces."""
     return json.dumps(params, sort_keys=True, separators=(",", ":"))
 
 
-def params_sha256(params: Mapping[str, Any]) -> str:
+def params_sha256(params: Mapping[str, JsonValue]) -> str:
     return hashlib.sha256(params_key(params).encode()).hexdigest()

@@ -19,9 +19,10 @@ components).
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from fastapi.exceptions import RequestValidationError
+from mallard_wire.fields import JsonDict
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import models_json_schema
 
@@ -60,7 +61,7 @@ def _json_invalid(msg: str, pos: int) -> RequestValidationError:
                                     "ctx": {"error": msg}}])
 
 
-def body_schema(model: type[BaseModel]) -> dict[str, Any]:
+def body_schema(model: type[BaseModel]) -> JsonDict:
     """`openapi_extra` of a route that parses `model` from its raw body."""
     if model not in _MODELS:
         _MODELS.append(model)
@@ -68,10 +69,13 @@ def body_schema(model: type[BaseModel]) -> dict[str, Any]:
         "schema": {"$ref": REF.format(model=model.__name__)}}}}}
 
 
-def add_schemas(doc: dict[str, Any]) -> None:
+def add_schemas(doc: JsonDict) -> None:
     """Put the raw routes' body models (and the models they use) into the document's
     components, keeping any of the same name FastAPI already wrote."""
     _, top = models_json_schema([(m, "validation") for m in _MODELS], ref_template=REF)
-    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+    components = doc.setdefault("components", {})
+    schemas = components.setdefault("schemas", {}) if isinstance(components, dict) else None
+    if not isinstance(schemas, dict):
+        raise TypeError("the OpenAPI document's components.schemas is not an object")
     for name, schema in top.get("$defs", {}).items():
         schemas.setdefault(name, schema)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
+from mallard_wire.fields import JsonDict
 from mallard_wire.jobs import ClaimedJob, ClaimIn, LeaseIn
 from mallard_wire.results import TestbedIn
 from mallard_wire.runners import Heartbeat, RunnerRegister
@@ -83,6 +82,6 @@ class ApiClient:
             raise LeaseLost(f"lease on job {job_id} lost", 409)
         self._check(r, "lease")
 
-    def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+    def post(self, path: str, body: JsonDict) -> httpx.Response:
         """A raw POST (used by the spool: results and failure reports)."""
         return self.http.post(path, json=body)

@@ -52,6 +52,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mallard_wire.fields import JsonDict
 from mallard_wire.results import TrialIn, WorkloadIn
 
 from .arch import Platform
@@ -79,7 +80,7 @@ class Cancelled(RuntimeError):
 @dataclass
 class RunOutput:
     trials: list[TrialIn] = field(default_factory=list)
-    hyperfine: dict[str, dict[str, Any]] = field(default_factory=dict)
+    hyperfine: JsonDict = field(default_factory=dict)  # cell key -> {"runs": [...]}
     order: list[tuple[int, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -127,7 +128,7 @@ class Executor:
 
     # -- one trial ------------------------------------------------------------------
     def run_trial(self, cell: Cell, seq: int,
-                  warmup: bool) -> tuple[TrialIn, dict[str, Any] | None]:
+                  warmup: bool) -> tuple[TrialIn, JsonDict | None]:
         """One trial: run the workload under hyperfine in a fresh folder, then read what
         hyperfine, the workload's result line, the allocator's counters and perf left."""
         trial_dir = self._fresh_dir(cell, f"warmup-{seq}" if warmup else f"trial-{seq}")
@@ -144,7 +145,7 @@ class Executor:
         return trial, timed.export
 
     def _counters(self, cell: Cell, trial_dir: Path,
-                  measures: dict[str, float]) -> dict[str, Any] | None:
+                  measures: dict[str, float]) -> JsonDict | None:
         """The allocator's counters (mallard only) and perf's counts, into `measures`."""
         counters = read_stats(trial_dir) if cell.target.is_mallard else None
         if counters:
@@ -241,6 +242,7 @@ class Executor:
                 out.trials.append(trial)
                 out.order.append((rnd, cell.key))
                 entry = out.hyperfine.setdefault(cell.key, {"runs": []})
+                assert isinstance(entry, dict) and isinstance(entry["runs"], list)
                 entry["runs"].append({"uid": trial.uid, "seq": seq, "warmup": is_warmup,
                                       "raw_dir": str(self.raw_dir / cell.slug), "json": hf})
                 if self.on_trial:

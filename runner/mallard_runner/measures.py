@@ -12,7 +12,9 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from mallard_wire.fields import JsonDict
+from pydantic import BaseModel, Field
 
 
 def tail(path: Path, chars: int) -> str:
@@ -28,7 +30,7 @@ def tail(path: Path, chars: int) -> str:
     return text[-chars:]
 
 
-def last_json_line(text: str) -> dict[str, Any] | None:
+def last_json_line(text: str) -> JsonDict | None:
     for line in reversed(text.strip().splitlines()):
         line = line.strip()
         if not line:
@@ -48,12 +50,12 @@ COUNT_MEASURES = ("transfer_insert_inflight_misses", "transfer_remove_inflight_m
                   "transfer_waits", "central_refills", "pages_reclaimed")
 
 
-def derive_ratios(counters: dict[str, Any]) -> dict[str, float]:
+def derive_ratios(counters: JsonDict) -> dict[str, float]:
     """contracts §2: transfer_{insert,remove}_hit_ratio = hits / (hits + misses), and the
     raw counts of COUNT_MEASURES that the stats file has."""
-    out: dict[str, float] = {k: float(counters[k]) for k in COUNT_MEASURES
-                             if isinstance(counters.get(k), int | float)
-                             and not isinstance(counters.get(k), bool)}
+    out: dict[str, float] = {k: float(v) for k in COUNT_MEASURES
+                             if isinstance(v := counters.get(k), int | float)
+                             and not isinstance(v, bool)}
     for kind in ("insert", "remove"):
         hits = counters.get(f"transfer_{kind}_hits")
         misses = counters.get(f"transfer_{kind}_misses")
@@ -62,9 +64,9 @@ def derive_ratios(counters: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def read_stats(trial_dir: Path) -> dict[str, Any] | None:
+def read_stats(trial_dir: Path) -> JsonDict | None:
     """The allocator's counters file (MALLARD_STATS_FILE, %p = pid); the largest if several."""
-    best: dict[str, Any] | None = None
+    best: JsonDict | None = None
     for f in sorted(trial_dir.glob("stats-*.json")):
         try:
             obj = json.loads(f.read_text())
@@ -139,12 +141,25 @@ def parse_cachegrind(text: str) -> dict[str, float] | None:
     return out
 
 
+class HyperfineRun(BaseModel):
+    """The fields of hyperfine's `--export-json` result that become measures."""
+
+    times: list[float] = Field(min_length=1)
+    user: float
+    system: float
+    exit_codes: list[int | None] = []
+
+
+class HyperfineExport(BaseModel):
+    results: list[HyperfineRun] = Field(min_length=1)
+
+
 @dataclass
 class Timed:
     """hyperfine's account of one trial: its export, the workload's exit code or signal,
     the time measures, and what went wrong ("" when nothing did)."""
 
-    export: dict[str, Any] | None = None
+    export: JsonDict | None = None
     exit_code: int | None = None
     signal: int | None = None
     measures: dict[str, float] = field(default_factory=dict)
@@ -161,25 +176,26 @@ def read_hyperfine(trial_dir: Path, note: str) -> Timed:
     hf_json = trial_dir / "hyperfine.json"
     if hf_json.exists() and not note:
         try:
-            out.export = json.loads(hf_json.read_text())
-        except ValueError as e:
+            export = json.loads(hf_json.read_text())
+            res = HyperfineExport.model_validate(export).results[0]
+        except ValueError as e:  # pydantic's ValidationError is a ValueError
             out.note = f"unreadable hyperfine JSON: {e}"
-    if out.export is not None:
-        res = out.export["results"][0]
-        out.measures["wall_seconds"] = float(res["times"][0])
-        out.measures["user_seconds"] = float(res["user"])
-        out.measures["sys_seconds"] = float(res["system"])
-        code = (res.get("exit_codes") or [None])[0]
-        if code is None:
-            out.note = out.note or "hyperfine recorded no exit code"
-        elif code > 128 and code - 128 < 65:
-            out.signal = code - 128  # hyperfine reports a signal as 128+N
         else:
-            out.exit_code = int(code)
+            out.export = export
+            out.measures["wall_seconds"] = res.times[0]
+            out.measures["user_seconds"] = res.user
+            out.measures["sys_seconds"] = res.system
+            code = (res.exit_codes or [None])[0]
+            if code is None:
+                out.note = out.note or "hyperfine recorded no exit code"
+            elif code > 128 and code - 128 < 65:
+                out.signal = code - 128  # hyperfine reports a signal as 128+N
+            else:
+                out.exit_code = code
     return out
 
 
-def read_result(result: dict[str, Any] | None, ok: bool, note: str,
+def read_result(result: JsonDict | None, ok: bool, note: str,
                 measures: dict[str, float]) -> tuple[bool, str]:
     """The workload's JSON result line into `measures`: (ok, note)."""
     if ok and result is None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
+from mallard_wire.fields import JsonDict, as_json
 from mallard_wire.results import ResultsIn, TrialIn
 
 from .build import Builder
@@ -132,16 +133,16 @@ def execute(prep: Prepared) -> ResultsIn:
     testbed = collect(req.cpus, compilers.pop() if len(compilers) == 1 else None,
                       noise_control=prep.executor.commands.noise_control,
                       target=prep.executor.target)
+    artifacts: JsonDict = {
+        "hyperfine": out.hyperfine, "suite": req.suite.name,
+        "order": [[r, k] for r, k in out.order], "notes": [*prep.notes],
+        "missing_peers": as_json(prep.resolved.missing), "raw_dir": str(req.raw_dir),
+        "seed": seed, "trials": prep.trials, "warmup": prep.warmup,
+        "noise_control": as_json(prep.noise),
+        "oversubscribed": as_json(oversubscribed(prep.cells, req.cpus))}
     return ResultsIn(
         job_id=req.job_id, attempt=req.attempt, runner_id=req.runner_id, project=req.project,
-        branch=req.branch,
-        testbed=testbed, trials=out.trials,
-        artifacts={"hyperfine": out.hyperfine, "suite": req.suite.name,
-                   "order": [[r, k] for r, k in out.order], "notes": prep.notes,
-                   "missing_peers": prep.resolved.missing, "raw_dir": str(req.raw_dir),
-                   "seed": seed, "trials": prep.trials, "warmup": prep.warmup,
-                   "noise_control": prep.noise,
-                   "oversubscribed": oversubscribed(prep.cells, req.cpus)})
+        branch=req.branch, testbed=testbed, trials=out.trials, artifacts=artifacts)
 
 
 def oversubscribed(cells: list[Cell], cpus: list[int]) -> Oversubscribed:

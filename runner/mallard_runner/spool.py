@@ -29,9 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import httpx
+from mallard_wire.fields import JsonDict
 
 REJECTED = "rejected"
 RETRY_STATUSES = (408, 429, 503)  # the API says "later": never counted against a post
@@ -44,19 +45,32 @@ class Outcome(Enum):
     REJECTED = "rejected"  # the API will never accept it
 
 
+class SpoolEntry(TypedDict):
+    """One spool file: a POST and its delivery state."""
+
+    method: str
+    url: str
+    body: JsonDict
+    attempts: int
+    created_at: float
+    last_error: str | None
+    server_errors: int
+    next_attempt_at: float
+
+
 @dataclass
 class Pending:
     path: Path
     method: str
     url: str
-    body: dict[str, Any]
+    body: JsonDict
     attempts: int
     created_at: float
     last_error: str | None = None
     server_errors: int = 0  # 5xx answers other than 503
     next_attempt_at: float = 0.0
 
-    def entry(self) -> dict[str, Any]:
+    def entry(self) -> SpoolEntry:
         return {"method": self.method, "url": self.url, "body": self.body,
                 "attempts": self.attempts, "created_at": self.created_at,
                 "last_error": self.last_error, "server_errors": self.server_errors,
@@ -116,14 +130,14 @@ class Spool:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
 
-    def put(self, url: str, body: dict[str, Any], kind: str = "post") -> Path:
+    def put(self, url: str, body: JsonDict, kind: str = "post") -> Path:
         """Write one pending POST atomically; returns its file."""
         name = f"{time.time_ns():020d}-{kind}-{uuid.uuid4().hex[:8]}.json"
         item = Pending(self.dir / name, "POST", url, body, 0, time.time())
         self._write(item.path, item.entry())
         return item.path
 
-    def _write(self, path: Path, entry: dict[str, Any]) -> None:
+    def _write(self, path: Path, entry: SpoolEntry) -> None:
         tmp = path.with_name(f".{path.name}.tmp")
         with open(tmp, "w") as f:
             json.dump(entry, f)
@@ -177,7 +191,7 @@ class Spool:
         item.path = dest
         return dest
 
-    def flush(self, send: Callable[[str, dict[str, Any]], httpx.Response],
+    def flush(self, send: Callable[[str, JsonDict], httpx.Response],
               on_done: Hook | None = None, *, on_dropped: Hook | None = None,
               on_rejected: Hook | None = None, force: bool = False) -> int:
         """Try every pending post that is due, oldest first. Returns how many are left.
@@ -220,13 +234,14 @@ class Spool:
                 left += 1
         return left
 
-    def drain(self, send: Callable[[str, dict[str, Any]], httpx.Response], stop: threading.Event,
+    def drain(self, send: Callable[[str, JsonDict], httpx.Response], stop: threading.Event,
               max_seconds: float, on_done: Hook | None = None,
-              on_retry: Callable[[int, float], None] | None = None, **hooks: Any) -> int:
+              on_retry: Callable[[int, float], None] | None = None, *,
+              on_dropped: Hook | None = None, on_rejected: Hook | None = None) -> int:
         """Flush until empty, stopped, or out of time, waiting for each post's backoff."""
         deadline = time.monotonic() + max_seconds
         while True:
-            left = self.flush(send, on_done, **hooks)
+            left = self.flush(send, on_done, on_dropped=on_dropped, on_rejected=on_rejected)
             if left == 0:  # a hook may have spooled a new post (a rejected job's failure)
                 left = len(self.pending())
             if left == 0 or stop.is_set() or time.monotonic() >= deadline:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
 
+from mallard_wire.fields import JsonDict
 from mallard_wire.results import TrialIn
 
 
@@ -41,7 +41,7 @@ class CellSummary:
     allocator: str
     workload: str
     case: str
-    params: dict[str, Any]
+    params: JsonDict
     n: int
     n_ok: int
     name: str = ""

@@ -19,7 +19,9 @@ from pydantic import (
     ConfigDict,
     Field,
     GetPydanticSchema,
+    JsonValue,
     StringConstraints,
+    TypeAdapter,
     WithJsonSchema,
 )
 from pydantic_core import core_schema
@@ -201,6 +203,17 @@ def _nested(value: Any) -> Any:
     return check_json(value, 1)
 
 
+# Free-form JSON (a forge's webhook body before parsing, a workload's params, a trial's
+# counters, an OpenAPI document): one name on both sides, read by narrowing with
+# isinstance. Records whose fields are known are TypedDicts or models, not this.
+JsonDict = dict[str, JsonValue]
+_JSON_VALUE: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
+
+
+def as_json(value: object) -> JsonValue:
+    """A record (a TypedDict, a list of them) as the JSON value it is, checked once."""
+    return _JSON_VALUE.validate_python(value)
+
 # JSON objects PostgreSQL can store (check_json's rules). `JsonObject` (a workload's
 # params, a trial's counters: a hundred per results post) has its values checked in Rust,
 # a nested object or array by check_json (a Python walk of every value cost ~5 % of the
@@ -219,12 +232,16 @@ _JSON_VALUES = core_schema.union_schema([
     "must be a JSON value PostgreSQL can store: finite numbers (|n| <= 1e300), text "
     f"without NUL characters, objects and arrays nested at most {MAX_JSON_DEPTH} levels"))
 JsonObject = Annotated[
-    dict[str, Any],
+    JsonDict,
     GetPydanticSchema(lambda _tp, _handler: core_schema.dict_schema(
         core_schema.str_schema(pattern=NO_NUL), _JSON_VALUES)),
     WithJsonSchema({"type": "object", "additionalProperties": True}),
 ]
-JsonDocument = Annotated[dict[str, Any], AfterValidator(check_json)]
+JsonDocument = Annotated[
+    JsonDict,
+    GetPydanticSchema(lambda _tp, handler: handler(dict[str, Any])),  # checked whole below
+    AfterValidator(check_json),
+]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 Int32 = Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]
 RunnerId = Annotated[int, Field(ge=1, le=INT32_MAX)]

@@ -51,8 +51,8 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from datetime import UTC, datetime
-from typing import Any
 
+from mallard_wire.fields import JsonDict
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import noise, stats
@@ -207,7 +207,7 @@ def result_rows(session: Session, comps: list[Comparison], settings: Settings
     cvs: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     canary: dict[tuple[str, str, str, str], dict[float, list[tuple[str, float | None]]]] = (
         defaultdict(lambda: defaultdict(list)))
-    meta: dict[tuple[str, str, str, str], tuple[dict[str, Any], int | None]] = {}
+    meta: dict[tuple[str, str, str, str], tuple[JsonDict, int | None]] = {}
     for comp in comps:
         fp = comp.testbed_fingerprint
         if fp is None or comp.canary_probe:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
+from mallard_wire.fields import JsonDict
+
 from mallard_api.analysis.stats import DIAGNOSTIC, CellNumbers, CellStats
 
 N = TypeVar("N", bound=CellNumbers)
@@ -26,14 +28,14 @@ class CellRow(CellNumbers):
     timings are shown but never judged (an emulated testbed, `measures.unjudged_reason`)."""
 
     workload: str
-    params: dict[str, Any]
+    params: JsonDict
     threads: int | None
     measure: str
     line: str
     unjudged_reason: str | None = None
 
     @classmethod
-    def of(cls, s: CellStats, *, workload: str, params: dict[str, Any], threads: int | None,
+    def of(cls, s: CellStats, *, workload: str, params: JsonDict, threads: int | None,
            measure: str, line: str, unjudged_reason: str | None = None) -> CellRow:
         return with_numbers(cls, s, workload=workload, params=params, threads=threads,
                             measure=measure, line=line, unjudged_reason=unjudged_reason)

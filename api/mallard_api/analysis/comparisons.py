@@ -29,8 +29,8 @@ import re
 import statistics
 from collections import defaultdict
 from datetime import UTC, datetime
-from typing import Any
 
+from mallard_wire.fields import JsonDict
 from mallard_wire.jobs import JobSpec, SpecAllocator
 from sqlalchemy.orm import Session
 
@@ -112,7 +112,7 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
                                            "ops_per_cpu_sec is judged") if n)
     sides: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(
         lambda: {"base": [], "head": []})
-    params_of: dict[tuple[str, str], tuple[dict[str, Any], int | None]] = {}
+    params_of: dict[tuple[str, str], tuple[JsonDict, int | None]] = {}
     peer_values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for r in rows:
         pk = params_key(r.params)

@@ -22,7 +22,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from mallard_wire.fields import JsonDict
 
 from mallard_api.analysis.measures import THROUGHPUT
 from mallard_api.analysis.report import ReportCell
@@ -43,7 +44,7 @@ class Point:
 @dataclass(frozen=True)
 class Curve:
     workload: str
-    params: dict[str, Any]  # without threads
+    params: JsonDict  # without threads
     measure: str
     higher_is_better: bool
     points: list[Point]
@@ -106,7 +107,7 @@ def curve_verdict(verdicts: Sequence[str]) -> str:
     return "same"
 
 
-def _rest_key(params: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+def _rest_key(params: JsonDict) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, repr(v)) for k, v in params.items() if k != "threads"))
 
 
@@ -122,7 +123,7 @@ def curves(cells: Sequence[ReportCell], cpus: int | None = None,
         groups.setdefault((c.workload, _rest_key(dict(c.params)), c.measure), []).append(c)
     out = []
     for (workload, _, measure), group in sorted(groups.items()):
-        by_threads = {int(c.params["threads"]): c for c in group}
+        by_threads = {t: c for c in group if isinstance(t := c.params.get("threads"), int)}
         if len(by_threads) < 2:
             continue
         points = [

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from mallard_wire.fields import JsonDict
 
 from mallard_api.analysis.report import ReportCell
 from mallard_api.params import params_key
@@ -55,7 +56,7 @@ _KINDS = {
 @dataclass(frozen=True)
 class Joint:
     workload: str
-    params: dict[str, Any]
+    params: JsonDict
     threads: int | None
     label: str
     kind: str

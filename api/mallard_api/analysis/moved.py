@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from mallard_wire.fields import JsonDict
 
 from mallard_api.analysis.report import ReportCell, is_counter
 from mallard_api.params import params_key
@@ -26,7 +27,7 @@ TOP = 3
 @dataclass(frozen=True)
 class Moved:
     workload: str
-    params: dict[str, Any]
+    params: JsonDict
     threads: int | None
     measure: str
     name: str  # the short name: ``remove hit ratio``

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mallard_wire.fields import FULL_SHA
+from mallard_wire.fields import FULL_SHA, JsonDict
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -80,7 +80,7 @@ def _sha(value: Any, field: list[str | int]) -> str:
     return value.lower()
 
 
-def parse(forge: str, data: dict[str, Any]) -> PullRequest | None:
+def parse(forge: str, data: JsonDict) -> PullRequest | None:
     """The request's number, head and base; None for an action that changes no code."""
     if forge == "gitlab":
         where: list[str | int] = ["body", "object_attributes"]

@@ -36,7 +36,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from pydantic import JsonValue
 
 from mallard_api.analysis.extras import Extras
 from mallard_api.analysis.hypothesis import Hypothesis, hypothesis_outcome
@@ -65,16 +66,16 @@ def is_ratio(measure: str) -> bool:
 @dataclass
 class ReportCell:
     workload: str
-    params: Mapping[str, Any]
+    params: Mapping[str, JsonValue]
     measure: str
     stats: CellStats
 
 
-def _fmt_value(v: Any) -> str:
+def _fmt_value(v: JsonValue) -> str:
     return str(v)
 
 
-def params_text(params: Mapping[str, Any], keys: Iterable[str] = ()) -> str:
+def params_text(params: Mapping[str, JsonValue], keys: Iterable[str] = ()) -> str:
     shown = []
     if "threads" in params:
         shown.append(f"threads={_fmt_value(params['threads'])}")

@@ -22,8 +22,8 @@ import hashlib
 import json
 import logging
 from datetime import UTC, datetime
-from typing import Any
 
+from mallard_wire.fields import JsonDict
 from mallard_wire.jobs import SpecAllocator
 from sqlalchemy.orm import Session
 
@@ -219,7 +219,7 @@ def summary_line(v: CommitVerdict, regressed: list[CellRow]) -> str:
 
 
 # -- alerts -------------------------------------------------------------------------------
-def cell_series_key(comp: Comparison, branch: str, workload: str, params: Any,
+def cell_series_key(comp: Comparison, branch: str, workload: str, params: JsonDict,
                     measure: str) -> str:
     """The change-point series key (analysis.series_key) of a cell of this comparison."""
     ident = [comp.project, branch, workload, params, "mallard", "", comp.arch,

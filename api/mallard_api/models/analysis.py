@@ -9,8 +9,8 @@ Analysis tables may point at core tables, never the reverse (contracts §8).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
+from mallard_wire.fields import JsonDict
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -88,7 +88,7 @@ class ComparisonCell(Base):
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     comparison_id: Mapped[int] = mapped_column(ForeignKey("comparisons.id", ondelete="CASCADE"))
     workload: Mapped[str] = mapped_column(Text)
-    params: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    params: Mapped[JsonDict] = mapped_column(JSONB)
     threads: Mapped[int | None] = mapped_column(Integer)
     measure: Mapped[str] = mapped_column(Text)
     higher_is_better: Mapped[bool] = mapped_column(Boolean)
@@ -121,7 +121,7 @@ class Alert(Base):
     project: Mapped[str] = mapped_column(Text)
     branch: Mapped[str] = mapped_column(Text)
     workload: Mapped[str] = mapped_column(Text)
-    params: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    params: Mapped[JsonDict] = mapped_column(JSONB)
     threads: Mapped[int | None] = mapped_column(Integer)
     arch: Mapped[str] = mapped_column(Text)
     testbed_fingerprint: Mapped[str] = mapped_column(Text)
@@ -158,7 +158,7 @@ class ChangePoint(Base):
     project: Mapped[str] = mapped_column(Text)
     branch: Mapped[str] = mapped_column(Text)
     workload: Mapped[str] = mapped_column(Text)
-    params: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    params: Mapped[JsonDict] = mapped_column(JSONB)
     arch: Mapped[str] = mapped_column(Text)
     testbed_fingerprint: Mapped[str] = mapped_column(Text)
     allocator: Mapped[str] = mapped_column(Text)
@@ -192,7 +192,7 @@ class OutboxMessage(Base):
     alert_id: Mapped[int | None] = mapped_column(ForeignKey("alerts.id", ondelete="SET NULL"))
     kind: Mapped[str] = mapped_column(Text)
     url: Mapped[str] = mapped_column(Text)
-    payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    payload: Mapped[JsonDict] = mapped_column(JSONB)
     state: Mapped[str] = mapped_column(Text, server_default="pending")
     attempts: Mapped[int] = mapped_column(Integer, server_default="0")
     next_attempt_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())

@@ -5,8 +5,8 @@ rows pointing at it (`Comparison.calibration_id`)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
+from mallard_wire.fields import JsonDict
 from sqlalchemy import BigInteger, DateTime, Float, ForeignKey, Integer, Text, func
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
@@ -49,7 +49,7 @@ class CalibrationResult(Base):
     testbed_id: Mapped[int | None] = mapped_column(ForeignKey("testbeds.id"))
     testbed_fingerprint: Mapped[str] = mapped_column(Text)
     workload: Mapped[str] = mapped_column(Text)
-    params: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    params: Mapped[JsonDict] = mapped_column(JSONB)
     threads: Mapped[int | None] = mapped_column(Integer)
     measure: Mapped[str] = mapped_column(Text)
     cv_pct: Mapped[float | None] = mapped_column(Float)

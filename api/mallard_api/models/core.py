@@ -8,8 +8,8 @@ Per-trial measures are a jsonb object on the trial row (see api/README.md, stora
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
+from mallard_wire.fields import JsonDict
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -97,7 +97,7 @@ class Runner(Base):
     name: Mapped[str] = mapped_column(Text, unique=True)
     arch: Mapped[str] = mapped_column(Text)
     cpus: Mapped[str | None] = mapped_column(Text)
-    testbed: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    testbed: Mapped[JsonDict | None] = mapped_column(JSONB)
     testbed_id: Mapped[int | None] = mapped_column(ForeignKey("testbeds.id"))
     registered_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     last_seen_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
@@ -121,7 +121,7 @@ class Job(Base):
     kind: Mapped[str] = mapped_column(Text)  # commit | comparison
     state: Mapped[str] = mapped_column(Text, server_default="queued")
     arch: Mapped[str] = mapped_column(Text)
-    spec: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    spec: Mapped[JsonDict] = mapped_column(JSONB)
     project_id: Mapped[int | None] = mapped_column(ForeignKey("projects.id", ondelete="SET NULL"))
     attempt: Mapped[int] = mapped_column(Integer, server_default="0")
     max_attempts: Mapped[int] = mapped_column(Integer, server_default="3")
@@ -166,7 +166,7 @@ class Workload(Base):
     __table_args__ = (UniqueConstraint("name", "params_sha256"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(Text)
-    params: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    params: Mapped[JsonDict] = mapped_column(JSONB)
     params_sha256: Mapped[str] = mapped_column(String(64))
     threads: Mapped[int | None] = mapped_column(Integer)
 
@@ -203,7 +203,7 @@ class Trial(Base):
     started_at: Mapped[datetime | None] = mapped_column(TS)
     ingested_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     measures: Mapped[dict[str, float]] = mapped_column(JSONB, server_default="{}")
-    counters: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    counters: Mapped[JsonDict | None] = mapped_column(JSONB)
 
 
 class ResultArtifacts(Base):
@@ -214,7 +214,7 @@ class ResultArtifacts(Base):
     job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
     runner_id: Mapped[int | None] = mapped_column(ForeignKey("runners.id", ondelete="SET NULL"))
     received_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
-    artifacts: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    artifacts: Mapped[JsonDict] = mapped_column(JSONB)
 
 
 class WebhookDelivery(Base):

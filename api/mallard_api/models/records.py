@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
-from mallard_wire.fields import GitRef, InModel, Variant
+from mallard_wire.fields import GitRef, InModel, JsonDict, Variant
 from pydantic import BaseModel, Field, TypeAdapter
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
@@ -64,7 +64,7 @@ class PeerMedian(BaseModel):
     """A peer allocator's median throughput in one workload x params of a comparison."""
 
     workload: str
-    params: dict[str, Any]  # the workload's params object, as its trials carry it
+    params: JsonDict  # the workload's params object, as its trials carry it
     allocator: str
     median: float
 
@@ -78,7 +78,7 @@ class CellMove(BaseModel):
     """A judged comparison cell as a commit verdict or its alert quotes it."""
 
     workload: str
-    params: dict[str, Any]  # the workload's params object, as its trials carry it
+    params: JsonDict  # the workload's params object, as its trials carry it
     threads: int | None
     measure: str
     diff_pct: float | None

@@ -74,7 +74,9 @@ def claim(body: ClaimIn, session: DB, p: RunnerOrAdmin,
         job = sql.claim(session, runner_id=runner.id, arch=runner.arch,
                         lease_seconds=body.lease_seconds)  # idle: a deferred commit
     if job is not None:  # a comparison's job: it (and its commit verdicts) run now
-        verdicts.job_claimed(session, settings, (job.spec or {}).get("comparison_id"))
+        comparison_id = (job.spec or {}).get("comparison_id")
+        verdicts.job_claimed(session, settings,
+                             comparison_id if isinstance(comparison_id, int) else None)
     session.commit()
     if job is None:
         return Response(status_code=204)

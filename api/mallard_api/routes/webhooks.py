@@ -27,11 +27,11 @@ head and base were compared already queues nothing new, whatever the delivery id
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, Path, Request
-from mallard_wire.fields import FullSha, GitRef, Name, Sha, Text
-from pydantic import BaseModel, ValidationError
+from mallard_wire.fields import FullSha, GitRef, JsonDict, Name, Sha, Text
+from pydantic import BaseModel, JsonValue, ValidationError
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import pull_requests
@@ -98,7 +98,7 @@ class ForgePush(BaseModel):
     commits: list[ForgeCommit] = []
 
 
-def json_object(raw: bytes) -> dict[str, Any]:
+def json_object(raw: bytes) -> JsonDict:
     """The body as a JSON object, or a 422 naming `body`."""
     try:
         data = strict_json(raw)
@@ -110,7 +110,10 @@ def json_object(raw: bytes) -> dict[str, Any]:
     return data
 
 
-def _validated(model: type[Any], data: dict[str, Any], loc: list[str]) -> Any:
+M = TypeVar("M", bound=BaseModel)
+
+
+def _validated(model: type[M], data: JsonValue, loc: list[str]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -119,11 +122,11 @@ def _validated(model: type[Any], data: dict[str, Any], loc: list[str]) -> Any:
                           printable(err["msg"]), err["type"]) from exc
 
 
-def find_project(session: Session, data: dict[str, Any]) -> Project:
+def find_project(session: Session, data: JsonDict) -> Project:
     """The project of an event from its `repository` (GitHub, Gitea, GitLab) and `project`
     (GitLab): by clone or web URL first, then by name."""
-    repos = [_validated(ForgeRepo, data[k], ["body", k]) for k in ("repository", "project")
-             if isinstance(data.get(k), dict)]
+    repos = [_validated(ForgeRepo, v, ["body", k]) for k in ("repository", "project")
+             if isinstance(v := data.get(k), dict)]
     names = [n for r in repos for n in (r.name, r.full_name, r.path_with_namespace) if n]
     urls = [u for r in repos for u in (r.clone_url, r.ssh_url, r.html_url, r.git_http_url,
                                        r.git_ssh_url, r.web_url) if u]
@@ -148,7 +151,7 @@ def run_push(session: Session, settings: Settings, project: Project, push: Forge
                        commits=chain(push.before, raw))
 
 
-def pull_request(forge: Forge, data: dict[str, Any], session: Session, settings: Settings,
+def pull_request(forge: Forge, data: JsonDict, session: Session, settings: Settings,
                  project: Project) -> PushOut:
     """A pull/merge request event: its head against its merge base
     (analysis/pull_requests.py); a 422 names the field a bad event lacks, a 502 says the

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from mallard_wire.fields import (
     Arch,
     InModel,
+    JsonDict,
     Peer,
     Threads,
     Warmup,
@@ -82,7 +83,7 @@ class ComparisonOut(BaseModel):
 
 class HypothesisCheck(BaseModel):
     workload: str
-    params: dict[str, Any]
+    params: JsonDict
     threads: int | None
     measure: str
     expected_low_pct: float
@@ -97,7 +98,7 @@ class JointOut(BaseModel):
     """Speed x memory label of one workload x params (mallard_api.analysis.joint)."""
 
     workload: str
-    params: dict[str, Any]
+    params: JsonDict
     threads: int | None
     label: str  # better-both | worse-both | faster-but-fatter | slower-but-leaner | faster |
     #             slower | leaner | fatter | same | unknown
@@ -113,7 +114,7 @@ class MovedOut(BaseModel):
     """An allocator counter that moved most under its cell (mallard_api.analysis.moved)."""
 
     workload: str
-    params: dict[str, Any]
+    params: JsonDict
     threads: int | None
     measure: str
     name: str
@@ -127,7 +128,7 @@ class CurveOut(BaseModel):
     """A thread-scaling curve and its verdict (mallard_api.analysis.curves)."""
 
     workload: str
-    params: dict[str, Any]
+    params: JsonDict
     measure: str
     higher_is_better: bool
     points: list[Point]  # threads, both medians, change, verdict, oversubscribed
@@ -163,7 +164,7 @@ class AlertOut(BaseModel):
     project: str
     branch: str
     workload: str
-    params: dict[str, Any]
+    params: JsonDict
     threads: int | None
     arch: str
     testbed_fingerprint: str

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from mallard_wire.fields import (
     INT32_MAX,
     Arch,
     GitRef,
     InModel,
+    JsonDict,
     Threads,
     Variant,
     Word,
@@ -54,7 +55,7 @@ class SeriesNoiseFields(BaseModel):
     """What a calibration measured for one series (calibration.py)."""
 
     workload: str
-    params: dict[str, Any]
+    params: JsonDict
     threads: int | None
     measure: str
     cv_pct: float | None

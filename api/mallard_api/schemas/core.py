@@ -5,7 +5,7 @@ series, pushes); the field types they share are in `base`."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from mallard_wire.fields import (
     NO_NUL,
@@ -14,6 +14,7 @@ from mallard_wire.fields import (
     FullSha,
     GitRef,
     InModel,
+    JsonDict,
     Name,
     RelativePath,
     RepoUrl,
@@ -89,7 +90,7 @@ class RunnerOut(BaseModel):
     name: str
     arch: str
     cpus: str | None
-    testbed: dict[str, Any] | None
+    testbed: JsonDict | None
     testbed_fingerprint: str | None
     registered_at: datetime
     last_seen_at: datetime
@@ -118,7 +119,7 @@ class JobOut(BaseModel):
     max_attempts: int
     arch: str
     lease_expires_at: datetime | None
-    spec: dict[str, Any]
+    spec: JsonDict
     project_id: int | None
     runner_id: int | None
     created_at: datetime
@@ -152,7 +153,7 @@ class SeriesPoint(BaseModel):
     commit_short: str
     position: int
     commit_time: datetime | None
-    params: dict[str, Any]
+    params: JsonDict
     threads: int | None
     arch: str
     testbed_fingerprint: str

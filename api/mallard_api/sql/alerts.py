@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from mallard_wire.fields import JsonDict
 from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
@@ -21,7 +22,7 @@ class TouchedSeries:
     branch_id: int
     branch: str
     workload: str
-    params: dict[str, Any]
+    params: JsonDict
     params_sha: str
     threads: int | None
     allocator: str

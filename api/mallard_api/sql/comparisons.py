@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
+from mallard_wire.fields import JsonDict
 from sqlalchemy import delete, func, select, text
 from sqlalchemy.orm import Session
 
@@ -108,7 +108,7 @@ class TrialRow:
     allocator: str
     variant: str
     workload: str
-    params: dict[str, Any]
+    params: JsonDict
     threads: int | None
     testbed_fingerprint: str
     cpu_model: str | None

@@ -8,16 +8,17 @@ workers without sending one message twice, and no transaction is open during a P
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
+from mallard_wire.fields import JsonDict
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from mallard_api.models.analysis import OutboxMessage, WebhookEndpoint
+from mallard_api.schemas.outbox import OutboxPayload
 
 
 def add(session: Session, *, event: str, alert_id: int | None, kind: str, url: str,
-        payload: dict[str, Any]) -> OutboxMessage:
+        payload: OutboxPayload) -> OutboxMessage:
     msg = OutboxMessage(event=event, alert_id=alert_id, kind=kind, url=url, payload=payload,
                         state="pending", attempts=0)
     session.add(msg)
@@ -55,7 +56,7 @@ def lease_next(session: Session, url: str, *, now: datetime | None, lease_second
     return session.get(OutboxMessage, int(row[0]), populate_existing=True)
 
 
-def newer_payloads(session: Session, msg: OutboxMessage) -> list[dict[str, Any]]:
+def newer_payloads(session: Session, msg: OutboxMessage) -> list[JsonDict]:
     """The payloads of the messages queued after `msg` for the same URL and event that
     were not given up (pending or delivered)."""
     return list(session.scalars(select(OutboxMessage.payload).where(

@@ -4,8 +4,8 @@ a commit's trials, the change points and alerts to mark, and the session's token
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from mallard_wire.fields import JsonDict
 from sqlalchemy import or_, select, text
 from sqlalchemy.orm import Session
 
@@ -29,7 +29,7 @@ class Where:
     """A workload cell on a testbed: what a row of trials was measured on."""
 
     workload: str
-    params: dict[str, Any]
+    params: JsonDict
     params_sha: str
     arch: str
     fingerprint: str
@@ -104,7 +104,7 @@ def branch_points(session: Session, branch_id: int, *, last_n: int, measures: li
 @dataclass
 class ChangeMark:
     workload: str
-    params: dict[str, Any]
+    params: JsonDict
     fingerprint: str
     allocator: str
     variant: str

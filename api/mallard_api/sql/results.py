@@ -4,8 +4,9 @@ dedup tables, then insert the raw trials, skipping the uids already stored."""
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from mallard_wire.fields import JsonDict
 from mallard_wire.results import ResultsIn, TestbedFields, TrialIn
 from pydantic_core import to_json
 from sqlalchemy import text
@@ -19,7 +20,7 @@ from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql
 
 
-def _threads(params: dict[str, Any]) -> int | None:
+def _threads(params: JsonDict) -> int | None:
     value = params.get("threads")
     if isinstance(value, bool):
         return None
@@ -62,7 +63,7 @@ class StagedTrial(NamedTuple):
     stderr_tail: str | None
     started_at: str | None  # ISO 8601
     measures: dict[str, float]
-    counters: dict[str, Any] | None
+    counters: JsonDict | None
     new_commit: int | None  # a commit new to this process: its place in :new_commits
     new_allocator: int | None  # an allocator new to this process: in :new_allocators
 
@@ -150,7 +151,7 @@ JOIN unnest(CAST(:name AS text[]), CAST(:sha AS text[])) AS u(name, sha)
 """)
 
 
-def ensure_workloads(session: Session, wanted: dict[tuple[str, str], dict[str, Any]]
+def ensure_workloads(session: Session, wanted: dict[tuple[str, str], JsonDict]
                      ) -> dict[tuple[str, str], int]:
     """(name, params sha256) -> workload id, inserting the new ones (rows inserted in
     one global order, so concurrent posts cannot deadlock)."""
@@ -227,10 +228,9 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     branch_id = None
     if project_id is not None and body.branch:
         branch_id = ensure_branch(session, project_id, body.branch)
+    digests: dict[tuple[object, ...], str] = {}  # a post's trials share a few params
 
-    digests: dict[tuple[Any, ...], str] = {}  # a post's trials share a few params
-
-    def digest(params: dict[str, Any]) -> str:
+    def digest(params: JsonDict) -> str:
         try:  # typed: 1, 1.0 and true are equal in Python, not in JSON
             key = tuple((k, type(v), v) for k, v in params.items())
             found = digests.get(key)
@@ -293,7 +293,7 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
 
 
 def store_artifacts(session: Session, *, job_id: int | None, runner_id: int | None,
-                    artifacts: dict[str, Any]) -> None:
+                    artifacts: JsonDict) -> None:
     session.execute(text(
         "INSERT INTO result_artifacts (job_id, runner_id, artifacts) "
         "VALUES (:j, :r, CAST(:a AS jsonb))"),

@@ -6,8 +6,8 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
 
+from mallard_wire.fields import JsonDict
 from mallard_wire.results import TestbedFields
 from sqlalchemy import func, select, text
 from sqlalchemy.dialects.postgresql import insert
@@ -90,7 +90,7 @@ def ref(session: Session, *, runner_id: int | None = None, name: str | None = No
     return None if row is None else RunnerRef(int(row[0]), str(row[1]), str(row[2]))
 
 
-def _as_sent(testbed: TestbedFields) -> dict[str, Any]:
+def _as_sent(testbed: TestbedFields) -> JsonDict:
     """The testbed a runner sent, as stored in runners.testbed (the fields it gave)."""
     return testbed.model_dump(mode="json", exclude_unset=True)
 
@@ -108,8 +108,8 @@ def register(session: Session, *, name: str, arch: str, cpus: str | None,
         testbed_id = ensure_testbed(session, _with_runner(testbed, arch, cpus))
     stmt = insert(Runner).values(name=name, arch=arch, cpus=cpus, testbed=sent,
                                  testbed_id=testbed_id)
-    changes: dict[str, Any] = dict(arch=arch, cpus=cpus, last_seen_at=func.now(),
-                                   retired_at=None)  # registering brings it back
+    changes: dict[str, object] = dict(arch=arch, cpus=cpus, last_seen_at=func.now(),
+                                      retired_at=None)  # registering brings it back
     if testbed is not None:
         changes.update(testbed=sent, testbed_id=testbed_id)
     session.execute(stmt.on_conflict_do_update(index_elements=[Runner.name], set_=changes))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+
+from mallard_wire.fields import JsonDict
 
 _SI = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 _BIN = ((2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"))
@@ -68,7 +69,7 @@ def pvalue(v: float | None) -> str:
     return "<0.001" if v < 0.001 else f"{v:.3f}"
 
 
-def params(p: dict[str, Any] | None, skip: tuple[str, ...] = ("seed",)) -> str:
+def params(p: JsonDict | None, skip: tuple[str, ...] = ("seed",)) -> str:
     """Workload params as `threads=2 ops=1000` (threads first, seed left out)."""
     if not p:
         return ""

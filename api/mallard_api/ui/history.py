@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
 
+from mallard_wire.fields import JsonDict
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
@@ -100,7 +100,7 @@ def branch_trends(session: Session, project: Project, branch: Branch, public_url
 
     by_cell: dict[tuple[str, str], dict[str, list[pages_sql.Point]]] = defaultdict(
         lambda: defaultdict(list))
-    params_of: dict[tuple[str, str], dict[str, Any]] = {}
+    params_of: dict[tuple[str, str], JsonDict] = {}
     for p in points:
         key = (p.workload, params_key(p.params))
         params_of[key] = p.params
