@@ -97,3 +97,19 @@ def claim_job(client: Any, headers: dict[str, str], runner: dict[str, Any]) -> d
     assert job is not None, "no job to claim"
     return job
 
+
+def queue_job(client: Any, headers: dict[str, str], arch: str) -> int:
+    """Queue a commit job (the default `job_spec`) for `arch`; its id."""
+    r = client.post("/api/v1/jobs", headers=headers,
+                    json={"kind": "commit", "arch": arch, "spec": job_spec()})
+    assert r.status_code == 201, r.text
+    return int(r.json()["id"])
+
+
+def stored(engine: Any, uids: list[str]) -> int:
+    """How many of the trials `uids` are stored."""
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        return int(conn.execute(text("SELECT count(*) FROM trials WHERE uid = ANY(:u)"),
+                                {"u": uids}).scalar_one())
