@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mallard_api.models.analysis import Alert
 
 TESTBED = {"arch": "x86_64", "cpu_model": "Test CPU", "cpus": "1", "kernel": "6.1.0",
            "governor": "performance", "smt": False, "thp": "madvise",
@@ -113,3 +116,23 @@ def stored(engine: Any, uids: list[str]) -> int:
     with engine.connect() as conn:
         return int(conn.execute(text("SELECT count(*) FROM trials WHERE uid = ANY(:u)"),
                                 {"u": uids}).scalar_one())
+
+
+def make_alert(session: Any) -> Alert:
+    """An open regression alert row (larson threads=2 on mallard/main, -8.1%) in `session`."""
+    from mallard_api.analysis.changepoints import Change
+    from mallard_api.sql import alerts as alert_sql
+
+    series = alert_sql.TouchedSeries(
+        project_id=None, project="mallard", branch_id=0, branch="main", workload="larson",
+        params={"threads": 2}, params_sha="", threads=2, allocator="mallard", variant="",
+        arch="x86_64", testbed_fingerprint="f" * 64, measure="ops_per_sec")
+    change = Change(index=5, first_bad_commit="a" * 40, last_good_commit="b" * 40,
+                    change_pct=-8.1, ci_low_pct=-9.0, ci_high_pct=-7.2, p_value=0.0001,
+                    before_median=1e6, after_median=9.19e5, direction="regression")
+    alert = alert_sql.add_alert(
+        session, series, uuid.uuid4().hex, change,
+        "larson threads=2 ops_per_sec on mallard/main: -8.1% from aaaaaaa")
+    assert alert is not None
+    return alert
+
