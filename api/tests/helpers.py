@@ -1,7 +1,10 @@
-"""Builders for request bodies shared by the API tests."""
+"""Builders for request bodies and rows shared by the API tests."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -136,3 +139,27 @@ def make_alert(session: Any) -> Alert:
     assert alert is not None
     return alert
 
+
+
+def shas(n: int, seed: str) -> list[str]:
+    """`n` distinct commit shas derived from `seed`."""
+    return [hashlib.sha1(f"{seed}{i}".encode()).hexdigest() for i in range(n)]
+
+
+def github_payload(project: dict[str, Any], commits: list[str],
+                   ref: str = "refs/heads/main") -> bytes:
+    """A GitHub push event body for `project` pushing `commits` (oldest first) to `ref`."""
+    from mallard_api.pushes import ZERO
+
+    return json.dumps({
+        "ref": ref, "before": ZERO, "after": commits[-1],
+        "repository": {"name": project["name"], "full_name": f"org/{project['name']}",
+                       "clone_url": project["repo_url"]},
+        "commits": [{"id": c, "message": f"commit {i}", "timestamp": "2026-11-21T12:00:00Z",
+                     "author": {"name": "Ada"}} for i, c in enumerate(commits)],
+    }).encode()
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The hex HMAC-SHA256 of `body` with `secret` (GitHub's and Gitea's signature)."""
+    return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
