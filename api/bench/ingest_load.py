@@ -22,7 +22,6 @@ import http.client
 import json
 import os
 import random
-import resource
 import secrets
 import socket
 import subprocess
@@ -36,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from procstat import cores_used, machine_ticks, self_cpu
 
 WORKLOADS = [("larson", t) for t in (1, 2, 4, 8, 16)] + [("rpc", t) for t in (1, 2, 4, 8, 16)]
 ALLOCATORS = [("mallard", ""), ("mallard", "transfer=ring"), ("glibc", ""), ("jemalloc", ""),
@@ -61,21 +61,6 @@ class Outcome:
         return [n / s for s, n in self.rounds]
 
 
-def machine_ticks() -> list[int]:
-    """The whole machine's CPU ticks (/proc/stat: user nice system idle iowait irq
-    softirq steal)."""
-    with open("/proc/stat") as f:
-        return [int(x) for x in f.readline().split()[1:9]]
-
-
-def cores_used(before: list[int], after: list[int], seconds: float) -> dict[str, float]:
-    """Mean cores busy (everything but idle, iowait and steal), idle, in iowait, stolen."""
-    d = [b - a for a, b in zip(before, after, strict=True)]
-    tick = os.sysconf("SC_CLK_TCK") * max(seconds, 1e-9)
-    return {"busy": (sum(d) - d[3] - d[4] - d[7]) / tick, "idle": d[3] / tick,
-            "iowait": d[4] / tick, "steal": d[7] / tick}
-
-
 def body(runner_id: int, batch: int) -> bytes:
     """One post of a commit job: `batch` trials of a fresh commit, JSON-encoded."""
     sha = secrets.token_hex(20)
@@ -94,11 +79,6 @@ def body(runner_id: int, batch: int) -> bytes:
             "counters": {"version": 1, "allocs": k} if name == "mallard" else None})
     return json.dumps({"runner_id": runner_id, "project": "bench", "branch": "main",
                        "testbed": TESTBED, "trials": trials}).encode()
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 class Poster:
@@ -156,12 +136,12 @@ def client(base: str, token: str, runner_id: int, posts: int, warmup: int, batch
             latencies: list[float] = []
             stored = 0
             barrier.wait()
-            cpu0 = _cpu()
+            cpu0 = self_cpu()
             for b in bodies[warmup + k * posts:warmup + (k + 1) * posts]:
                 t0 = time.perf_counter()
                 stored += post(b)
                 latencies.append(time.perf_counter() - t0)
-            out.put((latencies, stored, time.monotonic(), _cpu() - cpu0, warm if k == 0 else 0))
+            out.put((latencies, stored, time.monotonic(), self_cpu() - cpu0, warm if k == 0 else 0))
             barrier.wait()
     finally:
         post.close()

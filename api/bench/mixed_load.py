@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import random
 import secrets
 import statistics
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 
 import httpx
 import psycopg
+from bench_report import pct
 
 KINDS = ("read", "claim", "result", "push")
 TESTBED = {"arch": "x86_64", "cpu_model": "Bench CPU", "cpus": "1", "kernel": "6.1",
@@ -188,38 +188,6 @@ def run(base: str, plain_url: str, clients: int, seconds: float) -> tuple[Tally,
         ).fetchone()[0]  # type: ignore[index]
         conn.execute("UPDATE branches SET head_sha = %s WHERE name = 'main'", (head,))
     return asyncio.run(_run(base, user, runners, seconds, head))
-
-
-def tree_cpu(root: int) -> float:
-    """CPU seconds (user + system) of a process and all its descendants, from /proc."""
-    tick = os.sysconf("SC_CLK_TCK")
-    stats: dict[int, tuple[int, float]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
-    wanted, total = {root}, 0.0
-    changed = True
-    while changed:  # descendants: children of anything already wanted
-        changed = False
-        for pid, (ppid, _) in stats.items():
-            if ppid in wanted and pid not in wanted:
-                wanted.add(pid)
-                changed = True
-    for pid in wanted:
-        total += stats.get(pid, (0, 0.0))[1]
-    return total
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    k = max(0, min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1)))))
-    return ordered[k]
 
 
 def table(tally: Tally, elapsed: float, clients: int,

@@ -26,6 +26,8 @@ Fixture names are stable (the analysis tests use them too):
 - `make_project` (function) `make_project(name=None, **fields) -> project_json`.
 - `analyze`      (session) `analyze(settings=None) -> int`: run the queued analysis now (the
                  comparisons and change detection that ingest queued): helpers.run_analysis.
+- `fast_analysis` (function) the analysis modules read the test's `settings` with a lean
+                 bootstrap (2,000 resamples) instead of the process settings; returns them.
 - `live_server`  (session) base URL (http://127.0.0.1:PORT) of a real uvicorn server
                  running `app` in a thread, for clients outside Python (curl, git hooks).
 
@@ -214,6 +216,16 @@ def make_project(client: TestClient, user_headers: dict[str, str]
         return dict(r.json())
 
     return make
+
+
+@pytest.fixture
+def fast_analysis(monkeypatch: pytest.MonkeyPatch, settings: Settings) -> Settings:
+    """The analysis reads the process settings; use the test's, with a lean bootstrap."""
+    from helpers import patch_analysis_settings
+
+    s = settings.model_copy(update={"stats_bootstrap_resamples": 2000})
+    patch_analysis_settings(monkeypatch, s)
+    return s
 
 
 @pytest.fixture(scope="session")

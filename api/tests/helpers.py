@@ -1,9 +1,15 @@
-"""Builders for request bodies shared by the API tests."""
+"""Builders for request bodies and rows shared by the API tests."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mallard_api.models.analysis import Alert
 
 TESTBED = {"arch": "x86_64", "cpu_model": "Test CPU", "cpus": "1", "kernel": "6.1.0",
            "governor": "performance", "smt": False, "thp": "madvise",
@@ -97,3 +103,63 @@ def claim_job(client: Any, headers: dict[str, str], runner: dict[str, Any]) -> d
     assert job is not None, "no job to claim"
     return job
 
+
+def queue_job(client: Any, headers: dict[str, str], arch: str) -> int:
+    """Queue a commit job (the default `job_spec`) for `arch`; its id."""
+    r = client.post("/api/v1/jobs", headers=headers,
+                    json={"kind": "commit", "arch": arch, "spec": job_spec()})
+    assert r.status_code == 201, r.text
+    return int(r.json()["id"])
+
+
+def stored(engine: Any, uids: list[str]) -> int:
+    """How many of the trials `uids` are stored."""
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        return int(conn.execute(text("SELECT count(*) FROM trials WHERE uid = ANY(:u)"),
+                                {"u": uids}).scalar_one())
+
+
+def make_alert(session: Any) -> Alert:
+    """An open regression alert row (larson threads=2 on mallard/main, -8.1%) in `session`."""
+    from mallard_api.analysis.changepoints import Change
+    from mallard_api.sql import alerts as alert_sql
+
+    series = alert_sql.TouchedSeries(
+        project_id=None, project="mallard", branch_id=0, branch="main", workload="larson",
+        params={"threads": 2}, params_sha="", threads=2, allocator="mallard", variant="",
+        arch="x86_64", testbed_fingerprint="f" * 64, measure="ops_per_sec")
+    change = Change(index=5, first_bad_commit="a" * 40, last_good_commit="b" * 40,
+                    change_pct=-8.1, ci_low_pct=-9.0, ci_high_pct=-7.2, p_value=0.0001,
+                    before_median=1e6, after_median=9.19e5, direction="regression")
+    alert = alert_sql.add_alert(
+        session, series, uuid.uuid4().hex, change,
+        "larson threads=2 ops_per_sec on mallard/main: -8.1% from aaaaaaa")
+    assert alert is not None
+    return alert
+
+
+
+def shas(n: int, seed: str) -> list[str]:
+    """`n` distinct commit shas derived from `seed`."""
+    return [hashlib.sha1(f"{seed}{i}".encode()).hexdigest() for i in range(n)]
+
+
+def github_payload(project: dict[str, Any], commits: list[str],
+                   ref: str = "refs/heads/main") -> bytes:
+    """A GitHub push event body for `project` pushing `commits` (oldest first) to `ref`."""
+    from mallard_api.pushes import ZERO
+
+    return json.dumps({
+        "ref": ref, "before": ZERO, "after": commits[-1],
+        "repository": {"name": project["name"], "full_name": f"org/{project['name']}",
+                       "clone_url": project["repo_url"]},
+        "commits": [{"id": c, "message": f"commit {i}", "timestamp": "2026-11-21T12:00:00Z",
+                     "author": {"name": "Ada"}} for i, c in enumerate(commits)],
+    }).encode()
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The hex HMAC-SHA256 of `body` with `secret` (GitHub's and Gitea's signature)."""
+    return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()

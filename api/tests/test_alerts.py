@@ -4,12 +4,8 @@ and the alert routes."""
 
 from __future__ import annotations
 
-import json
-import threading
 import uuid
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import numpy as np
 import pytest
@@ -18,33 +14,7 @@ from mallard_api import delivery
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql.projects import CommitInfo
 from sqlalchemy import text
-
-
-class Receiver:
-    def __init__(self) -> None:
-        self.bodies: list[tuple[str, dict[str, Any]]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                outer.bodies.append((self.path, json.loads(body)))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+from webhook_receiver import Receiver
 
 
 @pytest.fixture

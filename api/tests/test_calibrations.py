@@ -6,18 +6,11 @@ import uuid
 
 import numpy as np
 import pytest
-from helpers import patch_analysis_settings, run_analysis
+from helpers import claim_job as claim
+from helpers import run_analysis
 from sqlalchemy import text
-from test_comparisons import claim
 
 SHA = "3" * 40
-
-
-@pytest.fixture
-def fast_analysis(monkeypatch, settings):
-    s = settings.model_copy(update={"stats_bootstrap_resamples": 2000})
-    patch_analysis_settings(monkeypatch, s)
-    return s
 
 
 def body(project, **fields):

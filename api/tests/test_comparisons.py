@@ -1,83 +1,16 @@
 """Comparisons through the API end to end (real PostgreSQL); the report format's own
 tests are in analysis/test_report.py."""
 
-import uuid
-
-import numpy as np
-import pytest
-from helpers import claim_job as claim  # noqa: F401 (also imported from here)
-from helpers import patch_analysis_settings, run_analysis
-
-SHA_BASE = "1" * 40
-SHA_HEAD = "2" * 40
-
-
-@pytest.fixture
-def fast_analysis(monkeypatch, settings):
-    """The analysis reads the process settings; use the test's, with a lean bootstrap."""
-    s = settings.model_copy(update={"stats_bootstrap_resamples": 2000})
-    patch_analysis_settings(monkeypatch, s)
-    return s
-
-
-def trial(label, name, commit, variant, threads, measures, seq, counters=None):
-    return {
-        "uid": str(uuid.uuid4()), "label": label,
-        "allocator": {"name": name, "commit": commit, "variant": variant},
-        "workload": {"name": "larson", "params": {"threads": threads, "ops": 1000, "seed": 42}},
-        "seq": seq, "warmup": False, "ok": True, "exit_code": 0,
-        "measures": measures, "counters": counters,
-    }
-
-
-def comparison_trials(n, *, seed, shifts, noise=0.01, peers=(), warmup=True):
-    """Interleaved base/head trials per threads value; shifts: threads -> head/base ratio."""
-    rng = np.random.default_rng(seed)
-    out = []
-    seq = 0
-    for threads, shift in shifts.items():
-        if warmup:
-            for label, commit in (("base", SHA_BASE), ("head", SHA_HEAD)):
-                t = trial(label, "mallard", commit, None, threads, {"ops_per_sec": 1.0}, seq)
-                t["warmup"] = True
-                out.append(t)
-                seq += 1
-        for _ in range(n):
-            for label, commit, level, ratio in (("base", SHA_BASE, 1.0, 0.9),
-                                                 ("head", SHA_HEAD, shift, 0.6)):
-                ops = 1e6 * level * (1 + noise * rng.standard_normal())
-                out.append(trial(label, "mallard", commit,
-                                 "transfer=mutex" if label == "base" else "transfer=ring",
-                                 threads, {"ops_per_sec": ops, "max_rss_bytes": 10485760.0,
-                                           "transfer_insert_hit_ratio": ratio}, seq,
-                                 counters={"version": 1}))
-                seq += 1
-        for peer, level in peers:
-            for _ in range(3):
-                out.append(trial("peer", peer, None, None, threads,
-                                 {"ops_per_sec": 1e6 * level}, seq))
-                seq += 1
-    return out
-
-
-def post_results(client, headers, runner, project, job_id, trials, attempt=1):
-    body = {"job_id": job_id, "attempt": attempt, "runner_id": runner["id"],
-            "project": project,
-            "testbed": {"arch": runner["arch"], "cpu_model": "Test CPU", "cpus": "1"},
-            "trials": trials}
-    r = client.post("/api/v1/results", headers=headers, json=body)
-    assert r.status_code == 201, r.text
-    run_analysis(client.app)
-    return r.json()
-
-
-def larson_comparison(client, headers, project, runner, **fields) -> int:
-    """POST a comparison of SHA_BASE and SHA_HEAD on larson, 5 trials a side; its id."""
-    r = client.post("/api/v1/comparisons", headers=headers, json={
-        "project": project["name"], "base": {"commit": SHA_BASE}, "head": {"commit": SHA_HEAD},
-        "workloads": ["larson"], "trials": 5, "arch": runner["arch"], **fields})
-    assert r.status_code == 201, r.text
-    return r.json()["id"]
+from comparison_data import (
+    SHA_BASE,
+    SHA_HEAD,
+    comparison_trials,
+    larson_comparison,
+    post_results,
+    trial,
+)
+from helpers import claim_job as claim
+from helpers import run_analysis
 
 
 def test_comparison_end_to_end(client, user_headers, make_project, make_runner, fast_analysis):
@@ -228,31 +161,6 @@ def test_unknown_asks_for_a_follow_up(client, user_headers, make_project, make_r
     assert "follow-ups: 1" in d["report"]
 
 
-def test_comparison_validation(client, user_headers, make_project):
-    project = make_project()
-    good = {"project": project["name"], "base": {"commit": SHA_BASE},
-            "head": {"commit": SHA_HEAD}}
-    r = client.post("/api/v1/comparisons", headers=user_headers,
-                    json={**good, "hypothesis": "faster please"})
-    assert r.status_code == 422
-    assert r.json()["detail"][0]["loc"] == ["body", "hypothesis"]
-    r = client.post("/api/v1/comparisons", headers=user_headers,
-                    json={**good, "project": "no-such-project"})
-    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "project"]
-    r = client.post("/api/v1/comparisons", headers=user_headers, json={**good, "trials": 1})
-    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "trials"]
-    r = client.post("/api/v1/comparisons", headers=user_headers,
-                    json={**good, "head": {"variant": "x"}})
-    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "head", "commit"]
-    r = client.get("/api/v1/comparisons/999999", headers=user_headers)
-    assert r.status_code == 404
-    r = client.post("/api/v1/comparisons", json=good)
-    assert r.status_code == 401
-    r = client.post("/api/v1/comparisons", headers=user_headers,
-                    json={**good, "hypothesis": "+15-25%"})
-    assert r.status_code == 201 and r.json()["hypothesis"] == "+15-25%"
-
-
 def test_deterministic_counts_decide_with_one_run_a_side(client, user_headers, make_project,
                                                          make_runner, fast_analysis):
     """One cachegrind run a side: +0.5% instructions is REGRESSED, d1_misses is a
@@ -283,35 +191,6 @@ def test_deterministic_counts_decide_with_one_run_a_side(client, user_headers, m
     assert v["d1_misses"]["verdict"] == "diagnostic"
     assert d["state"] == "done", d["report"]
     assert "  " + v["d1_misses"]["line"] in d["report"].splitlines()
-
-
-# -- what a comparison may name (issue 15) -------------------------------------------------
-@pytest.mark.parametrize("field,value,loc", [
-    ("base", {"commit": "--upload-pack=touch${IFS}marker;git-upload-pack"},
-     ["body", "base", "commit"]),
-    ("head", {"commit": "main", "variant": "transfer"}, ["body", "head", "variant"]),
-    ("head", {"commit": "main", "variant": "transfer="}, ["body", "head", "variant"]),
-    ("head", {"commit": "main", "variant": "transfer=ring;id"}, ["body", "head", "variant"]),
-    ("head", {"commit": "main", "variant": "bogus=1"}, ["body", "head", "variant"]),
-    ("head", {"commit": "main", "variant": "stats_file=/tmp/x"}, ["body", "head", "variant"]),
-    ("head", {"commit": "main", "branch": "x"}, ["body", "head", "branch"]),
-    ("peers", ["glibc", "evil"], ["body", "peers", 1]),
-    ("workloads", ["larson", "nosuch"], ["body", "workloads"]),
-    ("suite", "quick.yaml", ["body", "suite"]),
-    ("suite", "../../etc/passwd", ["body", "suite"]),
-    ("suite", "nosuch", ["body", "suite"]),
-    ("trial", 5, ["body", "trial"]),
-])
-def test_bad_comparisons_are_422_and_create_nothing(client, user_headers, make_project, field,
-                                                    value, loc):
-    project = make_project()
-    body = {"project": project["name"], "base": {"commit": SHA_BASE},
-            "head": {"commit": SHA_HEAD}, field: value}
-    r = client.post("/api/v1/comparisons", headers=user_headers, json=body)
-    assert r.status_code == 422, r.text
-    assert r.json()["detail"][0]["loc"][:len(loc)] == loc
-    assert client.get("/api/v1/comparisons", headers=user_headers,
-                      params={"project": project["name"]}).json() == []
 
 
 def test_a_failed_follow_up_settles_the_comparison_with_what_it_has(

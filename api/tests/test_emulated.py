@@ -5,11 +5,12 @@ fingerprints stay as they were."""
 
 import numpy as np
 import pytest
+from comparison_data import SHA_BASE, SHA_HEAD, trial
+from helpers import claim_job as claim
 from helpers import run_analysis
 from mallard_api.analysis.measures import EMULATED_REASON, is_timing, unjudged_reason
 from mallard_api.sql.runners import fingerprint as fingerprint_of
 from mallard_wire import results, runners
-from test_comparisons import SHA_BASE, SHA_HEAD, claim, fast_analysis, trial  # noqa: F401
 
 EMULATED = {"arch": "aarch64", "cpu_model": "Test CPU", "cpus": "1", "emulated": True,
             "emulator": "qemu-aarch64 7.2.22"}
@@ -32,7 +33,7 @@ def emulated_trials(n: int, seed: int) -> list[dict]:
 
 
 def test_emulated_timing_cells_are_never_judged(client, user_headers, make_project, make_runner,
-                                                fast_analysis):  # noqa: F811
+                                                fast_analysis):
     project = make_project()
     runner, rheaders = make_runner(arch="arm64")
     assert runner["arch"] == "aarch64"  # the alias is stored under the kernel's name

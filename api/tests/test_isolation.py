@@ -4,13 +4,14 @@ per CPU-second is judged. An isolated testbed judges both."""
 
 import numpy as np
 import pytest
+from comparison_data import SHA_BASE, SHA_HEAD, trial
+from helpers import claim_job as claim
 from helpers import run_analysis
 from mallard_api.analysis.measures import (
     NOT_ISOLATED_REASON,
     is_primary,
     unjudged_reason,
 )
-from test_comparisons import SHA_BASE, SHA_HEAD, claim, fast_analysis, trial  # noqa: F401
 
 
 def shared_cpu_trials(n: int, seed: int) -> list[dict]:
@@ -30,7 +31,7 @@ def shared_cpu_trials(n: int, seed: int) -> list[dict]:
 
 @pytest.mark.parametrize("isolated", [False, True])
 def test_wall_clock_throughput_is_judged_only_on_isolated_cpus(
-        client, user_headers, make_project, make_runner, fast_analysis, isolated):  # noqa: F811
+        client, user_headers, make_project, make_runner, fast_analysis, isolated):
     project = make_project()
     runner, rheaders = make_runner()
     r = client.post("/api/v1/comparisons", headers=user_headers, json={

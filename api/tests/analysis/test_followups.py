@@ -6,13 +6,14 @@ import math
 
 import numpy as np
 import pytest
+from comparison_data import SHA_BASE, SHA_HEAD, comparison_trials, post_results
+from helpers import claim_job as claim
 from helpers import patch_analysis_settings, run_analysis
 from mallard_api.analysis import followups, power, stats
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.policy import DEFAULT_POLICY
 from mallard_api.params import params_key
 from mallard_api.sql.comparisons import TrialRow
-from test_comparisons import SHA_BASE, SHA_HEAD, claim, comparison_trials, post_results
 
 POLICY = DEFAULT_POLICY
 
