@@ -17,7 +17,7 @@ degrees of freedom::
 The three gates of rule 3 (interval, p-value, ``|diff| >= m``) act on nearly the same
 statistic, so the change must clear the highest of them with 80% probability; the
 percentile bootstrap of medians is the binding one for normal noise. Checked by
-simulation (api/tests/analysis/test_stats.py): at 0.8 x MDE the simulated rule detects less
+simulation (api/tests/analysis/test_power.py): at 0.8 x MDE the simulated rule detects less
 than 80% of the time, at 1.2 x MDE more. ``None`` when fewer than ``min_trials``
 robust trials ran (rule 1 of ``stats``: nothing is detectable).
 :func:`trials_for_mde` inverts it: the trials a side needs for a target MDE
