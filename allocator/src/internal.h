@@ -387,12 +387,6 @@ MLD_HIDDEN uint32_t _mld_page_take(mld_page_t* page, uint32_t n, void** out);
 #define MLD_TAKE_PAGES 8       /* free lists a refill walks side by side */
 #endif
 MLD_HIDDEN uint32_t _mld_page_take_lists(mld_page_t** pages, unsigned k, uint32_t n, void** out);
-/* Blocks (n < 2^32) reordered in place so those of one 64 KiB page lie side
- * by side (pages 32 MiB apart may share a group): a bin refilled from them
- * hands out page after page, as a page's free list does. */
-#define MLD_GROUP_SHIFT   16
-#define MLD_GROUP_BUCKETS 512u
-MLD_HIDDEN void _mld_page_group(void** blocks, uint32_t n);
 MLD_HIDDEN void _mld_page_free_remote(mld_page_t* page, mld_block_t* b);
 MLD_HIDDEN void _mld_page_list_push(mld_page_list_t* l, mld_page_t* p);
 MLD_HIDDEN void _mld_page_list_push_back(mld_page_list_t* l, mld_page_t* p);

@@ -136,43 +136,6 @@ uint32_t _mld_page_take_lists(mld_page_t** pages, unsigned k, uint32_t n, void**
   return (uint32_t)(o - out);
 }
 
-/* The transfer cache hands out blocks in the order they were freed, which
- * a program that frees in random order scatters over all its pages: every
- * malloc's first store to its block is then on another 4 KiB page, a data
- * TLB miss (fragmentation: 95 k second-level misses in malloc under a
- * cachegrind TLB model against mimalloc's 10.5 k, which hands out one
- * page's free list at a time). One pass of an in-place radix sort (American
- * flag sort: each block swapped straight into its bucket's next place) on
- * the address's 64 KiB page, 9 bits of it: ~n swaps, no scratch array. */
-static inline unsigned mld_group_key(const void* p) {
-  return (unsigned)((uintptr_t)p >> MLD_GROUP_SHIFT) & (MLD_GROUP_BUCKETS - 1);
-}
-
-void _mld_page_group(void** a, uint32_t n) {
-  uint32_t next[MLD_GROUP_BUCKETS], end[MLD_GROUP_BUCKETS];
-  for (unsigned k = 0; k < MLD_GROUP_BUCKETS; k++) end[k] = 0;
-  for (uint32_t i = 0; i < n; i++) end[mld_group_key(a[i])]++;
-  uint32_t at = 0;
-  for (unsigned k = 0; k < MLD_GROUP_BUCKETS; k++) {
-    next[k] = at;
-    at += end[k];
-    end[k] = at;
-  }
-  for (unsigned k = 0; k < MLD_GROUP_BUCKETS; k++) {
-    while (next[k] < end[k]) {
-      void* v = a[next[k]];
-      unsigned d = mld_group_key(v);
-      while (d != k) {   /* v belongs further on: put it there, carry on with what it displaces */
-        void* w = a[next[d]];
-        a[next[d]++] = v;
-        v = w;
-        d = mld_group_key(v);
-      }
-      a[next[k]++] = v;
-    }
-  }
-}
-
 void _mld_page_free_remote(mld_page_t* page, mld_block_t* b) {
   mld_block_t* old = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
   do {

@@ -61,7 +61,6 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "futex on the low half
  * "Speed, fifth round: fragmentation"). */
 #define MLD_TRANSFER_SLOTS 16384u           /* per class, at most */
 #define MLD_TRANSFER_BYTES (2048u * 1024u)
-#define MLD_GROUP_MIN      1024u   /* slots freed since the last grouping before the next (page.c) */
 #define MLD_RING_CHUNK     512u             /* slots per chunk: 4 KiB */
 #define MLD_RING_CHUNKS    (MLD_TRANSFER_SLOTS / MLD_RING_CHUNK + 1u)   /* the +1: a ring's occupied
                                                   range may start and end inside a chunk */
@@ -83,7 +82,6 @@ typedef struct mld_transfer_s {
   /* mutex variant */
   pthread_mutex_t lock;
   _Atomic(uint32_t) count;                 /* written under the lock; read without it for a peek */
-  uint32_t grouped;                        /* slots [0, grouped) are grouped by page (lock) */
   /* both */
   uint32_t cap;                            /* objects */
   void** slots;                            /* this class's row of mld_transfer_slots */
@@ -125,7 +123,6 @@ void _mld_transfer_init(int mode) {
     t->slots = mld_transfer_slots[c];
     mld_transfer_lock_init(&t->lock);
     atomic_store_explicit(&t->count, 0, memory_order_relaxed);
-    t->grouped = 0;
     atomic_store_explicit(&t->prod_claim, 0, memory_order_relaxed);
     atomic_store_explicit(&t->prod_commit, 0, memory_order_relaxed);
     atomic_store_explicit(&t->cons_claim, 0, memory_order_relaxed);
@@ -162,15 +159,8 @@ static unsigned mld_mutex_remove(mld_transfer_t* t, void** objs, unsigned n) {
   if (atomic_load_explicit(&t->count, memory_order_relaxed) == 0) return 0;
   pthread_mutex_lock(&t->lock);
   uint32_t count = atomic_load_explicit(&t->count, memory_order_relaxed);
-  /* a burst of frees since the last grouping, at least as many slots as
-   * are grouped: regroup all (each slot is sorted O(1) times, amortised) */
-  if (count - t->grouped >= MLD_GROUP_MIN && count - t->grouped >= t->grouped) {
-    _mld_page_group(t->slots, count);
-    t->grouped = count;
-  }
   if (count < n) n = count;   /* a short batch rather than a miss */
   count -= n;
-  if (t->grouped > count) t->grouped = count;
   memcpy(objs, &t->slots[count], n * sizeof(void*));
   atomic_store_explicit(&t->count, count, memory_order_relaxed);
   pthread_mutex_unlock(&t->lock);
