@@ -1,0 +1,76 @@
+"""Paired by round: a drift common to both sides of a round cancels, and the cell is
+judged by the same rule as an unpaired one."""
+
+import math
+
+import numpy as np
+import pytest
+from mallard_api.analysis.paired import compare_paired
+from mallard_api.analysis.policy import Policy
+from mallard_api.analysis.stats import adjust_and_decide, compare_samples
+
+POLICY = Policy(n_resamples=2000)
+
+
+def drifting(rounds: int, effect: float, seed: int) -> tuple[list[float], list[float]]:
+    """A machine whose speed wanders by ~6% from round to round, the head
+    ``effect`` faster than the base in every round, with 0.3% noise of its own."""
+    rng = np.random.default_rng(seed)
+    level = 1000.0 * (1.0 + 0.06 * rng.standard_normal(rounds))
+    base = level * (1.0 + 0.003 * rng.standard_normal(rounds))
+    head = level * (1.0 + effect) * (1.0 + 0.003 * rng.standard_normal(rounds))
+    return list(base), list(head)
+
+
+def judged(cell):
+    return adjust_and_decide([cell], POLICY)[0]
+
+
+def test_drift_cancels_where_unpaired_cannot_tell():
+    base, head = drifting(15, 0.02, seed=1)
+    paired = judged(compare_paired(base, head, policy=POLICY))
+    unpaired = judged(compare_samples(base, head, policy=POLICY))
+    assert paired.verdict == "improved"
+    assert paired.ratio == pytest.approx(1.02, abs=0.003)
+    assert paired.ci_low_pct > 1.0 and paired.ci_high_pct < 3.0
+    assert unpaired.verdict == "unknown"  # the drift swamps 2% without the pairing
+    slower = judged(compare_paired(head, base, policy=POLICY))
+    assert slower.verdict == "regressed"
+
+
+def test_a_tie_under_drift_is_same():
+    base, head = drifting(15, 0.0, seed=2)
+    cell = judged(compare_paired(base, head, policy=POLICY))
+    assert cell.verdict == "same"
+    assert -1.0 < cell.ci_low_pct <= cell.ci_high_pct < 1.0
+    assert cell.p_value is not None and cell.p_value > 0.05
+
+
+def test_rounds_missing_a_side_are_left_out_and_outlier_rounds_marked():
+    base, head = drifting(12, 0.02, seed=3)
+    base[0] = None
+    head[1] = math.nan
+    head[2] = 0.0  # a failed trial's throughput
+    head[3] = base[3] * 1.5  # one preempted base trial's round: its ratio is an outlier
+    cell = compare_paired(base, head, policy=POLICY)
+    assert (cell.n_base, cell.n_head) == (9, 9)
+    assert cell.robust_base == cell.robust_head == 8
+    assert cell.ratio == pytest.approx(1.02, abs=0.004)
+
+
+def test_equal_rounds_and_too_few():
+    same = compare_paired([5.0, 6.0, 7.0], [5.0, 6.0, 7.0], policy=POLICY)
+    assert (same.ratio, same.ci_low_pct, same.ci_high_pct, same.p_value) == (1.0, 0.0, 0.0, 1.0)
+    one = compare_paired([5.0], [6.0], policy=POLICY)
+    assert one.ratio == pytest.approx(1.2) and one.ci_low_pct is None and one.p_value is None
+    assert judged(one).verdict == "unknown"
+    with pytest.raises(ValueError, match="differ in length"):
+        compare_paired([1.0, 2.0], [1.0], policy=POLICY)
+
+
+def test_lower_is_better_and_mde():
+    base, head = drifting(15, -0.02, seed=4)  # head's times 2% lower: better
+    cell = judged(compare_paired(base, head, higher_is_better=False, policy=POLICY))
+    assert cell.verdict == "improved"
+    # the MDE follows the rounds' ratio scatter (~0.4%), not the machine's 6% drift
+    assert cell.mde_pct is not None and cell.mde_pct < 2.0
