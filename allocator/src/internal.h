@@ -252,7 +252,7 @@ static inline unsigned mld_size_class(size_t size) {
  * per-class offset (its "color", a multiple of 64 below 4 KiB) apart. Pages
  * all start 64 KiB aligned, in set 0, and with every class's first blocks
  * there an 8-way L1 evicted them (fastpath's FIFO windows ran 1.5-5% slower;
- * allocator/README.md, "Speed, sixth round"). A rotation, not an offset:
+ * allocator/docs/speed-rounds.md, "Speed, sixth round"). A rotation, not an offset:
  * the page keeps all its blocks, and every block its alignment. */
 static inline uint32_t mld_page_first(const mld_page_t* page) {
   const mld_class_info_t* ci = &_mld_classes[page->size_class];
@@ -685,7 +685,7 @@ static inline void mld_free_block_at(void* p, bool outer) {
 #endif
   /* marked at once, right after the test: the same store after the owner
    * test (next to the push) cost fastpath 0.8 ns per pair more
-   * (allocator/README.md, "Speed, fifth round") */
+   * (allocator/docs/speed-rounds.md, "Speed, fifth round") */
   mld_block_mark(b, cookie);
   mld_bin_t* bin = (mld_bin_t*)((uintptr_t)h->bins + bin8 * 8);
   if (mld_unlikely(!mld_page_owned_by(page, h))) {

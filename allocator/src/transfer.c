@@ -36,7 +36,7 @@
  * gives it back. So a ring touches as many chunks as it holds at once, low
  * ones first, not its whole array: a ring cycling through all its slots at
  * low occupancy touched every page of them (larson 1T: 2 MiB of slot pages
- * against the mutex variant's 0.4 MiB; allocator/README.md, "Speed, sixth
+ * against the mutex variant's 0.4 MiB; allocator/docs/speed-rounds.md, "Speed, sixth
  * round"). Chunks are taken and given back in commit order (the taker
  * after its turn, the giver before its publish), so both are serialized
  * per side; an insert fills before its turn, as before, when its chunks
@@ -57,7 +57,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "futex on the low half
  * binds below 128 B). It was 512 KiB and 4096 slots until the fifth speed
  * round: a burst of frees past that (fragmentation: 3 MB per class and
  * phase) went to the pages one block at a time, to be walked again by the
- * refills; with 2 MiB the workload runs 12% faster (allocator/README.md,
+ * refills; with 2 MiB the workload runs 12% faster (allocator/docs/speed-rounds.md,
  * "Speed, fifth round: fragmentation"). */
 #define MLD_TRANSFER_SLOTS 16384u           /* per class, at most */
 #define MLD_TRANSFER_BYTES (2048u * 1024u)
