@@ -4,12 +4,19 @@ Runs, through the runner's executor (one timing loop, one result type:
 mallard_runner), every workload of the `full` suite with its params, plus the
 `transfer` workload (runner/suites/transfer.yaml) and `redis`
 (runner/suites/macro.yaml: Debian's redis-server under the allocator, io-threads
-= threads; REDIS_REQUESTS per test here), at 1 and 2 threads:
-mallard built from this checkout's HEAD in its default configuration and
+= threads; REDIS_REQUESTS per test here), at 1 and 2 threads. redis at 1 thread: the
+server on the first pinned CPU, redis-benchmark on the second; at 2 threads (io-threads
+2) on 2 CPUs: its io thread alone on the second CPU, its main thread and redis-benchmark
+on the first (placement `threads`, runner/workloads/README.md), so the cell measures the
+allocator under redis's threaded reads and writes (query buffers and arguments allocated
+by the io thread and freed by the main thread, replies the other way) rather than the
+scheduler. mallard built from this checkout's HEAD in its default configuration and
 each transfer variant (`ring`, `naive`), beside glibc, jemalloc, mimalloc and
 tcmalloc; pinned, interleaved, the median of >= 7 trials after a warm-up.
-Writes a summary (per case: mallard's default against the fastest peer, and
-its peak RSS against jemalloc's) and the full table of ops/s and peak RSS
+Writes a summary (per case: mallard's default against the fastest peer, the ratio of
+medians with its interval and the verdict the API's own statistics give it
+(mallard_api.analysis.stats; a line counts faster / same / slower / unknown), and its
+peak RSS against jemalloc's) and the full table of ops/s and peak RSS
 (medians) between <!-- bench-allocator:begin --> and <!-- bench-allocator:end -->
 under "## Performance" in allocator/README.md. Raw trials: .mallard/runner/raw/.
 `--workloads` and `--threads` narrow it for a quick look (then use --no-write).
@@ -18,12 +25,18 @@ under "## Performance" in allocator/README.md. Raw trials: .mallard/runner/raw/.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import sys
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from mallard_api.analysis import stats
+from mallard_api.analysis.measures import THROUGHPUT
+from mallard_api.analysis.policy import DEFAULT_POLICY, Policy, stats_policy
+from mallard_api.config import Settings
 from mallard_runner import export
 from mallard_runner.cells import Cell
 from mallard_runner.runs import RunRequest, execute, prepare
@@ -49,6 +62,9 @@ ALLOCATORS = ["mallard", "mallard:transfer=ring", "mallard:transfer=naive",
 # redis 1T cell read 0.99x tcmalloc for 90 against 89 ms); 200,000 take ~0.19 s,
 # a step 0.5%. Costs ~1.6 s more a trial (allocator/README.md, "Speed, sixth round").
 REDIS_REQUESTS = 200_000
+PER_CPU = "ops_per_cpu_sec"
+JUDGED = (THROUGHPUT, PER_CPU)  # the measures each summary row gets a verdict on
+WORDS = {"improved": "faster", "same": "same", "regressed": "slower", "unknown": "unknown"}
 
 
 def bench_suite(suites_dir: Path, trials: int) -> Suite:
@@ -80,22 +96,115 @@ def variant_spread(mallards: list[CellSummary]) -> float | None:
     return max(meds) / min(meds) if len(meds) >= 2 else None
 
 
-def gap(med: float | None, fast: float | None, spread: float | None) -> str:
-    """'-' when mallard is at least the fastest peer; else the shortfall, and whether the
-    spread of mallard's own configurations covers it."""
-    if not med or not fast or med >= fast:
+@dataclass
+class Row:
+    """One summary row: mallard's default against the fastest peer of one case."""
+
+    mallard: CellSummary
+    fastest: CellSummary
+    jemalloc: CellSummary | None
+    spread: float | None
+    judged: dict[str, stats.CellStats] = field(default_factory=dict)  # measure -> verdict
+
+
+def summary_rows(cells: list[CellSummary]) -> tuple[list[Row], dict[str, CellSummary | None]]:
+    """(rows, fastest peer per case): the fastest peer is the one with the highest median
+    ops/s; a case without mallard's default or without a measured peer has no row."""
+    by_case: dict[str, list[CellSummary]] = {}
+    for s in cells:
+        by_case.setdefault(s.case, []).append(s)
+    rows: list[Row] = []
+    fastest_of: dict[str, CellSummary | None] = {}
+    for case, group in by_case.items():
+        peers = [c for c in group if c.name in PEER_NAMES and c.median(THROUGHPUT)]
+        fastest = max(peers, key=lambda c: c.median(THROUGHPUT) or 0.0, default=None)
+        fastest_of[case] = fastest
+        mallard = next((c for c in group if c.name == "mallard" and not c.variant), None)
+        if mallard is None or fastest is None:
+            continue
+        rows.append(Row(mallard, fastest, next((c for c in group if c.name == "jemalloc"), None),
+                        variant_spread([c for c in group if c.name == "mallard"])))
+    return rows, fastest_of
+
+
+def judge(rows: list[Row], policy: Policy = DEFAULT_POLICY) -> list[Row]:
+    """Each row's verdicts, by the API's own rule (`mallard_api.analysis.stats`): base the
+    fastest peer's trials, head mallard's, per measure of JUDGED; the p-values adjusted
+    (Benjamini-Hochberg) over all of them at once, as a comparison's cells are."""
+    keys = [(r, m) for r in rows for m in JUDGED]
+    raw = [stats.compare_samples(r.fastest.values.get(m, []), r.mallard.values.get(m, []),
+                                 higher_is_better=True, policy=policy) for r, m in keys]
+    for (r, m), s in zip(keys, stats.adjust_and_decide(raw, policy), strict=True):
+        r.judged[m] = s
+    return rows
+
+
+def interval(s: stats.CellStats) -> str:
+    """The ratio of medians' 95% interval as ratios, '-' when there is none."""
+    if s.ci_low_pct is None or s.ci_high_pct is None:
         return "-"
-    short = fast / med
-    verdict = "noise" if spread is not None and spread >= short else "beyond the spread"
-    return f"{short - 1:.0%} ({verdict})"
+    return f"{1 + s.ci_low_pct / 100:.2f}-{1 + s.ci_high_pct / 100:.2f}x"
+
+
+def verdict(s: stats.CellStats) -> str:
+    """faster / same / slower (with the adjusted p-value) or unknown (with the MDE)."""
+    word = WORDS[s.verdict]
+    if s.verdict in ("improved", "regressed") and s.p_adjusted is not None:
+        return f"{word} (p={s.p_adjusted:.3f})"
+    if s.verdict == "unknown":
+        if s.mde_pct is not None:
+            return f"{word} (mde {s.mde_pct:.1f}%)"
+        return f"{word} ({min(s.robust_base, s.robust_head)} robust)"  # too few to judge
+    return word
+
+
+def counts(rows: list[Row], measure: str = THROUGHPUT) -> str:
+    """The acceptance line: how many cells are faster, the same, slower, unknown."""
+    n = {w: sum(1 for r in rows if r.judged[measure].verdict == w) for w in WORDS}
+    above = sum(1 for r in rows if (r.mallard.median(measure) or 0.0) >=
+                (r.fastest.median(measure) or math.inf))
+    return (f"Cells: {len(rows)}; mallard's default against the fastest peer ({measure}): "
+            f"{n['improved']} faster, {n['same']} same (a tie within the interval), "
+            f"{n['regressed']} slower, {n['unknown']} unknown (an interval too wide to tell); "
+            f"by the medians alone {above} at or above, {len(rows) - above} below.")
+
+
+def legend(policy: Policy, isolated: bool | None) -> str:
+    """What the summary's columns mean, with the policy's numbers."""
+    conf = f"{policy.confidence:.0%}"
+    text = (
+        f"Summary: mallard's default configuration against the fastest peer (the peer with the "
+        f"highest median ops/s), on the raw trials, by the same statistics the service uses "
+        f"for a comparison's verdicts (mallard_api.analysis.stats, docs/statistics.md): "
+        f"`mallard / fastest` is the ratio of median ops/s, `{conf} CI` its bootstrap interval "
+        f"(median/MAD outliers left out, {policy.n_resamples} resamples); `verdict`: `faster` "
+        f"or `slower` when the interval excludes 1, the Mann-Whitney p-value adjusted "
+        f"(Benjamini-Hochberg) over every judged cell of this table is below {policy.alpha} "
+        f"and the difference is at least {policy.min_effect_pct:g}%; `same` when the interval "
+        f"lies within ±{policy.min_effect_pct:g}% (or, from {policy.settle_trials} trials, a "
+        f"narrow interval around 1); else `unknown`, with the smallest difference the cell "
+        f"could have detected (mde, {policy.power:.0%} power), or, under {policy.min_trials} "
+        f"robust trials a side (the others more than {policy.outlier_k:g} MADs from the "
+        f"median, as a slow mode of a bimodal cell is), the robust count of the smaller side. "
+        f"`per CPU-second`: the verdict on ops_per_cpu_sec (operations per CPU-second of the "
+        f"workload, of the server for redis), the throughput the service judges on CPUs that "
+        f"are not isolated. `spread`: "
+        f"the largest over the smallest median ops/s of mallard's own three configurations "
+        f"(default, ring, naive), the same code at one thread: a between-builds A/A. "
+        f"`RSS mallard / jemalloc`: the ratio of median peak RSS.")
+    if isolated is False:
+        text += (" The pinned CPUs were not isolated (other processes may run on them): the "
+                 "service would show wall-clock ops/s from such a run without a verdict and "
+                 "judge only ops/s per CPU-second; this table judges both, ops/s because "
+                 "issue #14's goal is stated in it.")
+    return text
 
 
 def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, float],
-          missing: dict[str, str]) -> str:
-    rows = summarize(results.trials, baseline="glibc")
-    by_case: dict[str, list[CellSummary]] = {}
-    for s in rows:
-        by_case.setdefault(s.case, []).append(s)
+          missing: dict[str, str], policy: Policy = DEFAULT_POLICY) -> str:
+    cells = summarize(results.trials, baseline="glibc")
+    rows, fastest_of = summary_rows(cells)
+    judge(rows, policy)
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     tb = results.testbed
     out = [f"Measured {date} by `make bench-allocator` on {platform.machine()}, {cpu_model()}, "
@@ -107,48 +216,39 @@ def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, f
            f"and tests, and repeated runs of this table have differed by tens of percent on "
            f"larson: treat it as indicative, and compare with the A/A figures in "
            f"runner/README.md before believing a difference.", "",
-           "Summary: mallard's default configuration against the fastest peer (ops/s) and "
-           "against jemalloc (peak RSS). `spread`: the largest over the smallest median of "
-           "mallard's own three configurations (default, ring, naive), the noise floor where "
-           "they run the same code (one thread: no other thread meets the transfer cache); "
-           "`gap`: how far mallard's default is below the fastest peer, `noise` when the "
-           "spread is at least as large.", "",
+           legend(policy, tb.isolated), "", counts(rows), "",
            "| workload | params | threads | mallard ops/s | fastest peer | mallard / fastest | "
-           "spread | gap | RSS mallard / jemalloc |", "|---|---|---:|---:|---|---:|---:|---|---:|"]
-    summary: list[str] = []
-    full = ["", "| workload | params | threads | allocator | ops/s (median) | vs glibc | "
+           f"{policy.confidence:.0%} CI | verdict | per CPU-second | spread | "
+           "RSS mallard / jemalloc |", "|---|---|---:|---:|---|---:|---:|---|---|---:|---:|"]
+    for r in rows:
+        m, f = r.mallard, r.fastest
+        med, fast = m.median(THROUGHPUT), f.median(THROUGHPUT)
+        rss = m.median("max_rss_bytes")
+        je_rss = r.jemalloc.median("max_rss_bytes") if r.jemalloc else None
+        wall, cpu = r.judged[THROUGHPUT], r.judged[PER_CPU]
+        out.append(
+            f"| {m.workload} | {short_case(m)} | {m.params.get('threads')} | "
+            f"{'-' if med is None else f'{med:,.0f}'} | {f.name} | "
+            f"{'-' if not med or not fast else f'{med / fast:.2f}x'} | {interval(wall)} | "
+            f"{verdict(wall)} | {verdict(cpu)} | "
+            f"{'-' if r.spread is None else f'{r.spread:.2f}x'} | "
+            f"{'-' if not rss or not je_rss else f'{rss / je_rss:.2f}x'} |")
+    out += ["", "| workload | params | threads | allocator | ops/s (median) | vs glibc | "
             "vs fastest peer | peak RSS (median) | ok / n |",
             "|---|---|---:|---|---:|---:|---:|---:|---:|"]
-    for cells in by_case.values():
-        peers = [c for c in cells if c.name in PEER_NAMES and c.median("ops_per_sec")]
-        fastest = max(peers, key=lambda c: c.median("ops_per_sec") or 0.0, default=None)
-        fast = fastest.median("ops_per_sec") if fastest else None
-        order = sorted(cells, key=lambda c: (c.name != "mallard", c.allocator))
-        mallard = next((c for c in cells if c.name == "mallard" and not c.variant), None)
-        je = next((c for c in cells if c.name == "jemalloc"), None)
-        if mallard is not None and fastest is not None:
-            med = mallard.median("ops_per_sec")
-            rss = mallard.median("max_rss_bytes")
-            je_rss = je.median("max_rss_bytes") if je else None
-            spread = variant_spread([c for c in cells if c.name == "mallard"])
-            summary.append(
-                f"| {mallard.workload} | {short_case(mallard)} | {mallard.params.get('threads')} | "
-                f"{'-' if med is None else f'{med:,.0f}'} | {fastest.name} | "
-                f"{'-' if not med or not fast else f'{med / fast:.2f}x'} | "
-                f"{'-' if spread is None else f'{spread:.2f}x'} | {gap(med, fast, spread)} | "
-                f"{'-' if not rss or not je_rss else f'{rss / je_rss:.2f}x'} |")
-        for c in order:
-            med = c.median("ops_per_sec")
-            rss = c.median("max_rss_bytes")
-            vs_fast = f"{med / fast:.2f}x" if med and fast else "-"
-            if fastest is not None and c is fastest:
-                vs_fast += " (fastest)"
-            full.append(
-                f"| {c.workload} | {short_case(c)} | {c.params.get('threads')} | {c.allocator} | "
-                f"{'-' if med is None else f'{med:,.0f}'} | "
-                f"{'-' if c.ratio is None else f'{c.ratio:.2f}x'} | {vs_fast} | "
-                f"{'-' if rss is None else f'{rss / 2**20:.1f} MiB'} | {c.n_ok} / {c.n} |")
-    out += summary + full
+    for c in sorted(cells, key=lambda c: (c.case, c.name != "mallard", c.allocator)):
+        fastest = fastest_of.get(c.case)
+        fast = fastest.median(THROUGHPUT) if fastest else None
+        med = c.median(THROUGHPUT)
+        rss = c.median("max_rss_bytes")
+        vs_fast = f"{med / fast:.2f}x" if med and fast else "-"
+        if fastest is not None and c is fastest:
+            vs_fast += " (fastest)"
+        out.append(
+            f"| {c.workload} | {short_case(c)} | {c.params.get('threads')} | {c.allocator} | "
+            f"{'-' if med is None else f'{med:,.0f}'} | "
+            f"{'-' if c.ratio is None else f'{c.ratio:.2f}x'} | {vs_fast} | "
+            f"{'-' if rss is None else f'{rss / 2**20:.1f} MiB'} | {c.n_ok} / {c.n} |")
     for name, why in missing.items():
         out.append(f"Peer {name} was not measured: {why}.")
     failed = [t for t in results.trials if not t.ok]
@@ -215,7 +315,7 @@ def main() -> int:
         progress.update(task, total=prep.total)
         results = execute(prep)
     block = table(results, prep.trials, cpus, (load_before, os.getloadavg()[0]),
-                  prep.resolved.missing)
+                  prep.resolved.missing, stats_policy(Settings()))
     print(block)
     if args.json:
         export.write_atomic(args.json, export.to_json(results))

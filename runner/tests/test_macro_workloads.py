@@ -195,6 +195,29 @@ def test_redis_client_apart_from_a_pinned_server(workloads: Path, redis_bins: No
     assert d["placement"] == "shared" and d["client_cpus"] == d["server_cpus"] == str(cpus[0])
 
 
+def test_redis_io_threads_get_a_cpu_of_their_own(workloads: Path, redis_bins: None,
+                                                 tmp_path: Path) -> None:
+    """2 server threads on a trial of 2 CPUs and no CPU free apart (the CPUs allowed here
+    are the trial's): the io thread is pinned to the second CPU, the main thread and the
+    client to the first (placement `threads`); at 1 thread the server and client split."""
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    if len(cpus) < 2:
+        pytest.skip("needs 2 CPUs")
+    pin = ["taskset", "-c", ",".join(map(str, cpus)), str(workloads / "redis"), *REDIS_SMALL]
+    p, out, err = run([*pin, "--threads", "2"], clean_env(tmp_path))
+    assert p.returncode == 0, err
+    d = result(out, err)
+    if len(os.sched_getaffinity(0)) == 2:  # no CPU apart: the case the placement is for
+        assert (d["placement"], d["server_cpus"], d["client_cpus"], d["io_thread_cpus"]) == \
+            ("threads", f"{cpus[0]},{cpus[1]}", str(cpus[0]), str(cpus[1]))
+    p, out, err = run([*pin, "--threads", "1"], clean_env(tmp_path))
+    d = result(out, err)
+    if len(os.sched_getaffinity(0)) == 2:
+        assert (d["placement"], d["server_cpus"], d["client_cpus"]) == \
+            ("split", str(cpus[0]), str(cpus[1])) and "io_thread_cpus" not in d
+    assert leftovers(tmp_path) == []
+
+
 def test_redis_server_writes_the_stats_file_under_mallard(workloads: Path, redis_bins: None,
                                                           mallard_lib: Path,
                                                           tmp_path: Path) -> None:

@@ -73,8 +73,12 @@ PARAMS = [
 READY_SECONDS = 60.0  # a loaded machine can be slow to start a server; a bound, not a timing
 
 
-def placement(choice: str, trial: list[int]) -> tuple[list[int], list[int], str]:
-    """(server CPUs, client CPUs, how) from the param and the CPUs the trial pinned us to."""
+def placement(choice: str, trial: list[int], threads: int = 1) -> tuple[list[int], list[int], str]:
+    """(server CPUs, client CPUs, how) from the param and the CPUs the trial pinned us to.
+    `auto` without a free CPU: the client on the trial's last CPU and the server on the
+    others (`split`) while they hold a CPU per server thread; else (`threads`: io threads
+    with fewer CPUs than threads + client) the server on all of them, its threads pinned one
+    by one (:func:`pin_threads`), the client beside the main thread."""
     if choice == "same":
         return trial, trial, "shared"
     if choice != "auto":
@@ -87,9 +91,36 @@ def placement(choice: str, trial: list[int]) -> tuple[list[int], list[int], str]
     for cpu in (c for c in mc.allowed_cpus() if c not in trial):
         if mc.cpus_usable([cpu]):
             return trial, [cpu], "apart"
-    if len(trial) >= 2:
+    if len(trial) >= 2 and threads <= len(trial) - 1:
         return trial[:-1], trial[-1:], "split"
+    if len(trial) >= 2:
+        return trial, trial[:1], "threads"
     return trial, trial, "shared"
+
+
+def pin_threads(pid: int, cpus: list[int]) -> dict[str, int]:
+    """Pin redis's io threads one to a CPU of cpus[1:] (round robin) and every other thread
+    (main, bio) to cpus[0]: {thread name: CPU}. Its io threads and main thread busy-wait for
+    each other (networking.c's IOThreadMain and the main thread's wait for pending io):
+    two of them on one CPU wait out each other's time slices (~50,000 requests/s at 2
+    threads on 2 CPUs, whatever the allocator); the main thread blocks in epoll between
+    batches, when the client, beside it, runs."""
+    pinned: dict[str, int] = {}
+    io = 0
+    for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+        except OSError:
+            continue  # a thread that ended
+        if name.startswith("io_thd_"):
+            cpu = cpus[1 + io % (len(cpus) - 1)]
+            io += 1
+        else:
+            cpu = cpus[0]
+        os.sched_setaffinity(tid, {cpu})
+        pinned[f"{name}:{tid}"] = cpu
+    return pinned
 
 
 def resp_command(path: str, *args: str, timeout: float = 30.0) -> str:
@@ -183,7 +214,7 @@ def run(p: dict[str, Any], allocator_env: dict[str, str]) -> None:
         mc.fail("redis-server and redis-benchmark are needed: apt-get install redis-server "
                 "redis-tools (scripts/install-deps.sh)")
     trial = sorted(os.sched_getaffinity(0))
-    server_cpus, client_cpus, how = placement(p["client_cpus"], trial)
+    server_cpus, client_cpus, how = placement(p["client_cpus"], trial, p["threads"])
 
     base = dict(os.environ)
     client_env = base  # the driver's environment: no LD_PRELOAD, no MALLARD_*
@@ -223,6 +254,13 @@ def run(p: dict[str, Any], allocator_env: dict[str, str]) -> None:
                 mc.fail(f"redis-server not ready after {READY_SECONDS:g}s:\n" + log_tail(log))
             time.sleep(0.02)
         redis_version = re.search(r"redis_version:(\S+)", resp_command(sock, "INFO", "server"))
+        io_cpus = ""
+        if how == "threads":  # its io threads start with the server, before it answers
+            pinned = pin_threads(server.pid, server_cpus)
+            io = sorted({c for n, c in pinned.items() if n.startswith("io_thd_")})
+            if len(io) != min(p["threads"] - 1, len(server_cpus) - 1):
+                mc.fail(f"redis-server's io threads were not found to pin: {pinned}")
+            io_cpus = mc.cpu_list_text(io)
 
         bench_argv = [bench_bin, "-s", sock, "-c", str(p["clients"]), "-n", str(p["requests"]),
                       "-P", str(p["pipeline"]), "-d", str(p["value_size"]),
@@ -277,7 +315,8 @@ def run(p: dict[str, Any], allocator_env: dict[str, str]) -> None:
         cpu_seconds=round(server_ru.ru_utime + server_ru.ru_stime, 6),
         **{f"{t}_ops_per_sec": rps[t] for t in tests},
         server_cpus=mc.cpu_list_text(server_cpus), client_cpus=mc.cpu_list_text(client_cpus),
-        placement=how, server_malloc=server_malloc, client_malloc=client_malloc,
+        placement=how, **({"io_thread_cpus": io_cpus} if io_cpus else {}),
+        server_malloc=server_malloc, client_malloc=client_malloc,
         server_pid=str(server.pid), redis_version=redis_version.group(1) if redis_version
         else "unknown")
 
