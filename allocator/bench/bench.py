@@ -15,7 +15,7 @@ each transfer variant (`ring`, `naive`), beside glibc, jemalloc, mimalloc and
 tcmalloc; pinned, interleaved, the median of >= 7 trials after a warm-up.
 Writes a summary (per case: mallard's default against the fastest peer, the ratio of
 medians with its interval and the verdict the API's own statistics give it
-(mallard_api.analysis.stats; a line counts faster / same / slower / unknown), and its
+(mallard_api.analysis, trials paired by round; a line counts faster / same / slower / unknown), and its
 peak RSS against jemalloc's) and the full table of ops/s and peak RSS
 (medians) between <!-- bench-allocator:begin --> and <!-- bench-allocator:end -->
 under "## Performance" in allocator/README.md. Raw trials: .mallard/runner/raw/.
@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from mallard_api.analysis import stats
+from mallard_api.analysis.paired import compare_paired
 from mallard_api.analysis.measures import THROUGHPUT
 from mallard_api.analysis.policy import DEFAULT_POLICY, Policy, stats_policy
 from mallard_api.config import Settings
@@ -127,23 +128,35 @@ def summary_rows(cells: list[CellSummary]) -> tuple[list[Row], dict[str, CellSum
     return rows, fastest_of
 
 
+def by_round(base: CellSummary, head: CellSummary, measure: str
+             ) -> tuple[list[float | None], list[float | None]]:
+    """The two cells' values of one measure side by side by round (trial seq); a round one
+    side lacks (a failed trial) is None there."""
+    b = dict(zip(base.seqs.get(measure, []), base.values.get(measure, []), strict=True))
+    h = dict(zip(head.seqs.get(measure, []), head.values.get(measure, []), strict=True))
+    rounds = sorted(b.keys() | h.keys())
+    return [b.get(i) for i in rounds], [h.get(i) for i in rounds]
+
+
 def judge(rows: list[Row], policy: Policy = DEFAULT_POLICY) -> list[Row]:
-    """Each row's verdicts, by the API's own rule (`mallard_api.analysis.stats`): base the
-    fastest peer's trials, head mallard's, per measure of JUDGED; the p-values adjusted
-    (Benjamini-Hochberg) over all of them at once, as a comparison's cells are."""
+    """Each row's verdicts, by the API's own rule (`mallard_api.analysis`): base the
+    fastest peer's trials, head mallard's, per measure of JUDGED, paired by round
+    (`paired.compare_paired`: the runner interleaves, so a drift of the machine moves both
+    trials of a round); the p-values adjusted (Benjamini-Hochberg) over all of them at
+    once, as a comparison's cells are."""
     keys = [(r, m) for r in rows for m in JUDGED]
-    raw = [stats.compare_samples(r.fastest.values.get(m, []), r.mallard.values.get(m, []),
-                                 higher_is_better=True, policy=policy) for r, m in keys]
+    raw = [compare_paired(*by_round(r.fastest, r.mallard, m), higher_is_better=True,
+                          policy=policy) for r, m in keys]
     for (r, m), s in zip(keys, stats.adjust_and_decide(raw, policy), strict=True):
         r.judged[m] = s
     return rows
 
 
 def interval(s: stats.CellStats) -> str:
-    """The ratio of medians' 95% interval as ratios, '-' when there is none."""
-    if s.ci_low_pct is None or s.ci_high_pct is None:
+    """The per-round ratio with its interval, '-' when there is none."""
+    if s.ratio is None or s.ci_low_pct is None or s.ci_high_pct is None:
         return "-"
-    return f"{1 + s.ci_low_pct / 100:.2f}-{1 + s.ci_high_pct / 100:.2f}x"
+    return f"{s.ratio:.3f}x ({1 + s.ci_low_pct / 100:.3f}-{1 + s.ci_high_pct / 100:.3f})"
 
 
 def verdict(s: stats.CellStats) -> str:
@@ -174,18 +187,21 @@ def legend(policy: Policy, isolated: bool | None) -> str:
     conf = f"{policy.confidence:.0%}"
     text = (
         f"Summary: mallard's default configuration against the fastest peer (the peer with the "
-        f"highest median ops/s), on the raw trials, by the same statistics the service uses "
-        f"for a comparison's verdicts (mallard_api.analysis.stats, docs/statistics.md): "
-        f"`mallard / fastest` is the ratio of median ops/s, `{conf} CI` its bootstrap interval "
-        f"(median/MAD outliers left out, {policy.n_resamples} resamples); `verdict`: `faster` "
-        f"or `slower` when the interval excludes 1, the Mann-Whitney p-value adjusted "
+        f"highest median ops/s), on the raw trials, by the service's statistics "
+        f"(mallard_api.analysis, docs/statistics.md) with the trials paired by round: the "
+        f"runner interleaves, so a drift of the machine moves both trials of a round alike and "
+        f"cancels in their ratio. `mallard / fastest` is the ratio of median ops/s; "
+        f"`per round ({conf} CI)` the median of the rounds' ratios, mallard over the peer, "
+        f"with its bootstrap interval (rounds whose ratio is a median/MAD outlier left out, "
+        f"{policy.n_resamples} resamples); `verdict`: `faster` "
+        f"or `slower` when the interval excludes 1, the Wilcoxon signed-rank p-value adjusted "
         f"(Benjamini-Hochberg) over every judged cell of this table is below {policy.alpha} "
         f"and the difference is at least {policy.min_effect_pct:g}%; `same` when the interval "
         f"lies within ±{policy.min_effect_pct:g}% (or, from {policy.settle_trials} trials, a "
         f"narrow interval around 1); else `unknown`, with the smallest difference the cell "
         f"could have detected (mde, {policy.power:.0%} power), or, under {policy.min_trials} "
-        f"robust trials a side (the others more than {policy.outlier_k:g} MADs from the "
-        f"median, as a slow mode of a bimodal cell is), the robust count of the smaller side. "
+        f"robust rounds (the others' ratios more than {policy.outlier_k:g} MADs from the "
+        f"median), the robust count. "
         f"`per CPU-second`: the verdict on ops_per_cpu_sec (operations per CPU-second of the "
         f"workload, of the server for redis), the throughput the service judges on CPUs that "
         f"are not isolated. `spread`: "
@@ -218,7 +234,7 @@ def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, f
            f"runner/README.md before believing a difference.", "",
            legend(policy, tb.isolated), "", counts(rows), "",
            "| workload | params | threads | mallard ops/s | fastest peer | mallard / fastest | "
-           f"{policy.confidence:.0%} CI | verdict | per CPU-second | spread | "
+           f"per round ({policy.confidence:.0%} CI) | verdict | per CPU-second | spread | "
            "RSS mallard / jemalloc |", "|---|---|---:|---:|---|---:|---:|---|---|---:|---:|"]
     for r in rows:
         m, f = r.mallard, r.fastest

@@ -47,6 +47,7 @@ class CellSummary:
     name: str = ""
     variant: str | None = None
     values: dict[str, list[float]] = field(default_factory=dict)
+    seqs: dict[str, list[int]] = field(default_factory=dict)  # round of each value
     ratio: float | None = None  # ops_per_sec median / baseline median
     failures: list[str] = field(default_factory=list)
 
@@ -83,6 +84,7 @@ def summarize(trials: list[TrialIn], baseline: str | None = None,
             s.n_ok += 1
             for m, v in t.measures.items():
                 s.values.setdefault(m, []).append(v)
+                s.seqs.setdefault(m, []).append(t.seq)
         else:
             why = f"signal {t.signal}" if t.signal else f"exit {t.exit_code}"
             s.failures.append(f"seq {t.seq}: {why}: {(t.stderr_tail or '').strip()[-200:]}")
