@@ -102,9 +102,23 @@ static mld_heap_t* mld_heap_struct_alloc(void) {
   return h;
 }
 
-/* Copy the owner's plain fast-path counters where other threads read them. */
+/* Blocks the heap's bins (both stacks of every class) hold now. */
+static uint64_t mld_heap_held(const mld_heap_t* h) {
+  uint64_t n = 0;
+  for (unsigned c = 0; c < MLD_CLASSES; c++)
+    n += (uint64_t)(h->bins[c].own.top - h->bins[c].own.base) + (uint64_t)(h->foreign[c].top - h->foreign[c].base);
+  return n;
+}
+
+/* Copy the owner's plain counters where other threads read them. malloc
+ * counts nothing (one add less per pair): every block a bin handed out
+ * to malloc entered it by a free or a refill and did not leave by a flush
+ * or a drain, nor is it there now (see mld_hot_stats_t); huge blocks are
+ * counted as they are made. */
 void _mld_heap_publish(mld_heap_t* h) {
-  atomic_store_explicit(&h->stats[MLD_STAT_allocs], h->hot.allocs, memory_order_relaxed);
+  uint64_t allocs = h->hot.frees + h->hot.moved - mld_heap_held(h) +
+                    atomic_load_explicit(&h->stats[MLD_STAT_huge_allocs], memory_order_relaxed);
+  atomic_store_explicit(&h->stats[MLD_STAT_allocs], allocs, memory_order_relaxed);
   atomic_store_explicit(&h->stats[MLD_STAT_frees], h->hot.frees, memory_order_relaxed);
   atomic_store_explicit(&h->stats[MLD_STAT_remote_frees], h->hot.remote_frees, memory_order_relaxed);
 }
@@ -228,6 +242,7 @@ static bool mld_heap_release(mld_heap_t* h, unsigned c, mld_stack_t* s, uint32_t
     mld_heap_return_blocks(h, batch, n);
   }
   s->top = batch;
+  h->hot.moved -= n;
   return hit;
 }
 
@@ -297,11 +312,13 @@ static MLD_NOINLINE void mld_heap_flush_batch(mld_heap_t* h, unsigned c, mld_pag
   if (_mld_transfer_insert(h->stats, c, batch, n)) {
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_hits], 1);
     bin->own.top = batch;
+    h->hot.moved -= n;
     mld_heap_flushed(h, c);
   } else {
     mld_counter_add(&h->stats[MLD_STAT_transfer_insert_misses], 1);
     mld_counter_add(&h->stats[MLD_STAT_direct_frees], 1);
     bin->direct = (uint8_t)(4u * n);   /* n <= MLD_MAX_BATCH */
+    h->hot.moved--;
     mld_heap_return_to(h, page, (mld_block_t*)*--bin->own.top);
   }
   errno = saved;
@@ -317,6 +334,7 @@ void _mld_heap_flush(mld_heap_t* h, unsigned c, mld_page_t* page) {
   }
   bin->direct--;
   mld_counter_add(&h->stats[MLD_STAT_direct_frees], 1);
+  h->hot.moved--;
   mld_heap_return_to(h, page, (mld_block_t*)*--bin->own.top);
 }
 
@@ -349,6 +367,7 @@ static bool mld_heap_take(mld_heap_t* h, unsigned c, mld_page_t* page) {
   mld_bin_t* bin = &h->bins[c];
   uint32_t got = _mld_page_take(page, mld_heap_want(h, c), bin->own.top);
   bin->own.top += got;
+  h->hot.moved += got;
   return got != 0;
 }
 
@@ -379,7 +398,9 @@ static bool mld_heap_refill_pages(mld_heap_t* h, unsigned c) {
   }
   if (k > 0) {
     mld_bin_t* bin = &h->bins[c];
-    bin->own.top += _mld_page_take_lists(lists, k, mld_heap_want(h, c), bin->own.top);
+    uint32_t got = _mld_page_take_lists(lists, k, mld_heap_want(h, c), bin->own.top);
+    bin->own.top += got;
+    h->hot.moved += got;
     return true;
   }
   /* full pages that have received remote frees since: look at a few, the
@@ -422,6 +443,7 @@ bool _mld_heap_refill(mld_heap_t* h, unsigned c) {
   if ((n = _mld_transfer_remove(h->stats, c, bin->own.base, n)) != 0) {   /* the bin is empty */
     mld_counter_add(&h->stats[MLD_STAT_transfer_remove_hits], 1);
     bin->own.top = bin->own.base + n;
+    h->hot.moved += n;
     bin->direct = 0;   /* the transfer cache has room again */
     return true;
   }
@@ -480,6 +502,7 @@ void _mld_heap_collect(mld_heap_t* h, bool force) {
  * push or pop: mld_stack_push keeps every such state valid. */
 static void mld_heap_drain_stack(mld_heap_t* h, unsigned c, mld_stack_t* s, bool to_transfer) {
   if (s->top < s->base || s->top > s->limit + 1) {   /* cannot happen; leak rather than hand out */
+    h->hot.moved -= (uint64_t)(s->top - s->base);
     s->top = s->base;
     return;
   }
@@ -495,6 +518,7 @@ static void mld_heap_drain_stack(mld_heap_t* h, unsigned c, mld_stack_t* s, bool
       mld_heap_return_blocks(h, batch, k);
     }
     s->top = batch;
+    h->hot.moved -= k;
   }
 }
 
