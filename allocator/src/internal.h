@@ -354,6 +354,7 @@ typedef struct mld_heap_s {
   mld_page_list_t avail[MLD_CLASSES];  /* pages that may have free blocks */
   mld_page_list_t full[MLD_CLASSES];   /* pages with none at last look */
   uint64_t slow_calls;
+  uintptr_t bases;                     /* the sum of every stack's base: constant (see mld_heap_held) */
   struct mld_heap_s* next;             /* all heaps (heap list lock) */
   struct mld_heap_s* prev;
   uint8_t live;
