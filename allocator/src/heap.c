@@ -102,15 +102,12 @@ static mld_heap_t* mld_heap_struct_alloc(void) {
   return h;
 }
 
-/* Blocks the heap's bins (both stacks of every class) hold now: the tops'
- * sum less the bases' (a class's two stacks trade places, mld_bin_take_foreign,
- * but their bases' sum stays), one load and add per stack. */
+/* Blocks the heap's bins (both stacks of every class) hold now. */
 static uint64_t mld_heap_held(const mld_heap_t* h) {
-  uintptr_t tops = 0;
-#pragma GCC unroll 48   /* 2 adds per class, no loop (refill and flush call it: larson) */
+  uint64_t n = 0;
   for (unsigned c = 0; c < MLD_CLASSES; c++)
-    tops += (uintptr_t)h->bins[c].own.top + (uintptr_t)h->foreign[c].top;
-  return (tops - h->bases) / sizeof(void*);
+    n += mld_stack_count(&h->bins[c].own) + mld_stack_count(&h->foreign[c]);
+  return n;
 }
 
 /* Copy the owner's free counters where other threads read them. */
@@ -169,7 +166,6 @@ mld_heap_t* _mld_heap_thread_init(void) {
     for (int i = 0; i < 2; i++) {
       stacks[i]->base = stacks[i]->top = slots;
       stacks[i]->limit = slots + bin->max;
-      h->bases += (uintptr_t)slots;
       slots += _mld_classes[c].bin_cap + 1u;
     }
     bin->foreign_take = (_mld_classes[c].batch + 1u) / 2u;

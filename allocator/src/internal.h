@@ -354,11 +354,10 @@ typedef struct mld_heap_s {
   mld_page_list_t avail[MLD_CLASSES];  /* pages that may have free blocks */
   mld_page_list_t full[MLD_CLASSES];   /* pages with none at last look */
   uint64_t slow_calls;
-  uintptr_t bases;                     /* the sum of every stack's base: constant (see mld_heap_held) */
-  uint32_t publishes;                  /* heap.c: mld_heap_publish_often */
   struct mld_heap_s* next;             /* all heaps (heap list lock) */
   struct mld_heap_s* prev;
   uint8_t live;
+  uint8_t publishes;                   /* heap.c: mld_heap_publish_often (in the padding: the slot arrays stay where they were) */
 } mld_heap_t;
 
 extern MLD_HIDDEN mld_heap_t _mld_heap_empty;
