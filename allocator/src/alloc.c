@@ -20,8 +20,7 @@ static void* mld_huge_alloc(mld_heap_t* h, size_t size, size_t alignment) {
     return NULL;
   }
   if (h != &_mld_heap_empty) {
-    mld_counter_add(&h->stats[MLD_STAT_huge_allocs], 1);
-    h->hot.allocs++;
+    mld_counter_add(&h->stats[MLD_STAT_huge_allocs], 1);   /* allocs adds it (_mld_heap_publish) */
   }
   return p;
 }
@@ -35,7 +34,6 @@ static void* mld_alloc_class(mld_heap_t* h, unsigned c) {
   }
   mld_block_t* b = (mld_block_t*)*--bin->own.top;
   mld_block_mark(b, 0);
-  h->hot.allocs++;
   return b;
 }
 
@@ -103,6 +101,7 @@ void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
   if (h != &_mld_heap_empty) {
     h->hot.frees++;
     h->hot.remote_frees++;
+    h->hot.moved--;   /* a free that skipped the bins */
   } else {
     atomic_fetch_add_explicit(&_mld_heap_empty.stats[MLD_STAT_frees], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&_mld_heap_empty.stats[MLD_STAT_remote_frees], 1, memory_order_relaxed);
@@ -126,6 +125,7 @@ void _mld_alloc_free_slow(void* p, mld_page_t* page) {
     if (h != &_mld_heap_empty) {
       mld_counter_add(&h->stats[MLD_STAT_huge_frees], 1);
       h->hot.frees++;
+      h->hot.moved--;   /* a free that skipped the bins */
     }
     _mld_segment_huge_free(page);
   } else if (page == NULL && _mld_segment_giant_find(p, true) != 0) {
@@ -133,6 +133,7 @@ void _mld_alloc_free_slow(void* p, mld_page_t* page) {
     if (h != &_mld_heap_empty) {
       mld_counter_add(&h->stats[MLD_STAT_huge_frees], 1);
       h->hot.frees++;
+      h->hot.moved--;   /* a free that skipped the bins */
     }
   } else {
     _mld_report_invalid("free", p);

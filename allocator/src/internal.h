@@ -325,12 +325,15 @@ static inline bool mld_stack_push(mld_stack_t* s, void* b) {
   return top > s->limit;
 }
 
-/* The three counters the fast paths bump: plain integers of the owner
- * thread (one add instruction each), copied into the atomic stats now and
+/* The owner thread's plain counters, copied into the atomic stats now and
  * then (every refill, flush, collect and at thread exit), which is what
- * other threads read. */
+ * other threads read. free bumps frees (and remote_frees); malloc bumps
+ * nothing: its count is a balance of the bins (_mld_heap_publish), kept by
+ * the slow paths in moved: blocks into the bins other than by free
+ * (refills), minus blocks out other than by malloc (flushes, drains),
+ * minus frees that never entered a bin (huge, remote by CAS); mod 2^64. */
 typedef struct mld_hot_stats_s {
-  uint64_t allocs;
+  uint64_t moved;
   uint64_t frees;
   uint64_t remote_frees;
 } mld_hot_stats_t;
@@ -354,6 +357,7 @@ typedef struct mld_heap_s {
   struct mld_heap_s* next;             /* all heaps (heap list lock) */
   struct mld_heap_s* prev;
   uint8_t live;
+  uint8_t publishes;                   /* heap.c: mld_heap_publish_often (in the padding: the slot arrays stay where they were) */
 } mld_heap_t;
 
 extern MLD_HIDDEN mld_heap_t _mld_heap_empty;
@@ -624,7 +628,7 @@ static inline void* mld_bin_pop(mld_heap_t* h, mld_bin_t* bin, void** top) {
   top--;
   bin->own.top = top;
   mld_block_t* b = (mld_block_t*)*top;
-  h->hot.allocs++;
+  (void)h;   /* not counted: see mld_hot_stats_t */
   mld_block_mark(b, 0);
   return b;
 }
