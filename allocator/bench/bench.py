@@ -194,7 +194,7 @@ def legend(policy: Policy, isolated: bool | None) -> str:
         f"`per round ({conf} CI)` the median of the rounds' ratios, mallard over the peer, "
         f"with its bootstrap interval (rounds whose ratio is a median/MAD outlier left out, "
         f"{policy.n_resamples} resamples); `verdict`: `faster` "
-        f"or `slower` when the interval excludes 1, the Wilcoxon signed-rank p-value adjusted "
+        f"or `slower` when the interval excludes 1, the paired t-test's p-value (log ratios) adjusted "
         f"(Benjamini-Hochberg) over every judged cell of this table is below {policy.alpha} "
         f"and the difference is at least {policy.min_effect_pct:g}%; `same` when the interval "
         f"lies within ±{policy.min_effect_pct:g}% (or, from {policy.settle_trials} trials, a "
