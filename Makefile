@@ -67,7 +67,7 @@ test-k8s: python ## kustomize render, schema validation, checkov (pytest)
 	@$(VENV)/bin/pytest k8s/tests
 
 lint: python ## ruff and mypy
-	@$(VENV)/bin/ruff check api runner wire dashboards k8s scripts tests
+	@$(VENV)/bin/ruff check api runner wire dashboards k8s scripts tests allocator
 	@$(VENV)/bin/mypy api/mallard_api runner/mallard_runner wire/mallard_wire
 
 SCENARIO ?=

@@ -15,7 +15,8 @@ each transfer variant (`ring`, `naive`), beside glibc, jemalloc, mimalloc and
 tcmalloc; pinned, interleaved, the median of >= 7 trials after a warm-up.
 Writes a summary (per case: mallard's default against the fastest peer, the ratio of
 medians with its interval and the verdict the API's own statistics give it
-(mallard_api.analysis, trials paired by round; a line counts faster / same / slower / unknown), and its
+(mallard_api.analysis, trials paired by round; a line counts faster / same / slower /
+unknown), and its
 peak RSS against jemalloc's) and the full table of ops/s and peak RSS
 (medians) between <!-- bench-allocator:begin --> and <!-- bench-allocator:end -->
 under "## Performance" in allocator/README.md. Raw trials: .mallard/runner/raw/.
@@ -34,8 +35,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from mallard_api.analysis import stats
-from mallard_api.analysis.paired import compare_paired
 from mallard_api.analysis.measures import THROUGHPUT
+from mallard_api.analysis.paired import compare_paired
 from mallard_api.analysis.policy import DEFAULT_POLICY, Policy, stats_policy
 from mallard_api.config import Settings
 from mallard_runner import export
@@ -194,7 +195,8 @@ def legend(policy: Policy, isolated: bool | None) -> str:
         f"`per round ({conf} CI)` the median of the rounds' ratios, mallard over the peer, "
         f"with its bootstrap interval (rounds whose ratio is a median/MAD outlier left out, "
         f"{policy.n_resamples} resamples); `verdict`: `faster` "
-        f"or `slower` when the interval excludes 1, the paired t-test's p-value (log ratios) adjusted "
+        f"or `slower` when the interval excludes 1, the paired t-test's p-value (log ratios) "
+        f"adjusted "
         f"(Benjamini-Hochberg) over every judged cell of this table is below {policy.alpha} "
         f"and the difference is at least {policy.min_effect_pct:g}%; `same` when the interval "
         f"lies within ±{policy.min_effect_pct:g}% (or, from {policy.settle_trials} trials, a "
