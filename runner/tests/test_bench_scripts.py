@@ -74,6 +74,21 @@ def test_allocator_bench_covers_full_transfer_and_redis_at_1_and_2_threads():
     assert suite.trials == 7 and "mallard" in suite.allocators
 
 
+def test_allocator_bench_runs_no_cachegrind_cells():
+    """The full suite's `deterministic` blocks (one cachegrind run per mallard cell at small
+    params) measure nothing the table uses: the bench suite has none, so neither the run
+    nor the table has those cells."""
+    from mallard_runner.settings import RunnerSettings
+    from mallard_runner.suites import expand, load_suite
+
+    suites = RunnerSettings().suites_dir
+    assert any(wl.deterministic for wl in load_suite("full", suites).workloads.values())
+    suite = bench.bench_suite(suites, trials=7)
+    assert all(wl.deterministic is None for wl in suite.workloads.values())
+    cases = expand(suite)
+    assert cases and all(c.deterministic_params is None for c in cases)
+
+
 # Real shapes: ops/s (millions) of 7 interleaved trials from the quiet full run of
 # 2026-11-24 (allocator/README.md), mallard's default beside the peers of one case.
 XMALLOC_2T = {"mallard": [33.09, 25.3, 35.32, 32.37, 31.19, 21.39, 36.11],   # 2.21x tcmalloc
