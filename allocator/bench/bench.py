@@ -29,7 +29,9 @@ import argparse
 import math
 import os
 import platform
+import resource
 import sys
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,13 +66,22 @@ ALLOCATORS = ["mallard", "mallard:transfer=ring", "mallard:transfer=naive",
 # redis 1T cell read 0.99x tcmalloc for 90 against 89 ms); 200,000 take ~0.19 s,
 # a step 0.5%. Costs ~1.6 s more a trial (allocator/README.md, "Speed, sixth round").
 REDIS_REQUESTS = 200_000
+# The short workloads' trials, longer (bench-only: the suites stay as the service's demo
+# and e2e use them): at the full suite's sizes a larson, fastpath, xmalloc or transfer
+# trial took 0.03-0.24 s, so one burst of work on the other vCPU (the two vCPUs share a
+# core: a spin on one halves a one-thread trial on the other) decided a whole trial.
+# Each count times LONGER; the cell is named by the params it ran
+# (allocator/README.md, "Speed, eighth round: the table's power").
+LONGER = 4
+LONGER_PARAMS = {"larson": "ops", "fastpath": "ops", "xmalloc": "ops", "transfer": "ops"}
 PER_CPU = "ops_per_cpu_sec"
 JUDGED = (THROUGHPUT, PER_CPU)  # the measures each summary row gets a verdict on
 WORDS = {"improved": "faster", "same": "same", "regressed": "slower", "unknown": "unknown"}
 
 
-def bench_suite(suites_dir: Path, trials: int) -> Suite:
-    """The full suite's workloads and params, plus transfer, at threads 1 and 2."""
+def bench_suite(suites_dir: Path, trials: int, longer: int = LONGER) -> Suite:
+    """The full suite's workloads and params, plus transfer, at threads 1 and 2; the
+    counts of LONGER_PARAMS times `longer`."""
     full = load_suite("full", suites_dir)
     transfer = load_suite("transfer", suites_dir)
     macro = load_suite("macro", suites_dir)
@@ -83,7 +94,15 @@ def bench_suite(suites_dir: Path, trials: int) -> Suite:
     for name, wl in workloads.items():
         threads = [t for t in (wl.threads or [1, 2]) if t in (1, 2)]
         # no cachegrind run (the suite's `deterministic` block): the table uses no count
-        workloads[name] = wl.model_copy(update={"threads": threads, "deterministic": None})
+        params = dict(wl.params)
+        if name in LONGER_PARAMS:
+            key = LONGER_PARAMS[name]
+            count = params[key]
+            if not isinstance(count, int) or isinstance(count, bool):
+                raise ValueError(f"{name}'s {key} is not one count: {count!r}")
+            params[key] = count * longer
+        workloads[name] = wl.model_copy(update={"threads": threads, "deterministic": None,
+                                                "params": params})
     return Suite(name="bench-allocator", description="full + transfer, threads 1 and 2",
                  trials=trials, warmup=1, seed=full.seed, threads=[1, 2],
                  allocators=ALLOCATORS, baseline="glibc", workloads=workloads)
@@ -296,6 +315,15 @@ def write_readme(block: str, readme: Path = README, begin: str = BEGIN, end: str
     readme.write_text(text)
 
 
+def runner_cpu(before: resource.struct_rusage, after: resource.struct_rusage,
+               wall: float) -> str:
+    """The CPU time of this process (not its children) over the run: what we ourselves put
+    on the other vCPU while the trials ran."""
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return (f"the runner's own process: {cpu:.1f} CPU-s over {wall:.0f} s of trials "
+            f"({cpu / wall:.1%} of a CPU)" if wall > 0 else "")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cpus", default=None, help="CPUs to pin to (default: the last one)")
@@ -306,9 +334,14 @@ def main() -> int:
     p.add_argument("--commit", default="HEAD", help="mallard commit to build")
     p.add_argument("--json", type=Path, default=None, help="also write the ResultsIn JSON here")
     p.add_argument("--no-write", action="store_true", help="print only; leave README alone")
+    p.add_argument("--longer", type=int, default=LONGER,
+                   help=f"short workloads' counts times this (default {LONGER}; 1: the suite's)")
+    p.add_argument("--order", choices=("case", "shuffled"), default="case",
+                   help="a round's order: each case's allocators together (default), or all "
+                        "cells shuffled (the service's runs)")
     args = p.parse_args()
     settings = RunnerSettings()
-    suite = bench_suite(settings.suites_dir, args.trials)
+    suite = bench_suite(settings.suites_dir, args.trials, args.longer)
     cpus = parse_cpus(args.cpus or str(sorted(os.sched_getaffinity(0))[-1]))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     req = RunRequest(suite=suite,
@@ -316,14 +349,18 @@ def main() -> int:
                      cpus=cpus, raw_dir=settings.raw() / f"bench-allocator-{stamp}",
                      source=str(REPO_ROOT), ref=args.commit, trials=args.trials,
                      workloads=args.workloads.split(",") if args.workloads else None,
-                     threads=[int(t) for t in args.threads.split(",")] if args.threads else None)
+                     threads=[int(t) for t in args.threads.split(",")] if args.threads else None,
+                     by_case=args.order == "case")
     load_before = os.getloadavg()[0]
+    # redrawn between trials only (no refresh thread): nothing of ours runs on the other
+    # vCPU while a trial runs
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console) as progress:
+                  TimeElapsedColumn(), console=console, auto_refresh=False) as progress:
         task = progress.add_task("building mallard, finding peers", total=None)
 
         def tick(t: TrialIn, cell: Cell) -> None:
-            progress.update(task, advance=1, description=f"{cell.target.display} {cell.case}")
+            progress.update(task, advance=1, description=f"{cell.target.display} {cell.case}",
+                            refresh=True)
 
         try:
             prep = prepare(settings, req, on_trial=tick)
@@ -331,8 +368,11 @@ def main() -> int:
             progress.stop()
             console.print(f"[red]mallard does not build at {args.commit}:[/] {e}")
             return 1
-        progress.update(task, total=prep.total)
+        progress.update(task, total=prep.total, refresh=True)
+        started, own = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
         results = execute(prep)
+        console.print(runner_cpu(own, resource.getrusage(resource.RUSAGE_SELF),
+                                 time.monotonic() - started))
     block = table(results, prep.trials, cpus, (load_before, os.getloadavg()[0]),
                   prep.resolved.missing, stats_policy(Settings()))
     print(block)

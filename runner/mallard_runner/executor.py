@@ -23,7 +23,11 @@ of every allocator (argv and environment sit at the top of the stack).
 
 Cells run INTERLEAVED: round i runs trial i of every cell, in an order shuffled
 by a seeded RNG, before round i+1 starts. Warm-up rounds come first and are
-recorded with warmup=true. Before them, every cell with deterministic params (and
+recorded with warmup=true. `by_case` (allocator/bench/bench.py) keeps the cells of one
+case (workload and params) together within a round, in a shuffled order of cases and a
+shuffled order of allocators within each: the trials a paired comparison sets side by
+side then run seconds apart rather than anywhere in a long round, so a slow spell of the
+machine moves both (`round_order`). Before them, every cell with deterministic params (and
 not a `peer`: a comparison judges base against head) gets one run under valgrind's
 cachegrind: `instructions`, `d1_misses`, `llc_misses`, the same on every run. When
 `perf stat` counts on the node, every timed trial also gets `hw_instructions`,
@@ -219,7 +223,8 @@ class Executor:
                             counters=None)
 
     # -- the interleaved run ------------------------------------------------------
-    def run(self, cells: list[Cell], trials: int, warmup: int, seed: int = 42) -> RunOutput:
+    def run(self, cells: list[Cell], trials: int, warmup: int, seed: int = 42,
+            by_case: bool = False) -> RunOutput:
         out = RunOutput()
         rng = random.Random(seed)
         for cell in cells:
@@ -231,8 +236,7 @@ class Executor:
                 if self.on_trial:
                     self.on_trial(t, cell)
         for rnd in range(warmup + trials):
-            order = list(cells)
-            rng.shuffle(order)
+            order = round_order(cells, rng, by_case)
             is_warmup = rnd < warmup
             seq = rnd if is_warmup else rnd - warmup
             for cell in order:
@@ -252,3 +256,19 @@ class Executor:
     def trial_count(self, cells: list[Cell], trials: int, warmup: int) -> int:
         return len(cells) * (trials + warmup) + sum(map(self.wants_deterministic, cells))
 
+
+def round_order(cells: list[Cell], rng: random.Random, by_case: bool = False) -> list[Cell]:
+    """One round's order: every cell once, shuffled; `by_case`: the cases shuffled, and the
+    cells of each case (one per allocator) shuffled and run one after another."""
+    if not by_case:
+        order = list(cells)
+        rng.shuffle(order)
+        return order
+    groups: dict[str, list[Cell]] = {}
+    for c in cells:
+        groups.setdefault(c.case, []).append(c)
+    cases = list(groups.values())
+    rng.shuffle(cases)
+    for g in cases:
+        rng.shuffle(g)
+    return [c for g in cases for c in g]

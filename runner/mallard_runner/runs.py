@@ -71,6 +71,7 @@ class RunRequest:
     workloads: list[str] | None = None
     threads: list[int] | None = None
     seed: int | None = None
+    by_case: bool = False  # a round's cells grouped by case (executor.round_order)
     project: str = "mallard"
     branch: str | None = None
     job_id: int | None = None
@@ -128,7 +129,8 @@ def prepare(settings: RunnerSettings, req: RunRequest,
 def execute(prep: Prepared) -> ResultsIn:
     req = prep.request
     seed = req.seed if req.seed is not None else req.suite.seed
-    out: RunOutput = prep.executor.run(prep.cells, prep.trials, prep.warmup, seed)
+    out: RunOutput = prep.executor.run(prep.cells, prep.trials, prep.warmup, seed,
+                                       by_case=req.by_case)
     compilers = {b.compiler for b in prep.resolved.builds.values()}
     testbed = collect(req.cpus, compilers.pop() if len(compilers) == 1 else None,
                       noise_control=prep.executor.commands.noise_control,
@@ -138,6 +140,7 @@ def execute(prep: Prepared) -> ResultsIn:
         "order": [[r, k] for r, k in out.order], "notes": [*prep.notes],
         "missing_peers": as_json(prep.resolved.missing), "raw_dir": str(req.raw_dir),
         "seed": seed, "trials": prep.trials, "warmup": prep.warmup,
+        "order_by_case": req.by_case,
         "noise_control": as_json(prep.noise),
         "oversubscribed": as_json(oversubscribed(prep.cells, req.cpus))}
     return ResultsIn(
