@@ -12,7 +12,12 @@ allocator under redis's threaded reads and writes (query buffers and arguments a
 by the io thread and freed by the main thread, replies the other way) rather than the
 scheduler. mallard built from this checkout's HEAD in its default configuration and
 each transfer variant (`ring`, `naive`), beside glibc, jemalloc, mimalloc and
-tcmalloc; pinned, interleaved, the median of >= 7 trials after a warm-up.
+tcmalloc; pinned, interleaved, the median of TRIALS (12) trials after a warm-up, each round
+running every case's allocators one after another (the cases and the allocators within a
+case in a shuffled order: executor.round_order), so the trials a row pairs run seconds
+apart. No cachegrind runs (the full suite's `deterministic` blocks): the table uses no
+count. About 17 minutes on the 2-vCPU VM (allocator/README.md, "Speed, eighth round: the
+table's power").
 Writes a summary (per case: mallard's default against the fastest peer, the ratio of
 medians with its interval and the verdict the API's own statistics give it
 (mallard_api.analysis, trials paired by round; a line counts faster / same / slower /
@@ -66,22 +71,16 @@ ALLOCATORS = ["mallard", "mallard:transfer=ring", "mallard:transfer=naive",
 # redis 1T cell read 0.99x tcmalloc for 90 against 89 ms); 200,000 take ~0.19 s,
 # a step 0.5%. Costs ~1.6 s more a trial (allocator/README.md, "Speed, sixth round").
 REDIS_REQUESTS = 200_000
-# The short workloads' trials, longer (bench-only: the suites stay as the service's demo
-# and e2e use them): at the full suite's sizes a larson, fastpath, xmalloc or transfer
-# trial took 0.03-0.24 s, so one burst of work on the other vCPU (the two vCPUs share a
-# core: a spin on one halves a one-thread trial on the other) decided a whole trial.
-# Each count times LONGER; the cell is named by the params it ran
-# (allocator/README.md, "Speed, eighth round: the table's power").
-LONGER = 4
-LONGER_PARAMS = {"larson": "ops", "fastpath": "ops", "xmalloc": "ops", "transfer": "ops"}
 PER_CPU = "ops_per_cpu_sec"
 JUDGED = (THROUGHPUT, PER_CPU)  # the measures each summary row gets a verdict on
+# rounds: from policy.settle_trials (10) a tie can be `same` with a narrow interval around
+# 1 (at 7 only within ±1%); 12 keep 10 after the outlier rule drops two
+TRIALS = 12
 WORDS = {"improved": "faster", "same": "same", "regressed": "slower", "unknown": "unknown"}
 
 
-def bench_suite(suites_dir: Path, trials: int, longer: int = LONGER) -> Suite:
-    """The full suite's workloads and params, plus transfer, at threads 1 and 2; the
-    counts of LONGER_PARAMS times `longer`."""
+def bench_suite(suites_dir: Path, trials: int) -> Suite:
+    """The full suite's workloads and params, plus transfer, at threads 1 and 2."""
     full = load_suite("full", suites_dir)
     transfer = load_suite("transfer", suites_dir)
     macro = load_suite("macro", suites_dir)
@@ -94,15 +93,7 @@ def bench_suite(suites_dir: Path, trials: int, longer: int = LONGER) -> Suite:
     for name, wl in workloads.items():
         threads = [t for t in (wl.threads or [1, 2]) if t in (1, 2)]
         # no cachegrind run (the suite's `deterministic` block): the table uses no count
-        params = dict(wl.params)
-        if name in LONGER_PARAMS:
-            key = LONGER_PARAMS[name]
-            count = params[key]
-            if not isinstance(count, int) or isinstance(count, bool):
-                raise ValueError(f"{name}'s {key} is not one count: {count!r}")
-            params[key] = count * longer
-        workloads[name] = wl.model_copy(update={"threads": threads, "deterministic": None,
-                                                "params": params})
+        workloads[name] = wl.model_copy(update={"threads": threads, "deterministic": None})
     return Suite(name="bench-allocator", description="full + transfer, threads 1 and 2",
                  trials=trials, warmup=1, seed=full.seed, threads=[1, 2],
                  allocators=ALLOCATORS, baseline="glibc", workloads=workloads)
@@ -203,15 +194,19 @@ def counts(rows: list[Row], measure: str = THROUGHPUT) -> str:
             f"by the medians alone {above} at or above, {len(rows) - above} below.")
 
 
-def legend(policy: Policy, isolated: bool | None) -> str:
+def legend(policy: Policy, isolated: bool | None, by_case: bool = False) -> str:
     """What the summary's columns mean, with the policy's numbers."""
     conf = f"{policy.confidence:.0%}"
+    order = ("each round runs every case's allocators one after another (cases and "
+             "allocators in a shuffled order), so a slow spell of the machine (they last "
+             "seconds) moves both trials of a pair alike and cancels in their ratio"
+             if by_case else "the runner interleaves, so a drift of the machine moves both "
+             "trials of a round alike and cancels in their ratio")
     text = (
         f"Summary: mallard's default configuration against the fastest peer (the peer with the "
         f"highest median ops/s), on the raw trials, by the service's statistics "
-        f"(mallard_api.analysis, docs/statistics.md) with the trials paired by round: the "
-        f"runner interleaves, so a drift of the machine moves both trials of a round alike and "
-        f"cancels in their ratio. `mallard / fastest` is the ratio of median ops/s; "
+        f"(mallard_api.analysis, docs/statistics.md) with the trials paired by round: "
+        f"{order}. `mallard / fastest` is the ratio of median ops/s; "
         f"`per round ({conf} CI)` the median of the rounds' ratios, mallard over the peer, "
         f"with its bootstrap interval (rounds whose ratio is a median/MAD outlier left out, "
         f"{policy.n_resamples} resamples); `verdict`: `faster` "
@@ -219,11 +214,12 @@ def legend(policy: Policy, isolated: bool | None) -> str:
         f"adjusted "
         f"(Benjamini-Hochberg) over every judged cell of this table is below {policy.alpha} "
         f"and the difference is at least {policy.min_effect_pct:g}%; `same` when the interval "
-        f"lies within ±{policy.min_effect_pct:g}% (or, from {policy.settle_trials} trials, a "
-        f"narrow interval around 1); else `unknown`, with the smallest difference the cell "
-        f"could have detected (mde, {policy.power:.0%} power), or, under {policy.min_trials} "
-        f"robust rounds (the others' ratios more than {policy.outlier_k:g} MADs from the "
-        f"median), the robust count. "
+        f"lies within ±{policy.min_effect_pct:g}% (or, from {policy.settle_trials} rounds, an "
+        f"interval around 1 at most ±{policy.settle_max_half_width_pct:g}% wide with a median "
+        f"within ±{policy.min_effect_pct:g}%); else `unknown`, with the smallest difference "
+        f"the cell could have detected (mde, {policy.power:.0%} power), or, under "
+        f"{policy.min_trials} robust rounds (the others' ratios more than "
+        f"{policy.outlier_k:g} MADs from the median), the robust count. "
         f"`per CPU-second`: the verdict on ops_per_cpu_sec (operations per CPU-second of the "
         f"workload, of the server for redis), the throughput the service judges on CPUs that "
         f"are not isolated. `spread`: "
@@ -245,16 +241,18 @@ def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, f
     judge(rows, policy)
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     tb = results.testbed
+    by_case = (results.artifacts or {}).get("order_by_case") is True
+    block = ", each case's trials run one after another within a round" if by_case else ""
     out = [f"Measured {date} by `make bench-allocator` on {platform.machine()}, {cpu_model()}, "
            f"{os.cpu_count()} cores (workloads pinned to CPU {tb.cpus}), kernel {tb.kernel}, "
            f"{tb.compiler}, {tb.libc}. Each cell: the median of {trials} interleaved trials "
-           f"after a warm-up; ops/s is the workload's own count over its own clock. 1-minute "
-           f"load average {load[0]:.1f} before the run and {load[1]:.1f} at its end (the run "
-           f"itself keeps about one CPU busy); the VM is shared with other people's builds "
-           f"and tests, and repeated runs of this table have differed by tens of percent on "
+           f"after a warm-up{block}; ops/s is the workload's own count over its own clock. "
+           f"1-minute load average {load[0]:.1f} before the run and {load[1]:.1f} at its end "
+           f"(the run itself keeps about one CPU busy); the VM is shared with other people's "
+           f"builds and tests, and repeated runs of this table have differed by tens of percent on "
            f"larson: treat it as indicative, and compare with the A/A figures in "
            f"runner/README.md before believing a difference.", "",
-           legend(policy, tb.isolated), "", counts(rows), "",
+           legend(policy, tb.isolated, by_case), "", counts(rows), "",
            "| workload | params | threads | mallard ops/s | fastest peer | mallard / fastest | "
            f"per round ({policy.confidence:.0%} CI) | verdict | per CPU-second | spread | "
            "RSS mallard / jemalloc |", "|---|---|---:|---:|---|---:|---:|---|---|---:|---:|"]
@@ -327,21 +325,20 @@ def runner_cpu(before: resource.struct_rusage, after: resource.struct_rusage,
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cpus", default=None, help="CPUs to pin to (default: the last one)")
-    p.add_argument("--trials", type=int, default=7, help="trials per cell (>= 7 for the README)")
+    p.add_argument("--trials", type=int, default=TRIALS,
+                   help=f"trials per cell (default {TRIALS}; >= 10 lets a tie read `same`)")
     p.add_argument("--workloads", default=None, help="comma list: only these workloads")
     p.add_argument("--threads", default=None, help="comma list: only these thread counts")
     p.add_argument("--allocators", default=None, help="comma list of selectors (default: all)")
     p.add_argument("--commit", default="HEAD", help="mallard commit to build")
     p.add_argument("--json", type=Path, default=None, help="also write the ResultsIn JSON here")
     p.add_argument("--no-write", action="store_true", help="print only; leave README alone")
-    p.add_argument("--longer", type=int, default=LONGER,
-                   help=f"short workloads' counts times this (default {LONGER}; 1: the suite's)")
     p.add_argument("--order", choices=("case", "shuffled"), default="case",
                    help="a round's order: each case's allocators together (default), or all "
                         "cells shuffled (the service's runs)")
     args = p.parse_args()
     settings = RunnerSettings()
-    suite = bench_suite(settings.suites_dir, args.trials, args.longer)
+    suite = bench_suite(settings.suites_dir, args.trials)
     cpus = parse_cpus(args.cpus or str(sorted(os.sched_getaffinity(0))[-1]))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     req = RunRequest(suite=suite,

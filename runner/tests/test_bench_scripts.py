@@ -212,3 +212,46 @@ def test_allocator_summary_counts_the_cells_and_names_the_columns():
     isolated = ResultsIn(testbed=Bed(arch="x86_64", cpus="0,1", isolated=True),
                          trials=trials)
     assert "were not isolated" not in bench.table(isolated, 7, [0, 1], (0.1, 1.9), {})
+
+
+def test_allocator_table_says_how_a_round_was_ordered():
+    """A run whose rounds kept each case's trials together (artifacts `order_by_case`) says
+    so in the header and the legend; the verdicts and the count line are the same rule."""
+    from mallard_api.analysis.policy import DEFAULT_POLICY
+
+    trials = rows_of(("larson", 1, LARSON_SLOW), ("xmalloc", 2, XMALLOC_2T))
+    bed = Bed(arch="x86_64", cpus="0,1", isolated=False)
+    shuffled = bench.table(ResultsIn(testbed=bed, trials=trials), 7, [0, 1], (0.1, 1.9), {})
+    grouped = bench.table(ResultsIn(testbed=bed, trials=trials,
+                                    artifacts={"order_by_case": True}), 7, [0, 1],
+                          (0.1, 1.9), {})
+    assert "one after another within a round" in grouped
+    assert "one after another within a round" not in shuffled
+    assert "moves both trials of a pair alike" in grouped
+    assert "moves both trials of a round alike" in shuffled
+    count = [ln for ln in grouped.splitlines() if ln.startswith("Cells: ")]
+    assert count == [ln for ln in shuffled.splitlines() if ln.startswith("Cells: ")]
+    assert count[0].startswith("Cells: 2; mallard's default against the fastest peer "
+                               "(ops_per_sec): 1 faster, 0 same (a tie within the interval), "
+                               "1 slower, 0 unknown (an interval too wide to tell); by the "
+                               "medians alone 1 at or above, 1 below.")
+    # the settle rule's numbers are the policy's
+    assert (f"from {DEFAULT_POLICY.settle_trials} rounds, an interval around 1 at most "
+            f"±{DEFAULT_POLICY.settle_max_half_width_pct:g}% wide") in grouped
+
+
+def test_allocator_bench_runs_enough_rounds_for_a_tie_to_read_same():
+    """At 7 rounds a tie is `same` only inside ±1%; from settle_trials rounds also with a
+    narrow interval around 1. The default keeps that many after the outlier rule drops two."""
+    from mallard_api.analysis.paired import compare_paired
+    from mallard_api.analysis.policy import DEFAULT_POLICY
+    from mallard_api.analysis.stats import adjust_and_decide
+
+    assert bench.TRIALS >= DEFAULT_POLICY.settle_trials + 2
+    # a real tie with ±2% per-round scatter: unknown at 7 rounds, same at 12
+    mallard = [100.0, 102.0, 98.5, 101.0, 99.0, 100.5, 98.0, 101.5, 99.5, 100.0, 102.0, 98.5]
+    peer = [100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0]
+    at = {n: adjust_and_decide([compare_paired(peer[:n], mallard[:n])])[0].verdict
+          for n in (7, bench.TRIALS)}
+    assert at == {7: "unknown", bench.TRIALS: "same"}
+

@@ -13,7 +13,7 @@ import pytest
 from mallard_runner.build import Builder
 from mallard_runner.cells import Cell, Target
 from mallard_runner.commands import padded_env
-from mallard_runner.executor import Executor
+from mallard_runner.executor import Executor, round_order
 from mallard_runner.measures import (
     derive_ratios,
     last_json_line,
@@ -88,6 +88,48 @@ def test_cells_are_interleaved_round_robin_in_a_seeded_order(make_settings, tiny
     again = Executor(make_settings(), [first_cpu()], tmp_path / "b", use_perf=False).run(
         cells, trials=4, warmup=1, seed=7)
     assert again.order == out.order  # the same seed gives the same order
+
+
+def test_by_case_a_rounds_cells_of_one_case_run_together(make_settings, tiny_dir, tmp_path):
+    """`by_case`: every cell once a round, a case's cells (one per allocator) one after
+    another, the cases and the allocators within a case shuffled, the same for one seed."""
+    other = Target("base", AllocatorIn(name="glibc"))
+    cells = [cell(tiny_dir, target, ops=n) for n in (10000, 20000, 30000)
+             for target in (GLIBC, other)]
+    ex = Executor(make_settings(), [first_cpu()], tmp_path / "a", use_perf=False)
+    out = ex.run(cells, trials=4, warmup=1, seed=7, by_case=True)
+    case_of = {c.key: c.case for c in cells}
+    orders = [[k for rr, k in out.order if rr == r] for r in range(5)]
+    for keys in orders:
+        assert Counter(keys) == Counter(c.key for c in cells)
+        cases = [case_of[k] for k in keys]
+        assert cases == [c for i, c in enumerate(cases) if i % 2 == 0 for _ in (0, 1)]
+    assert len({tuple(case_of[k] for k in o) for o in orders}) > 1  # the cases shuffled
+    assert len({tuple(o) for o in orders}) > len({tuple(case_of[k] for k in o)
+                                                   for o in orders})  # and within a case
+    assert all(t.ok for t in out.trials)
+    again = Executor(make_settings(), [first_cpu()], tmp_path / "b", use_perf=False).run(
+        cells, trials=4, warmup=1, seed=7, by_case=True)
+    assert again.order == out.order
+
+
+def test_round_order_by_case_and_shuffled_are_both_permutations(tiny_dir):
+    import random
+
+    cells = [cell(tiny_dir, Target(f"t{i}", AllocatorIn(name="glibc")), ops=n)
+             for n in (1, 2, 3, 4) for i in range(5)]
+    for by_case in (False, True):
+        rng = random.Random(3)
+        rounds = [round_order(cells, rng, by_case) for _ in range(20)]
+        for r in rounds:
+            assert sorted(c.key for c in r) == sorted(c.key for c in cells)
+        runs = [[c.case for c in r] for r in rounds]
+        grouped = [all(run[i] == run[i - i % 5] for i in range(len(run))) for run in runs]
+        assert all(grouped) if by_case else not any(grouped)
+    # the service's order is today's: the seeded shuffle of the whole list
+    rng, ref = random.Random(3), list(cells)
+    random.Random(3).shuffle(ref)
+    assert round_order(cells, rng) == ref
 
 
 def test_allocator_that_crashes_is_a_failed_trial_not_a_crashed_runner(
