@@ -224,7 +224,9 @@ def legend(policy: Policy, isolated: bool | None, by_case: bool = False) -> str:
         f"workload, of the server for redis), the throughput the service judges on CPUs that "
         f"are not isolated. `spread`: "
         f"the largest over the smallest median ops/s of mallard's own three configurations "
-        f"(default, ring, naive), the same code at one thread: a between-builds A/A. "
+        f"(default, ring, naive), the same code at one thread: a between-builds A/A (not a "
+        f"clean one on fastpath max=512/4096, where the variants read 4-7% below the default "
+        f"with the same counters: allocator/README.md, eighth round). "
         f"`RSS mallard / jemalloc`: the ratio of median peak RSS.")
     if isolated is False:
         text += (" The pinned CPUs were not isolated (other processes may run on them): the "
