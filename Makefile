@@ -76,7 +76,7 @@ demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--ke
 
 bench: bench-allocator bench-runner bench-verdicts bench-api ## every benchmark
 
-bench-allocator: python allocator workloads ## allocator vs peers on every full-suite workload + transfer + redis, 12 rounds by case (~17 min), each cell with the API's verdict (table in allocator/README.md; ARGS="--cpus 0,1")
+bench-allocator: python allocator workloads ## allocator vs peers on every full-suite workload + transfer + redis, 12 rounds by case (~18 min), each cell with the API's verdict (table in allocator/README.md; ARGS="--cpus 0,1")
 	@$(PY) allocator/bench/bench.py $(ARGS)
 
 bench-runner: python allocator workloads ## measurement noise: CV and A/A check (runner/README.md)

@@ -16,7 +16,7 @@ tcmalloc; pinned, interleaved, the median of TRIALS (12) trials after a warm-up,
 running every case's allocators one after another (the cases and the allocators within a
 case in a shuffled order: executor.round_order), so the trials a row pairs run seconds
 apart. No cachegrind runs (the full suite's `deterministic` blocks): the table uses no
-count. About 17 minutes on the 2-vCPU VM (allocator/README.md, "Speed, eighth round: the
+count. About 18 minutes on the 2-vCPU VM (allocator/README.md, "Speed, eighth round: the
 table's power").
 Writes a summary (per case: mallard's default against the fastest peer, the ratio of
 medians with its interval and the verdict the API's own statistics give it
