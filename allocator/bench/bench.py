@@ -324,7 +324,7 @@ def runner_cpu(before: resource.struct_rusage, after: resource.struct_rusage,
             f"({cpu / wall:.1%} of a CPU)" if wall > 0 else "")
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cpus", default=None, help="CPUs to pin to (default: the last one)")
     p.add_argument("--trials", type=int, default=TRIALS,
@@ -338,18 +338,28 @@ def main() -> int:
     p.add_argument("--order", choices=("case", "shuffled"), default="case",
                    help="a round's order: each case's allocators together (default), or all "
                         "cells shuffled (the service's runs)")
-    args = p.parse_args()
-    settings = RunnerSettings()
+    return p
+
+
+def request(args: argparse.Namespace, settings: RunnerSettings) -> RunRequest:
+    """The run the arguments ask for."""
     suite = bench_suite(settings.suites_dir, args.trials)
     cpus = parse_cpus(args.cpus or str(sorted(os.sched_getaffinity(0))[-1]))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    req = RunRequest(suite=suite,
+    return RunRequest(suite=suite,
                      selectors=parse_selectors(args.allocators or ",".join(suite.allocators)),
                      cpus=cpus, raw_dir=settings.raw() / f"bench-allocator-{stamp}",
                      source=str(REPO_ROOT), ref=args.commit, trials=args.trials,
                      workloads=args.workloads.split(",") if args.workloads else None,
                      threads=[int(t) for t in args.threads.split(",")] if args.threads else None,
                      by_case=args.order == "case")
+
+
+def main() -> int:
+    args = parser().parse_args()
+    settings = RunnerSettings()
+    req = request(args, settings)
+    cpus = req.cpus
     load_before = os.getloadavg()[0]
     # redrawn between trials only (no refresh thread): nothing of ours runs on the other
     # vCPU while a trial runs

@@ -255,3 +255,23 @@ def test_allocator_bench_runs_enough_rounds_for_a_tie_to_read_same():
           for n in (7, bench.TRIALS)}
     assert at == {7: "unknown", bench.TRIALS: "same"}
 
+
+def test_allocator_bench_defaults_run_by_case_12_rounds_no_cachegrind():
+    """`make bench-allocator` without ARGS: 12 trials, each round by case, every allocator;
+    `--order shuffled` is the service's order."""
+    from mallard_runner.settings import RunnerSettings
+
+    settings = RunnerSettings()
+    req = bench.request(bench.parser().parse_args(["--cpus", "0"]), settings)
+    assert req.trials == bench.TRIALS == req.suite.trials == 12 and req.by_case is True
+    assert [(s.name, s.variant) for s in req.selectors] == [
+        ("mallard", None), ("mallard", "transfer=ring"), ("mallard", "transfer=naive"),
+        ("glibc", None), ("jemalloc", None), ("mimalloc", None), ("tcmalloc", None)]
+    assert req.cpus == [0] and req.workloads is None and req.threads is None
+    assert all(wl.deterministic is None for wl in req.suite.workloads.values())
+    shuffled = bench.request(bench.parser().parse_args(
+        ["--cpus", "0", "--order", "shuffled", "--trials", "7", "--workloads", "larson"]),
+        settings)
+    assert shuffled.by_case is False and shuffled.trials == 7
+    assert shuffled.workloads == ["larson"]
+
