@@ -58,7 +58,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "futex on the low half
  * round: a burst of frees past that (fragmentation: 3 MB per class and
  * phase) went to the pages one block at a time, to be walked again by the
  * refills; with 2 MiB the workload ran 12% faster (allocator/docs/speed-rounds.md,
- * "Speed, fifth round: fragmentation"), with 4 MiB (the eighth round) 1-2%
+ * "Speed, fifth round: fragmentation"), with 4 MiB (the eighth round) about 1%
  * more: its direct frees 47.8 k -> 2.7 k (allocator/README.md, "Speed, eighth
  * round: fragmentation"). */
 #define MLD_TRANSFER_SLOTS 16384u           /* per class, at most */
