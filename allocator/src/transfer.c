@@ -53,14 +53,16 @@
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "futex on the low half of a 64-bit index");
 
-/* At most 2 MiB of blocks cached per class (16384 slots at most, which
- * binds below 128 B). It was 512 KiB and 4096 slots until the fifth speed
+/* At most 4 MiB of blocks cached per class (16384 slots at most, which
+ * binds below 256 B). It was 512 KiB and 4096 slots until the fifth speed
  * round: a burst of frees past that (fragmentation: 3 MB per class and
  * phase) went to the pages one block at a time, to be walked again by the
- * refills; with 2 MiB the workload runs 12% faster (allocator/docs/speed-rounds.md,
- * "Speed, fifth round: fragmentation"). */
+ * refills; with 2 MiB the workload ran 12% faster (allocator/docs/speed-rounds.md,
+ * "Speed, fifth round: fragmentation"), with 4 MiB (the eighth round) about 1%
+ * more: its direct frees 47.8 k -> 2.7 k (allocator/README.md, "Speed, eighth
+ * round: fragmentation"). */
 #define MLD_TRANSFER_SLOTS 16384u           /* per class, at most */
-#define MLD_TRANSFER_BYTES (2048u * 1024u)
+#define MLD_TRANSFER_BYTES (4096u * 1024u)
 #define MLD_RING_CHUNK     512u             /* slots per chunk: 4 KiB */
 #define MLD_RING_CHUNKS    (MLD_TRANSFER_SLOTS / MLD_RING_CHUNK + 1u)   /* the +1: a ring's occupied
                                                   range may start and end inside a chunk */

@@ -98,9 +98,9 @@ static void burst_fits(void) {
 
 static void burst(void) {
   /* counts above bin + transfer cache of each class (16384 slots at most,
-   * 2 MiB of blocks) */
+   * 4 MiB of blocks: 4096 of 1 KiB, 1365 of 3 KiB, 204 of 20 KiB) */
   static const struct { size_t size; int n; } cases[] = {
-      {16, 20000}, {64, 20000}, {250, 10000}, {1000, 3000}, {3000, 1200}, {20000, 300}};
+      {16, 20000}, {64, 20000}, {250, 20000}, {1000, 6000}, {3000, 2000}, {20000, 300}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     size_t size = cases[k].size;
     int n = cases[k].n;
