@@ -224,9 +224,9 @@ def legend(policy: Policy, isolated: bool | None, by_case: bool = False) -> str:
         f"workload, of the server for redis), the throughput the service judges on CPUs that "
         f"are not isolated. `spread`: "
         f"the largest over the smallest median ops/s of mallard's own three configurations "
-        f"(default, ring, naive), the same code at one thread: a between-builds A/A (not a "
-        f"clean one on fastpath max=512/4096, where the variants read 4-7% below the default "
-        f"with the same counters: allocator/README.md, eighth round). "
+        f"(default, ring, naive), the same code at one thread: a between-builds A/A (the "
+        f"variants are chosen by an environment variable, which also moves the workload's "
+        f"initial stack). "
         f"`RSS mallard / jemalloc`: the ratio of median peak RSS.")
     if isolated is False:
         text += (" The pinned CPUs were not isolated (other processes may run on them): the "
@@ -347,12 +347,12 @@ def request(args: argparse.Namespace, settings: RunnerSettings) -> RunRequest:
     cpus = parse_cpus(args.cpus or str(sorted(os.sched_getaffinity(0))[-1]))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return RunRequest(suite=suite,
-                     selectors=parse_selectors(args.allocators or ",".join(suite.allocators)),
-                     cpus=cpus, raw_dir=settings.raw() / f"bench-allocator-{stamp}",
-                     source=str(REPO_ROOT), ref=args.commit, trials=args.trials,
-                     workloads=args.workloads.split(",") if args.workloads else None,
-                     threads=[int(t) for t in args.threads.split(",")] if args.threads else None,
-                     by_case=args.order == "case")
+                      selectors=parse_selectors(args.allocators or ",".join(suite.allocators)),
+                      cpus=cpus, raw_dir=settings.raw() / f"bench-allocator-{stamp}",
+                      source=str(REPO_ROOT), ref=args.commit, trials=args.trials,
+                      workloads=args.workloads.split(",") if args.workloads else None,
+                      threads=[int(t) for t in args.threads.split(",")] if args.threads else None,
+                      by_case=args.order == "case")
 
 
 def main() -> int:
