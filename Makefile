@@ -10,7 +10,7 @@ ARGS ?=
 
 .PHONY: help setup deps python allocator workloads test test-allocator test-allocator-arm64 \
         workloads-arm64 peers-arm64 runner-arm64 \
-        test-runner test-api test-dashboards test-k8s lint demo bench bench-allocator \
+        test-runner test-api test-dashboards test-k8s test-docs lint demo bench bench-allocator \
         bench-runner bench-verdicts bench-api up down images-offline e2e clean
 
 help: ## list the targets
@@ -65,6 +65,9 @@ test-dashboards: python ## dashboard SQL, PromQL, promtool, amtool (pytest)
 
 test-k8s: python ## kustomize render, schema validation, checkov (pytest)
 	@$(VENV)/bin/pytest k8s/tests
+
+test-docs: python ## every relative link and #anchor of every tracked *.md resolves; README line budgets (pytest)
+	@$(VENV)/bin/pytest tests/docs
 
 lint: python ## ruff and mypy
 	@$(VENV)/bin/ruff check api runner wire dashboards k8s scripts tests allocator
