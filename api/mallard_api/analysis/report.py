@@ -187,6 +187,26 @@ def format_report(
     """
     peers = peers or {}
     extras = extras or Extras()
+    out = _header_lines(header, cells)
+    hyp = header.hypothesis
+    vary = varying_keys(cells)
+    groups: dict[str, dict[str, list[ReportCell]]] = {}
+    for c in cells:
+        groups.setdefault(c.workload, {}).setdefault(params_key(c.params), []).append(c)
+    outcomes: list[str] = []
+    for workload in sorted(groups):
+        out.append("")
+        for pkey in sorted(groups[workload]):
+            group = sorted(groups[workload][pkey], key=lambda c: _measure_order(c.measure))
+            ptext = params_text(group[0].params, vary.get(workload, ()))
+            out.extend(_group_lines(workload, pkey, ptext, group, hyp, extras, outcomes))
+            out.extend(_reference_lines(peers.get((workload, pkey)), group))
+    out.extend(_closing_lines(extras, hyp, outcomes))
+    return "\n".join(out) + "\n"
+
+
+def _header_lines(header: ReportHeader, cells: Sequence[ReportCell]) -> list[str]:
+    """The title, testbed, the summary count of the primary cells, hypothesis and notes."""
     counts = {v: 0 for v in ("improved", "regressed", "same", "unknown")}
     primary_cells = [c for c in cells if c.stats.primary]
     for c in primary_cells:
@@ -205,52 +225,54 @@ def format_report(
         f"improved, {counts['regressed']} regressed, {counts['same']} same, "
         f"{counts['unknown']} unknown; follow-ups: {header.follow_ups}"
     )
-    hyp = header.hypothesis
-    if hyp is not None:
-        out.append(f"hypothesis: {hyp.describe()}")
+    if header.hypothesis is not None:
+        out.append(f"hypothesis: {header.hypothesis.describe()}")
     out.extend(header.notes)
+    return out
 
-    vary = varying_keys(cells)
-    groups: dict[str, dict[str, list[ReportCell]]] = {}
-    for c in cells:
-        groups.setdefault(c.workload, {}).setdefault(params_key(c.params), []).append(c)
-    outcomes: list[str] = []
-    for workload in sorted(groups):
-        out.append("")
-        for pkey in sorted(groups[workload]):
-            group = sorted(groups[workload][pkey], key=lambda c: _measure_order(c.measure))
-            params = group[0].params
-            ptext = params_text(params, vary.get(workload, ()))
-            main = [c for c in group if c.stats.primary]
-            counters = [c for c in group if not c.stats.primary and is_ratio(c.measure)]
-            diagnostics = [c for c in group if not c.stats.primary and not is_counter(c.measure)]
-            for c in main:
-                out.append(format_line(workload, ptext, c.measure, c.stats))
-                if c is main[0]:  # beside throughput (sorted first)
-                    if counters:
-                        out.append("  counters: " + ", ".join(_counter_text(k) for k in counters))
-                    out.extend("  " + line for line in extras.under((workload, pkey)))
-                if hyp is not None and c.measure == hyp.measure:
-                    res = hypothesis_outcome(hyp, c.stats)
-                    outcomes.append(res)
-                    out.append(
-                        f"  {hyp.describe()}, actual {_pct(c.stats.diff_pct)} "
-                        f"[{_pct(c.stats.ci_low_pct)}, {_pct(c.stats.ci_high_pct)}]: {res.upper()}"
-                    )
-            indent = "  " if main else ""
-            out.extend(indent + format_line(workload, ptext, c.measure, c.stats)
-                       for c in diagnostics)
-            if not main and counters:
-                joined = ", ".join(_counter_text(k) for k in counters)
-                out.append(f"{workload} {ptext} counters: {joined}")
-            if not main:
-                out.extend(f"{workload} {ptext} {line}" for line in extras.under((workload, pkey)))
-            ref = peers.get((workload, pkey))
-            if ref:
-                lines = peer_lines(ref, group)
-                if lines:
-                    out.append(f"  reference ({THROUGHPUT} medians):")
-                    out.extend("    " + line for line in lines)
+
+def _group_lines(workload: str, pkey: str, ptext: str, group: list[ReportCell],
+                 hyp: Hypothesis | None, extras: Extras, outcomes: list[str]) -> list[str]:
+    """One workload x params: its primary lines (the first with its counters and extras,
+    each with its hypothesis check), then its diagnostics; appends to ``outcomes``."""
+    out: list[str] = []
+    main = [c for c in group if c.stats.primary]
+    counters = [c for c in group if not c.stats.primary and is_ratio(c.measure)]
+    diagnostics = [c for c in group if not c.stats.primary and not is_counter(c.measure)]
+    for c in main:
+        out.append(format_line(workload, ptext, c.measure, c.stats))
+        if c is main[0]:  # beside throughput (sorted first)
+            if counters:
+                out.append("  counters: " + ", ".join(_counter_text(k) for k in counters))
+            out.extend("  " + line for line in extras.under((workload, pkey)))
+        if hyp is not None and c.measure == hyp.measure:
+            res = hypothesis_outcome(hyp, c.stats)
+            outcomes.append(res)
+            out.append(
+                f"  {hyp.describe()}, actual {_pct(c.stats.diff_pct)} "
+                f"[{_pct(c.stats.ci_low_pct)}, {_pct(c.stats.ci_high_pct)}]: {res.upper()}"
+            )
+    indent = "  " if main else ""
+    out.extend(indent + format_line(workload, ptext, c.measure, c.stats) for c in diagnostics)
+    if not main and counters:
+        joined = ", ".join(_counter_text(k) for k in counters)
+        out.append(f"{workload} {ptext} counters: {joined}")
+    if not main:
+        out.extend(f"{workload} {ptext} {line}" for line in extras.under((workload, pkey)))
+    return out
+
+
+def _reference_lines(ref: Mapping[str, float] | None, group: Sequence[ReportCell]
+                     ) -> list[str]:
+    lines = peer_lines(ref, group) if ref else []
+    if not lines:
+        return []
+    return [f"  reference ({THROUGHPUT} medians):", *("    " + line for line in lines)]
+
+
+def _closing_lines(extras: Extras, hyp: Hypothesis | None, outcomes: list[str]) -> list[str]:
+    """The scaling curves, and how often the hypothesis held."""
+    out: list[str] = []
     if extras.curves:
         out.append("")
         out.append("scaling curves (b base, h head, * both):")
@@ -264,7 +286,7 @@ def format_report(
             f"hypothesis ({hyp.describe()}): held in {held} of {len(outcomes)} cells"
             + ("" if outcomes else f" (no {hyp.measure} cells)")
         )
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _counter_text(c: ReportCell) -> str:
