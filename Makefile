@@ -10,8 +10,8 @@ ARGS ?=
 
 .PHONY: help setup deps python allocator workloads test test-allocator test-allocator-arm64 \
         workloads-arm64 peers-arm64 runner-arm64 \
-        test-runner test-api test-dashboards test-k8s lint demo bench bench-allocator \
-        bench-runner bench-verdicts bench-api up down images-offline e2e clean
+        test-runner test-api test-stats test-wire test-dashboards test-k8s lint demo bench \
+        bench-allocator bench-runner bench-verdicts bench-api up down images-offline e2e clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s$$'\t'
@@ -22,7 +22,8 @@ deps: ## system packages (compilers, hyperfine, valgrind, peers, qemu, prometheu
 	@scripts/install-deps.sh
 
 python: $(VENV)/.synced ## the Python workspace (.venv) via uv
-$(VENV)/.synced: pyproject.toml api/pyproject.toml runner/pyproject.toml wire/pyproject.toml
+$(VENV)/.synced: pyproject.toml api/pyproject.toml runner/pyproject.toml stats/pyproject.toml \
+                 wire/pyproject.toml
 	@scripts/install-python.sh
 	@touch $@
 
@@ -60,6 +61,12 @@ test-runner: python allocator workloads ## workloads, executor, CLI, agent (pyte
 test-api: python ## API and database against a real PostgreSQL (pytest)
 	@$(VENV)/bin/pytest api/tests
 
+test-stats: python ## the statistics package: verdict rule, power, change points (pytest)
+	@$(VENV)/bin/pytest stats/tests
+
+test-wire: python ## the wire package: field types, refs, repository URLs (pytest)
+	@$(VENV)/bin/pytest wire/tests
+
 test-dashboards: python ## dashboard SQL, PromQL, promtool, amtool (pytest)
 	@$(VENV)/bin/pytest dashboards/tests
 
@@ -67,8 +74,8 @@ test-k8s: python ## kustomize render, schema validation, checkov (pytest)
 	@$(VENV)/bin/pytest k8s/tests
 
 lint: python ## ruff and mypy
-	@$(VENV)/bin/ruff check api runner wire dashboards k8s scripts tests allocator
-	@$(VENV)/bin/mypy api/mallard_api runner/mallard_runner wire/mallard_wire
+	@$(VENV)/bin/ruff check api runner stats wire dashboards k8s scripts tests allocator
+	@$(VENV)/bin/mypy api/mallard_api runner/mallard_runner stats/mallard_stats wire/mallard_wire
 
 SCENARIO ?=
 demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running; SCENARIO=push: 8 commits pushed, the culprit bisected; SCENARIO=transfer-cache: mutex vs ring vs naive, micro 1..64 threads and macro)

@@ -41,10 +41,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mallard_api.analysis import stats
-from mallard_api.analysis.measures import THROUGHPUT
-from mallard_api.analysis.paired import compare_paired
-from mallard_api.analysis.policy import DEFAULT_POLICY, Policy, stats_policy
+from mallard_api.analysis.policy import stats_policy
 from mallard_api.config import Settings
 from mallard_runner import export
 from mallard_runner.cells import Cell
@@ -55,6 +52,10 @@ from mallard_runner.summary import CellSummary, summarize
 from mallard_runner.testbed import cpu_model, parse_cpus
 from mallard_runner.tools import BuildError
 from mallard_runner.variants import PEER_NAMES, parse_selectors
+from mallard_stats import stats
+from mallard_stats.measures import THROUGHPUT
+from mallard_stats.paired import compare_paired
+from mallard_stats.policy import DEFAULT_POLICY, Policy
 from mallard_wire.results import ResultsIn, TrialIn
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

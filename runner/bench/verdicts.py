@@ -51,11 +51,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "runner" / "bench"))
 import demo  # noqa: E402  - the demo's process helpers: one way to start the stack
-from mallard_api.analysis import stats  # noqa: E402
 from mallard_api.harness import ApiProcess  # noqa: E402
 from mallard_runner.commands import CACHEGRIND_CACHES  # noqa: E402
 from mallard_runner.measures import parse_cachegrind  # noqa: E402
 from mallard_runner.testbed import cpu_model  # noqa: E402
+from mallard_stats import stats  # noqa: E402
 from noise import write_block  # noqa: E402
 
 README = ROOT / "runner" / "README.md"

@@ -130,8 +130,8 @@ def rows_of(*cases: tuple[str, int, dict[str, list[float]]]) -> list[TrialIn]:
 
 
 def test_allocator_verdicts_are_the_services_on_the_fastest_peer():
-    from mallard_api.analysis import stats
-    from mallard_api.analysis.paired import compare_paired
+    from mallard_stats import stats
+    from mallard_stats.paired import compare_paired
 
     cases = [("xmalloc", 2, XMALLOC_2T), ("cache-scratch", 1, SCRATCH_1T),
              ("larson", 1, LARSON_SLOW), ("fastpath", 2, XMALLOC_BIMODAL),
@@ -217,7 +217,7 @@ def test_allocator_summary_counts_the_cells_and_names_the_columns():
 def test_allocator_table_says_how_a_round_was_ordered():
     """A run whose rounds kept each case's trials together (artifacts `order_by_case`) says
     so in the header and the legend; the verdicts and the count line are the same rule."""
-    from mallard_api.analysis.policy import DEFAULT_POLICY
+    from mallard_stats.policy import DEFAULT_POLICY
 
     trials = rows_of(("larson", 1, LARSON_SLOW), ("xmalloc", 2, XMALLOC_2T))
     bed = Bed(arch="x86_64", cpus="0,1", isolated=False)
@@ -243,9 +243,9 @@ def test_allocator_table_says_how_a_round_was_ordered():
 def test_allocator_bench_runs_enough_rounds_for_a_tie_to_read_same():
     """At 7 rounds a tie is `same` only inside ±1%; from settle_trials rounds also with a
     narrow interval around 1. The default keeps that many after the outlier rule drops two."""
-    from mallard_api.analysis.paired import compare_paired
-    from mallard_api.analysis.policy import DEFAULT_POLICY
-    from mallard_api.analysis.stats import adjust_and_decide
+    from mallard_stats.paired import compare_paired
+    from mallard_stats.policy import DEFAULT_POLICY
+    from mallard_stats.stats import adjust_and_decide
 
     assert bench.TRIALS >= DEFAULT_POLICY.settle_trials + 2
     # a real tie with ±2% per-round scatter: unknown at 7 rounds, same at 12
