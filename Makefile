@@ -11,7 +11,8 @@ ARGS ?=
 .PHONY: help setup deps python allocator workloads test test-allocator test-allocator-arm64 \
         workloads-arm64 peers-arm64 runner-arm64 \
         test-runner test-api test-stats test-wire test-dashboards test-k8s lint demo bench \
-        bench-allocator bench-runner bench-verdicts bench-api up down images-offline e2e clean
+        bench-allocator bench-transfer bench-runner bench-verdicts bench-api up down \
+        images-offline e2e clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s$$'\t'
@@ -84,7 +85,10 @@ demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--ke
 bench: bench-allocator bench-runner bench-verdicts bench-api ## every benchmark
 
 bench-allocator: python allocator workloads ## allocator vs peers on every full-suite workload + transfer + redis, 12 rounds by case (~18 min), each cell with the API's verdict (table in allocator/README.md; ARGS="--cpus 0,1")
-	@$(PY) allocator/bench/bench.py $(ARGS)
+	@$(PY) runner/bench/allocators.py $(ARGS)
+
+bench-transfer: python allocator workloads ## the transfer cache's micro tier: mutex vs ring vs naive at threads 1..64 (ARGS=--scaling) and over threads x batch x size (--grid) (tables in allocator/README.md)
+	@$(PY) runner/bench/transfer.py $(ARGS)
 
 bench-runner: python allocator workloads ## measurement noise: CV and A/A check (runner/README.md)
 	@$(PY) runner/bench/noise.py $(ARGS)

@@ -14,7 +14,7 @@ mallard at this checkout's HEAD, in two parts:
 
 then the deterministic rule on real counts: `--pairs` cachegrind runs of larson and rpc (1
 thread, their quick-suite `deterministic` params, mallard preloaded) against runs doing
-about 0.5% more work, each pair judged by the API's own rule (`mallard_api.analysis.stats`).
+about 0.5% more work, each pair judged by the API's own rule (`mallard_stats.stats`).
 Each part's table is written into runner/README.md with the command, machine, date and
 load (`aa` between <!-- bench-verdicts-aa:begin/end -->, `canary` and the instruction check
 between <!-- bench-verdicts:begin/end -->).

@@ -20,12 +20,12 @@ count. About 18 minutes on the 2-vCPU VM (allocator/README.md, "Speed, eighth ro
 table's power").
 Writes a summary (per case: mallard's default against the fastest peer, the ratio of
 medians with its interval and the verdict the API's own statistics give it
-(mallard_api.analysis, trials paired by round; a line counts faster / same / slower /
-unknown), and its
-peak RSS against jemalloc's) and the full table of ops/s and peak RSS
-(medians) between <!-- bench-allocator:begin --> and <!-- bench-allocator:end -->
-under "## Performance" in allocator/README.md. Raw trials: .mallard/runner/raw/.
-`--workloads` and `--threads` narrow it for a quick look (then use --no-write).
+(mallard_stats with its default policy, which is the API's; trials paired by round; a line
+counts faster / same / slower / unknown), and its peak RSS against jemalloc's) and the
+full table of ops/s and peak RSS (medians) between <!-- bench-allocator:begin --> and
+<!-- bench-allocator:end --> under "## Performance" in allocator/README.md. Raw trials:
+.mallard/runner/raw/. `--workloads` and `--threads` narrow it for a quick look (then use
+--no-write).
 """
 
 from __future__ import annotations
@@ -41,8 +41,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mallard_api.analysis.policy import stats_policy
-from mallard_api.config import Settings
 from mallard_runner import export
 from mallard_runner.cells import Cell
 from mallard_runner.runs import RunRequest, execute, prepare
@@ -384,7 +382,7 @@ def main() -> int:
         console.print(runner_cpu(own, resource.getrusage(resource.RUSAGE_SELF),
                                  time.monotonic() - started))
     block = table(results, prep.trials, cpus, (load_before, os.getloadavg()[0]),
-                  prep.resolved.missing, stats_policy(Settings()))
+                  prep.resolved.missing, DEFAULT_POLICY)
     print(block)
     if args.json:
         export.write_atomic(args.json, export.to_json(results))
