@@ -150,7 +150,7 @@ def by_round(base: CellSummary, head: CellSummary, measure: str
 
 
 def judge(rows: list[Row], policy: Policy = DEFAULT_POLICY) -> list[Row]:
-    """Each row's verdicts, by the API's own rule (`mallard_api.analysis`): base the
+    """Each row's verdicts, by the API's own rule (`mallard_stats`): base the
     fastest peer's trials, head mallard's, per measure of JUDGED, paired by round
     (`paired.compare_paired`: the runner interleaves, so a drift of the machine moves both
     trials of a round); the p-values adjusted (Benjamini-Hochberg) over all of them at
@@ -204,7 +204,7 @@ def legend(policy: Policy, isolated: bool | None, by_case: bool = False) -> str:
     text = (
         f"Summary: mallard's default configuration against the fastest peer (the peer with the "
         f"highest median ops/s), on the raw trials, by the service's statistics "
-        f"(mallard_api.analysis, docs/statistics.md) with the trials paired by round: "
+        f"(mallard_stats, docs/statistics.md) with the trials paired by round: "
         f"{order}. `mallard / fastest` is the ratio of median ops/s; "
         f"`per round ({conf} CI)` the median of the rounds' ratios, mallard over the peer, "
         f"with its bootstrap interval (rounds whose ratio is a median/MAD outlier left out, "
