@@ -10,8 +10,9 @@ ARGS ?=
 
 .PHONY: help setup deps python allocator workloads test test-allocator test-allocator-arm64 \
         workloads-arm64 peers-arm64 runner-arm64 \
-        test-runner test-api test-dashboards test-k8s test-docs lint demo bench bench-allocator \
-        bench-runner bench-verdicts bench-api up down images-offline e2e clean
+        test-runner test-api test-stats test-wire test-dashboards test-k8s test-docs lint demo bench \
+        bench-allocator bench-transfer bench-runner bench-verdicts bench-api up down \
+        images-offline e2e clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s$$'\t'
@@ -22,7 +23,8 @@ deps: ## system packages (compilers, hyperfine, valgrind, peers, qemu, prometheu
 	@scripts/install-deps.sh
 
 python: $(VENV)/.synced ## the Python workspace (.venv) via uv
-$(VENV)/.synced: pyproject.toml api/pyproject.toml runner/pyproject.toml wire/pyproject.toml
+$(VENV)/.synced: pyproject.toml api/pyproject.toml runner/pyproject.toml stats/pyproject.toml \
+                 wire/pyproject.toml
 	@scripts/install-python.sh
 	@touch $@
 
@@ -60,6 +62,12 @@ test-runner: python allocator workloads ## workloads, executor, CLI, agent (pyte
 test-api: python ## API and database against a real PostgreSQL (pytest)
 	@$(VENV)/bin/pytest api/tests
 
+test-stats: python ## the statistics package: verdict rule, power, change points (pytest)
+	@$(VENV)/bin/pytest stats/tests
+
+test-wire: python ## the wire package: field types, refs, repository URLs (pytest)
+	@$(VENV)/bin/pytest wire/tests
+
 test-dashboards: python ## dashboard SQL, PromQL, promtool, amtool (pytest)
 	@$(VENV)/bin/pytest dashboards/tests
 
@@ -70,8 +78,8 @@ test-docs: python ## every relative link and #anchor of every tracked *.md resol
 	@$(VENV)/bin/pytest tests/docs
 
 lint: python ## ruff and mypy
-	@$(VENV)/bin/ruff check api runner wire dashboards k8s scripts tests allocator
-	@$(VENV)/bin/mypy api/mallard_api runner/mallard_runner wire/mallard_wire
+	@$(VENV)/bin/ruff check api runner stats wire dashboards k8s scripts tests allocator
+	@$(VENV)/bin/mypy api/mallard_api runner/mallard_runner stats/mallard_stats wire/mallard_wire
 
 SCENARIO ?=
 demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running; SCENARIO=push: 8 commits pushed, the culprit bisected; SCENARIO=transfer-cache: mutex vs ring vs naive, micro 1..64 threads and macro)
@@ -80,7 +88,10 @@ demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--ke
 bench: bench-allocator bench-runner bench-verdicts bench-api ## every benchmark
 
 bench-allocator: python allocator workloads ## allocator vs peers on every full-suite workload + transfer + redis, 12 rounds by case (~18 min), each cell with the API's verdict (table in allocator/README.md; ARGS="--cpus 0,1")
-	@$(PY) allocator/bench/bench.py $(ARGS)
+	@$(PY) runner/bench/allocators.py $(ARGS)
+
+bench-transfer: python allocator workloads ## the transfer cache's micro tier: mutex vs ring vs naive at threads 1..64 (ARGS=--scaling) and over threads x batch x size (--grid) (tables in allocator/README.md)
+	@$(PY) runner/bench/transfer.py $(ARGS)
 
 bench-runner: python allocator workloads ## measurement noise: CV and A/A check (runner/README.md)
 	@$(PY) runner/bench/noise.py $(ARGS)

@@ -4,8 +4,9 @@
 #
 #   build/wheelhouse/deps/api.txt, runner.txt   pinned requirements (uv export, from uv.lock)
 #   build/wheelhouse/deps/<arch>/*.whl           every third-party wheel, for that arch
-#   build/wheelhouse/local/*.whl                 mallard-api, mallard-runner and the wire
-#                                                models both use, mallard-wire (pure Python)
+#   build/wheelhouse/local/*.whl                 mallard-api, mallard-runner, the wire
+#                                                models both use, mallard-wire, and the API's
+#                                                statistics, mallard-stats (pure Python)
 # The images copy deps/ in one layer (cached until uv.lock changes) and local/ in a later one.
 #
 # <arch> is Docker's name (amd64, arm64). The host's own arch is built with `pip wheel`
@@ -42,16 +43,16 @@ export_reqs mallard-runner >"$WH/deps/runner.txt"
 cat "$WH/deps/api.txt" "$WH/deps/runner.txt" | sort -u >"$WH/deps/all.txt"
 log "$(wc -l <"$WH/deps/api.txt") api and $(wc -l <"$WH/deps/runner.txt") runner requirements (uv.lock)"
 
-# The two local packages: rebuilt each time (cheap); the images install them last.
+# The local packages: rebuilt each time (cheap); the images install them last.
 # Each step tries without the network first (uv's cache, the wheels already here), so a
 # warm wheelhouse rebuilds offline and quickly.
 rm -f "$WH"/local/*.whl
-for pkg in mallard-api mallard-runner mallard-wire; do
+for pkg in mallard-api mallard-runner mallard-stats mallard-wire; do
   uv build --quiet --offline --package "$pkg" --wheel --out-dir "$WH/local" >/dev/null 2>&1 \
     || uv build --quiet --package "$pkg" --wheel --out-dir "$WH/local"
 done
 ls "$WH"/local/mallard_api-*.whl "$WH"/local/mallard_runner-*.whl \
-   "$WH"/local/mallard_wire-*.whl >/dev/null
+   "$WH"/local/mallard_stats-*.whl "$WH"/local/mallard_wire-*.whl >/dev/null
 
 # Host arch: pip wheel (uses wheels already there, builds sdists). Idempotent and quick when warm.
 if [ -s "$WH/deps/all.txt" ]; then

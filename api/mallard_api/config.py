@@ -15,6 +15,8 @@ from mallard_wire.names import PEERS
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from mallard_api.urls import parse_allow_list
+
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 SECRET_MIN_BYTES = 16
 # "CHANGE-ME", "changeme", "change_me", "<change me>" ... as copied from an example file.
@@ -174,8 +176,6 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _allow_list_parses(self) -> Settings:
-        from mallard_api.urls import parse_allow_list
-
         parse_allow_list(self.repo_url_allow)  # ValueError names the bad entry
         return self
 

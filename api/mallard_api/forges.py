@@ -31,7 +31,8 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from mallard_wire.fields import FULL_SHA, JsonDict
+from mallard_wire.fields import JsonDict
+from mallard_wire.refs import FULL_SHA
 from pydantic import JsonValue
 from sqlalchemy.orm import Session
 

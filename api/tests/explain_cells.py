@@ -1,7 +1,7 @@
 """Synthetic report cells for the joint / moved / curves tests (no database)."""
 
 from mallard_api.analysis.report import ReportCell
-from mallard_api.analysis.stats import DIAGNOSTIC, CellStats
+from mallard_stats.stats import DIAGNOSTIC, CellStats
 
 
 def rc(workload: str, measure: str, base: float | None, head: float | None, verdict: str,

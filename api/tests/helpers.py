@@ -123,8 +123,8 @@ def stored(engine: Any, uids: list[str]) -> int:
 
 def make_alert(session: Any) -> Alert:
     """An open regression alert row (larson threads=2 on mallard/main, -8.1%) in `session`."""
-    from mallard_api.analysis.changepoints import Change
     from mallard_api.sql import alerts as alert_sql
+    from mallard_stats.changepoints import Change
 
     series = alert_sql.TouchedSeries(
         project_id=None, project="mallard", branch_id=0, branch="main", workload="larson",

@@ -8,8 +8,8 @@ import pytest
 from comparison_data import SHA_BASE, SHA_HEAD, trial
 from helpers import claim_job as claim
 from helpers import run_analysis
-from mallard_api.analysis.measures import EMULATED_REASON, is_timing, unjudged_reason
 from mallard_api.sql.runners import fingerprint as fingerprint_of
+from mallard_stats.measures import EMULATED_REASON, is_timing, unjudged_reason
 from mallard_wire import results, runners
 
 EMULATED = {"arch": "aarch64", "cpu_model": "Test CPU", "cpus": "1", "emulated": True,

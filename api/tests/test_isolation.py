@@ -7,7 +7,7 @@ import pytest
 from comparison_data import SHA_BASE, SHA_HEAD, trial
 from helpers import claim_job as claim
 from helpers import run_analysis
-from mallard_api.analysis.measures import (
+from mallard_stats.measures import (
     NOT_ISOLATED_REASON,
     is_primary,
     unjudged_reason,

@@ -14,7 +14,7 @@ mallard at this checkout's HEAD, in two parts:
 
 then the deterministic rule on real counts: `--pairs` cachegrind runs of larson and rpc (1
 thread, their quick-suite `deterministic` params, mallard preloaded) against runs doing
-about 0.5% more work, each pair judged by the API's own rule (`mallard_api.analysis.stats`).
+about 0.5% more work, each pair judged by the API's own rule (`mallard_stats.stats`).
 Each part's table is written into runner/README.md with the command, machine, date and
 load (`aa` between <!-- bench-verdicts-aa:begin/end -->, `canary` and the instruction check
 between <!-- bench-verdicts:begin/end -->).
@@ -51,11 +51,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "runner" / "bench"))
 import demo  # noqa: E402  - the demo's process helpers: one way to start the stack
-from mallard_api.analysis import stats  # noqa: E402
 from mallard_api.harness import ApiProcess  # noqa: E402
 from mallard_runner.commands import CACHEGRIND_CACHES  # noqa: E402
 from mallard_runner.measures import parse_cachegrind  # noqa: E402
 from mallard_runner.testbed import cpu_model  # noqa: E402
+from mallard_stats import stats  # noqa: E402
 from noise import write_block  # noqa: E402
 
 README = ROOT / "runner" / "README.md"

@@ -23,7 +23,7 @@ of every allocator (argv and environment sit at the top of the stack).
 
 Cells run INTERLEAVED: round i runs trial i of every cell, in an order shuffled
 by a seeded RNG, before round i+1 starts. Warm-up rounds come first and are
-recorded with warmup=true. `by_case` (allocator/bench/bench.py) keeps the cells of one
+recorded with warmup=true. `by_case` (runner/bench/allocators.py) keeps the cells of one
 case (workload and params) together within a round, in a shuffled order of cases and a
 shuffled order of allocators within each: the trials a paired comparison sets side by
 side then run seconds apart rather than anywhere in a long round, so a slow spell of the

@@ -1,6 +1,6 @@
 """One benchmark run, end to end: suite -> targets (build, peers) -> cells -> executor -> ResultsIn.
 
-`bench`, the agent, runner/bench/noise.py and allocator/bench/bench.py all go
+`bench`, the agent, runner/bench/noise.py and runner/bench/allocators.py all go
 through `run_suite`, so there is one timing loop and one result type.
 
 Before the first trial the pinned CPUs are tuned where the node allows (governor

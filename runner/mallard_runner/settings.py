@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from mallard_wire.repo_urls import Prefix
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .arch import Platform, host_arch, normalize_arch, resolve_platform
-from .guard import Rule, parse_rules
+from .guard import parse_rules
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 RUNNER_DIR = PACKAGE_DIR.parent
@@ -142,7 +143,7 @@ class RunnerSettings(BaseSettings):
         parse_rules(v)
         return v
 
-    def repo_rules(self) -> tuple[Rule, ...]:
+    def repo_rules(self) -> tuple[Prefix, ...]:
         return parse_rules(self.repo_allow)
 
     def cache(self) -> Path:

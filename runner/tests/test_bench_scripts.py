@@ -7,8 +7,13 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from mallard_runner.settings import REPO_ROOT
+from mallard_runner.settings import REPO_ROOT, RunnerSettings
+from mallard_runner.suites import expand, load_suite
 from mallard_runner.summary import summarize
+from mallard_stats import stats
+from mallard_stats.paired import compare_paired
+from mallard_stats.policy import DEFAULT_POLICY
+from mallard_stats.stats import adjust_and_decide
 from mallard_wire.results import AllocatorIn, ResultsIn, TrialIn, WorkloadIn
 from mallard_wire.results import TestbedIn as Bed
 
@@ -22,31 +27,48 @@ def load(path: Path) -> ModuleType:
     return mod
 
 
-bench = load(REPO_ROOT / "allocator" / "bench" / "bench.py")
+allocators = load(REPO_ROOT / "runner" / "bench" / "allocators.py")
+transfer = load(REPO_ROOT / "runner" / "bench" / "transfer.py")  # imports allocators
 noise = load(REPO_ROOT / "runner" / "bench" / "noise.py")
+
+
+def test_the_allocator_tables_go_into_the_allocator_readme():
+    readme = REPO_ROOT / "allocator" / "README.md"
+    assert allocators.README == transfer.README == readme
+    text = readme.read_text()
+    for begin, end in ((allocators.BEGIN, allocators.END), transfer.SCALING, transfer.GRID):
+        assert text.count(begin) == text.count(end) == 1 and text.index(begin) < text.index(end)
+
+
+def test_transfer_table_replaced_between_its_markers(tmp_path):
+    readme = tmp_path / "README.md"
+    begin, end = transfer.GRID
+    readme.write_text(f"# A\n\n{begin}\nold\n{end}\n\n## After\n")
+    transfer.write_readme("| grid |", readme, begin, end)
+    assert readme.read_text() == f"# A\n\n{begin}\n| grid |\n{end}\n\n## After\n"
 
 
 def test_allocator_table_goes_at_the_end_of_the_performance_section(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("# A\n\nintro\n\n## Performance\n\nwords.\n\n## Design\n\nmore.\n")
-    bench.write_readme("| table 1 |", readme)
+    allocators.write_readme("| table 1 |", readme)
     text = readme.read_text()
     assert text.startswith("# A\n\nintro\n\n## Performance\n\nwords.\n\n")
-    assert text.index(bench.BEGIN) < text.index("| table 1 |") < text.index(bench.END) < \
+    assert text.index(allocators.BEGIN) < text.index("| table 1 |") < text.index(allocators.END) < \
         text.index("## Design\n\nmore.\n")
-    bench.write_readme("| table 2 |", readme)  # again: replaced, not appended
+    allocators.write_readme("| table 2 |", readme)  # again: replaced, not appended
     text2 = readme.read_text()
-    assert "| table 1 |" not in text2 and text2.count(bench.BEGIN) == 1
+    assert "| table 1 |" not in text2 and text2.count(allocators.BEGIN) == 1
     assert text2.replace("| table 2 |", "| table 1 |") == text
 
 
 def test_allocator_table_without_a_performance_section(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("# A\n\n## Design\n\nx\n")
-    bench.write_readme("| t |", readme)
+    allocators.write_readme("| t |", readme)
     text = readme.read_text()
     assert text.startswith("# A\n\n## Design\n\nx\n") and "## Performance" in text
-    assert text.index("## Performance") < text.index(bench.BEGIN)
+    assert text.index("## Performance") < text.index(allocators.BEGIN)
 
 
 def test_noise_block_replaced_between_markers(tmp_path):
@@ -57,11 +79,8 @@ def test_noise_block_replaced_between_markers(tmp_path):
 
 
 def test_allocator_bench_covers_full_transfer_and_redis_at_1_and_2_threads():
-    from mallard_runner.settings import RunnerSettings
-    from mallard_runner.suites import load_suite
-
     suites = RunnerSettings().suites_dir
-    suite = bench.bench_suite(suites, trials=7)
+    suite = allocators.bench_suite(suites, trials=7)
     expected = set(load_suite("full", suites).workloads) | {"transfer", "redis"}
     assert set(suite.workloads) == expected
     for name, wl in suite.workloads.items():
@@ -69,8 +88,8 @@ def test_allocator_bench_covers_full_transfer_and_redis_at_1_and_2_threads():
     assert suite.workloads["redis"].threads == [1, 2]
     # a step of redis-benchmark's millisecond clock is at most 0.5% of a test at ~1 M requests/s
     redis = suite.workloads["redis"].params
-    assert redis["requests"] == bench.REDIS_REQUESTS >= 200_000
-    assert bench.REDIS_REQUESTS % int(redis["pipeline"]) == 0   # -n a multiple of -P
+    assert redis["requests"] == allocators.REDIS_REQUESTS >= 200_000
+    assert allocators.REDIS_REQUESTS % int(redis["pipeline"]) == 0   # -n a multiple of -P
     assert suite.trials == 7 and "mallard" in suite.allocators
 
 
@@ -78,12 +97,10 @@ def test_allocator_bench_runs_no_cachegrind_cells():
     """The full suite's `deterministic` blocks (one cachegrind run per mallard cell at small
     params) measure nothing the table uses: the bench suite has none, so neither the run
     nor the table has those cells."""
-    from mallard_runner.settings import RunnerSettings
-    from mallard_runner.suites import expand, load_suite
 
     suites = RunnerSettings().suites_dir
     assert any(wl.deterministic for wl in load_suite("full", suites).workloads.values())
-    suite = bench.bench_suite(suites, trials=7)
+    suite = allocators.bench_suite(suites, trials=7)
     assert all(wl.deterministic is None for wl in suite.workloads.values())
     cases = expand(suite)
     assert cases and all(c.deterministic_params is None for c in cases)
@@ -130,18 +147,15 @@ def rows_of(*cases: tuple[str, int, dict[str, list[float]]]) -> list[TrialIn]:
 
 
 def test_allocator_verdicts_are_the_services_on_the_fastest_peer():
-    from mallard_api.analysis import stats
-    from mallard_api.analysis.paired import compare_paired
-
     cases = [("xmalloc", 2, XMALLOC_2T), ("cache-scratch", 1, SCRATCH_1T),
              ("larson", 1, LARSON_SLOW), ("fastpath", 2, XMALLOC_BIMODAL),
              ("rpc", 2, RPC_NOISY)]
-    rows, fastest = bench.summary_rows(summarize(rows_of(*cases)))
-    bench.judge(rows)
+    rows, fastest = allocators.summary_rows(summarize(rows_of(*cases)))
+    allocators.judge(rows)
     assert [(r.mallard.workload, r.fastest.name) for r in rows] == [
         ("cache-scratch", "tcmalloc"), ("fastpath", "tcmalloc"), ("larson", "jemalloc"),
         ("rpc", "jemalloc"), ("xmalloc", "tcmalloc")]
-    got = {r.mallard.workload: bench.verdict(r.judged["ops_per_sec"]) for r in rows}
+    got = {r.mallard.workload: allocators.verdict(r.judged["ops_per_sec"]) for r in rows}
     assert got["xmalloc"].startswith("faster (p=") and got["fastpath"].startswith("faster (p=")
     assert got["cache-scratch"] == "same"
     assert got["larson"].startswith("slower (p=")
@@ -158,13 +172,13 @@ def test_allocator_verdicts_are_the_services_on_the_fastest_peer():
             "fastpath": "tcmalloc", "rpc": "jemalloc"}
     direct = stats.adjust_and_decide([
         compare_paired(side(wl, peer[wl], m), side(wl, "mallard", m))
-        for wl in sorted(peer) for m in bench.JUDGED])
-    mine = [r.judged[m] for r in rows for m in bench.JUDGED]
+        for wl in sorted(peer) for m in allocators.JUDGED])
+    mine = [r.judged[m] for r in rows for m in allocators.JUDGED]
     assert [(s.verdict, s.ci_low_pct, s.ci_high_pct, s.p_adjusted) for s in mine] == \
         [(s.verdict, s.ci_low_pct, s.ci_high_pct, s.p_adjusted) for s in direct]
     xm = rows[4].judged["ops_per_sec"]
-    assert bench.interval(xm) == (f"{xm.ratio:.3f}x ({1 + xm.ci_low_pct / 100:.3f}-"
-                                  f"{1 + xm.ci_high_pct / 100:.3f})")
+    assert allocators.interval(xm) == (f"{xm.ratio:.3f}x ({1 + xm.ci_low_pct / 100:.3f}-"
+                                       f"{1 + xm.ci_high_pct / 100:.3f})")
     assert xm.ci_low_pct is not None and xm.ci_low_pct > 50  # mallard more than 1.5x
     # larson: the drift of rounds 2 and 6 cancels, every round reads ~0.88x
     la = rows[2].judged["ops_per_sec"]
@@ -177,16 +191,16 @@ def test_allocator_verdicts_pair_by_round_and_drop_a_round_a_side_lacks():
     failed = next(t for t in rows_of(("larson", 1, LARSON_SLOW))
                   if t.allocator.name == "jemalloc" and t.seq == 3)
     trials.append(failed.model_copy(update={"ok": False, "exit_code": 1, "measures": {}}))
-    rows, _ = bench.summary_rows(summarize(trials))
-    base, head = bench.by_round(rows[0].fastest, rows[0].mallard, "ops_per_sec")
+    rows, _ = allocators.summary_rows(summarize(trials))
+    base, head = allocators.by_round(rows[0].fastest, rows[0].mallard, "ops_per_sec")
     assert len(base) == len(head) == 7 and base[3] is None and head[3] is not None
-    cell = bench.judge(rows)[0].judged["ops_per_sec"]
+    cell = allocators.judge(rows)[0].judged["ops_per_sec"]
     assert (cell.n_base, cell.n_head) == (6, 6)
     # pairing matters: the same values in another order are no longer a clean 0.88x
     shuffled = {"mallard": LARSON_SLOW["mallard"],
                 "jemalloc": LARSON_SLOW["jemalloc"][3:] + LARSON_SLOW["jemalloc"][:3]}
-    rows2, _ = bench.summary_rows(summarize(rows_of(("larson", 1, shuffled))))
-    assert bench.judge(rows2)[0].judged["ops_per_sec"].verdict != "regressed"
+    rows2, _ = allocators.summary_rows(summarize(rows_of(("larson", 1, shuffled))))
+    assert allocators.judge(rows2)[0].judged["ops_per_sec"].verdict != "regressed"
 
 
 def test_allocator_summary_counts_the_cells_and_names_the_columns():
@@ -194,7 +208,7 @@ def test_allocator_summary_counts_the_cells_and_names_the_columns():
                      ("larson", 1, LARSON_SLOW), ("fastpath", 2, XMALLOC_BIMODAL),
                      ("rpc", 2, RPC_NOISY))
     res = ResultsIn(testbed=Bed(arch="x86_64", cpus="0,1", isolated=False), trials=trials)
-    text = bench.table(res, 7, [0, 1], (0.1, 1.9), {})
+    text = allocators.table(res, 7, [0, 1], (0.1, 1.9), {})
     assert ("Cells: 5; mallard's default against the fastest peer (ops_per_sec): 2 faster, "
             "1 same (a tie within the interval), 1 slower, 1 unknown (an interval too wide to "
             "tell); by the medians alone 2 at or above, 3 below.") in text
@@ -211,20 +225,19 @@ def test_allocator_summary_counts_the_cells_and_names_the_columns():
     assert lo <= ratio <= hi < 1.0 and 0.86 < ratio < 0.90  # the interval excludes 1
     isolated = ResultsIn(testbed=Bed(arch="x86_64", cpus="0,1", isolated=True),
                          trials=trials)
-    assert "were not isolated" not in bench.table(isolated, 7, [0, 1], (0.1, 1.9), {})
+    assert "were not isolated" not in allocators.table(isolated, 7, [0, 1], (0.1, 1.9), {})
 
 
 def test_allocator_table_says_how_a_round_was_ordered():
     """A run whose rounds kept each case's trials together (artifacts `order_by_case`) says
     so in the header and the legend; the verdicts and the count line are the same rule."""
-    from mallard_api.analysis.policy import DEFAULT_POLICY
 
     trials = rows_of(("larson", 1, LARSON_SLOW), ("xmalloc", 2, XMALLOC_2T))
     bed = Bed(arch="x86_64", cpus="0,1", isolated=False)
-    shuffled = bench.table(ResultsIn(testbed=bed, trials=trials), 7, [0, 1], (0.1, 1.9), {})
-    grouped = bench.table(ResultsIn(testbed=bed, trials=trials,
-                                    artifacts={"order_by_case": True}), 7, [0, 1],
-                          (0.1, 1.9), {})
+    shuffled = allocators.table(ResultsIn(testbed=bed, trials=trials), 7, [0, 1], (0.1, 1.9), {})
+    grouped = allocators.table(ResultsIn(testbed=bed, trials=trials,
+                                         artifacts={"order_by_case": True}), 7, [0, 1],
+                               (0.1, 1.9), {})
     assert "one after another within a round" in grouped
     assert "one after another within a round" not in shuffled
     assert "moves both trials of a pair alike" in grouped
@@ -243,33 +256,29 @@ def test_allocator_table_says_how_a_round_was_ordered():
 def test_allocator_bench_runs_enough_rounds_for_a_tie_to_read_same():
     """At 7 rounds a tie is `same` only inside ±1%; from settle_trials rounds also with a
     narrow interval around 1. The default keeps that many after the outlier rule drops two."""
-    from mallard_api.analysis.paired import compare_paired
-    from mallard_api.analysis.policy import DEFAULT_POLICY
-    from mallard_api.analysis.stats import adjust_and_decide
 
-    assert bench.TRIALS >= DEFAULT_POLICY.settle_trials + 2
+    assert allocators.TRIALS >= DEFAULT_POLICY.settle_trials + 2
     # a real tie with ±2% per-round scatter: unknown at 7 rounds, same at 12
     mallard = [100.0, 102.0, 98.5, 101.0, 99.0, 100.5, 98.0, 101.5, 99.5, 100.0, 102.0, 98.5]
     peer = [100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0]
     at = {n: adjust_and_decide([compare_paired(peer[:n], mallard[:n])])[0].verdict
-          for n in (7, bench.TRIALS)}
-    assert at == {7: "unknown", bench.TRIALS: "same"}
+          for n in (7, allocators.TRIALS)}
+    assert at == {7: "unknown", allocators.TRIALS: "same"}
 
 
 def test_allocator_bench_defaults_run_by_case_12_rounds_no_cachegrind():
     """`make bench-allocator` without ARGS: 12 trials, each round by case, every allocator;
     `--order shuffled` is the service's order."""
-    from mallard_runner.settings import RunnerSettings
 
     settings = RunnerSettings()
-    req = bench.request(bench.parser().parse_args(["--cpus", "0"]), settings)
-    assert req.trials == bench.TRIALS == req.suite.trials == 12 and req.by_case is True
+    req = allocators.request(allocators.parser().parse_args(["--cpus", "0"]), settings)
+    assert req.trials == allocators.TRIALS == req.suite.trials == 12 and req.by_case is True
     assert [(s.name, s.variant) for s in req.selectors] == [
         ("mallard", None), ("mallard", "transfer=ring"), ("mallard", "transfer=naive"),
         ("glibc", None), ("jemalloc", None), ("mimalloc", None), ("tcmalloc", None)]
     assert req.cpus == [0] and req.workloads is None and req.threads is None
     assert all(wl.deterministic is None for wl in req.suite.workloads.values())
-    shuffled = bench.request(bench.parser().parse_args(
+    shuffled = allocators.request(allocators.parser().parse_args(
         ["--cpus", "0", "--order", "shuffled", "--trials", "7", "--workloads", "larson"]),
         settings)
     assert shuffled.by_case is False and shuffled.trials == 7

@@ -1,8 +1,7 @@
-"""What a job may name (guard.py): refs, folders inside the checkout, allowed repositories."""
+"""What a job may name (guard.py): refs, folders inside the checkout, allowed repositories
+(the ref and URL rules themselves: wire/tests)."""
 
 from __future__ import annotations
-
-import subprocess
 
 import pytest
 from mallard_runner.guard import (
@@ -13,29 +12,9 @@ from mallard_runner.guard import (
     git_env,
     inside,
     parse_rules,
-    ref_problem,
 )
 
 ATTACK = "--upload-pack=touch${IFS}marker;git-upload-pack"
-
-REFS = ["main", "HEAD", "v1.2", "feature/x-y_z", "refs/heads/main", "abc1234", "a" * 40,
-        "0123456789abcdef0123456789abcdef01234567", "x@y", "release/2026.11",
-        # refused
-        ATTACK, "-x", "", "a..b", "a b", "a~1", "HEAD^", "a:b", "a?", "a*", "a[b", "a\\b",
-        "@", "a@{1}", "/a", "a/", "a//b", "a.", ".a", "a/.b", "a.lock", "a/b.lock/c",
-        "a\x01b", "a\x7fb", "x" * 300]
-
-
-@pytest.mark.parametrize("ref", REFS)
-def test_refs_follow_git_check_ref_format(ref):
-    """Our rule agrees with git's own (plus: never '-', at most 255 characters)."""
-    ours = ref_problem(ref) is None
-    if ref.startswith("-") or len(ref) > 255:
-        assert not ours
-    else:
-        git_ok = subprocess.run(["git", "check-ref-format", "--allow-onelevel", ref],
-                                capture_output=True).returncode == 0
-        assert ours == git_ok, (ref, git_ok)
 
 
 def test_a_full_sha_is_always_fine_and_the_attack_never():
@@ -82,7 +61,7 @@ def test_allowed_repositories(url):
 @pytest.mark.parametrize("url,why", [
     ("http://127.0.0.1:8401/internal-only/secret.git", "allow-list"),
     ("https://github.com.evil.example/x", "allow-list"),
-    ("https://github.com@127.0.0.1/x", "allow-list"),
+    ("https://github.com@127.0.0.1/x", "user info"),
     ("https://github.com:8443/x", "allow-list"),
     ("https://git.example.org/m.git", "allow-list"),  # the rule has port 8443
     ("http://github.com/x", "allow-list"),  # https only
@@ -134,6 +113,6 @@ def test_git_speaks_only_the_checked_protocol():
     assert git_env("https://github.com/o/m")["GIT_ALLOW_PROTOCOL"] == "https"
     assert git_env("/srv/git/m.git")["GIT_ALLOW_PROTOCOL"] == "file"
     assert git_env("git@h.example:m.git")["GIT_ALLOW_PROTOCOL"] == "ssh"
-    assert classify("file:///srv/git/m.git").protocol == "file"
+    assert classify("file:///srv/git/m.git").scheme == "file"
     with pytest.raises(Refused):
         git_env("ext::sh -c id")

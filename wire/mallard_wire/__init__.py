@@ -3,4 +3,6 @@ models both sides import: what a job asks a runner to run (`jobs.JobSpec`, valid
 the API when a job is queued and by the runner when it claims one, `jobs.ClaimedJob`),
 what a runner posts back (`results.ResultsIn`; `jobs.ClaimIn`, `LeaseIn`, `FailIn`;
 `runners.RunnerRegister`, `Heartbeat`), the names a job may use (`names`: peers, variant
-keys) and the bounded field types they are made of (`fields`)."""
+keys), the bounded field types they are made of (`fields`), and the rules both sides
+check before git sees a value: git refs (`refs`) and repository URLs with their
+allow-lists (`repo_urls`)."""

@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic_core import core_schema
 
 from mallard_wire.names import PEERS, VARIANT_KEYS
+from mallard_wire.refs import FULL_SHA, check_ref
 
 MAX_JSON_DEPTH = 32
 
@@ -64,35 +65,7 @@ def check_json(value: Any, depth: int = 0) -> Any:
     raise ValueError(f"unsupported JSON value of type {type(value).__name__}")
 
 
-# --- git refs ---------------------------------------------------------------------------
-FULL_SHA = re.compile(r"^(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$")
-_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
-
-
-def check_ref(value: str) -> str:
-    """A full commit sha (40 or 64 hex digits) or a ref name git accepts
-    (`git check-ref-format --allow-onelevel`) none of whose components starts with `-`
-    (as git requires of branch names): so the value, or the branch name taken from it,
-    can only ever be read by git as a revision, never as an option."""
-    if FULL_SHA.match(value):
-        return value.lower()
-    if value.startswith("-"):
-        raise ValueError("must not start with '-'")
-    if _REF_FORBIDDEN.search(value):
-        raise ValueError("must be a full sha or a git ref name: no whitespace, control "
-                         "characters or any of ~ ^ : ? * [ \\")
-    if value == "@" or "@{" in value or ".." in value or "//" in value:
-        raise ValueError("must be a git ref name: not '@', no '@{', '..' or '//'")
-    if value.startswith("/") or value.endswith(("/", ".")):
-        raise ValueError("must be a git ref name: not starting with '/' nor ending with "
-                         "'/' or '.'")
-    for part in value.split("/"):
-        if part.startswith((".", "-")) or part.endswith(".lock"):
-            raise ValueError("must be a git ref name: no component starting with '.' or "
-                             "'-' or ending with '.lock'")
-    return value
-
-
+# --- git refs (the rule is refs.py) -------------------------------------------------------
 GitRef = Annotated[str, StringConstraints(min_length=1, max_length=200),
                    AfterValidator(check_text), AfterValidator(check_ref)]
 FullSha = Annotated[str, StringConstraints(pattern=FULL_SHA.pattern),

@@ -9,16 +9,13 @@ it was committed before).
 - `comparisons`  the comparison lifecycle: cells, state, follow-ups, the text report
 - `alerts`       branch history: change points, alerts opened and resolved
 - `worker`       the analysis worker and the service that runs it in a process
+- `policy`       how the settings fill the statistics' `Policy` and `ChangePolicy`
 
-Pure functions (no database, no settings), docs/statistics.md explains them:
+The statistics themselves (the verdict rule, power, change points, measures, hypotheses)
+are the pure package `mallard_stats` (stats/). Pure functions here (no database, no
+settings):
 
-- `policy`       the tunable numbers (`Policy`, `ChangePolicy`) and how settings fill them
-- `measures`     unit and direction of each measure; primary, diagnostic, deterministic
-- `stats`        one comparison cell: outliers, ratio of medians, interval, p-value, verdict
-- `power`        the minimum detectable effect of a cell and the trials a target needs
-- `changepoints` change points on a branch's per-commit medians (Apache Otava)
 - `report`       the text lines and the comparison report
-- `hypothesis`   a comparison's hypothesis and whether a cell bore it out
 - `joint`        speed x memory: one label per (ops_per_sec, max_rss_bytes) pair of cells
 - `moved`        the allocator counters that moved most under each cell
 - `curves`       thread-scaling curves: points, moved thread counts, area, curve verdict

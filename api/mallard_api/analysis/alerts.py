@@ -18,12 +18,14 @@ from __future__ import annotations
 import hashlib
 import json
 
+from mallard_stats import changepoints
+from mallard_stats.measures import higher_is_better, unjudged_reason
+from mallard_stats.policy import ChangePolicy
 from sqlalchemy.orm import Session
 
 from mallard_api import notify
-from mallard_api.analysis import changepoints, report
-from mallard_api.analysis.measures import higher_is_better, unjudged_reason
-from mallard_api.analysis.policy import ChangePolicy, change_policy, stats_policy
+from mallard_api.analysis import report
+from mallard_api.analysis.policy import change_policy, stats_policy
 from mallard_api.config import Settings, get_settings
 from mallard_api.models.analysis import Alert
 from mallard_api.sql import alerts as alert_sql

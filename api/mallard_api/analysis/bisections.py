@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from mallard_stats.measures import SPEEDS, higher_is_better
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis.bisect_search import BAD, GOOD, SKIP, Search, classify
 from mallard_api.analysis.bisect_search import Evidence as SearchEvidence
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.comparisons import allocator_label, comparison_spec
-from mallard_api.analysis.measures import SPEEDS, higher_is_better
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Alert, Comparison
 from mallard_api.models.core import Commit, Project

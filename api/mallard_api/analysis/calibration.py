@@ -52,12 +52,13 @@ import statistics
 from collections import defaultdict
 from datetime import UTC, datetime
 
+from mallard_stats import stats
+from mallard_stats.measures import SPEEDS, is_deterministic
 from mallard_wire.fields import JsonDict
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import noise, stats
+from mallard_api.analysis import noise
 from mallard_api.analysis.canaries import PROBE_SIZES, canary_ns, fit, fitted_ns, head_variant
-from mallard_api.analysis.measures import SPEEDS, is_deterministic
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.calibration import Calibration, CalibrationResult

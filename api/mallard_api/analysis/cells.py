@@ -7,9 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
+from mallard_stats.stats import DIAGNOSTIC, CellNumbers, CellStats
 from mallard_wire.fields import JsonDict
-
-from mallard_api.analysis.stats import DIAGNOSTIC, CellNumbers, CellStats
 
 N = TypeVar("N", bound=CellNumbers)
 

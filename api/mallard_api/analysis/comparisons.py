@@ -30,14 +30,9 @@ import statistics
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from mallard_wire.fields import JsonDict
-from mallard_wire.jobs import JobSpec, SpecAllocator
-from sqlalchemy.orm import Session
-
-from mallard_api.analysis import explain, followups, noise, report, stats
-from mallard_api.analysis.cells import CellRow
-from mallard_api.analysis.hypothesis import Hypothesis
-from mallard_api.analysis.measures import (
+from mallard_stats import stats
+from mallard_stats.hypothesis import Hypothesis
+from mallard_stats.measures import (
     EMULATED_REASON,
     NOT_ISOLATED_REASON,
     THROUGHPUT,
@@ -47,7 +42,14 @@ from mallard_api.analysis.measures import (
     min_effect_abs,
     unjudged_reason,
 )
-from mallard_api.analysis.policy import Policy, stats_policy
+from mallard_stats.policy import Policy
+from mallard_wire.fields import JsonDict
+from mallard_wire.jobs import JobSpec, SpecAllocator
+from sqlalchemy.orm import Session
+
+from mallard_api.analysis import explain, followups, noise, report
+from mallard_api.analysis.cells import CellRow
+from mallard_api.analysis.policy import stats_policy
 from mallard_api.config import Settings, get_settings
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.core import Job

@@ -23,9 +23,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mallard_stats.measures import THROUGHPUT
 from mallard_wire.fields import JsonDict
 
-from mallard_api.analysis.measures import THROUGHPUT
 from mallard_api.analysis.report import ReportCell
 
 CURVE_MEASURES = (THROUGHPUT, "ops_per_cpu_sec")  # each only where it is judged

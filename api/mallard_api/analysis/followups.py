@@ -39,12 +39,13 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from mallard_stats.measures import floor_pct, is_deterministic, min_effect_abs
+from mallard_stats.policy import Policy
+from mallard_stats.power import trials_for_mde
+from mallard_stats.stats import robust_cv_pct
+
 from mallard_api.analysis import report
 from mallard_api.analysis.cells import CellRow
-from mallard_api.analysis.measures import floor_pct, is_deterministic, min_effect_abs
-from mallard_api.analysis.policy import Policy
-from mallard_api.analysis.power import trials_for_mde
-from mallard_api.analysis.stats import robust_cv_pct
 from mallard_api.params import params_key
 from mallard_api.sql.comparisons import TrialRow
 

@@ -2,7 +2,7 @@
 
 A change that buys throughput with memory (a shared thread-cache pool, a bigger batch)
 must read as a trade-off, not an improvement. Both cells of a workload x params already
-have a verdict (``mallard_api.analysis.stats``); the label is read from the two verdicts alone:
+have a verdict (``mallard_stats.stats``); the label is read from the two verdicts alone:
 
 (ops_per_sec verdict, max_rss_bytes verdict) -> label:
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from mallard_stats import stats
+from mallard_stats.measures import min_effect_abs
+from mallard_stats.policy import Policy
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import stats
-from mallard_api.analysis.measures import min_effect_abs
-from mallard_api.analysis.policy import Policy
 from mallard_api.config import Settings
 from mallard_api.models.calibration import CalibrationResult
 from mallard_api.params import params_key

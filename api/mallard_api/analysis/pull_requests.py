@@ -27,7 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mallard_wire.fields import FULL_SHA, JsonDict
+from mallard_wire.fields import JsonDict
+from mallard_wire.refs import FULL_SHA
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 

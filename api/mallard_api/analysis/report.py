@@ -37,12 +37,12 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from mallard_stats.hypothesis import Hypothesis, hypothesis_outcome
+from mallard_stats.measures import THROUGHPUT
+from mallard_stats.stats import DIAGNOSTIC, CellStats
 from pydantic import JsonValue
 
 from mallard_api.analysis.extras import Extras
-from mallard_api.analysis.hypothesis import Hypothesis, hypothesis_outcome
-from mallard_api.analysis.measures import THROUGHPUT
-from mallard_api.analysis.stats import DIAGNOSTIC, CellStats
 from mallard_api.params import params_key
 
 # Raw allocator counts the runner reports as diagnostics (contracts section 2); with the

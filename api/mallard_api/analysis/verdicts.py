@@ -23,12 +23,12 @@ import json
 import logging
 from datetime import UTC, datetime
 
+from mallard_stats import stats
 from mallard_wire.fields import JsonDict
 from mallard_wire.jobs import SpecAllocator
 from sqlalchemy.orm import Session
 
 from mallard_api import notify
-from mallard_api.analysis import stats
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.comparisons import allocator_label
 from mallard_api.config import Settings

@@ -7,12 +7,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse
+from mallard_stats.hypothesis import hypothesis_outcome, parse_hypothesis
 from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import comparisons
 from mallard_api.analysis.explain import explain
-from mallard_api.analysis.hypothesis import hypothesis_outcome, parse_hypothesis
 from mallard_api.analysis.report import ReportCell, is_counter
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
+from mallard_stats.hypothesis import parse_hypothesis
 from mallard_wire.fields import (
     Arch,
     InModel,
@@ -20,7 +21,6 @@ from pydantic import AfterValidator, BaseModel, Field, StringConstraints, field_
 
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.curves import Point
-from mallard_api.analysis.hypothesis import parse_hypothesis
 from mallard_api.models.records import PeerMedian, Side
 
 

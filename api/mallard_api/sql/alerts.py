@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from mallard_stats.changepoints import Change
 from mallard_wire.fields import JsonDict
 from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis.changepoints import Change
 from mallard_api.models.analysis import Alert, ChangePoint
 
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from mallard_stats import stats
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import stats
 from mallard_api.models.analysis import Alert, Comparison
 from mallard_api.models.core import Commit, Project
 from mallard_api.models.verdicts import Bisection, CommitVerdict

@@ -10,14 +10,15 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from mallard_stats import stats
+from mallard_stats.hypothesis import hypothesis_outcome
+from mallard_stats.measures import THROUGHPUT
+from mallard_stats.stats import DIAGNOSTIC
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import comparisons, curves, joint, report, stats
+from mallard_api.analysis import comparisons, curves, joint, report
 from mallard_api.analysis.cells import CellRow
-from mallard_api.analysis.hypothesis import hypothesis_outcome
-from mallard_api.analysis.measures import THROUGHPUT
-from mallard_api.analysis.stats import DIAGNOSTIC
 from mallard_api.models.analysis import Comparison
 from mallard_api.params import params_key
 from mallard_api.sql import comparisons as cmp_sql

@@ -3,9 +3,10 @@ rule with a calibrated band (stats.adjust_and_decide)."""
 
 import numpy as np
 import pytest
-from mallard_api.analysis import canaries, noise, stats
+from mallard_api.analysis import canaries, noise
 from mallard_api.models.calibration import CalibrationResult
 from mallard_api.models.records import Detection
+from mallard_stats import stats
 
 
 def test_canary_is_sized_from_the_time_per_operation_and_frees():

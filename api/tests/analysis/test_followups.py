@@ -9,11 +9,12 @@ import pytest
 from comparison_data import SHA_BASE, SHA_HEAD, comparison_trials, post_results
 from helpers import claim_job as claim
 from helpers import patch_analysis_settings, run_analysis
-from mallard_api.analysis import followups, power, stats
+from mallard_api.analysis import followups
 from mallard_api.analysis.cells import CellRow
-from mallard_api.analysis.policy import DEFAULT_POLICY
 from mallard_api.params import params_key
 from mallard_api.sql.comparisons import TrialRow
+from mallard_stats import power, stats
+from mallard_stats.policy import DEFAULT_POLICY
 
 POLICY = DEFAULT_POLICY
 

@@ -1,18 +1,17 @@
 """The report format (pure): the line of a cell with its MDE, diagnostics without a verdict,
-the summary that counts primary cells, hypotheses."""
+the summary that counts primary cells, a hypothesis's line."""
 
 import numpy as np
-import pytest
-from mallard_api.analysis.hypothesis import Hypothesis, hypothesis_outcome, parse_hypothesis
-from mallard_api.analysis.policy import Policy
 from mallard_api.analysis.report import (
     ReportCell,
     ReportHeader,
     format_line,
     format_report,
 )
-from mallard_api.analysis.stats import DIAGNOSTIC, CellStats, adjust_and_decide, compare_samples
 from mallard_api.params import params_key
+from mallard_stats.hypothesis import parse_hypothesis
+from mallard_stats.policy import Policy
+from mallard_stats.stats import DIAGNOSTIC, CellStats, adjust_and_decide, compare_samples
 
 P = Policy(n_resamples=2000)
 
@@ -99,37 +98,6 @@ def test_line_from_real_stats():
     assert line.endswith(f"(p=0.001, 8 trials, 7 robust, mde {c.mde_pct:.1f}%, band ±1.0%) "
                          "REGRESSED")
     assert c.mde_pct is not None and 1.0 < c.mde_pct < 5.0
-
-
-@pytest.mark.parametrize("text,expected", [
-    ("+15%", (15, 15, "ops_per_sec")),
-    ("expected +15%", (15, 15, "ops_per_sec")),
-    ("Expected: +15-25%", (15, 25, "ops_per_sec")),
-    ("-3..-5% wall_seconds", (-5, -3, "wall_seconds")),
-    ("-3-5%", (-5, -3, "ops_per_sec")),
-    ("10%", (10, 10, "ops_per_sec")),
-])
-def test_parse_hypothesis(text, expected):
-    h = parse_hypothesis(text)
-    assert h is not None and (h.low_pct, h.high_pct, h.measure) == expected
-
-
-@pytest.mark.parametrize("bad", ["fast", "+15", "15 percent", "expected ++15%", "+1%%"])
-def test_parse_hypothesis_rejects(bad):
-    with pytest.raises(ValueError):
-        parse_hypothesis(bad)
-
-
-def test_hypothesis_outcomes():
-    h = Hypothesis(15, 25)
-    assert hypothesis_outcome(h, cell(-3.0, -3.5, -2.5, 0.001)) == "not held (wrong direction)"
-    assert hypothesis_outcome(h, cell(17.0, 14.0, 20.0, 0.001, verdict="improved")) == "held"
-    assert hypothesis_outcome(h, cell(5.0, 4.0, 6.0, 0.001, verdict="improved")) == (
-        "not held (smaller than expected)"
-    )
-    same = cell(0.1, -0.4, 0.5, 0.9, verdict="same")
-    assert hypothesis_outcome(h, same) == "not held (no change)"
-    assert hypothesis_outcome(h, cell(3.0, -4.0, 10.0, 0.4, verdict="unknown")) == "undecided"
 
 
 def test_whole_report():

@@ -25,7 +25,7 @@ import sys
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from bench import README, console, write_readme
+from allocators import README, console, write_readme
 from mallard_runner.runs import RunRequest, execute, prepare
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
 from mallard_runner.suites import Scalar, Suite, SuiteWorkload, load_suite
@@ -171,7 +171,7 @@ def main() -> int:
         p.error("give --scaling, --grid or both")
     settings = RunnerSettings()
     cpus = parse_cpus(args.cpus)
-    command = "python allocator/bench/transfer.py " + " ".join(sys.argv[1:])
+    command = "python runner/bench/transfer.py " + " ".join(sys.argv[1:])
     blocks: list[tuple[tuple[str, str], str]] = []
     try:
         if args.scaling:

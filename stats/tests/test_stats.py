@@ -3,9 +3,9 @@ the measures' own rules are in test_measures.py, the power (MDE) in test_power.p
 
 import numpy as np
 import pytest
-from mallard_api.analysis import measures
-from mallard_api.analysis.policy import Policy
-from mallard_api.analysis.stats import (
+from mallard_stats import measures
+from mallard_stats.policy import Policy
+from mallard_stats.stats import (
     DIAGNOSTIC,
     adjust_and_decide,
     compare_samples,

@@ -3,9 +3,9 @@ more trials, and gives the trials a target MDE needs."""
 
 import numpy as np
 import pytest
-from mallard_api.analysis import power
-from mallard_api.analysis.policy import Policy
-from mallard_api.analysis.stats import adjust_and_decide, compare_samples
+from mallard_stats import power
+from mallard_stats.policy import Policy
+from mallard_stats.stats import adjust_and_decide, compare_samples
 from scipy.stats import norm as sps_norm  # type: ignore[import-untyped]
 
 

@@ -17,9 +17,9 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps  # type: ignore[import-untyped]
 
-from mallard_api.analysis.measures import floor_pct
-from mallard_api.analysis.policy import DEFAULT_POLICY, Policy
-from mallard_api.analysis.power import deterministic_mde_pct, mde_pct
+from mallard_stats.measures import floor_pct
+from mallard_stats.policy import DEFAULT_POLICY, Policy
+from mallard_stats.power import deterministic_mde_pct, mde_pct
 
 VERDICTS = ("same", "improved", "regressed", "unknown")
 DIAGNOSTIC = "diagnostic"  # the verdict column of a diagnostic cell: it has none

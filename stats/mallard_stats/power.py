@@ -17,7 +17,7 @@ degrees of freedom::
 The three gates of rule 3 (interval, p-value, ``|diff| >= m``) act on nearly the same
 statistic, so the change must clear the highest of them with 80% probability; the
 percentile bootstrap of medians is the binding one for normal noise. Checked by
-simulation (api/tests/analysis/test_power.py): at 0.8 x MDE the simulated rule detects less
+simulation (stats/tests/test_power.py): at 0.8 x MDE the simulated rule detects less
 than 80% of the time, at 1.2 x MDE more. ``None`` when fewer than ``min_trials``
 robust trials ran (rule 1 of ``stats``: nothing is detectable).
 :func:`trials_for_mde` inverts it: the trials a side needs for a target MDE
@@ -30,7 +30,7 @@ import math
 
 from scipy import stats as sps  # type: ignore[import-untyped]
 
-from mallard_api.analysis.policy import DEFAULT_POLICY, Policy
+from mallard_stats.policy import DEFAULT_POLICY, Policy
 
 # Standard error factors relative to sigma * sqrt(2/n) (module doc).
 MEDIAN_SE = math.sqrt(math.pi / 2.0)  # a median's standard error over a mean's (normal data)

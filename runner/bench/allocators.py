@@ -20,12 +20,12 @@ count. About 18 minutes on the 2-vCPU VM (allocator/README.md, "Speed, eighth ro
 table's power").
 Writes a summary (per case: mallard's default against the fastest peer, the ratio of
 medians with its interval and the verdict the API's own statistics give it
-(mallard_api.analysis, trials paired by round; a line counts faster / same / slower /
-unknown), and its
-peak RSS against jemalloc's) and the full table of ops/s and peak RSS
-(medians) between <!-- bench-allocator:begin --> and <!-- bench-allocator:end -->
-under "## Performance" in allocator/README.md. Raw trials: .mallard/runner/raw/.
-`--workloads` and `--threads` narrow it for a quick look (then use --no-write).
+(mallard_stats with its default policy, which is the API's; trials paired by round; a line
+counts faster / same / slower / unknown), and its peak RSS against jemalloc's) and the
+full table of ops/s and peak RSS (medians) between <!-- bench-allocator:begin --> and
+<!-- bench-allocator:end --> under "## Performance" in allocator/README.md. Raw trials:
+.mallard/runner/raw/. `--workloads` and `--threads` narrow it for a quick look (then use
+--no-write).
 """
 
 from __future__ import annotations
@@ -41,11 +41,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mallard_api.analysis import stats
-from mallard_api.analysis.measures import THROUGHPUT
-from mallard_api.analysis.paired import compare_paired
-from mallard_api.analysis.policy import DEFAULT_POLICY, Policy, stats_policy
-from mallard_api.config import Settings
 from mallard_runner import export
 from mallard_runner.cells import Cell
 from mallard_runner.runs import RunRequest, execute, prepare
@@ -55,6 +50,10 @@ from mallard_runner.summary import CellSummary, summarize
 from mallard_runner.testbed import cpu_model, parse_cpus
 from mallard_runner.tools import BuildError
 from mallard_runner.variants import PEER_NAMES, parse_selectors
+from mallard_stats import stats
+from mallard_stats.measures import THROUGHPUT
+from mallard_stats.paired import compare_paired
+from mallard_stats.policy import DEFAULT_POLICY, Policy
 from mallard_wire.results import ResultsIn, TrialIn
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -151,7 +150,7 @@ def by_round(base: CellSummary, head: CellSummary, measure: str
 
 
 def judge(rows: list[Row], policy: Policy = DEFAULT_POLICY) -> list[Row]:
-    """Each row's verdicts, by the API's own rule (`mallard_api.analysis`): base the
+    """Each row's verdicts, by the API's own rule (`mallard_stats`): base the
     fastest peer's trials, head mallard's, per measure of JUDGED, paired by round
     (`paired.compare_paired`: the runner interleaves, so a drift of the machine moves both
     trials of a round); the p-values adjusted (Benjamini-Hochberg) over all of them at
@@ -205,7 +204,7 @@ def legend(policy: Policy, isolated: bool | None, by_case: bool = False) -> str:
     text = (
         f"Summary: mallard's default configuration against the fastest peer (the peer with the "
         f"highest median ops/s), on the raw trials, by the service's statistics "
-        f"(mallard_api.analysis, docs/statistics.md) with the trials paired by round: "
+        f"(mallard_stats, docs/statistics.md) with the trials paired by round: "
         f"{order}. `mallard / fastest` is the ratio of median ops/s; "
         f"`per round ({conf} CI)` the median of the rounds' ratios, mallard over the peer, "
         f"with its bootstrap interval (rounds whose ratio is a median/MAD outlier left out, "
@@ -383,7 +382,7 @@ def main() -> int:
         console.print(runner_cpu(own, resource.getrusage(resource.RUSAGE_SELF),
                                  time.monotonic() - started))
     block = table(results, prep.trials, cpus, (load_before, os.getloadavg()[0]),
-                  prep.resolved.missing, stats_policy(Settings()))
+                  prep.resolved.missing, DEFAULT_POLICY)
     print(block)
     if args.json:
         export.write_atomic(args.json, export.to_json(results))

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mallard_api.analysis.measures import THROUGHPUT
-from mallard_api.analysis.stats import CellStats
+from mallard_stats.measures import THROUGHPUT
+from mallard_stats.stats import CellStats
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from mallard_api.analysis.changepoints import detect, regressions
-from mallard_api.analysis.policy import ChangePolicy, Policy
+from mallard_stats.changepoints import detect, regressions
+from mallard_stats.policy import ChangePolicy, Policy
 
 SP = Policy(n_resamples=2000)
 

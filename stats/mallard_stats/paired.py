@@ -25,9 +25,9 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as sps  # type: ignore[import-untyped]
 
-from mallard_api.analysis.policy import DEFAULT_POLICY, Policy
-from mallard_api.analysis.power import mde_pct
-from mallard_api.analysis.stats import CellStats, robust_cv_pct, robust_mask
+from mallard_stats.policy import DEFAULT_POLICY, Policy
+from mallard_stats.power import mde_pct
+from mallard_stats.stats import CellStats, robust_cv_pct, robust_mask
 
 
 def _usable(v: float | None) -> bool:

@@ -3,9 +3,9 @@ primary and diagnostic roles, and the page floor of byte measures."""
 
 import numpy as np
 import pytest
-from mallard_api.analysis import measures, power
-from mallard_api.analysis.policy import Policy
-from mallard_api.analysis.stats import adjust_and_decide, compare_samples
+from mallard_stats import measures, power
+from mallard_stats.policy import Policy
+from mallard_stats.stats import adjust_and_decide, compare_samples
 
 POLICY = Policy(n_resamples=2000)
 

@@ -5,9 +5,9 @@ import math
 
 import numpy as np
 import pytest
-from mallard_api.analysis.paired import compare_paired
-from mallard_api.analysis.policy import Policy
-from mallard_api.analysis.stats import adjust_and_decide, compare_samples
+from mallard_stats.paired import compare_paired
+from mallard_stats.policy import Policy
+from mallard_stats.stats import adjust_and_decide, compare_samples
 
 POLICY = Policy(n_resamples=2000)
 

@@ -42,8 +42,8 @@ from otava.analysis import (  # type: ignore[import-untyped]
 )
 from scipy.stats import mannwhitneyu  # type: ignore[import-untyped]
 
-from mallard_api.analysis.policy import DEFAULT_CHANGE_POLICY, DEFAULT_POLICY, ChangePolicy, Policy
-from mallard_api.analysis.stats import bootstrap_median_change, robust_mask
+from mallard_stats.policy import DEFAULT_CHANGE_POLICY, DEFAULT_POLICY, ChangePolicy, Policy
+from mallard_stats.stats import bootstrap_median_change, robust_mask
 
 
 @dataclass
