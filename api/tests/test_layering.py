@@ -12,13 +12,17 @@ The analysis wing, top to bottom:
 - what the lifecycle reads and builds: job specs, culprit lines, noise bands, follow-up
   plans, the ingest hooks that queue the worker's items;
 - pure functions: no database, no settings, no web framework.
+
+The module index of analysis/__init__.py lists every module, each above what it imports.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import grimp
+import mallard_api.analysis
 import pytest
 from grimp import Layer
 
@@ -130,3 +134,17 @@ def test_the_analysis_wing_never_imports_the_web_side(graph: grimp.ImportGraph) 
     wrong = sorted((m, d) for m in wing for d in graph.find_modules_directly_imported_by(m)
                    if d.startswith(ABOVE_ANALYSIS))
     assert wrong == []
+
+
+def test_the_module_index_lists_every_module_above_what_it_imports(
+        graph: grimp.ImportGraph) -> None:
+    """analysis/__init__.py lists each module once, each above every module it imports."""
+    index = re.findall(r"^- `(\w+)`", mallard_api.analysis.__doc__ or "", re.MULTILINE)
+    modules = {m.removeprefix(ANALYSIS + ".") for m in graph.find_children(ANALYSIS)}
+    assert sorted(index) == sorted(modules)
+    at = {m: i for i, m in enumerate(index)}
+    upward = sorted((m, d) for m in index
+                    for d in graph.find_modules_directly_imported_by(f"{ANALYSIS}.{m}")
+                    if d.startswith(ANALYSIS + ".")
+                    and at[d.removeprefix(ANALYSIS + ".")] <= at[m])
+    assert upward == []
