@@ -5,10 +5,10 @@ A commit verdict *is* a comparison (base = the last measured commit, head = the 
 run by a `commit` job whose spec carries both sides and the peers; the comparison
 lifecycle (comparisons.py: cells, follow-ups) decides it, and the head trials feed the
 branch history for change-point detection as before. When the comparison settles, the
-settle (settle.py) calls :func:`on_settled` with its cells, which stores the verdict on the commit,
-opens one alert per (commit, arch) for its regressed primary cells (deduplicated against
-change-point alerts of the same series and commit), queues the forge statuses, and
-starts a bisection when the regression spans more than one commit.
+settle (settle.py) calls :func:`on_settled` with its cells: the verdict is stored on the
+commit, one alert opened per (commit, arch) for its regressed primary cells (deduplicated
+against change-point alerts of the same series and commit), the forge statuses queued,
+and a bisection started when the regression spans more than one commit.
 
 A push queues at most MALLARD_PUSH_MAX_QUEUED commits (the newest); the others are
 backfilled newest first when a runner of the arch finds nothing queued
