@@ -92,14 +92,18 @@ def probe(session: Session, settings: Settings, b: Bisection, project: Project) 
     b.builds += 1
 
 
-def on_settled(session: Session, settings: Settings, comp: Comparison) -> None:
-    """The comparison settled (settle.py): advance the bisections it is a round of."""
+def on_settled(session: Session, settings: Settings, comp: Comparison,
+               cells: list[CellRow]) -> None:
+    """The comparison settled with `cells` (settle.py): advance the bisections it is a
+    round of."""
     for bisection_id in sql.bisections_of_comparison(session, comp.id):
-        advance(session, settings, bisection_id)
+        advance(session, settings, bisection_id, {comp.id: cells})
 
 
-def advance(session: Session, settings: Settings, bisection_id: int) -> None:
-    """A comparison of the current round settled: classify the probe when both have."""
+def advance(session: Session, settings: Settings, bisection_id: int,
+            settled: dict[int, list[CellRow]] | None = None) -> None:
+    """A comparison of the current round settled (its cells in `settled`, by comparison
+    id): classify the probe when both have."""
     b = sql.get_bisection(session, bisection_id, lock=True)
     if b is None or b.state != "running" or not b.steps:
         return
@@ -109,7 +113,9 @@ def advance(session: Session, settings: Settings, bisection_id: int) -> None:
     comps = [comparison_sql.get(session, cid) for cid in step.comparisons]
     if any(c is not None and c.state not in ("done", "failed") for c in comps):
         return
-    left, right = (evidence(session, c, b) for c in comps)
+    known = settled or {}
+    left, right = (evidence(session, c, b, cells=None if c is None else known.get(c.id))
+                   for c in comps)
     hib = next((e.higher_is_better for e in (left, right) if e), higher_is_better(b.measure))
     outcome = classify(*(None if e is None else SearchEvidence(e.diff_pct, e.verdict)
                          for e in (left, right)), higher_is_better=hib)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.measures import SPEEDS
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.core import Commit
@@ -16,12 +17,13 @@ from mallard_api.sql import comparisons as comparison_sql
 
 
 def evidence(session: Session, comp: Comparison | None, b: Bisection,
-             measure: str | None = None) -> Evidence | None:
+             measure: str | None = None, cells: list[CellRow] | None = None
+             ) -> Evidence | None:
     """The judged cell of a comparison, or its `measure` cell (None when it failed or has
-    no such cell)."""
+    no such cell); of its stored cells, or of `cells` when a settle just computed them."""
     if comp is None or comp.state == "failed":
         return None
-    for c in comparison_sql.cells(session, comp.id):
+    for c in comparison_sql.cells(session, comp.id) if cells is None else cells:
         if c.workload == b.workload and c.measure == (measure or b.measure) \
                 and (b.threads is None or c.threads == b.threads):
             return Evidence(comparison_id=comp.id, base=comp.base.commit,

@@ -31,7 +31,7 @@ def settle(session: Session, settings: Settings, comp: Comparison) -> None:
         return
     session.flush()
     verdicts.on_settled(session, settings, comp, computed.cells)
-    bisections.on_settled(session, settings, comp)
+    bisections.on_settled(session, settings, comp, computed.cells)
     waiting = pull_requests.waiting(session, comp)
     if waiting:
         report = comparisons.render_report(session, settings, comp, computed)
