@@ -6,16 +6,23 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from typing import Annotated
 
 import typer
+import uvicorn
 from pydantic import ValidationError
 from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from mallard_api import db
+from mallard_api.analysis.worker import AnalysisService, AnalysisWorker
+from mallard_api.auth import ROLES, hash_token, new_token
 from mallard_api.config import Settings
 from mallard_api.known import CatalogError
+from mallard_api.main import create_app
+from mallard_api.sql import runners, tokens
 
 app = typer.Typer(help="Mallard API: serve, migrate, tokens.", no_args_is_help=True)
 token_app = typer.Typer(help="API tokens (stored hashed; printed once).", no_args_is_help=True)
@@ -30,10 +37,6 @@ def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
     """Run the API with uvicorn (starting the embedded PostgreSQL when no DATABASE_URL).
     Idle keep-alive connections are kept 75 s, longer than clients keep theirs (httpx: 5
     s), so a client never sends on a connection the server is closing."""
-    import uvicorn
-
-    from mallard_api.main import create_app
-
     settings = load_settings()
     # SIGTERM before uvicorn takes over (while migrating): unwind, so `finally` runs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -77,8 +80,6 @@ def load_settings() -> Settings:
 
 def _redact(url: str) -> str:
     """The URL without its password."""
-    from sqlalchemy.engine import make_url
-
     return make_url(url).render_as_string(hide_password=True)
 
 
@@ -87,10 +88,6 @@ def analysis_worker(poll_seconds: float = 1.0) -> None:
     """Run only the analysis worker (comparisons, change detection) until stopped: for API
     processes started with MALLARD_ANALYSIS_POLL_SECONDS=0, so that analysis never takes
     CPU from requests."""
-    import threading
-
-    from mallard_api.analysis.worker import AnalysisService, AnalysisWorker
-
     settings = load_settings()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -147,9 +144,6 @@ def token_create(
     description: Annotated[str | None, typer.Option()] = None,
 ) -> None:
     """Create a token and print it (once; only its sha256 is stored)."""
-    from mallard_api.auth import ROLES, hash_token, new_token
-    from mallard_api.sql import tokens
-
     if role not in ROLES:
         typer.echo(f"--role must be one of {', '.join(ROLES)}", err=True)
         raise typer.Exit(2)
@@ -173,8 +167,6 @@ def token_create(
 @token_app.command("list")
 def token_list() -> None:
     """List tokens (id, role, runner, created, revoked); never the tokens themselves."""
-    from mallard_api.sql import tokens
-
     engine, session = _session()
     try:
         for t in tokens.list_all(session):
@@ -189,8 +181,6 @@ def token_list() -> None:
 @token_app.command("revoke")
 def token_revoke(token_id: int) -> None:
     """Revoke a token by id."""
-    from mallard_api.sql import tokens
-
     engine, session = _session()
     try:
         ok = tokens.revoke(session, token_id)
@@ -208,8 +198,6 @@ def token_revoke(token_id: int) -> None:
 @runner_app.command("list")
 def runner_list() -> None:
     """List runners (id, name, arch, last seen, in service or retired)."""
-    from mallard_api.sql import runners
-
     engine, session = _session()
     try:
         for r, _ in runners.list_all(session):
@@ -225,8 +213,6 @@ def runner_list() -> None:
 def runner_retire(name: str) -> None:
     """Retire a runner by name: no longer expected (MallardRunnerDown resolves) until it
     registers again."""
-    from mallard_api.sql import runners
-
     engine, session = _session()
     try:
         runner = runners.get_by_name(session, name)

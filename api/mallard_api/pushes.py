@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from mallard_wire.jobs import JobSpec, SpecAllocator
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import verdicts
@@ -23,16 +22,6 @@ from mallard_api.sql.projects import CommitInfo
 from mallard_api.urls import check_repo_url, parse_allow_list
 
 ZERO = "0" * 40
-
-
-def commit_spec(settings: Settings, project: Project, branch: str, sha: str) -> JobSpec:
-    """The job spec of contracts §5 for benchmarking one commit (head plus peers)."""
-    return JobSpec(
-        project=project.name, repo_url=project.repo_url, allocator_dir=project.allocator_dir,
-        suite=settings.suite, trials=settings.trials, warmup=settings.warmup, branch=branch,
-        commit=sha,
-        allocators=[SpecAllocator(label="head", name="mallard", commit=sha)]
-        + [SpecAllocator(label="peer", name=peer) for peer in settings.peer_list])
 
 
 def is_tracked(project: Project, branch: str) -> bool:

@@ -68,24 +68,24 @@ def results(trials: list[dict[str, Any]], *, job_id: int | None = None,
             "artifacts": None}
 
 
-def patch_analysis_settings(monkeypatch: Any, settings: Any) -> None:
-    """Make the analysis modules read `settings` where they read the process settings
-    (`get_settings`): a leaner bootstrap, webhook targets, the public URL."""
-    from mallard_api.analysis import alerts, comparisons
+_ANALYSIS: dict[str, Any] = {}  # the settings `run_analysis` runs with by default
 
-    for module in (comparisons, alerts):
-        monkeypatch.setattr(module, "get_settings", lambda: settings)
+
+def patch_analysis_settings(monkeypatch: Any, settings: Any) -> None:
+    """Make `run_analysis` (without settings of its own) run the analysis with `settings`:
+    a leaner bootstrap, webhook targets, the public URL. The routes read the app's."""
+    monkeypatch.setitem(_ANALYSIS, "settings", settings)
 
 
 def run_analysis(app: Any, settings: Any = None) -> int:
     """Run the analysis that ingest queued, now, in this thread (the tests' apps run no
-    background worker): with `settings`, else the analysis' own (`get_settings`, which
-    tests patch with `patch_analysis_settings`). Returns how many queue items ran."""
-    from mallard_api.analysis import comparisons
+    background worker): with `settings`, else those `patch_analysis_settings` set, else
+    the process settings (`get_settings`). Returns how many queue items ran."""
     from mallard_api.analysis.worker import AnalysisWorker
+    from mallard_api.config import get_settings
 
     return AnalysisWorker(app.state.background_sessionmaker,
-                          settings or comparisons.get_settings()).drain()
+                          settings or _ANALYSIS.get("settings") or get_settings()).drain()
 
 
 def claim(client: Any, headers: dict[str, str], runner: dict[str, Any],

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from helpers import patch_analysis_settings, run_analysis
 from mallard_api import delivery
+from mallard_api.deps import get_settings
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql.projects import CommitInfo
 from sqlalchemy import text
@@ -25,12 +26,13 @@ def receiver():
 
 
 @pytest.fixture
-def alert_settings(monkeypatch, settings, receiver):
+def alert_settings(monkeypatch, app, settings, receiver):
     s = settings.model_copy(update={
         "stats_bootstrap_resamples": 2000,
         "alert_webhooks": f"generic:{receiver.url('/generic')},slack:{receiver.url('/slack')}",
     })
     patch_analysis_settings(monkeypatch, s)
+    monkeypatch.setitem(app.dependency_overrides, get_settings, lambda: s)  # the routes too
     return s
 
 

@@ -1,23 +1,41 @@
 """The analysis side of the API: what the core's data means (contracts §8).
 
-Nothing here runs inside a request, and a read never writes: the core queues work
-(`ingest`), the analysis worker (`worker`) runs it, each queued item in its own
-transaction (a failure is logged and the item retried later; the ingest is never lost:
-it was committed before).
+A request only opens comparisons and queues work (`ingest`); the analysis worker
+(`worker`) does the rest outside any request, each queued item in its own transaction (a
+failure is logged and the item retried later; the ingest is never lost: it was committed
+before), and a read never writes. Each module imports only modules listed below it
+(api/tests/test_layering.py holds the layers):
 
-- `ingest`       the hooks the core calls when results arrive or jobs end: they queue work
-- `comparisons`  the comparison lifecycle: cells, state, follow-ups, the text report
-- `alerts`       branch history: change points, alerts opened and resolved
-- `worker`       the analysis worker and the service that runs it in a process
-- `policy`       how the settings fill the statistics' `Policy` and `ChangePolicy`
+The worker, the settle and its listeners:
 
-The statistics themselves (the verdict rule, power, change points, measures, hypotheses)
-are the pure package `mallard_stats` (stats/). Pure functions here (no database, no
-settings):
+- `worker`        the analysis worker and the service that runs it in a process
+- `settle`        one settle of a comparison, told once to its listeners below
+- `alerts`        branch history: change points, alerts opened and resolved
+- `verdicts`      commit verdicts: a commit against its branch's last measured one
+- `pull_requests` a pull/merge request's head against its merge base, status and comment
+- `calibration`   a testbed's calibration: A/A comparisons, canaries, its SAME bands
+- `bisections`    the culprit of a regression, bisected on the job queue
 
-- `report`       the text lines and the comparison report
-- `joint`        speed x memory: one label per (ops_per_sec, max_rss_bytes) pair of cells
-- `moved`        the allocator counters that moved most under each cell
-- `curves`       thread-scaling curves: points, moved thread counts, area, curve verdict
-- `explain`      the three above for the report and the JSON answer, from the same cells
+The comparison lifecycle and what it reads and builds:
+
+- `comparisons`   the lifecycle: open, compute the cells, settle or follow up, the report
+- `specs`         the job spec of every job the API queues itself (one builder)
+- `culprits`      a bisection's evidence cells and culprit line, read from stored cells
+- `noise`         a testbed's calibrated SAME bands and its calibration table
+- `followups`     the follow-up round that settles the most unknown cells in a budget
+- `ingest`        the hooks the core calls when results arrive or jobs end: they queue work
+- `policy`        the statistics' tunable numbers filled from the settings
+
+Pure functions (no database, no settings); the statistics themselves are `mallard_stats`
+(stats/), which docs/statistics.md explains:
+
+- `explain`       the next three for the report and the JSON answer, from the same cells
+- `moved`         the allocator counters that moved most under each cell
+- `joint`         speed x memory: one label per (ops_per_sec, max_rss_bytes) pair of cells
+- `curves`        thread-scaling curves: points, moved thread counts, area, curve verdict
+- `report`        the text lines and the comparison report
+- `extras`        what a report prints beyond its cells (counters, joint labels, curves)
+- `cells`         one comparison cell as one record (`CellRow`), stored and answered as is
+- `canaries`      canary sizing: the nanoseconds per free that inject a given slowdown
+- `bisect_search` the bisection search over a range of commits (good, bad, skip)
 """

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from mallard_api import notify
 from mallard_api.analysis import report
 from mallard_api.analysis.policy import change_policy, stats_policy
-from mallard_api.config import Settings, get_settings
+from mallard_api.config import Settings
 from mallard_api.models.analysis import Alert
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import series as series_sql
@@ -47,10 +47,8 @@ def alert_text(s: alert_sql.TouchedSeries, ch: changepoints.Change) -> str:
             ).replace("  ", " ")
 
 
-def detect_changes(session: Session, trial_ids: list[int], settings: Settings | None = None
-                   ) -> list[Alert]:
+def detect_changes(session: Session, trial_ids: list[int], settings: Settings) -> list[Alert]:
     """Change detection over every series the trials touched; returns the alerts opened."""
-    settings = settings or get_settings()
     cpol = change_policy(settings)
     spol = stats_policy(settings)
     to = notify.targets(session, settings.alert_webhooks)
@@ -113,14 +111,12 @@ def _auto_resolve(session: Session, alerts: list[Alert], changes: list[changepoi
             resolve(session, a, to, reason=f"recovered at {last.first_bad_commit[:7]}")
 
 
-def resolve(session: Session, alert: Alert, to: list[notify.Target] | None = None,
+def resolve(session: Session, alert: Alert, to: list[notify.Target],
             reason: str | None = None) -> None:
-    """Resolve an alert and queue its ``alert.resolved`` event (idempotent)."""
+    """Resolve an alert and queue its ``alert.resolved`` event to `to` (idempotent)."""
     if alert.state == "resolved":
         return
     alert_sql.set_state(alert, "resolved")
     if reason and reason not in alert.text:
         alert.text = f"{alert.text}; resolved: {reason}"
-    if to is None:
-        to = notify.targets(session, get_settings().alert_webhooks)
     notify.enqueue_alert_event(session, alert, "alert.resolved", to)

@@ -15,20 +15,21 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from mallard_stats.measures import SPEEDS, higher_is_better
+from mallard_stats.measures import higher_is_better
 from sqlalchemy.orm import Session
 
+from mallard_api import forges
 from mallard_api.analysis.bisect_search import BAD, GOOD, SKIP, Search, classify
 from mallard_api.analysis.bisect_search import Evidence as SearchEvidence
 from mallard_api.analysis.cells import CellRow
-from mallard_api.analysis.comparisons import allocator_label, comparison_spec
+from mallard_api.analysis.comparisons import open_comparison
+from mallard_api.analysis.culprits import culprit_line, evidence
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Alert, Comparison
-from mallard_api.models.core import Commit, Project
-from mallard_api.models.records import BisectionStep, Evidence, Side, StepEvidence
+from mallard_api.models.core import Project
+from mallard_api.models.records import BisectionStep, Side, StepEvidence
 from mallard_api.models.verdicts import Bisection, CommitVerdict
 from mallard_api.sql import comparisons as comparison_sql
-from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import verdicts as sql
 from mallard_api.ui import links
 
@@ -64,24 +65,12 @@ def start(session: Session, settings: Settings, project: Project, *, branch: str
 
 def _comparison(session: Session, settings: Settings, project: Project, b: Bisection,
                 base: str, head: str) -> Comparison:
-    threads = [b.threads] if b.threads is not None else None
-    comp = comparison_sql.create(session, Comparison(
-        project_id=project.id, project=project.name, arch=b.arch,
-        base=Side(commit=base), head=Side(commit=head),
-        base_label=allocator_label(Side(commit=base)),
-        head_label=allocator_label(Side(commit=head)), workloads=[b.workload],
-        threads=threads, suite=settings.suite, trials=settings.trials, warmup=settings.warmup,
-        peers=[], hypothesis=None, hypothesis_measure=b.measure, state="queued",
-        max_follow_ups=settings.comparison_max_follow_ups))
-    spec = comparison_spec(comp, project_repo=project.repo_url,
-                                    allocator_dir=project.allocator_dir,
-                                    workloads=[b.workload], threads=threads,
-                                    trials=settings.trials, peers=[])
-    spec = spec.model_copy(update={"bisection_id": b.id})
-    job = job_sql.enqueue(session, kind="comparison", arch=b.arch, spec=spec,
-                          project_id=project.id, max_attempts=settings.job_max_attempts)
-    comparison_sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=0,
-                            trials=settings.trials)
+    """One comparison of a round: the judged workload, threads and measure only."""
+    comp, _ = open_comparison(
+        session, settings, project, arch=b.arch, base=Side(commit=base),
+        head=Side(commit=head), workloads=[b.workload],
+        threads=[b.threads] if b.threads is not None else None, measure=b.measure,
+        bisection_id=b.id)
     return comp
 
 
@@ -103,25 +92,18 @@ def probe(session: Session, settings: Settings, b: Bisection, project: Project) 
     b.builds += 1
 
 
-def _evidence(session: Session, comp: Comparison | None, b: Bisection,
-              measure: str | None = None) -> Evidence | None:
-    """The judged cell of a comparison, or its `measure` cell (None when it failed or has
-    no such cell)."""
-    if comp is None or comp.state == "failed":
-        return None
-    for c in comparison_sql.cells(session, comp.id):
-        if c.workload == b.workload and c.measure == (measure or b.measure) \
-                and (b.threads is None or c.threads == b.threads):
-            return Evidence(comparison_id=comp.id, base=comp.base.commit,
-                            head=comp.head.commit, diff_pct=c.diff_pct,
-                            ci_low_pct=c.ci_low_pct, ci_high_pct=c.ci_high_pct,
-                            verdict=c.verdict, higher_is_better=c.higher_is_better,
-                            measure=c.measure, threads=c.threads, line=c.line)
-    return None
+def on_settled(session: Session, settings: Settings, comp: Comparison,
+               cells: list[CellRow]) -> None:
+    """The comparison settled with `cells` (settle.py): advance the bisections it is a
+    round of."""
+    for bisection_id in sql.bisections_of_comparison(session, comp.id):
+        advance(session, settings, bisection_id, {comp.id: cells})
 
 
-def advance(session: Session, settings: Settings, bisection_id: int) -> None:
-    """A comparison of the current round settled: classify the probe when both have."""
+def advance(session: Session, settings: Settings, bisection_id: int,
+            settled: dict[int, list[CellRow]] | None = None) -> None:
+    """A comparison of the current round settled (its cells in `settled`, by comparison
+    id): classify the probe when both have."""
     b = sql.get_bisection(session, bisection_id, lock=True)
     if b is None or b.state != "running" or not b.steps:
         return
@@ -131,7 +113,9 @@ def advance(session: Session, settings: Settings, bisection_id: int) -> None:
     comps = [comparison_sql.get(session, cid) for cid in step.comparisons]
     if any(c is not None and c.state not in ("done", "failed") for c in comps):
         return
-    left, right = (_evidence(session, c, b) for c in comps)
+    known = settled or {}
+    left, right = (evidence(session, c, b, cells=None if c is None else known.get(c.id))
+                   for c in comps)
     hib = next((e.higher_is_better for e in (left, right) if e), higher_is_better(b.measure))
     outcome = classify(*(None if e is None else SearchEvidence(e.diff_pct, e.verdict)
                          for e in (left, right)), higher_is_better=hib)
@@ -147,59 +131,7 @@ def advance(session: Session, settings: Settings, bisection_id: int) -> None:
     probe(session, settings, b, project)
 
 
-def culprit_evidence(session: Session, b: Bisection) -> Evidence | None:
-    """What the culprit line quotes: a throughput cell (ops_per_sec, else ops_per_cpu_sec
-    where the wall clock is not judged) of the narrowest comparison across the culprit (only
-    the culprit's change lies inside it) that judged it REGRESSED, which is the slowdown a
-    reader expects; else the judged cell of the narrowest comparison across it."""
-    if b.culprit is None:
-        return None
-    at = b.commits.index(b.culprit)
-    spans = []
-    for st in b.steps:
-        for (lo, hi), cid in zip(st.spans(), st.comparisons, strict=False):
-            if lo < at <= hi:
-                spans.append((hi - lo, -st.round, cid))
-    comps = [comparison_sql.get(session, cid) for _, _, cid in sorted(spans)]
-    for comp in comps:
-        for speed in (m for m in SPEEDS if m != b.measure):
-            e = _evidence(session, comp, b, speed)
-            if e is not None and e.verdict == "regressed":
-                return e
-    for comp in comps:
-        e = _evidence(session, comp, b)
-        if e is not None:
-            return e
-    return None
-
-
-def subject(session: Session, project_id: int, sha: str) -> str:
-    c = session.query(Commit).filter_by(project_id=project_id, sha=sha).one_or_none()
-    msg = (c.message or "") if c is not None else ""
-    return msg.strip().splitlines()[0][:120] if msg.strip() else ""
-
-
-def culprit_line(session: Session, b: Bisection) -> str | None:
-    """`culprit: <sha7> <subject> (<workload> threads=N <measure> -X% ±Y%, bisected in K
-    builds)`, or None before the culprit is named."""
-    if b.culprit is None:
-        return None
-    e = culprit_evidence(session, b)
-    change = ""
-    if e is not None and e.diff_pct is not None:
-        half = 0.0
-        if e.ci_low_pct is not None and e.ci_high_pct is not None:
-            half = (e.ci_high_pct - e.ci_low_pct) / 2
-        change = f" {e.diff_pct:+.1f}% ±{half:.1f}%"
-    threads = f" threads={b.threads}" if b.threads is not None else ""
-    measure = (e.measure if e is not None else None) or b.measure
-    return (f"culprit: {b.culprit[:7]} {subject(session, b.project_id, b.culprit)} "
-            f"({b.workload}{threads} {measure}{change}, bisected in {b.builds} builds)")
-
-
 def finish(session: Session, settings: Settings, b: Bisection) -> None:
-    from mallard_api import forges
-
     s = search_of(b)
     c = s.culprit()
     b.state = "done"
@@ -251,4 +183,4 @@ def after_regression(session: Session, settings: Settings, comp: Comparison, v: 
                  alert_id=v.alert_id)
 
 
-__all__ = ["BAD", "GOOD", "SKIP", "advance", "after_regression", "culprit_line", "start"]
+__all__ = ["BAD", "GOOD", "SKIP", "advance", "after_regression", "on_settled", "start"]

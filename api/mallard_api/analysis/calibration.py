@@ -38,9 +38,9 @@ any partial set of an interrupted try), per testbed x workload x params x primar
   comparisons on the testbed call the series ``same`` when the interval lies inside
   ``±band`` (rules 2 and 4 of ``stats``), in place of the one ±1%/±3% for every series.
 
-The worker calls :func:`advance` whenever one of the calibration's comparisons was
-updated; the calibration row is locked, so two workers never queue a phase twice. A
-runner that dies mid-job loses its lease; the job is re-queued (or fails at its attempt
+The settle (settle.py) calls :func:`advance` whenever one of the calibration's
+comparisons settled; the calibration row is locked, so two workers never queue a phase
+twice. A runner that dies mid-job loses its lease; the job is re-queued (or fails at its attempt
 cap) and its comparison, then the calibration, settles from what was stored: trials are
 stored once by their uid, results once per calibration. A calibration whose comparisons
 all failed is ``failed`` with a note.
@@ -59,6 +59,7 @@ from sqlalchemy.orm import Session
 
 from mallard_api.analysis import noise
 from mallard_api.analysis.canaries import PROBE_SIZES, canary_ns, fit, fitted_ns, head_variant
+from mallard_api.analysis.comparisons import SETTLED, open_comparison
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.calibration import Calibration, CalibrationResult
@@ -66,10 +67,7 @@ from mallard_api.models.records import Detection, Side
 from mallard_api.params import params_key
 from mallard_api.sql import calibrations as sql
 from mallard_api.sql import comparisons as comparison_sql
-from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import projects as project_sql
-
-SETTLED = ("done", "failed")
 
 
 # -- queueing -------------------------------------------------------------------------------
@@ -77,26 +75,16 @@ def queue_comparison(session: Session, cal: Calibration, settings: Settings, *,
                      workloads: list[str], canary_pct: float | None = None,
                      ns: int | None = None, probe: bool = False) -> Comparison:
     """One comparison of the calibration and its `calibrate` job (no peers)."""
-    from mallard_api.analysis import comparisons as analysis  # imports this module
-
     project = project_sql.get(session, cal.project)
-    base = Side(commit=cal.commit_sha, variant=cal.variant or None)
-    head = Side(commit=cal.commit_sha, variant=head_variant(cal.variant, ns) or None)
-    comp = comparison_sql.create(session, Comparison(
-        project_id=cal.project_id, project=cal.project, arch=cal.arch, base=base,
-        head=head, base_label=analysis.allocator_label(base),
-        head_label=analysis.allocator_label(head), workloads=workloads,
-        threads=cal.threads, suite=cal.suite, trials=cal.trials, warmup=settings.warmup,
-        peers=[], state="queued", max_follow_ups=settings.calibration_follow_ups,
-        calibration_id=cal.id, canary_pct=canary_pct, canary_probe=probe))
-    spec = analysis.comparison_spec(
-        comp, project_repo=project.repo_url if project else "",
-        allocator_dir=project.allocator_dir if project else "allocator",
-        workloads=workloads, threads=cal.threads, trials=cal.trials, peers=[])
-    job = job_sql.enqueue(session, kind="calibrate", arch=cal.arch, spec=spec,
-                          project_id=cal.project_id, max_attempts=settings.job_max_attempts)
-    comparison_sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=0,
-                            trials=cal.trials)
+    if project is None:
+        raise ValueError(f"calibration {cal.id}: no project {cal.project}")
+    comp, _ = open_comparison(
+        session, settings, project, kind="calibrate", arch=cal.arch,
+        base=Side(commit=cal.commit_sha, variant=cal.variant or None),
+        head=Side(commit=cal.commit_sha, variant=head_variant(cal.variant, ns) or None),
+        workloads=workloads, threads=cal.threads, suite=cal.suite, trials=cal.trials,
+        max_follow_ups=settings.calibration_follow_ups, calibration_id=cal.id,
+        canary_pct=canary_pct, canary_probe=probe)
     return comp
 
 
@@ -179,6 +167,12 @@ def queue_canaries(session: Session, cal: Calibration, settings: Settings,
     cal.canary_ns = sized
     cal.note = "canaries sized from probes (slowdown at ns per free): " + "; ".join(fits)
     return bool(sized)
+
+
+def on_settled(session: Session, settings: Settings, comp: Comparison) -> None:
+    """The comparison settled (settle.py): advance its calibration, if it has one."""
+    if comp.calibration_id is not None:
+        advance(session, comp.calibration_id, settings)
 
 
 def advance(session: Session, calibration_id: int, settings: Settings) -> None:

@@ -1,5 +1,9 @@
-"""The comparison lifecycle, run by the analysis worker (never inside a request): recompute
-a comparison's cells, settle its state or queue a follow-up, and render its report.
+"""The comparison lifecycle: open a comparison and queue its first job
+(:func:`open_comparison`, the one constructor every opener uses: a request, a commit
+verdict, a bisection, a calibration, a pull request); then, run by the analysis worker
+(never inside a request, ``settle.py``), recompute its cells once, store them, settle its
+state or queue a follow-up (:func:`update_comparison`); and render its report. Nothing
+here knows who opened a comparison: ``settle.py`` tells them when it settles.
 
 A comparison's cells are recomputed from *all* valid, non-warm-up trials of all its jobs
 (the first job and its follow-ups), base against head by trial label, grouped by
@@ -28,10 +32,11 @@ from __future__ import annotations
 import re
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from mallard_stats import stats
-from mallard_stats.hypothesis import Hypothesis
+from mallard_stats.hypothesis import Hypothesis, parse_hypothesis
 from mallard_stats.measures import (
     EMULATED_REASON,
     NOT_ISOLATED_REASON,
@@ -44,21 +49,27 @@ from mallard_stats.measures import (
 )
 from mallard_stats.policy import Policy
 from mallard_wire.fields import JsonDict
-from mallard_wire.jobs import JobSpec, SpecAllocator
+from mallard_wire.jobs import JobSpec
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import explain, followups, noise, report
+from mallard_api.analysis import culprits, explain, followups, noise, report
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.policy import stats_policy
-from mallard_api.config import Settings, get_settings
+from mallard_api.analysis.specs import job_spec
+from mallard_api.config import Settings
 from mallard_api.models.analysis import Comparison
-from mallard_api.models.core import Job
+from mallard_api.models.core import Job, Project
 from mallard_api.models.records import PeerMedian, Side
 from mallard_api.params import params_key
+from mallard_api.sql import bisection_pages
 from mallard_api.sql import comparisons as sql
 from mallard_api.sql import followups as followup_sql
 from mallard_api.sql import jobs as job_sql
+from mallard_api.sql.comparisons import TrialRow
 from mallard_api.ui import links
+
+SETTLED = ("done", "failed")
+Bands = dict[tuple[str, str, str], float]  # (workload, params key, measure) -> SAME band
 
 
 def allocator_label(side: Side, name: str = "mallard") -> str:
@@ -68,33 +79,70 @@ def allocator_label(side: Side, name: str = "mallard") -> str:
     return f"{name}@{short}" + (f" {variant}" if variant else "")
 
 
-def comparison_spec(comp: Comparison, *, project_repo: str, allocator_dir: str,
-                    workloads: list[str] | None, threads: list[int] | None, trials: int,
-                    peers: list[str], round: int = 0) -> JobSpec:
-    """The job spec of contracts §5 for a comparison (labels base, head, peer)."""
-    return JobSpec(
-        project=comp.project, repo_url=project_repo, allocator_dir=allocator_dir,
-        suite=comp.suite, workloads=workloads, threads=threads, trials=trials,
-        warmup=comp.warmup,
-        allocators=[
-            SpecAllocator(label="base", name="mallard", commit=comp.base.commit,
-                          variant=comp.base.variant),
-            SpecAllocator(label="head", name="mallard", commit=comp.head.commit,
-                          variant=comp.head.variant),
-        ] + [SpecAllocator(label="peer", name=p) for p in peers],
-        comparison_id=comp.id, round=round)
+def open_comparison(session: Session, settings: Settings, project: Project, *, arch: str,
+                    base: Side, head: Side, kind: str = "comparison",
+                    workloads: list[str] | None = None, threads: list[int] | None = None,
+                    suite: str | None = None, trials: int | None = None,
+                    warmup: int | None = None, peers: list[str] | None = None,
+                    max_follow_ups: int | None = None, hypothesis: str | None = None,
+                    measure: str | None = None, branch: str | None = None,
+                    bisection_id: int | None = None, calibration_id: int | None = None,
+                    canary_pct: float | None = None, canary_probe: bool = False
+                    ) -> tuple[Comparison, Job]:
+    """Create a comparison of `head` against `base` on `arch` and queue its first job
+    (`kind`: comparison, commit or calibrate); the comparison and the job.
+
+    Suite, trials, warm-up and the follow-up cap default to the settings'; `hypothesis`
+    is the request's text (valid, the request checked it), `measure` the judged measure
+    without one (a bisection's); `branch` makes the job a commit job of the head on that
+    branch (a commit verdict); the calibration fields mark a calibration's comparison."""
+    hyp = parse_hypothesis(hypothesis)
+    trials = settings.trials if trials is None else trials
+    comp = sql.create(session, Comparison(
+        project_id=project.id, project=project.name, arch=arch, base=base, head=head,
+        base_label=allocator_label(base), head_label=allocator_label(head),
+        workloads=workloads, threads=threads, suite=suite or settings.suite, trials=trials,
+        warmup=settings.warmup if warmup is None else warmup, peers=peers or [],
+        hypothesis=hypothesis, hypothesis_low_pct=hyp.low_pct if hyp else None,
+        hypothesis_high_pct=hyp.high_pct if hyp else None,
+        hypothesis_measure=hyp.measure if hyp else measure, state="queued",
+        max_follow_ups=(settings.comparison_max_follow_ups if max_follow_ups is None
+                        else max_follow_ups),
+        calibration_id=calibration_id, canary_pct=canary_pct, canary_probe=canary_probe))
+    spec = job_spec(project=comp.project, repo_url=project.repo_url,
+                    allocator_dir=project.allocator_dir, suite=comp.suite, trials=trials,
+                    warmup=comp.warmup, base=comp.base, head=comp.head, peers=comp.peers,
+                    workloads=workloads, threads=threads, branch=branch,
+                    comparison_id=comp.id, round=0, bisection_id=bisection_id)
+    job = job_sql.enqueue(session, kind=kind, arch=arch, spec=spec, project_id=project.id,
+                          max_attempts=settings.job_max_attempts)
+    sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=0, trials=trials)
+    return comp, job
+
+
+@dataclass
+class Computed:
+    """A comparison's cells as one settle computed them (in the order they are stored and
+    read back), with what they came from: the trials of its testbed and the SAME bands of
+    its calibrated series. The settle hands it to whoever needs the cells."""
+
+    cells: list[CellRow] = field(default_factory=list)
+    peers: list[PeerMedian] = field(default_factory=list)
+    note: str | None = None
+    trials: list[TrialRow] = field(default_factory=list)
+    bands: Bands = field(default_factory=dict)
 
 
 def _direction(measure: str, known: dict[str, bool]) -> bool:
     return known.get(measure, higher_is_better(measure))
 
 
-def compute_cells(session: Session, comp: Comparison, policy: Policy
-                  ) -> tuple[list[CellRow], list[PeerMedian], str | None]:
-    """(cells, peer medians, note) from the comparison's trials."""
+def compute_cells(session: Session, comp: Comparison, policy: Policy) -> Computed:
+    """The cells, peer medians and note from the comparison's trials (read once), the
+    cells in the order `sql.cells` reads them back (workload, threads, then as computed)."""
     rows = sql.trials(session, comp.id)
     if not rows:
-        return [], [], None
+        return Computed()
     if comp.testbed_fingerprint is None:
         first = next((r for r in rows if r.label in ("base", "head")), rows[0])
         comp.testbed_fingerprint = first.testbed_fingerprint
@@ -137,8 +185,8 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
                               min_effect_abs=min_effect_abs(k[2], policy.min_effect_bytes))
         for k, why in zip(keys, unjudged, strict=True)
     ]
-    band_of, calibrations = noise.bands(session, comp.testbed_fingerprint)
-    decided = stats.adjust_and_decide(raw, policy, [band_of.get(k) for k in keys])
+    bands, calibrations = noise.bands(session, comp.testbed_fingerprint)
+    decided = stats.adjust_and_decide(raw, policy, [bands.get(k) for k in keys])
     if calibrations:
         used = ", ".join(f"#{i}" for i in calibrations)
         note = "; ".join(filter(None, [note, f"SAME bands from calibration {used}"]))
@@ -157,58 +205,45 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy
                    median=float(statistics.median(vs)))
         for (wl, pk, alloc), vs in sorted(peer_values.items())
     ]
-    return out, peers, note
+    out.sort(key=lambda c: (c.workload, c.threads is None, c.threads or 0))
+    return Computed(out, peers, note, rows, bands)
 
 
-def update_comparison(session: Session, comp: Comparison, settings: Settings | None = None
-                      ) -> None:
-    """Recompute the cells; settle the state or queue a follow-up (module doc)."""
-    policy = stats_policy(settings or get_settings())
-    cells, peers, note = compute_cells(session, comp, policy)
-    sql.replace_cells(session, comp.id, cells)
-    comp.peer_medians = peers
-    comp.note = note
+def update_comparison(session: Session, settings: Settings, comp: Comparison) -> Computed:
+    """Recompute the cells and store them; settle the state or queue a follow-up (module
+    doc). The cells as computed, for whoever is told next (``settle.py``)."""
+    computed = compute_cells(session, comp, stats_policy(settings))
+    sql.replace_cells(session, comp.id, computed.cells)
+    comp.peer_medians = computed.peers
+    comp.note = computed.note
     comp.updated_at = datetime.now(UTC)
-    refresh_state(session, comp, cells=cells, settings=settings)
-    from mallard_api.analysis import verdicts  # commit verdicts, bisections (issue 12)
-
-    if comp.state in ("done", "failed"):
-        session.flush()
-        verdicts.on_comparison_settled(session, comp, settings or get_settings())
-    else:
-        verdicts.follow(session, settings or get_settings(), comp)
+    refresh_state(session, settings, comp, computed)
+    return computed
 
 
-def refresh_state(session: Session, comp: Comparison,
-                  cells: list[CellRow] | None = None,
-                  settings: Settings | None = None) -> None:
+def refresh_state(session: Session, settings: Settings, comp: Comparison,
+                  computed: Computed) -> None:
     """Settle ``comp.state`` from its jobs and cells; queue a follow-up when due."""
-    if comp.state in ("done", "failed"):
+    if comp.state in SETTLED:
         return
     jobs = sql.jobs(session, comp.id)
     if any(j.state in ("queued", "running") for j in jobs):
-        if any(j.state == "running" for j in jobs) or cells:
+        if any(j.state == "running" for j in jobs) or computed.cells:
             comp.state = "running"
         return
-    if cells is None:
-        cells = sql.cells(session, comp.id)
-    if not cells:
+    if not computed.cells:
         if jobs and all(j.state in ("failed", "cancelled") for j in jobs):
             comp.state = "failed"
             comp.finished_at = datetime.now(UTC)
         return
-    unknown = followups.unknown_primary(cells)
+    unknown = followups.unknown_primary(computed.cells)
     stop = None
-    settings = settings or get_settings()
     if unknown and comp.follow_ups < comp.max_follow_ups:
         left = (settings.comparison_follow_up_budget_seconds
                 - followup_sql.spent_seconds(session, comp.id))
-        plan = followups.plan(
-            unknown, [r for r in sql.trials(session, comp.id)
-                      if r.testbed_fingerprint == comp.testbed_fingerprint],
-            step=comp.trials, warmup=comp.warmup, budget_left=left,
-            policy=stats_policy(settings),
-            bands=noise.bands(session, comp.testbed_fingerprint)[0])
+        plan = followups.plan(unknown, computed.trials, step=comp.trials, warmup=comp.warmup,
+                              budget_left=left, policy=stats_policy(settings),
+                              bands=computed.bands)
         if plan.groups:
             queue_follow_up(session, comp, plan.groups, jobs)
             comp.state = "running"
@@ -225,7 +260,8 @@ def refresh_state(session: Session, comp: Comparison,
 
 def queue_follow_up(session: Session, comp: Comparison, groups: list[followups.Group],
                     jobs: list[sql.JobState]) -> list[Job]:
-    """One job per planned workload x threads group, all of the next round."""
+    """One job per planned workload x threads group, all of the next round (no peers; the
+    repository and allocator folder of the first job)."""
     round_ = comp.follow_ups + 1
     first = session.get(Job, jobs[0].job_id) if jobs else None
     if first is None:
@@ -233,10 +269,11 @@ def queue_follow_up(session: Session, comp: Comparison, groups: list[followups.G
     first_spec = JobSpec.model_validate(first.spec)
     out = []
     for g in groups:
-        spec = comparison_spec(
-            comp, project_repo=first_spec.repo_url,
-            allocator_dir=first_spec.allocator_dir, workloads=[g.workload],
-            threads=None if g.threads is None else [g.threads], trials=g.trials, peers=[],
+        spec = job_spec(
+            project=comp.project, repo_url=first_spec.repo_url,
+            allocator_dir=first_spec.allocator_dir, suite=comp.suite, trials=g.trials,
+            warmup=comp.warmup, base=comp.base, head=comp.head, workloads=[g.workload],
+            threads=None if g.threads is None else [g.threads], comparison_id=comp.id,
             round=round_)
         job = job_sql.enqueue(session, kind=first.kind, arch=comp.arch, spec=spec,
                               project_id=comp.project_id, max_attempts=first.max_attempts)
@@ -254,27 +291,29 @@ def hypothesis_of(comp: Comparison) -> Hypothesis | None:
                       comp.hypothesis_measure or THROUGHPUT, comp.hypothesis or "")
 
 
-def bisection_notes(session: Session, comparison_id: int) -> list[str]:
+def bisection_notes(session: Session, settings: Settings, comparison_id: int) -> list[str]:
     """The culprit line of each bisection that measured this comparison (or its page's
     link while it runs), followed by the link to the bisection's page."""
-    from mallard_api.analysis.bisections import culprit_line
-    from mallard_api.sql import bisection_pages
-
     out = []
     for b in bisection_pages.of_comparison(session, comparison_id):
-        url = links.absolute(get_settings().public_url, links.bisection(b.id))
-        line = culprit_line(session, b)
+        url = links.absolute(settings.public_url, links.bisection(b.id))
+        line = culprits.culprit_line(session, b)
         out += [line, f"bisection: {url}"] if line else [f"bisection #{b.id} ({b.state}): {url}"]
     return out
 
 
-def render_report(session: Session, comp: Comparison) -> str:
-    """The text report of GET /comparisons/{id}/report."""
-    cells = sql.cells(session, comp.id)
-    band_of = noise.bands(session, comp.testbed_fingerprint)[0]
-    policy = stats_policy(get_settings())
+def render_report(session: Session, settings: Settings, comp: Comparison,
+                  computed: Computed | None = None) -> str:
+    """The text report of GET /comparisons/{id}/report: of the stored cells, or of the cells
+    a settle just computed and stored (`computed`)."""
+    if computed is None:
+        cells = sql.cells(session, comp.id)
+        bands: Bands = noise.bands(session, comp.testbed_fingerprint)[0]
+    else:
+        cells, bands = computed.cells, computed.bands
+    policy = stats_policy(settings)
     rcells = [report.ReportCell(c.workload, c.params, c.measure,
-                                noise.with_band(c.stats(is_deterministic(c.measure)), band_of.get(
+                                noise.with_band(c.stats(is_deterministic(c.measure)), bands.get(
                                     (c.workload, params_key(c.params), c.measure)), policy,
                                     c.measure))
               for c in cells]
@@ -285,8 +324,8 @@ def render_report(session: Session, comp: Comparison) -> str:
     if comp.testbed_fingerprint:
         testbed = f"{comp.cpu_model or 'unknown CPU'} ({comp.testbed_fingerprint[:12]})"
     notes = [comp.note] if comp.note else []
-    notes.insert(0, "page: " + links.absolute(get_settings().public_url, links.comparison(comp.id)))
-    notes.extend(bisection_notes(session, comp.id))
+    notes.insert(0, "page: " + links.absolute(settings.public_url, links.comparison(comp.id)))
+    notes.extend(bisection_notes(session, settings, comp.id))
     if not cells:
         notes.append("no results yet" if comp.state in ("queued", "running")
                      else "no results")

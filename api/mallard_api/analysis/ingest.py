@@ -1,7 +1,7 @@
 """What the core calls when results arrive or jobs change (contracts §8): in the caller's
 transaction, queue the analysis (`after_ingest`, `jobs_changed`); the analysis worker
-(`worker.py`) later updates the comparison that owns the job (`comparisons.py`) and
-searches the touched branch series for change points (`alerts.py`). Nothing here runs
+(`worker.py`) later settles the comparison that owns the job (`settle.py`) and searches
+the touched branch series for change points (`alerts.py`). Nothing here runs
 the analysis itself, and nothing here runs inside a read.
 """
 

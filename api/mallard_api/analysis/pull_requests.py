@@ -33,14 +33,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from mallard_api import forges
-from mallard_api.analysis.comparisons import allocator_label, comparison_spec, render_report
+from mallard_api.analysis.cells import CellRow
+from mallard_api.analysis.comparisons import open_comparison, render_report
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Comparison
 from mallard_api.models.core import Project
 from mallard_api.models.records import Side
 from mallard_api.models.verdicts import ForgeComment
 from mallard_api.sql import comparisons as comparison_sql
-from mallard_api.sql import jobs as job_sql
 
 ACTIONS = {"github": {"opened", "reopened", "synchronize"},
            "gitea": {"opened", "reopened", "synchronized"},
@@ -145,42 +145,35 @@ def handle(session: Session, settings: Settings, project: Project, forge: str,
     row.head_sha, row.base_sha = pr.head, base
     seen = comparison_sql.of_pair(session, project.id, arch, base, pr.head)
     if seen is not None and seen.state == "done":  # tell this request what it said
-        on_settled(session, settings, seen, render_report(session, seen), [row])
+        on_settled(session, settings, seen, comparison_sql.cells(session, seen.id),
+                   render_report(session, settings, seen), [row])
     if seen is not None:
         return Handled(seen.id, None, f"pull request #{pr.number}: {pr.head[:7]} vs "
                        f"{base[:7]} was queued before (comparison {seen.id}, {seen.state})")
-    comp = comparison_sql.create(session, Comparison(
-        project_id=project.id, project=project.name, arch=arch,
-        base=Side(commit=base), head=Side(commit=pr.head),
-        base_label=allocator_label(Side(commit=base)),
-        head_label=allocator_label(Side(commit=pr.head)), workloads=None, threads=None,
-        suite=settings.suite, trials=settings.trials, warmup=settings.warmup, peers=[],
-        hypothesis=None, state="queued", max_follow_ups=settings.comparison_max_follow_ups))
-    spec = comparison_spec(comp, project_repo=project.repo_url,
-                           allocator_dir=project.allocator_dir, workloads=None, threads=None,
-                           trials=settings.trials, peers=[])
-    job = job_sql.enqueue(session, kind="comparison", arch=arch, spec=spec,
-                          project_id=project.id, max_attempts=settings.job_max_attempts)
-    comparison_sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=0,
-                            trials=settings.trials)
+    comp, job = open_comparison(session, settings, project, arch=arch,
+                                base=Side(commit=base), head=Side(commit=pr.head))
     forges.enqueue_status(session, settings, project.id, pr.head, arch, "pending",
                           f"comparing with {base[:7]}", comp.id, context="pull-request")
     return Handled(comp.id, job.id, f"pull request #{pr.number}: {pr.head[:7]} compared "
                    f"with {base[:7]} (comparison {comp.id})")
 
 
-def on_settled(session: Session, settings: Settings, comp: Comparison, report: str,
-               rows: list[ForgeComment] | None = None) -> None:
-    """A comparison settled: if it is a request's current head vs base (or `rows`' head
-    and base), tell the forge."""
+def waiting(session: Session, comp: Comparison) -> list[ForgeComment]:
+    """The requests whose current head and base `comp` compared: they wait for its word."""
+    if comp.project_id is None:
+        return []
+    return list(session.scalars(select(ForgeComment).where(
+        ForgeComment.project_id == comp.project_id,
+        ForgeComment.head_sha == comp.head.commit,
+        ForgeComment.base_sha == comp.base.commit)))
+
+
+def on_settled(session: Session, settings: Settings, comp: Comparison, cells: list[CellRow],
+               report: str, rows: list[ForgeComment]) -> None:
+    """A comparison settled with `cells` and `report`: tell the forge of each request in
+    `rows` (:func:`waiting`, or the request that asked again)."""
     if comp.project_id is None:
         return
-    if rows is None:
-        rows = list(session.scalars(select(ForgeComment).where(
-            ForgeComment.project_id == comp.project_id,
-            ForgeComment.head_sha == comp.head.commit,
-            ForgeComment.base_sha == comp.base.commit)))
-    cells = comparison_sql.cells(session, comp.id)
     regressed = [c for c in cells if c.verdict == "regressed"]
     state = "error" if comp.state == "failed" else ("failure" if regressed else "success")
     summary = (f"{len(regressed)} regressed cell(s) vs {comp.base.commit[:7]}"

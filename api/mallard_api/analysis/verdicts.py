@@ -3,12 +3,12 @@ measured commit, per arch with a live runner, interleaved on one runner.
 
 A commit verdict *is* a comparison (base = the last measured commit, head = the commit),
 run by a `commit` job whose spec carries both sides and the peers; the comparison
-machinery (analysis.update_comparison: cells, follow-ups) decides it, and the head
-trials feed the branch history for change-point detection as before. When the
-comparison settles, :func:`on_comparison_settled` stores the verdict on the commit,
-opens one alert per (commit, arch) for its regressed primary cells (deduplicated against
-change-point alerts of the same series and commit), queues the forge statuses, and
-starts a bisection when the regression spans more than one commit.
+lifecycle (comparisons.py: cells, follow-ups) decides it, and the head trials feed the
+branch history for change-point detection as before. When the comparison settles, the
+settle (settle.py) calls :func:`on_settled` with its cells: the verdict is stored on the
+commit, one alert opened per (commit, arch) for its regressed primary cells (deduplicated
+against change-point alerts of the same series and commit), the forge statuses queued,
+and a bisection started when the regression spans more than one commit.
 
 A push queues at most MALLARD_PUSH_MAX_QUEUED commits (the newest); the others are
 backfilled newest first when a runner of the arch finds nothing queued
@@ -25,12 +25,13 @@ from datetime import UTC, datetime
 
 from mallard_stats import stats
 from mallard_wire.fields import JsonDict
-from mallard_wire.jobs import SpecAllocator
 from sqlalchemy.orm import Session
 
-from mallard_api import notify
+from mallard_api import forges, notify
+from mallard_api.analysis import bisections
 from mallard_api.analysis.cells import CellRow
-from mallard_api.analysis.comparisons import allocator_label
+from mallard_api.analysis.comparisons import open_comparison
+from mallard_api.analysis.specs import job_spec
 from mallard_api.config import Settings
 from mallard_api.models.analysis import Alert, Comparison
 from mallard_api.models.core import Project
@@ -56,47 +57,35 @@ def queue_commit(session: Session, settings: Settings, project: Project, *, bran
                  branch_id: int, sha: str, arch: str) -> int | None:
     """Queue the commit job of `sha` on `arch` (a verdict against the last measured commit
     before it when there is one); the job id, None when one is active already."""
-    from mallard_api.pushes import commit_spec  # pushes imports this module
-
     if job_sql.active_commit_job(session, project_id=project.id, sha=sha, arch=arch):
         return None
-    spec = commit_spec(settings, project, branch, sha)
     pos = sql.position(session, branch_id, project.id, sha)
     base = None if pos is None else sql.last_measured_before(session, branch_id, pos, arch)
-    comp = None
     for v in sql.of_commit(session, project.id, sha):
         if v.arch == arch and v.state == "deferred" and (base is None or base == sha):
             v.state = "baseline"  # measured alone: the start of its branch's history
-    if base is not None and base != sha:
-        comp = comparison_sql.create(session, Comparison(
-            project_id=project.id, project=project.name, arch=arch,
-            base=Side(commit=base), head=Side(commit=sha),
-            base_label=allocator_label(Side(commit=base)),
-            head_label=allocator_label(Side(commit=sha)), workloads=None,
-            threads=None, suite=settings.suite, trials=settings.trials,
-            warmup=settings.warmup, peers=settings.peer_list, hypothesis=None,
-            state="queued", max_follow_ups=settings.verdict_max_follow_ups))
-        spec = spec.model_copy(update={
-            "allocators": [SpecAllocator(label="base", name="mallard", commit=base),
-                           *spec.allocators],
-            "comparison_id": comp.id, "round": 0})
-    job = job_sql.enqueue(session, kind="commit", arch=arch, spec=spec,
-                          project_id=project.id, max_attempts=settings.job_max_attempts)
-    if comp is not None and base is not None:
-        comparison_sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=0,
-                                trials=settings.trials)
-        existing = [v for v in sql.of_commit(session, project.id, sha) if v.arch == arch]
-        if existing:  # deferred, or a re-run: the verdict follows the new comparison
-            v = existing[0]
-            v.comparison_id, v.base_sha, v.state, v.verdict = comp.id, base, "queued", None
-        else:
-            sql.add_verdict(session, CommitVerdict(
-                project_id=project.id, branch=branch, commit_sha=sha, base_sha=base, arch=arch,
-                comparison_id=comp.id, state="queued"))
-        from mallard_api import forges
-
-        forges.enqueue_status(session, settings, project.id, sha, arch, "pending",
-                              f"measuring against {base[:7]}", comp.id)
+    if base is None or base == sha:
+        spec = job_spec(project=project.name, repo_url=project.repo_url,
+                        allocator_dir=project.allocator_dir, suite=settings.suite,
+                        trials=settings.trials, warmup=settings.warmup,
+                        head=Side(commit=sha), peers=settings.peer_list, branch=branch)
+        return job_sql.enqueue(session, kind="commit", arch=arch, spec=spec,
+                               project_id=project.id,
+                               max_attempts=settings.job_max_attempts).id
+    comp, job = open_comparison(session, settings, project, kind="commit", arch=arch,
+                                base=Side(commit=base), head=Side(commit=sha),
+                                peers=settings.peer_list,
+                                max_follow_ups=settings.verdict_max_follow_ups, branch=branch)
+    existing = [v for v in sql.of_commit(session, project.id, sha) if v.arch == arch]
+    if existing:  # deferred, or a re-run: the verdict follows the new comparison
+        v = existing[0]
+        v.comparison_id, v.base_sha, v.state, v.verdict = comp.id, base, "queued", None
+    else:
+        sql.add_verdict(session, CommitVerdict(
+            project_id=project.id, branch=branch, commit_sha=sha, base_sha=base, arch=arch,
+            comparison_id=comp.id, state="queued"))
+    forges.enqueue_status(session, settings, project.id, sha, arch, "pending",
+                          f"measuring against {base[:7]}", comp.id)
     return job.id
 
 
@@ -130,8 +119,6 @@ def follow(session: Session, settings: Settings, comp: Comparison) -> None:
     says so (the status stays pending until the verdict is done or failed)."""
     if comp.state != "running":
         return
-    from mallard_api import forges
-
     for v in sql.of_comparison(session, comp.id):
         if v.state == "queued":
             v.state = "running"
@@ -155,29 +142,17 @@ def overall(verdicts: list[str]) -> str:
     return "unknown"
 
 
-def on_comparison_settled(session: Session, comp: Comparison, settings: Settings) -> None:
-    """Called by analysis.update_comparison once a comparison is done or failed."""
+def on_settled(session: Session, settings: Settings, comp: Comparison,
+               cells: list[CellRow]) -> None:
+    """The comparison settled with `cells` (settle.py): settle its commit verdicts."""
     for v in sql.of_comparison(session, comp.id):
-        settle_verdict(session, settings, comp, v)
-    from mallard_api.analysis import bisections  # bisections imports this module
-
-    for bisection_id in sql.bisections_of_comparison(session, comp.id):
-        bisections.advance(session, settings, bisection_id)
-    from mallard_api.analysis import pull_requests
-    from mallard_api.analysis.comparisons import render_report
-
-    if comp.state in ("done", "failed"):
-        pull_requests.on_settled(session, settings, comp, render_report(session, comp))
+        settle_verdict(session, settings, comp, v, cells)
 
 
 def settle_verdict(session: Session, settings: Settings, comp: Comparison,
-                   v: CommitVerdict) -> None:
-    from mallard_api import forges
-    from mallard_api.analysis import bisections
-
+                   v: CommitVerdict, cells: list[CellRow]) -> None:
     if v.state in ("done", "failed"):
         return
-    cells = comparison_sql.cells(session, comp.id)
     primary = [c for c in cells if c.verdict != stats.DIAGNOSTIC]
     v.finished_at = datetime.now(UTC)
     if comp.state == "failed" or not primary:

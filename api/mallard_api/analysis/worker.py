@@ -1,8 +1,9 @@
 """The analysis worker: takes work from the analysis queue (sql/analysis_queue.py) and
 runs it outside any request.
 
-- `comparison`: lock the comparison, recompute its cells from all its trials, settle its
-  state or queue a follow-up (comparisons.update_comparison).
+- `comparison`: lock the comparison and settle it (settle.py): recompute its cells from
+  all its trials, settle its state or queue a follow-up, and tell its listeners (commit
+  verdicts, bisections, pull requests, calibrations).
 - `changes`: change detection over every series the queued trials touched
   (alerts.detect_changes); alerts it opens queue their webhook events.
 
@@ -20,7 +21,8 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import alerts, calibration, comparisons
+from mallard_api.analysis import alerts
+from mallard_api.analysis.settle import settle
 from mallard_api.background import BackgroundLoop
 from mallard_api.config import Settings
 from mallard_api.errors import DB_UNAVAILABLE
@@ -42,9 +44,7 @@ class AnalysisWorker:
             assert task.comparison_id is not None
             comp = comparison_sql.lock(session, task.comparison_id)
             if comp is not None:
-                comparisons.update_comparison(session, comp, self.settings)
-                if comp.calibration_id is not None and comp.state in ("done", "failed"):
-                    calibration.advance(session, comp.calibration_id, self.settings)
+                settle(session, self.settings, comp)
         else:
             alerts.detect_changes(session, sorted(set(task.trial_ids)), self.settings)
 

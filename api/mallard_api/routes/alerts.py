@@ -8,9 +8,11 @@ from fastapi import APIRouter, Depends, Path, Query
 from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
+from mallard_api import notify
 from mallard_api.analysis import alerts
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
-from mallard_api.deps import get_session
+from mallard_api.config import Settings
+from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.analysis import Alert
 from mallard_api.schemas.analysis import AlertOut, LabelIn
@@ -76,9 +78,10 @@ def acknowledge(alert_id: AlertPath, session: DB, _: UserOrAdmin) -> AlertOut:
 
 @router.post("/{alert_id}/resolve", response_model=AlertOut,
              responses={404: {"model": ErrorOut}})
-def resolve(alert_id: AlertPath, session: DB, _: UserOrAdmin) -> AlertOut:
+def resolve(alert_id: AlertPath, session: DB, _: UserOrAdmin,
+            settings: Annotated[Settings, Depends(get_settings)]) -> AlertOut:
     a = _load(session, alert_id, lock=True)
-    alerts.resolve(session, a)
+    alerts.resolve(session, a, notify.targets(session, settings.alert_webhooks))
     session.commit()
     return alert_out(a)
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import bisections
+from mallard_api.analysis import bisections, culprits
 from mallard_api.auth import Admin, AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
@@ -36,7 +36,7 @@ def bisection_out(session: Session, b: Bisection) -> BisectionOut:
         id=b.id, project=b.project, branch=b.branch, arch=b.arch, workload=b.workload,
         measure=b.measure, threads=b.threads, good=b.good, bad=b.bad, commits=b.commits,
         state=b.state, culprit=b.culprit, culprit_candidates=b.culprit_candidates,
-        culprit_line=bisections.culprit_line(session, b), builds=b.builds, steps=b.steps,
+        culprit_line=culprits.culprit_line(session, b), builds=b.builds, steps=b.steps,
         alert_id=b.alert_id, origin=b.origin, created_at=b.created_at,
         finished_at=b.finished_at)
 

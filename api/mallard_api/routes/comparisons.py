@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse
-from mallard_stats.hypothesis import hypothesis_outcome, parse_hypothesis
+from mallard_stats.hypothesis import hypothesis_outcome
 from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
@@ -32,12 +32,13 @@ from mallard_api.schemas.analysis import (
 )
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.sql import comparisons as sql
-from mallard_api.sql import jobs as job_sql
 
 router = APIRouter(prefix="/comparisons", tags=["comparisons"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
 DB = Annotated[Session, Depends(get_session)]
 ComparisonPath = Annotated[int, Path(ge=1, le=INT32_MAX)]
+Conf = Annotated[Settings, Depends(get_settings)]
+
 
 def comparison_out(session: Session, c: Comparison) -> ComparisonOut:
     return ComparisonOut(
@@ -54,7 +55,7 @@ def comparison_out(session: Session, c: Comparison) -> ComparisonOut:
 @router.post("", response_model=ComparisonOut, status_code=201,
              responses={422: {"model": ErrorOut}})
 def create_comparison(body: ComparisonIn, request: Request, session: DB, _: UserOrAdmin,
-                      settings: Annotated[Settings, Depends(get_settings)]) -> ComparisonOut:
+                      settings: Conf) -> ComparisonOut:
     suite = body.suite or settings.suite
     catalog = request.app.state.catalog
     for field, reason in (("suite", catalog.check_suite(suite)),
@@ -62,27 +63,11 @@ def create_comparison(body: ComparisonIn, request: Request, session: DB, _: User
         if reason:
             raise field_error(422, ["body", field], reason)
     project = buildable_project(session, body.project, settings)
-    hyp = parse_hypothesis(body.hypothesis)
-    trials = body.trials or max(settings.trials, 2)
-    arch = body.arch or settings.default_arch
-    base, head = body.base, body.head
-    comp = sql.create(session, Comparison(
-        project_id=project.id, project=project.name, arch=arch, base=base, head=head,
-        base_label=comparisons.allocator_label(base), head_label=comparisons.allocator_label(head),
-        workloads=body.workloads, threads=body.threads, suite=suite,
-        trials=trials, warmup=settings.warmup if body.warmup is None else body.warmup,
-        peers=body.peers or [], hypothesis=body.hypothesis,
-        hypothesis_low_pct=hyp.low_pct if hyp else None,
-        hypothesis_high_pct=hyp.high_pct if hyp else None,
-        hypothesis_measure=hyp.measure if hyp else None, state="queued",
-        max_follow_ups=(settings.comparison_max_follow_ups
-                        if body.max_follow_ups is None else body.max_follow_ups)))
-    spec = comparisons.comparison_spec(
-        comp, project_repo=project.repo_url, allocator_dir=project.allocator_dir,
-        workloads=body.workloads, threads=body.threads, trials=trials, peers=comp.peers)
-    job = job_sql.enqueue(session, kind="comparison", arch=arch, spec=spec,
-                          project_id=project.id, max_attempts=settings.job_max_attempts)
-    sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=0, trials=trials)
+    comp, _job = comparisons.open_comparison(
+        session, settings, project, arch=body.arch or settings.default_arch, base=body.base,
+        head=body.head, workloads=body.workloads, threads=body.threads, suite=suite,
+        trials=body.trials or max(settings.trials, 2), warmup=body.warmup,
+        peers=body.peers, max_follow_ups=body.max_follow_ups, hypothesis=body.hypothesis)
     session.commit()
     return comparison_out(session, comp)
 
@@ -110,7 +95,8 @@ def _load(session: Session, comparison_id: int) -> Comparison:
 
 @router.get("/{comparison_id}", response_model=ComparisonDetail,
             responses={404: {"model": ErrorOut}})
-def get_comparison(comparison_id: ComparisonPath, session: DB, _: AnyRole) -> ComparisonDetail:
+def get_comparison(comparison_id: ComparisonPath, session: DB, _: AnyRole,
+                   settings: Conf) -> ComparisonDetail:
     comp = _load(session, comparison_id)
     cells = sql.cells(session, comp.id)
     hyp = comparisons.hypothesis_of(comp)
@@ -131,11 +117,12 @@ def get_comparison(comparison_id: ComparisonPath, session: DB, _: AnyRole) -> Co
         hypothesis_checks=checks, joint=[JointOut(**asdict(j)) for j in extra.joint],
         counters_moved=[MovedOut(**asdict(m), text=m.text()) for m in extra.counters_moved],
         curves=[CurveOut(**asdict(c), summary=c.summary()) for c in extra.curves],
-        report=comparisons.render_report(session, comp))
+        report=comparisons.render_report(session, settings, comp))
 
 
 @router.get("/{comparison_id}/report", response_class=PlainTextResponse,
             responses={200: {"content": {"text/plain": {}}}, 404: {"model": ErrorOut}})
-def get_report(comparison_id: ComparisonPath, session: DB, _: AnyRole) -> PlainTextResponse:
+def get_report(comparison_id: ComparisonPath, session: DB, _: AnyRole, settings: Conf
+               ) -> PlainTextResponse:
     comp = _load(session, comparison_id)
-    return PlainTextResponse(comparisons.render_report(session, comp))
+    return PlainTextResponse(comparisons.render_report(session, settings, comp))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Row, select, text
+from sqlalchemy import Row, func, select, text
 from sqlalchemy.orm import Session
 
 from mallard_api.models.core import ApiToken
@@ -30,8 +30,6 @@ def revoke(session: Session, token_id: int) -> bool:
     row = session.get(ApiToken, token_id)
     if row is None or row.revoked_at is not None:
         return False
-    from sqlalchemy import func
-
     row.revoked_at = session.scalar(select(func.now()))
     return True
 

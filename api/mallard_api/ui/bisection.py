@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import bisections
+from mallard_api.analysis import culprits
 from mallard_api.analysis.cells import CellRow
 from mallard_api.models.records import BisectionStep
 from mallard_api.models.verdicts import Bisection
@@ -111,7 +111,7 @@ def steps(session: Session, b: Bisection, unit: str) -> list[StepView]:
                  for lab, cid in zip(labels, st.comparisons, strict=False)]
         out.append(StepView(
             round=st.round, index=st.index, sha=st.sha,
-            subject=bisections.subject(session, b.project_id, st.sha),
+            subject=culprits.subject(session, b.project_id, st.sha),
             good_end=st.good_end, bad_end=st.bad_end, span=st.bad_index - st.good_index,
             outcome=st.outcome, build=_build(st, sides), note=st.note, sides=sides))
     return out
@@ -119,7 +119,7 @@ def steps(session: Session, b: Bisection, unit: str) -> list[StepView]:
 
 @dataclass(frozen=True)
 class EffectView:
-    """The culprit's effect: the cell its line quotes (bisections.culprit_evidence)."""
+    """The culprit's effect: the cell its line quotes (culprits.culprit_evidence)."""
 
     change: str
     verdict: str
@@ -140,7 +140,7 @@ class CulpritView:
 def culprit(session: Session, b: Bisection, unit: str) -> CulpritView | None:
     if b.culprit is None:
         return None
-    e = bisections.culprit_evidence(session, b)
+    e = culprits.culprit_evidence(session, b)
     effect = None
     if e is not None and e.diff_pct is not None:
         effect = EffectView(change=fmt.pct(e.diff_pct), verdict=e.verdict,
@@ -148,8 +148,8 @@ def culprit(session: Session, b: Bisection, unit: str) -> CulpritView | None:
                                       if e.ci_low_pct is not None else "n/a"),
                             comparison_id=e.comparison_id, base=e.base, head=e.head)
     return CulpritView(sha=b.culprit,
-                       subject=bisections.subject(session, b.project_id, b.culprit),
-                       effect=effect, line=bisections.culprit_line(session, b))
+                       subject=culprits.subject(session, b.project_id, b.culprit),
+                       effect=effect, line=culprits.culprit_line(session, b))
 
 
 def _values(session: Session, b: Bisection, cid: int) -> dict[str, list[float]]:
@@ -240,5 +240,5 @@ def build(session: Session, b: Bisection, public_url: str | None) -> BisectionPa
     return BisectionPage(
         b=b, unit=unit, steps=steps(session, b, unit), culprit=culprit(session, b, unit),
         plot=svg_plot, legend=legend, outcomes=OUTCOME_TEXT, subjects={
-            sha: bisections.subject(session, b.project_id, sha)
+            sha: culprits.subject(session, b.project_id, sha)
             for sha in [b.good, b.bad, *b.culprit_candidates]})

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from mallard_api.analysis import comparisons, curves, joint, report
 from mallard_api.analysis.cells import CellRow
+from mallard_api.config import Settings
 from mallard_api.models.analysis import Comparison
 from mallard_api.params import params_key
 from mallard_api.sql import comparisons as cmp_sql
@@ -177,7 +178,7 @@ class ComparisonPage:
     report: str
 
 
-def build(session: Session, comp: Comparison) -> ComparisonPage:
+def build(session: Session, settings: Settings, comp: Comparison) -> ComparisonPage:
     cells = cmp_sql.cells(session, comp.id)
     units = pages_sql.measure_units(session)
     hyp = comparisons.hypothesis_of(comp)
@@ -243,4 +244,4 @@ def build(session: Session, comp: Comparison) -> ComparisonPage:
         testbed=(f"{comp.cpu_model or 'unknown CPU'} ({comp.testbed_fingerprint[:12]})"
                  if comp.testbed_fingerprint else None),
         curves=curve_views(cells, cpus),
-        report=comparisons.render_report(session, comp))
+        report=comparisons.render_report(session, settings, comp))

@@ -131,7 +131,8 @@ def comparison_page(request: Request, comparison_id: Id, session: DB, who: Viewe
     if comp is None:
         raise field_error(404, ["path", "comparison_id"], f"There is no comparison "
                           f"#{comparison_id}.", "not_found")
-    return page(request, "comparison.html", viewer=who, context=comparison.build(session, comp),
+    context = comparison.build(session, request.app.state.settings, comp)
+    return page(request, "comparison.html", viewer=who, context=context,
                 bisections=bp_sql.of_comparison(session, comp.id))
 
 

@@ -61,11 +61,12 @@ def _post(client: Any, headers: dict[str, str], runner: dict[str, Any], project:
 
 
 @pytest.fixture(scope="module")
-def pages_data(client, settings, make_token, user_token) -> Iterator[dict[str, Any]]:
+def pages_data(app, client, settings, make_token, user_token) -> Iterator[dict[str, Any]]:
     s = settings.model_copy(update={"stats_bootstrap_resamples": 2000,
                                     "public_url": PUBLIC_URL})
     with pytest.MonkeyPatch.context() as mp:
         patch_analysis_settings(mp, s)
+        mp.setitem(app.dependency_overrides, get_settings, lambda: s)  # the routes see it too
         mp.setattr(notify, "get_settings", lambda: s)
         yield _build(client, make_token, user_token)
 
