@@ -137,7 +137,7 @@ class Settings(BaseSettings):
     # stop early when every primary cell is settled or when the runner time their trials
     # would take (estimated from the trials' wall_seconds) would exceed this budget.
     comparison_follow_up_budget_seconds: float = Field(default=120.0, ge=0)
-    # Calibrations (calibration.py): a series' SAME band is its calibrated CV, at least
+    # Calibrations (analysis/calibrations.py): a series' SAME band is its calibrated CV, at least
     # stats_min_effect_pct and at most this; comparisons a calibration may queue in all;
     # follow-ups of a calibration's comparisons (0: verdicts at the asked trials).
     calibration_band_max_pct: float = Field(default=10.0, gt=0, le=100)

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from mallard_api import forges
 from mallard_api.background import BackgroundLoop
-from mallard_api.models.analysis import OutboxMessage
+from mallard_api.models.outbox import OutboxMessage
 from mallard_api.sql import outbox
 
 log = logging.getLogger("mallard_api.notify")

@@ -37,8 +37,8 @@ from pydantic import JsonValue
 from sqlalchemy.orm import Session
 
 from mallard_api.config import Settings
-from mallard_api.models.analysis import OutboxMessage
-from mallard_api.models.verdicts import ForgeComment, ProjectForge
+from mallard_api.models.forges import ForgeComment, ProjectForge
+from mallard_api.models.outbox import OutboxMessage
 from mallard_api.schemas.outbox import GitLabStatusPayload, StatusPayload
 from mallard_api.sql import outbox
 from mallard_api.ui import links

@@ -55,8 +55,8 @@ from mallard_api.routes import (
     webhooks,
 )
 from mallard_api.schemas.base import ErrorOut, Health
-from mallard_api.sql import deliveries
 from mallard_api.sql import jobs as job_sql
+from mallard_api.sql import webhooks as webhook_sql
 from mallard_api.ui import routes as ui_routes
 
 API_PREFIX = "/api/v1"
@@ -121,7 +121,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         with background() as session:
             ids = job_sql.requeue_expired(session, None)
             queued = ingest.jobs_changed(session, ids)
-            deliveries.prune(session, settings.webhook_delivery_keep_days)
+            webhook_sql.prune(session, settings.webhook_delivery_keep_days)
             session.commit()
         if queued:
             service.wake()

@@ -27,7 +27,8 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from mallard_api.config import get_settings
-from mallard_api.models.analysis import Alert, OutboxMessage
+from mallard_api.models.alerts import Alert
+from mallard_api.models.outbox import OutboxMessage
 from mallard_api.schemas.outbox import AlertRecord, GenericAlertPayload, SlackPayload
 from mallard_api.sql import outbox
 from mallard_api.ui import links

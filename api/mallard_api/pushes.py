@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 
 from mallard_api.analysis import verdicts
 from mallard_api.config import Settings
-from mallard_api.models.core import Project
-from mallard_api.schemas.core import PushOut
+from mallard_api.models.projects import Project
+from mallard_api.schemas.commits import PushOut
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import verdicts as verdict_sql
 from mallard_api.sql.projects import CommitInfo

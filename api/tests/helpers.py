@@ -9,7 +9,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mallard_api.models.analysis import Alert
+    from mallard_api.models.alerts import Alert
 
 TESTBED = {"arch": "x86_64", "cpu_model": "Test CPU", "cpus": "1", "kernel": "6.1.0",
            "governor": "performance", "smt": False, "thp": "madvise",

@@ -12,7 +12,7 @@ from helpers import make_alert
 from mallard_api import delivery, notify
 from mallard_api.db import make_sessionmaker
 from mallard_api.harness import free_port
-from mallard_api.models.analysis import OutboxMessage
+from mallard_api.models.outbox import OutboxMessage
 from mallard_api.sql import outbox as outbox_sql
 from webhook_receiver import BlockingReceiver, Receiver, wait_for
 

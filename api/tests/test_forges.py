@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from mallard_api import delivery, forges
 from mallard_api.config import Settings
 from mallard_api.deps import get_settings
-from mallard_api.models.analysis import OutboxMessage
+from mallard_api.models.outbox import OutboxMessage
 from sqlalchemy.orm import Session
 
 TOKEN = "s3cr3t-forge-token"
@@ -153,7 +153,7 @@ def test_an_older_status_never_lands_after_a_newer_one(
         forge: Forge, settings: Settings, db_session: Session, make_project: Any) -> None:
     """The forge is down for the `pending`; when it comes back the retried `pending` is
     due after the `failure` queued later: it is dropped, not sent over it."""
-    from mallard_api.models.verdicts import ProjectForge
+    from mallard_api.models.forges import ProjectForge
 
     project = make_project()
     db_session.add(ProjectForge(project_id=project["id"], kind="gitea", base_url=forge.url,

@@ -32,7 +32,7 @@ PURE = ("cells", "report", "moved", "joint", "curves", "explain", "extras", "can
 LAYERS = (
     ("worker",),
     ("settle", "alerts"),
-    ("verdicts", "pull_requests", "calibration"),
+    ("verdicts", "pull_requests", "calibrations"),
     ("bisections",),
     ("comparisons",),
     ("specs", "culprits", "noise", "followups", "ingest", "policy"),

@@ -15,9 +15,9 @@ from helpers import claim, results, run_analysis, trial
 from mallard_api import pushes
 from mallard_api.config import Settings
 from mallard_api.deps import get_settings
-from mallard_api.models.analysis import OutboxMessage
-from mallard_api.models.core import Project
-from mallard_api.models.verdicts import ProjectForge
+from mallard_api.models.forges import ProjectForge
+from mallard_api.models.outbox import OutboxMessage
+from mallard_api.models.projects import Project
 from mallard_api.sql.projects import CommitInfo
 from sqlalchemy import text
 from sqlalchemy.orm import Session

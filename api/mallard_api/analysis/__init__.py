@@ -13,7 +13,7 @@ The worker, the settle and its listeners:
 - `alerts`        branch history: change points, alerts opened and resolved
 - `verdicts`      commit verdicts: a commit against its branch's last measured one
 - `pull_requests` a pull/merge request's head against its merge base, status and comment
-- `calibration`   a testbed's calibration: A/A comparisons, canaries, its SAME bands
+- `calibrations`  a testbed's calibration: A/A comparisons, canaries, its SAME bands
 - `bisections`    the culprit of a regression, bisected on the job queue
 
 The comparison lifecycle and what it reads and builds:

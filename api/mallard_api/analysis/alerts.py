@@ -27,7 +27,7 @@ from mallard_api import notify
 from mallard_api.analysis import report
 from mallard_api.analysis.policy import change_policy, stats_policy
 from mallard_api.config import Settings
-from mallard_api.models.analysis import Alert
+from mallard_api.models.alerts import Alert
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import series as series_sql
 

@@ -25,10 +25,12 @@ from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.comparisons import open_comparison
 from mallard_api.analysis.culprits import culprit_line, evidence
 from mallard_api.config import Settings
-from mallard_api.models.analysis import Alert, Comparison
-from mallard_api.models.core import Project
+from mallard_api.models.alerts import Alert
+from mallard_api.models.bisections import Bisection
+from mallard_api.models.comparisons import Comparison
+from mallard_api.models.projects import Project
 from mallard_api.models.records import BisectionStep, Side, StepEvidence
-from mallard_api.models.verdicts import Bisection, CommitVerdict
+from mallard_api.models.verdicts import CommitVerdict
 from mallard_api.sql import comparisons as comparison_sql
 from mallard_api.sql import verdicts as sql
 from mallard_api.ui import links

@@ -57,13 +57,13 @@ from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.policy import stats_policy
 from mallard_api.analysis.specs import job_spec
 from mallard_api.config import Settings
-from mallard_api.models.analysis import Comparison
-from mallard_api.models.core import Job, Project
+from mallard_api.models.comparisons import Comparison
+from mallard_api.models.jobs import Job
+from mallard_api.models.projects import Project
 from mallard_api.models.records import PeerMedian, Side
 from mallard_api.params import params_key
-from mallard_api.sql import bisection_pages
+from mallard_api.sql import bisections as bisection_sql
 from mallard_api.sql import comparisons as sql
-from mallard_api.sql import followups as followup_sql
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql.comparisons import TrialRow
 from mallard_api.ui import links
@@ -240,7 +240,7 @@ def refresh_state(session: Session, settings: Settings, comp: Comparison,
     stop = None
     if unknown and comp.follow_ups < comp.max_follow_ups:
         left = (settings.comparison_follow_up_budget_seconds
-                - followup_sql.spent_seconds(session, comp.id))
+                - sql.spent_seconds(session, comp.id))
         plan = followups.plan(unknown, computed.trials, step=comp.trials, warmup=comp.warmup,
                               budget_left=left, policy=stats_policy(settings),
                               bands=computed.bands)
@@ -295,7 +295,7 @@ def bisection_notes(session: Session, settings: Settings, comparison_id: int) ->
     """The culprit line of each bisection that measured this comparison (or its page's
     link while it runs), followed by the link to the bisection's page."""
     out = []
-    for b in bisection_pages.of_comparison(session, comparison_id):
+    for b in bisection_sql.of_comparison(session, comparison_id):
         url = links.absolute(settings.public_url, links.bisection(b.id))
         line = culprits.culprit_line(session, b)
         out += [line, f"bisection: {url}"] if line else [f"bisection #{b.id} ({b.state}): {url}"]

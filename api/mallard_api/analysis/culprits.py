@@ -9,10 +9,10 @@ from mallard_stats.measures import SPEEDS
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis.cells import CellRow
-from mallard_api.models.analysis import Comparison
-from mallard_api.models.core import Commit
+from mallard_api.models.bisections import Bisection
+from mallard_api.models.commits import Commit
+from mallard_api.models.comparisons import Comparison
 from mallard_api.models.records import Evidence
-from mallard_api.models.verdicts import Bisection
 from mallard_api.sql import comparisons as comparison_sql
 
 

@@ -13,7 +13,7 @@ from mallard_stats.policy import Policy
 from sqlalchemy.orm import Session
 
 from mallard_api.config import Settings
-from mallard_api.models.calibration import CalibrationResult
+from mallard_api.models.calibrations import CalibrationResult
 from mallard_api.params import params_key
 from mallard_api.sql import calibrations as sql
 

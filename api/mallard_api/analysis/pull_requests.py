@@ -36,10 +36,10 @@ from mallard_api import forges
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.comparisons import open_comparison, render_report
 from mallard_api.config import Settings
-from mallard_api.models.analysis import Comparison
-from mallard_api.models.core import Project
+from mallard_api.models.comparisons import Comparison
+from mallard_api.models.forges import ForgeComment
+from mallard_api.models.projects import Project
 from mallard_api.models.records import Side
-from mallard_api.models.verdicts import ForgeComment
 from mallard_api.sql import comparisons as comparison_sql
 
 ACTIONS = {"github": {"opened", "reopened", "synchronize"},

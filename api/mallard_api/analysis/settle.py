@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import bisections, calibration, comparisons, pull_requests, verdicts
+from mallard_api.analysis import bisections, calibrations, comparisons, pull_requests, verdicts
 from mallard_api.config import Settings
-from mallard_api.models.analysis import Comparison
+from mallard_api.models.comparisons import Comparison
 
 
 def settle(session: Session, settings: Settings, comp: Comparison) -> None:
@@ -36,4 +36,4 @@ def settle(session: Session, settings: Settings, comp: Comparison) -> None:
     if waiting:
         report = comparisons.render_report(session, settings, comp, computed)
         pull_requests.on_settled(session, settings, comp, computed.cells, report, waiting)
-    calibration.on_settled(session, settings, comp)
+    calibrations.on_settled(session, settings, comp)

@@ -33,8 +33,9 @@ from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.comparisons import open_comparison
 from mallard_api.analysis.specs import job_spec
 from mallard_api.config import Settings
-from mallard_api.models.analysis import Alert, Comparison
-from mallard_api.models.core import Project
+from mallard_api.models.alerts import Alert
+from mallard_api.models.comparisons import Comparison
+from mallard_api.models.projects import Project
 from mallard_api.models.records import AlertCell, MovedCell, Side
 from mallard_api.models.verdicts import CommitVerdict
 from mallard_api.schemas.verdicts import CommitVerdictOut

@@ -1,7 +1,31 @@
-"""Table models: one Base (base.py); core tables (core.py); analysis tables (analysis.py);
-commit verdicts, bisections and forges (verdicts.py)."""
+"""Table models, one file per entity; the schema is created only by the migrations
+(`db/versions/`), these classes mirror it. `base` holds the declarative Base and the
+timestamp type, `records` the typed JSON values stored in jsonb columns."""
 
-from mallard_api.models import analysis, calibration, core, verdicts
+# every table module, so Base.metadata knows every table
+from mallard_api.models import (
+    alerts,
+    analysis_queue,
+    bisections,
+    calibrations,
+    commits,
+    comparisons,
+    forges,
+    jobs,
+    outbox,
+    projects,
+    records,
+    results,
+    runners,
+    testbeds,
+    tokens,
+    verdicts,
+    webhooks,
+)
 from mallard_api.models.base import Base
 
-__all__ = ["Base", "analysis", "calibration", "core", "verdicts"]
+__all__ = [
+    "Base", "alerts", "analysis_queue", "bisections", "calibrations", "commits",
+    "comparisons", "forges", "jobs", "outbox", "projects", "records", "results",
+    "runners", "testbeds", "tokens", "verdicts", "webhooks",
+]

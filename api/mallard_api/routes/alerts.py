@@ -14,8 +14,8 @@ from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
-from mallard_api.models.analysis import Alert
-from mallard_api.schemas.analysis import AlertOut, LabelIn
+from mallard_api.models.alerts import Alert
+from mallard_api.schemas.alerts import AlertOut, LabelIn
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.sql import alerts as sql
 

@@ -15,10 +15,13 @@ from mallard_api.auth import Admin, AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
-from mallard_api.models.verdicts import Bisection, ProjectForge
+from mallard_api.models.bisections import Bisection
+from mallard_api.models.forges import ProjectForge
 from mallard_api.routes.checks import buildable_project
+from mallard_api.schemas.alerts import TriageOut
 from mallard_api.schemas.base import ErrorOut
-from mallard_api.schemas.verdicts import BisectionIn, BisectionOut, ForgeIn, ForgeOut, TriageOut
+from mallard_api.schemas.bisections import BisectionIn, BisectionOut
+from mallard_api.schemas.forges import ForgeIn, ForgeOut
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import verdicts as sql

@@ -1,5 +1,5 @@
 """Calibrations: POST one (queues its A/A comparisons as `calibrate` jobs), read one with
-its comparisons and results (calibration.py has the method)."""
+its comparisons and results (analysis/calibrations.py has the method)."""
 
 from __future__ import annotations
 
@@ -9,20 +9,15 @@ from fastapi import APIRouter, Depends, Path, Request
 from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import calibration, noise
+from mallard_api.analysis import calibrations, noise
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
-from mallard_api.models.calibration import Calibration
+from mallard_api.models.calibrations import Calibration
 from mallard_api.routes.checks import buildable_project
 from mallard_api.schemas.base import ErrorOut
-from mallard_api.schemas.calibration import (
-    CalibrationIn,
-    CalibrationOut,
-    ComparisonRef,
-    ResultOut,
-)
+from mallard_api.schemas.calibrations import CalibrationIn, CalibrationOut, ComparisonRef, ResultOut
 from mallard_api.sql import calibrations as sql
 
 router = APIRouter(prefix="/calibrations", tags=["calibrations"], route_class=StrictJsonRoute,
@@ -93,7 +88,7 @@ def create_calibration(body: CalibrationIn, request: Request, session: DB, _: Us
         suite=suite, workloads=workloads, threads=body.threads or [1], trials=body.trials,
         aa_comparisons=body.aa_comparisons, canary_comparisons=body.canary_comparisons,
         sizes_pct=sizes, state="queued", canary_ns={}))
-    calibration.start(session, cal, settings)
+    calibrations.start(session, cal, settings)
     session.commit()
     return calibration_out(session, cal)
 

@@ -6,7 +6,7 @@ from sqlalchemy.orm import Session
 
 from mallard_api.auth import field_error
 from mallard_api.config import Settings
-from mallard_api.models.core import Project
+from mallard_api.models.projects import Project
 from mallard_api.sql import projects as project_sql
 from mallard_api.urls import check_repo_url, parse_allow_list
 

@@ -18,9 +18,10 @@ from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
-from mallard_api.models.analysis import Comparison
+from mallard_api.models.comparisons import Comparison
 from mallard_api.routes.checks import buildable_project
-from mallard_api.schemas.analysis import (
+from mallard_api.schemas.base import ErrorOut
+from mallard_api.schemas.comparisons import (
     ComparisonDetail,
     ComparisonIn,
     ComparisonOut,
@@ -30,7 +31,6 @@ from mallard_api.schemas.analysis import (
     JointOut,
     MovedOut,
 )
-from mallard_api.schemas.base import ErrorOut
 from mallard_api.sql import comparisons as sql
 
 router = APIRouter(prefix="/comparisons", tags=["comparisons"], route_class=StrictJsonRoute,

@@ -22,16 +22,9 @@ from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.known import Catalog
-from mallard_api.models.core import Job
+from mallard_api.models.jobs import Job
 from mallard_api.schemas.base import ErrorOut
-from mallard_api.schemas.core import (
-    AttemptOut,
-    JobDetail,
-    JobIn,
-    JobKind,
-    JobOut,
-    JobState,
-)
+from mallard_api.schemas.jobs import AttemptOut, JobDetail, JobIn, JobKind, JobOut, JobState
 from mallard_api.sql import jobs as sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql

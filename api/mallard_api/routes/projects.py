@@ -13,10 +13,10 @@ from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
-from mallard_api.models.core import Project
+from mallard_api.models.projects import Project
 from mallard_api.schemas.base import ErrorOut
-from mallard_api.schemas.core import BranchOut, CommitOut, Membership, ProjectIn, ProjectOut
-from mallard_api.schemas.verdicts import CommitDetail
+from mallard_api.schemas.commits import CommitDetail, CommitOut
+from mallard_api.schemas.projects import BranchOut, Membership, ProjectIn, ProjectOut
 from mallard_api.sql import projects as sql
 from mallard_api.sql import verdicts as verdict_sql
 from mallard_api.urls import check_repo_url, parse_allow_list

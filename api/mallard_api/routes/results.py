@@ -19,7 +19,7 @@ from mallard_api.errors import StrictJsonRoute
 from mallard_api.metrics import TRIALS_INGESTED
 from mallard_api.rawbody import body_schema, parse
 from mallard_api.schemas.base import ErrorOut
-from mallard_api.schemas.core import ResultsOut
+from mallard_api.schemas.results import ResultsOut
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import results as sql
 from mallard_api.sql import runners as runner_sql

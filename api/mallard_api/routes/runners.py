@@ -12,9 +12,9 @@ from sqlalchemy.orm import Session
 from mallard_api.auth import Admin, AnyRole, RunnerOrAdmin, check_runner, field_error
 from mallard_api.deps import get_session
 from mallard_api.errors import StrictJsonRoute
-from mallard_api.models.core import Runner
+from mallard_api.models.runners import Runner
 from mallard_api.schemas.base import ErrorOut
-from mallard_api.schemas.core import RunnerOut
+from mallard_api.schemas.runners import RunnerOut
 from mallard_api.sql import runners as sql
 
 router = APIRouter(prefix="/runners", tags=["runners"], route_class=StrictJsonRoute,

@@ -14,7 +14,7 @@ from mallard_api.deps import get_session
 from mallard_api.errors import StrictJsonRoute, printable, strict_json
 from mallard_api.params import params_sha256
 from mallard_api.schemas.base import ErrorOut
-from mallard_api.schemas.core import SeriesOut
+from mallard_api.schemas.series import SeriesOut
 from mallard_api.sql import series as sql
 
 router = APIRouter(prefix="/series", tags=["series"], route_class=StrictJsonRoute,

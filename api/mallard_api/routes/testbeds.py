@@ -12,7 +12,7 @@ from mallard_api.auth import AnyRole, field_error
 from mallard_api.deps import get_session
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.schemas.base import ErrorOut
-from mallard_api.schemas.calibration import NoiseOut
+from mallard_api.schemas.calibrations import NoiseOut
 from mallard_api.sql import calibrations as sql
 
 router = APIRouter(prefix="/testbeds", tags=["testbeds"], route_class=StrictJsonRoute,

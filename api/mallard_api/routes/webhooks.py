@@ -40,12 +40,12 @@ from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute, printable, strict_json
 from mallard_api.forge_hooks import GITEA, GITHUB, GITLAB, Forge, authentic
-from mallard_api.models.core import Project
+from mallard_api.models.projects import Project
 from mallard_api.pushes import chain, handle_push
 from mallard_api.schemas.base import ErrorOut
-from mallard_api.schemas.core import PlainPush, PushOut
-from mallard_api.sql import deliveries
+from mallard_api.schemas.commits import PlainPush, PushOut
 from mallard_api.sql import projects as project_sql
+from mallard_api.sql import webhooks as webhook_sql
 
 router = APIRouter(prefix="/webhooks", tags=["webhooks"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut},
@@ -200,7 +200,7 @@ def deliver(forge: Forge, request: Request, raw: bytes, session: Session, settin
                               "unauthorized")
     delivery = next((request.headers[h] for h in forge.delivery_headers
                      if request.headers.get(h)), None)
-    if delivery and not deliveries.first_time(session, forge.name, delivery[:200]):
+    if delivery and not webhook_sql.first_time(session, forge.name, delivery[:200]):
         session.commit()
         return ignored(f"delivery {printable(delivery, 100)} was received before")
     if push is None:  # a pull/merge request event

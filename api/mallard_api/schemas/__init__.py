@@ -1,5 +1,3 @@
-"""Request and response bodies (pydantic v2), shaped like `models/`: `base` (bounded
-field types, the strict input model, errors), `core` (the core's resources), `analysis`
-(comparisons and alerts), `calibration` (calibrations and a testbed's noise), `verdicts`
-(commit verdicts, bisections, forges), `outbox` (the payloads the webhook outbox
-carries)."""
+"""Request and response bodies (pydantic v2), one file per entity like `models/`;
+`base` holds errors and health, `outbox` the payloads the webhook outbox carries."""
+

@@ -12,7 +12,7 @@ from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from mallard_api.models.analysis import Alert, ChangePoint
+from mallard_api.models.alerts import Alert, ChangePoint
 
 
 @dataclass(frozen=True)

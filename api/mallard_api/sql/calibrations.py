@@ -6,10 +6,10 @@ from __future__ import annotations
 from sqlalchemy import delete, select, text
 from sqlalchemy.orm import Session
 
-from mallard_api.models.analysis import Comparison
-from mallard_api.models.calibration import Calibration, CalibrationResult
-from mallard_api.models.core import Testbed
-from mallard_api.schemas.calibration import SeriesNoise
+from mallard_api.models.calibrations import Calibration, CalibrationResult
+from mallard_api.models.comparisons import Comparison
+from mallard_api.models.testbeds import Testbed
+from mallard_api.schemas.calibrations import SeriesNoise
 
 
 def create(session: Session, c: Calibration) -> Calibration:

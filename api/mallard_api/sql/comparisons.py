@@ -10,7 +10,7 @@ from sqlalchemy import delete, func, select, text
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis.cells import CellRow
-from mallard_api.models.analysis import Comparison, ComparisonCell, ComparisonJob
+from mallard_api.models.comparisons import Comparison, ComparisonCell, ComparisonJob
 
 
 def create(session: Session, c: Comparison) -> Comparison:
@@ -189,3 +189,18 @@ def testbed_cpus(session: Session, fingerprint: str | None) -> str | None:
     cpus = session.execute(text("SELECT fields->>'cpus' FROM testbeds WHERE fingerprint = :f"),
                            {"f": fingerprint}).scalar()
     return str(cpus) if cpus is not None else None
+
+
+# what a comparison's follow-ups have cost so far (runner seconds of their trials)
+SPENT_SQL = text("""
+SELECT COALESCE(SUM((t.measures ->> 'wall_seconds')::float8), 0)
+FROM comparison_jobs cj
+JOIN trials t ON t.job_id = cj.job_id
+WHERE cj.comparison_id = :id AND cj.round >= 1
+  AND jsonb_typeof(t.measures -> 'wall_seconds') = 'number'
+""")
+
+
+def spent_seconds(session: Session, comparison_id: int) -> float:
+    """Wall seconds of every trial (warm-ups and failures too) of rounds 1 and later."""
+    return float(session.execute(SPENT_SQL, {"id": comparison_id}).scalar_one())

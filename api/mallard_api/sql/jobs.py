@@ -13,7 +13,7 @@ from mallard_wire.jobs import JobSpec
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from mallard_api.models.core import Job, JobAttempt
+from mallard_api.models.jobs import Job, JobAttempt
 
 JOB_COLUMNS = ("id, kind, state, attempt, max_attempts, arch, lease_expires_at, spec, "
                "project_id, runner_id, created_at, claimed_at, finished_at")

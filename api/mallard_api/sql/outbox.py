@@ -13,7 +13,7 @@ from mallard_wire.fields import JsonDict
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from mallard_api.models.analysis import OutboxMessage, WebhookEndpoint
+from mallard_api.models.outbox import OutboxMessage, WebhookEndpoint
 from mallard_api.schemas.outbox import OutboxPayload
 
 

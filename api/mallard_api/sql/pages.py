@@ -9,8 +9,11 @@ from mallard_wire.fields import JsonDict
 from sqlalchemy import or_, select, text
 from sqlalchemy.orm import Session
 
-from mallard_api.models.analysis import Alert, Comparison
-from mallard_api.models.core import ApiToken, Commit, Project
+from mallard_api.models.alerts import Alert
+from mallard_api.models.commits import Commit
+from mallard_api.models.comparisons import Comparison
+from mallard_api.models.projects import Project
+from mallard_api.models.tokens import ApiToken
 
 
 def token_by_id(session: Session, token_id: int) -> ApiToken | None:

@@ -9,7 +9,8 @@ from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from mallard_api.models.core import Branch, BranchCommit, Commit, Project
+from mallard_api.models.commits import Branch, BranchCommit, Commit
+from mallard_api.models.projects import Project
 from mallard_api.sql import runners
 
 

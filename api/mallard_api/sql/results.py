@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from mallard_api.models.core import Measure
+from mallard_api.models.results import Measure
 from mallard_api.params import params_key, params_sha256
 from mallard_api.sql import ids
 from mallard_api.sql import projects as project_sql

@@ -13,8 +13,9 @@ from sqlalchemy import func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from mallard_api.models.core import Runner, Testbed
 from mallard_api.models.records import FingerprintFields
+from mallard_api.models.runners import Runner
+from mallard_api.models.testbeds import Testbed
 from mallard_api.sql import ids
 
 # contracts §5: the fingerprint covers exactly these fields.

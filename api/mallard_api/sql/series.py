@@ -10,7 +10,7 @@ from pydantic import TypeAdapter
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from mallard_api.schemas.core import SeriesPoint
+from mallard_api.schemas.series import SeriesPoint
 
 # One statement. `ids`: the matching workloads, testbeds and allocators (a `mallard`
 # configuration has one allocator row per commit: thousands of ids, kept inside

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Row, func, select, text
 from sqlalchemy.orm import Session
 
-from mallard_api.models.core import ApiToken
+from mallard_api.models.tokens import ApiToken
 
 _LOOKUP = text("SELECT id, role, runner_name FROM api_tokens "
                "WHERE token_sha256 = :h AND revoked_at IS NULL")

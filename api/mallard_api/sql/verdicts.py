@@ -7,7 +7,8 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from mallard_api.models.verdicts import Bisection, CommitVerdict
+from mallard_api.models.bisections import Bisection
+from mallard_api.models.verdicts import CommitVerdict
 
 _LIVE_ARCHES = text("""
 SELECT DISTINCT arch FROM runners

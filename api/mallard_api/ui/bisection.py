@@ -18,9 +18,9 @@ from sqlalchemy.orm import Session
 
 from mallard_api.analysis import culprits
 from mallard_api.analysis.cells import CellRow
+from mallard_api.models.bisections import Bisection
 from mallard_api.models.records import BisectionStep
-from mallard_api.models.verdicts import Bisection
-from mallard_api.sql import bisection_pages as bp_sql
+from mallard_api.sql import bisections as bisection_sql
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import pages as pages_sql
 from mallard_api.sql import series as series_sql
@@ -71,7 +71,7 @@ def _no_cell(session: Session, state: str, comparison_id: int, b: Bisection) -> 
     if state == "failed":
         for j in cmp_sql.jobs(session, comparison_id):
             if j.state == "failed":
-                line = bp_sql.failure(session, j.job_id)
+                line = bisection_sql.failure(session, j.job_id)
                 return f"job #{j.job_id} failed" + (f": {line}" if line else "")
         return "the comparison failed"
     threads = f" threads={b.threads}" if b.threads is not None else ""

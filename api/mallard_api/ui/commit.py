@@ -18,10 +18,13 @@ from mallard_stats import stats
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
-from mallard_api.models.analysis import Alert, Comparison
-from mallard_api.models.core import Commit, Project
-from mallard_api.models.verdicts import Bisection, CommitVerdict
-from mallard_api.sql import bisection_pages as bp_sql
+from mallard_api.models.alerts import Alert
+from mallard_api.models.bisections import Bisection
+from mallard_api.models.commits import Commit
+from mallard_api.models.comparisons import Comparison
+from mallard_api.models.projects import Project
+from mallard_api.models.verdicts import CommitVerdict
+from mallard_api.sql import bisections as bisection_sql
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import pages as pages_sql
 from mallard_api.sql import projects as project_sql
@@ -112,7 +115,7 @@ def verdicts(ctx: SectionContext) -> Verdicts | None:
 
 def bisections(ctx: SectionContext) -> Bisections | None:
     """Bisections that named this commit the culprit (or one of the candidates)."""
-    rows = bp_sql.naming(ctx.session, ctx.project.id, ctx.commit.sha)
+    rows = bisection_sql.naming(ctx.session, ctx.project.id, ctx.commit.sha)
     return Bisections(rows, ctx.commit.sha) if rows else None
 
 

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from mallard_api.analysis import comparisons, curves, joint, report
 from mallard_api.analysis.cells import CellRow
 from mallard_api.config import Settings
-from mallard_api.models.analysis import Comparison
+from mallard_api.models.comparisons import Comparison
 from mallard_api.params import params_key
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import pages as pages_sql

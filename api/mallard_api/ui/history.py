@@ -11,8 +11,9 @@ from mallard_wire.fields import JsonDict
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
-from mallard_api.models.analysis import Alert
-from mallard_api.models.core import Branch, Project
+from mallard_api.models.alerts import Alert
+from mallard_api.models.commits import Branch
+from mallard_api.models.projects import Project
 from mallard_api.params import params_key, params_sha256
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import pages as pages_sql

@@ -19,9 +19,9 @@ from sqlalchemy.orm import Session
 
 from mallard_api.auth import Principal, field_error
 from mallard_api.deps import get_session
-from mallard_api.models.core import Project
+from mallard_api.models.projects import Project
 from mallard_api.sql import alerts as alert_sql
-from mallard_api.sql import bisection_pages as bp_sql
+from mallard_api.sql import bisections as bisection_sql
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import pages as pages_sql
 from mallard_api.sql import projects as project_sql
@@ -133,7 +133,7 @@ def comparison_page(request: Request, comparison_id: Id, session: DB, who: Viewe
                           f"#{comparison_id}.", "not_found")
     context = comparison.build(session, request.app.state.settings, comp)
     return page(request, "comparison.html", viewer=who, context=context,
-                bisections=bp_sql.of_comparison(session, comp.id))
+                bisections=bisection_sql.of_comparison(session, comp.id))
 
 
 Measures = Annotated[list[str], Query(max_length=20)]
@@ -210,7 +210,7 @@ def alert_page(request: Request, alert_id: Id, session: DB, who: Viewer) -> HTML
     proj = project_sql.get(session, alert.project)
     branch = project_sql.get_branch(session, proj, alert.branch) if proj else None
     return page(request, "alert.html", viewer=who, alert=alert,
-                bisection=bp_sql.of_alert(session, alert.id, alert.bisection_id),
+                bisection=bisection_sql.of_alert(session, alert.id, alert.bisection_id),
                 context=history.alert_series(session, alert, branch, public_url(request)))
 
 

@@ -1,10 +1,10 @@
-"""calibration.py's pure parts: canary sizing, the SAME band, the table; and the verdict
+"""analysis/calibrations.py's pure parts: canary sizing, the SAME band, the table; and the verdict
 rule with a calibrated band (stats.adjust_and_decide)."""
 
 import numpy as np
 import pytest
 from mallard_api.analysis import canaries, noise
-from mallard_api.models.calibration import CalibrationResult
+from mallard_api.models.calibrations import CalibrationResult
 from mallard_api.models.records import Detection
 from mallard_stats import stats
 

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from helpers import run_analysis
-from mallard_api.models.analysis import OutboxMessage
+from mallard_api.models.outbox import OutboxMessage
 from sqlalchemy import select
 
 from ui.bisect_data import BUILD_ERROR, CULPRIT, FORGE_TOKEN, SKIPPED, claim, fail_job

@@ -7,8 +7,8 @@ from __future__ import annotations
 from sqlalchemy import or_, select, text
 from sqlalchemy.orm import Session
 
-from mallard_api.models.core import JobAttempt
-from mallard_api.models.verdicts import Bisection
+from mallard_api.models.bisections import Bisection
+from mallard_api.models.jobs import JobAttempt
 
 LOG_LINE_MAX = 200
 

@@ -1,20 +1,27 @@
-"""Calibration tables (db/versions/0009_calibrations.py): a calibration and what it measured
-per workload x params x measure on a testbed. Its comparisons are ordinary `comparisons`
-rows pointing at it (`Comparison.calibration_id`)."""
+"""Calibrations: A/A comparisons and canaries that give each series its noise band."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from mallard_wire.fields import JsonDict
-from sqlalchemy import BigInteger, DateTime, Float, ForeignKey, Integer, Text, func
+from sqlalchemy import (
+    BigInteger,
+    Float,
+    ForeignKey,
+    Integer,
+    Text,
+    func,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from mallard_api.models.base import Base
-from mallard_api.models.records import CanaryNs, Detection, Record
-
-TS = DateTime(timezone=True)
+from mallard_api.models.base import TS, Base
+from mallard_api.models.records import (
+    CanaryNs,
+    Detection,
+    Record,
+)
 
 
 class Calibration(Base):

@@ -61,8 +61,8 @@ from mallard_api.analysis import noise
 from mallard_api.analysis.canaries import PROBE_SIZES, canary_ns, fit, fitted_ns, head_variant
 from mallard_api.analysis.comparisons import SETTLED, open_comparison
 from mallard_api.config import Settings
-from mallard_api.models.analysis import Comparison
-from mallard_api.models.calibration import Calibration, CalibrationResult
+from mallard_api.models.calibrations import Calibration, CalibrationResult
+from mallard_api.models.comparisons import Comparison
 from mallard_api.models.records import Detection, Side
 from mallard_api.params import params_key
 from mallard_api.sql import calibrations as sql

@@ -1,5 +1,4 @@
-"""Calibration bodies: the request, the calibration with its results, a testbed's noise
-(routes/calibrations.py, routes/testbeds.py; analysis/calibration.py has the method)."""
+"""Calibrations as requested and answered, and a testbed's noise."""
 
 from __future__ import annotations
 
@@ -48,11 +47,11 @@ class ComparisonRef(BaseModel):
     id: int
     state: str
     canary_pct: float | None  # null: an A/A comparison or a probe
-    probe: bool = False  # a probe that sized the canaries (calibration.py)
+    probe: bool = False  # a probe that sized the canaries (analysis/calibrations.py)
 
 
 class SeriesNoiseFields(BaseModel):
-    """What a calibration measured for one series (calibration.py)."""
+    """What a calibration measured for one series (analysis/calibrations.py)."""
 
     workload: str
     params: JsonDict
