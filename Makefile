@@ -10,7 +10,7 @@ ARGS ?=
 
 .PHONY: help setup deps python allocator workloads test test-allocator test-allocator-arm64 \
         workloads-arm64 peers-arm64 runner-arm64 \
-        test-runner test-api test-dashboards test-k8s lint demo bench bench-allocator \
+        test-runner test-api test-dashboards test-k8s test-scripts lint demo bench bench-allocator \
         bench-runner bench-verdicts bench-api up down images-offline e2e clean
 
 help: ## list the targets
@@ -66,9 +66,13 @@ test-dashboards: python ## dashboard SQL, PromQL, promtool, amtool (pytest)
 test-k8s: python ## kustomize render, schema validation, checkov (pytest)
 	@$(VENV)/bin/pytest k8s/tests
 
-lint: python ## ruff and mypy
+test-scripts: python ## the repository's own checks (function length)
+	@$(VENV)/bin/pytest scripts/tests
+
+lint: python ## ruff, mypy, and no product function over 60 lines
 	@$(VENV)/bin/ruff check api runner wire dashboards k8s scripts tests allocator
 	@$(VENV)/bin/mypy api/mallard_api runner/mallard_runner wire/mallard_wire
+	@$(PY) scripts/check_function_length.py
 
 SCENARIO ?=
 demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running; SCENARIO=push: 8 commits pushed, the culprit bisected; SCENARIO=transfer-cache: mutex vs ring vs naive, micro 1..64 threads and macro)
