@@ -10,7 +10,7 @@ ARGS ?=
 
 .PHONY: help setup deps python allocator workloads test test-allocator test-allocator-arm64 \
         workloads-arm64 peers-arm64 runner-arm64 \
-        test-runner test-api test-stats test-wire test-dashboards test-k8s test-docs lint demo bench \
+        test-runner test-api test-stats test-wire test-dashboards test-k8s test-docs test-scripts lint demo bench \
         bench-allocator bench-transfer bench-runner bench-verdicts bench-api up down \
         images-offline e2e clean
 
@@ -77,9 +77,13 @@ test-k8s: python ## kustomize render, schema validation, checkov (pytest)
 test-docs: python ## every relative link and #anchor of every tracked *.md resolves; README line budgets (pytest)
 	@$(VENV)/bin/pytest tests/docs
 
-lint: python ## ruff and mypy
+test-scripts: python ## the repository's own checks (function length)
+	@$(VENV)/bin/pytest scripts/tests
+
+lint: python ## ruff, mypy, and no product function over 60 lines
 	@$(VENV)/bin/ruff check api runner stats wire dashboards k8s scripts tests allocator
 	@$(VENV)/bin/mypy api/mallard_api runner/mallard_runner stats/mallard_stats wire/mallard_wire
+	@$(PY) scripts/check_function_length.py
 
 SCENARIO ?=
 demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running; SCENARIO=push: 8 commits pushed, the culprit bisected; SCENARIO=transfer-cache: mutex vs ring vs naive, micro 1..64 threads and macro)

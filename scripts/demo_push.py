@@ -155,7 +155,7 @@ def wait_runners(client: httpx.Client, archs: set[str], deadline: float) -> None
     raise SystemExit(f"demo: no runner registered for {sorted(archs - seen)}")
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="leave the stack running")
     parser.add_argument("--port", type=int, default=8331)
@@ -166,10 +166,58 @@ def main() -> int:
         help="an arm64 runner under qemu-aarch64 beside the x86-64 one: each "
         "pushed commit measured on both (emulated timings never judged)",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
     t0 = time.monotonic()
     deadline = t0 + args.timeout
+    bare, work = make_repositories()
+    receiver = Receiver()
+    api_server = ApiProcess({}, log=STATE / "push-api.log", port=args.port, cwd=ROOT)
+    api = api_server.url
+    env = api_env(api, bare, receiver.url)
+    api_server.env = env
+    runner_proc = arm_proc = None
+    keep_api = False
+    try:
+        start_api(api_server)
+        node = f"demo-push-{platform.node() or 'node'}"
+        runner_token = api_server.token("runner", node)
+        user_token = api_server.token("user")
+        client = register_project(api_server, user_token, bare, receiver.url)
+        runner_proc = start_push_runner(api, env, node, runner_token)
+        if args.arm64:
+            other = str(sorted(os.sched_getaffinity(0))[0])  # not the native runner's core
+            arm_proc = start_runner(api, env, f"{node}-arm64", other, arch="aarch64")
+        install_hook(bare, api, user_token)
+        wait_runners(client, {platform.machine()} | ({"aarch64"} if args.arm64 else set()),
+                     deadline)
+        injected = push_commits(client, work, deadline)
+        b = wait_bisection(client, runner_proc, deadline, args)
+        step(
+            f"bisection #{b['id']}: {len(b['steps']) - 1} rounds, "
+            f"{time.monotonic() - t0:.0f} s since the start; "
+            f"its page: {api}/ui/bisections/{b['id']}"
+        )
+        print(b["culprit_line"] or f"culprit: one of {b['culprit_candidates']}", flush=True)
+        ok = b["culprit"] == injected
+        if args.keep and api_server.proc is not None:
+            step(f"--keep: API (pid {api_server.proc.pid}), runner (pid {runner_proc.pid})")
+            keep_api, runner_proc, arm_proc = True, None, None
+        return 0 if ok else 1
+    finally:
+        stop(arm_proc, "arm64 runner agent")
+        stop(runner_proc, "runner agent")
+        if not keep_api and api_server.proc is not None and api_server.proc.poll() is None:
+            api_server.stop(30)
+            step("stopped API and embedded PostgreSQL")
+        receiver.server.shutdown()
 
+
+def make_repositories() -> tuple[Path, Path]:
+    """A bare repository of this checkout's HEAD as `main`, and a clone of it to commit in."""
     if WORK.exists():
         shutil.rmtree(WORK)
     WORK.mkdir(parents=True)
@@ -178,10 +226,12 @@ def main() -> int:
     git(WORK, "clone", "-q", "--bare", "--no-local", str(ROOT), str(bare))
     git(bare, "branch", "-f", "main", head)
     git(WORK, "clone", "-q", "-b", "main", str(bare), str(work))
+    return bare, work
 
-    receiver = Receiver()
-    api_server = ApiProcess({}, log=STATE / "push-api.log", port=args.port, cwd=ROOT)
-    api = api_server.url
+
+def api_env(api: str, bare: Path, forge_url: str) -> dict[str, str]:
+    """The API's (and the runners') environment: the push suite, 6 trials, one push
+    measured at first, bisections by instructions, the local forge allowed."""
     env = dict(os.environ)
     env.pop("DATABASE_URL", None)
     env.update(
@@ -198,133 +248,134 @@ def main() -> int:
             "MALLARD_PUSH_BACKFILL": "false",
             "MALLARD_COMPARISON_MAX_FOLLOW_UPS": "0",
             "MALLARD_BISECT_MEASURES": "instructions",
-            "MALLARD_FORGE_URL_ALLOW": receiver.url,
+            "MALLARD_FORGE_URL_ALLOW": forge_url,
             "MALLARD_OUTBOX_POLL_SECONDS": "1",
         }
     )
-    api_server.env = env
-    runner_proc = arm_proc = None
-    keep_api = False
+    return env
+
+
+def start_api(api_server: ApiProcess) -> None:
+    step(f"starting the API on {api_server.url} (log: .mallard/push-api.log)")
     try:
-        step(f"starting the API on {api} (log: .mallard/push-api.log)")
-        try:
-            api_server.start(timeout=180)
-        except RuntimeError as exc:
-            raise SystemExit(
-                f"demo: {str(exc).splitlines()[0]}; see .mallard/push-api.log"
-            ) from exc
-        node = f"demo-push-{platform.node() or 'node'}"
-        runner_token = api_server.token("runner", node)
-        user_token = api_server.token("user")
-        admin_token = api_server.token("admin")
-        client = httpx.Client(
-            base_url=api, timeout=30, headers={"Authorization": f"Bearer {user_token}"}
-        )
-        client.put(
-            "/api/v1/projects/mallard",
-            json={
-                "repo_url": f"file://{bare}",
-                "allocator_dir": "allocator",
-                "default_branch": "main",
-            },
-        ).raise_for_status()
-        httpx.put(
-            f"{api}/api/v1/projects/mallard/forge",
-            timeout=30,
-            headers={"Authorization": f"Bearer {admin_token}"},
-            json={
-                "kind": "gitea",
-                "base_url": receiver.url,
-                "repo": "demo/mallard",
-                "token": FORGE_TOKEN,
-            },
-        ).raise_for_status()
-        cpu = pinned_cpu()
-        step(f"starting runner agent {node} pinned to CPU {cpu} (log: .mallard/push-runner.log)")
-        runner_proc = start(
-            "push-runner",
-            [
-                str(VENV_BIN / "mallard-runner"),
-                "agent",
-                "--api",
-                api,
-                "--token",
-                runner_token,
-                "--cpus",
-                cpu,
-                "--name",
-                node,
-                "--spool",
-                str(WORK / "spool"),
-            ],
-            env,
-        )
-        if args.arm64:
-            other = str(sorted(os.sched_getaffinity(0))[0])  # not the native runner's core
-            arm_proc = start_runner(api, env, f"{node}-arm64", other, arch="aarch64")
-        hook = bare / "hooks" / "post-receive"
-        shutil.copy(ROOT / "api" / "hooks" / "post-receive", hook)
-        hook.chmod(0o755)
-        for key, value in (
-            ("mallard.url", api),
-            ("mallard.token", user_token),
-            ("mallard.project", "mallard"),
-        ):
-            git(bare, "config", key, value)
+        api_server.start(timeout=180)
+    except RuntimeError as exc:
+        raise SystemExit(
+            f"demo: {str(exc).splitlines()[0]}; see .mallard/push-api.log"
+        ) from exc
 
-        wait_runners(client, {platform.machine()} | ({"aarch64"} if args.arm64 else set()),
-                     deadline)
-        step("pushing the first commit: the start of the branch's history")
-        commit(work, "demo: start", note(0))
-        git(work, "push", "-q", "origin", "main")
-        wait_jobs_idle(client, deadline, "the first commit was not measured")
 
-        shas = []
-        injected = ""
-        for n in range(1, 9):
-            if n == 4:
-                injected = commit(work, "allocator: free does some extra work", slow_free)
-                shas.append(injected)
-            else:
-                shas.append(commit(work, f"demo: change {n}", note(n)))
-        print(f"injected: {injected[:7]}", flush=True)
-        step("pushing 8 commits at once")
-        git(work, "push", "-q", "origin", "main")
-        while time.monotonic() < deadline:
-            if runner_proc.poll() is not None:
-                raise SystemExit("demo: the runner agent exited; see .mallard/push-runner.log")
-            done = [
-                b
-                for b in client.get("/api/v1/bisections", params={"project": "mallard"})
-                .raise_for_status()
-                .json()
-                if b["state"] == "done"
-            ]
-            if done:
-                if args.arm64:  # the other arch's verdict, for its status line
-                    wait_jobs_idle(client, deadline, "the arm64 verdict did not settle")
-                time.sleep(3)  # the culprit's status reaches the receiver
-                b = done[0]
-                step(
-                    f"bisection #{b['id']}: {len(b['steps']) - 1} rounds, "
-                    f"{time.monotonic() - t0:.0f} s since the start; "
-                    f"its page: {api}/ui/bisections/{b['id']}"
-                )
-                print(b["culprit_line"] or f"culprit: one of {b['culprit_candidates']}", flush=True)
-                ok = b["culprit"] == injected
-                if args.keep and api_server.proc is not None:
-                    step(f"--keep: API (pid {api_server.proc.pid}), runner (pid {runner_proc.pid})")
-                    keep_api, runner_proc, arm_proc = True, None, None
-                return 0 if ok else 1
-            time.sleep(2)
-        raise SystemExit(f"demo: no culprit within {args.timeout:.0f} s")
-    finally:
-        stop(arm_proc, "arm64 runner agent")
-        stop(runner_proc, "runner agent")
-        if not keep_api and api_server.proc is not None and api_server.proc.poll() is None:
-            api_server.stop(30)
-            step("stopped API and embedded PostgreSQL")
-        receiver.server.shutdown()
+def register_project(api_server: ApiProcess, user_token: str, bare: Path,
+                     forge_url: str) -> httpx.Client:
+    """Project `mallard` on the bare repository, its forge the local receiver; a client
+    with the user's token."""
+    api = api_server.url
+    admin_token = api_server.token("admin")
+    client = httpx.Client(
+        base_url=api, timeout=30, headers={"Authorization": f"Bearer {user_token}"}
+    )
+    client.put(
+        "/api/v1/projects/mallard",
+        json={
+            "repo_url": f"file://{bare}",
+            "allocator_dir": "allocator",
+            "default_branch": "main",
+        },
+    ).raise_for_status()
+    httpx.put(
+        f"{api}/api/v1/projects/mallard/forge",
+        timeout=30,
+        headers={"Authorization": f"Bearer {admin_token}"},
+        json={
+            "kind": "gitea",
+            "base_url": forge_url,
+            "repo": "demo/mallard",
+            "token": FORGE_TOKEN,
+        },
+    ).raise_for_status()
+    return client
+
+
+def start_push_runner(api: str, env: dict[str, str], node: str,
+                      runner_token: str) -> subprocess.Popen[bytes]:
+    cpu = pinned_cpu()
+    step(f"starting runner agent {node} pinned to CPU {cpu} (log: .mallard/push-runner.log)")
+    return start(
+        "push-runner",
+        [
+            str(VENV_BIN / "mallard-runner"),
+            "agent",
+            "--api",
+            api,
+            "--token",
+            runner_token,
+            "--cpus",
+            cpu,
+            "--name",
+            node,
+            "--spool",
+            str(WORK / "spool"),
+        ],
+        env,
+    )
+
+
+def install_hook(bare: Path, api: str, user_token: str) -> None:
+    """Mallard's post-receive hook in the bare repository, told where the API is."""
+    hook = bare / "hooks" / "post-receive"
+    shutil.copy(ROOT / "api" / "hooks" / "post-receive", hook)
+    hook.chmod(0o755)
+    for key, value in (
+        ("mallard.url", api),
+        ("mallard.token", user_token),
+        ("mallard.project", "mallard"),
+    ):
+        git(bare, "config", key, value)
+
+
+def push_commits(client: httpx.Client, work: Path, deadline: float) -> str:
+    """Pushes the branch's first commit and waits for it to be measured, then 8 commits at
+    once, the 4th slowing `free` down; returns that one's sha."""
+    step("pushing the first commit: the start of the branch's history")
+    commit(work, "demo: start", note(0))
+    git(work, "push", "-q", "origin", "main")
+    wait_jobs_idle(client, deadline, "the first commit was not measured")
+
+    shas = []
+    injected = ""
+    for n in range(1, 9):
+        if n == 4:
+            injected = commit(work, "allocator: free does some extra work", slow_free)
+            shas.append(injected)
+        else:
+            shas.append(commit(work, f"demo: change {n}", note(n)))
+    print(f"injected: {injected[:7]}", flush=True)
+    step("pushing 8 commits at once")
+    git(work, "push", "-q", "origin", "main")
+    return injected
+
+
+def wait_bisection(client: httpx.Client, runner_proc: subprocess.Popen[bytes],
+                   deadline: float, args: argparse.Namespace) -> dict[str, Any]:
+    """Until a bisection is done (and, with --arm64, the other arch's verdict settled)."""
+    while time.monotonic() < deadline:
+        if runner_proc.poll() is not None:
+            raise SystemExit("demo: the runner agent exited; see .mallard/push-runner.log")
+        done = [
+            b
+            for b in client.get("/api/v1/bisections", params={"project": "mallard"})
+            .raise_for_status()
+            .json()
+            if b["state"] == "done"
+        ]
+        if done:
+            if args.arm64:  # the other arch's verdict, for its status line
+                wait_jobs_idle(client, deadline, "the arm64 verdict did not settle")
+            time.sleep(3)  # the culprit's status reaches the receiver
+            b: dict[str, Any] = done[0]
+            return b
+        time.sleep(2)
+    raise SystemExit(f"demo: no culprit within {args.timeout:.0f} s")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 # is printed; exits non-zero if any part failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-parts=(allocator allocator-arm64 runner api stats wire dashboards k8s docs lint)
+parts=(allocator allocator-arm64 runner api stats wire dashboards k8s docs scripts lint)
 passed=0; failed=0; failed_parts=()
 for part in "${parts[@]}"; do
   echo "================ $part ================"

@@ -90,7 +90,7 @@ def series_queries(base: str, token: str, n: int) -> list[float]:
     return out
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=1_000_000)
     ap.add_argument("--commits", type=int, default=1000)
@@ -128,7 +128,11 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, default=None,
                     help="keep the database in this folder (reused, not reloaded, next time)")
     args = ap.parse_args()
+    return args
 
+
+def main() -> int:
+    args = parse_args()
     load_start = os.getloadavg()[0]
     base_dir = args.keep or Path(tempfile.mkdtemp(prefix="mallard-bench-"))
     base_dir.mkdir(parents=True, exist_ok=True)
@@ -139,17 +143,7 @@ def main() -> int:
         url = server.start()
         migrate(url, ROOT / "db")
         plain = url.replace("postgresql+psycopg://", "postgresql://")
-        with psycopg.connect(plain) as conn:
-            loaded = conn.execute("SELECT count(*) FROM projects WHERE name = 'bench'"
-                                  ).fetchone()[0]  # type: ignore[index]
-        if loaded:
-            print("bench: reusing the loaded database in", base_dir, flush=True)
-            load_s, stored = float("nan"), 0
-        else:
-            print(f"bench: loading {args.trials:,} trials over {args.commits} commits ...",
-                  flush=True)
-            load_s, stored = bulk_load(plain, args.trials, args.commits)
-        print(f"bench: loaded {stored:,} trials in {load_s:.1f}s", flush=True)
+        load_s, stored = load_history(plain, args, base_dir)
         run = Run(args, load_start, load_s=load_s, stored=stored)
 
         token = secrets.token_urlsafe(24)
@@ -170,46 +164,12 @@ def main() -> int:
         if worker_proc is not None:
             parts["analysis worker"] = worker_proc.pid
         if "ingest" in phases:
-            print(f"bench: ingest, {args.clients} clients ({args.client_mode}) x "
-                  f"{args.warmup} warm-up + {args.rounds} rounds x {args.posts} posts x "
-                  f"{args.batch} trials ...", flush=True)
-            before: dict[str, float] = {}
-
-            def clock_started() -> None:  # the servers' CPU over the timed posts only
-                before.update({k: tree_cpu(p) for k, p in parts.items()})
-
-            outcome = ingest(base, token, args.clients, args.posts, args.batch,
-                             warmup=args.warmup, mode=args.client_mode, rounds=args.rounds,
-                             lib=args.client_lib, on_start=clock_started)
-            run.ing_s, run.ing_n, run.post_lat = outcome.seconds, outcome.stored, outcome.latencies
-            run.per_round = outcome.per_round()
-            print("bench: rounds " + ", ".join(f"{x:,.0f}" for x in run.per_round)
-                  + " trials/s", flush=True)
-            run.client_cpu, run.machine = outcome.client_cpu, outcome.machine
-            print(f"bench: {outcome.warmup_stored:,} warm-up trials stored (untimed)", flush=True)
-            # the analysis queued by the posts, done before the CPU is counted
-            wait_analysis(plain)
-            run.ingest_cpu = {k: tree_cpu(p) - before[k] for k, p in parts.items()}
+            ingest_phase(run, args, base, plain, token, parts)
         if "series" in phases:
-            print(f"bench: series queries x {args.queries} ...", flush=True)
-            before = {k: tree_cpu(p) for k, p in parts.items()}
-            run.lat = series_queries(base, token, args.queries)
-            run.series_cpu = {k: (tree_cpu(p) - before[k]) / (len(run.lat) + 5)
-                              for k, p in parts.items()}
+            series_phase(run, args, base, token, parts)
         if "mixed" in phases:
-            print(f"bench: mixed load, {args.mixed_clients} clients for "
-                  f"{args.mixed_seconds:.0f} s ...", flush=True)
-            before = {k: tree_cpu(p) for k, p in parts.items()}
-            tally, elapsed = mixed_load.run(base, plain, args.mixed_clients, args.mixed_seconds)
-            spent = {k: tree_cpu(p) - before[k] for k, p in parts.items()}
-            run.mixed_rows = mixed_load.table(tally, elapsed, args.mixed_clients, spent)
-        with psycopg.connect(plain) as conn:
-            run.total = conn.execute("SELECT count(*) FROM trials").fetchone()[0]  # type: ignore[index]
-            run.points = conn.execute(
-                "SELECT count(*) FROM trials t JOIN workloads w ON w.id = t.workload_id "
-                "JOIN allocators a ON a.id = t.allocator_id JOIN testbeds tb "
-                "ON tb.id = t.testbed_id WHERE w.name = 'larson' AND w.threads = 2 "
-                "AND a.name = 'glibc' AND tb.arch = 'x86_64'").fetchone()[0]  # type: ignore[index]
+            mixed_phase(run, args, base, plain, parts)
+        count_trials(run, plain)
 
         table = report_table(run)
         print()
@@ -230,6 +190,79 @@ def main() -> int:
         server.stop()
         if args.keep is None:
             shutil.rmtree(base_dir, ignore_errors=True)
+
+
+def load_history(plain: str, args: argparse.Namespace, base_dir: Path) -> tuple[float, int]:
+    """Bulk-loads the history unless the kept database has it: (seconds, trials stored)."""
+    with psycopg.connect(plain) as conn:
+        loaded = conn.execute("SELECT count(*) FROM projects WHERE name = 'bench'"
+                              ).fetchone()[0]  # type: ignore[index]
+    if loaded:
+        print("bench: reusing the loaded database in", base_dir, flush=True)
+        load_s, stored = float("nan"), 0
+    else:
+        print(f"bench: loading {args.trials:,} trials over {args.commits} commits ...",
+              flush=True)
+        load_s, stored = bulk_load(plain, args.trials, args.commits)
+    print(f"bench: loaded {stored:,} trials in {load_s:.1f}s", flush=True)
+    return load_s, stored
+
+
+def ingest_phase(run: Run, args: argparse.Namespace, base: str, plain: str, token: str,
+                 parts: dict[str, int]) -> None:
+    """The timed posts: trials/s per round, post latency, the servers' CPU over them."""
+    print(f"bench: ingest, {args.clients} clients ({args.client_mode}) x "
+          f"{args.warmup} warm-up + {args.rounds} rounds x {args.posts} posts x "
+          f"{args.batch} trials ...", flush=True)
+    before: dict[str, float] = {}
+
+    def clock_started() -> None:  # the servers' CPU over the timed posts only
+        before.update({k: tree_cpu(p) for k, p in parts.items()})
+
+    outcome = ingest(base, token, args.clients, args.posts, args.batch,
+                     warmup=args.warmup, mode=args.client_mode, rounds=args.rounds,
+                     lib=args.client_lib, on_start=clock_started)
+    run.ing_s, run.ing_n, run.post_lat = outcome.seconds, outcome.stored, outcome.latencies
+    run.per_round = outcome.per_round()
+    print("bench: rounds " + ", ".join(f"{x:,.0f}" for x in run.per_round)
+          + " trials/s", flush=True)
+    run.client_cpu, run.machine = outcome.client_cpu, outcome.machine
+    print(f"bench: {outcome.warmup_stored:,} warm-up trials stored (untimed)", flush=True)
+    # the analysis queued by the posts, done before the CPU is counted
+    wait_analysis(plain)
+    run.ingest_cpu = {k: tree_cpu(p) - before[k] for k, p in parts.items()}
+
+
+def series_phase(run: Run, args: argparse.Namespace, base: str, token: str,
+                 parts: dict[str, int]) -> None:
+    """Series query latency, and the servers' CPU per query."""
+    print(f"bench: series queries x {args.queries} ...", flush=True)
+    before = {k: tree_cpu(p) for k, p in parts.items()}
+    run.lat = series_queries(base, token, args.queries)
+    run.series_cpu = {k: (tree_cpu(p) - before[k]) / (len(run.lat) + 5)
+                      for k, p in parts.items()}
+
+
+def mixed_phase(run: Run, args: argparse.Namespace, base: str, plain: str,
+                parts: dict[str, int]) -> None:
+    """Reads, claims with result posts and pushes at once: errors and latency by kind."""
+    print(f"bench: mixed load, {args.mixed_clients} clients for "
+          f"{args.mixed_seconds:.0f} s ...", flush=True)
+    before = {k: tree_cpu(p) for k, p in parts.items()}
+    tally, elapsed = mixed_load.run(base, plain, args.mixed_clients, args.mixed_seconds)
+    spent = {k: tree_cpu(p) - before[k] for k, p in parts.items()}
+    run.mixed_rows = mixed_load.table(tally, elapsed, args.mixed_clients, spent)
+
+
+def count_trials(run: Run, plain: str) -> None:
+    """The trials stored in all, and the points of one series (larson, 2 threads, glibc)."""
+    with psycopg.connect(plain) as conn:
+        run.total = conn.execute("SELECT count(*) FROM trials").fetchone()[0]  # type: ignore[index]
+        run.points = conn.execute(
+            "SELECT count(*) FROM trials t JOIN workloads w ON w.id = t.workload_id "
+            "JOIN allocators a ON a.id = t.allocator_id JOIN testbeds tb "
+            "ON tb.id = t.testbed_id WHERE w.name = 'larson' AND w.threads = 2 "
+            "AND a.name = 'glibc' AND tb.arch = 'x86_64'").fetchone()[0]  # type: ignore[index]
 
 
 if __name__ == "__main__":

@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Annotated
 
 import anyio.to_thread
 from fastapi import APIRouter, Depends, FastAPI
 from mallard_wire.fields import JsonDict
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from sqlalchemy import text
-from sqlalchemy.orm import Session
+from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.responses import Response
 
 from mallard_api import db, errors, rawbody
@@ -103,18 +103,53 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     url = db.database_url(settings)
     if settings.migrate_on_start:
         db.migrate(url, settings.migrations_dir)
+    engine, background_engine = make_engines(url, settings)
+    factory = db.make_sessionmaker(engine)
+    background = db.make_sessionmaker(background_engine)
+    service = AnalysisService(AnalysisWorker(background, settings),
+                              poll_seconds=settings.analysis_poll_seconds,
+                              max_backoff=settings.background_max_backoff_seconds)
+    sweep = lease_sweep(background, service, settings)
+    lifespan = serving(settings, service, sweep, engines=(engine, background_engine))
+    app = FastAPI(title="Mallard API", version="1", lifespan=lifespan,
+                  description="Continuous benchmarking of memory allocators: projects, "
+                              "webhooks, runners, the job queue, results, series, "
+                              "comparisons and alerts.")
+    app.state.settings = settings
+    app.state.token_cache = TokenCache(settings.token_cache_seconds)
+    # the results post's threads (deps.in_thread): started when first used, idle between
+    # posts, kept for the app's life (its lifespan may run more than once in tests)
+    app.state.request_threads = ThreadPoolExecutor(settings.db_pool_size,
+                                                   thread_name_prefix="mallard-request")
+    app.state.catalog = catalog
+    app.state.engine = engine
+    app.state.sessionmaker = factory
+    app.state.background_sessionmaker = background
+    app.state.analysis = service
+    app.state.sweep = sweep
+    add_middleware(app, settings)
+    errors.install(app, settings.retry_after_seconds)
+    app.include_router(api_router())
+    app.include_router(ui_routes.router)  # the web pages under /ui
+    json_error_responses(app)
+    add_metrics(app, background_engine)
+    app.openapi()  # built now, not on the event loop of the first request (metrics use it)
+    return app
+
+
+def make_engines(url: str, settings: Settings) -> tuple[Engine, Engine]:
+    """The requests' engine (MALLARD_DB_POOL_SIZE connections) and the background loops'."""
     engine = db.make_engine(url, settings.db_pool_size, overflow=settings.db_pool_size // 2 + 2,
                             timeout=settings.db_pool_timeout_seconds,
                             connect_timeout=settings.db_connect_timeout_seconds)
     background_engine = db.make_engine(url, settings.outbox_concurrency + 3, overflow=2,
                                        timeout=settings.db_pool_timeout_seconds,
                                        connect_timeout=settings.db_connect_timeout_seconds)
-    factory = db.make_sessionmaker(engine)
-    background = db.make_sessionmaker(background_engine)
-    service = AnalysisService(AnalysisWorker(background, settings),
-                              poll_seconds=settings.analysis_poll_seconds,
-                              max_backoff=settings.background_max_backoff_seconds)
+    return engine, background_engine
 
+
+def lease_sweep(background: sessionmaker[Session], service: AnalysisService,
+                settings: Settings) -> Callable[[], bool]:
     def sweep() -> bool:
         """Re-queue (or fail) running jobs whose lease expired, whatever their arch; tell
         the analysis; forget old forge delivery ids."""
@@ -126,6 +161,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if queued:
             service.wake()
         return False
+
+    return sweep
+
+
+def serving(settings: Settings, service: AnalysisService, sweep: Callable[[], bool], *,
+            engines: tuple[Engine, ...]) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: the background loops run while it serves, the engines are
+    disposed of after."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -146,27 +189,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 sweeper.stop()
             service.stop()
             app.state.outbox_worker.stop()
-            engine.dispose()
-            background_engine.dispose()
+            for engine in engines:
+                engine.dispose()
 
-    app = FastAPI(title="Mallard API", version="1", lifespan=lifespan,
-                  description="Continuous benchmarking of memory allocators: projects, "
-                              "webhooks, runners, the job queue, results, series, "
-                              "comparisons and alerts.")
-    app.state.settings = settings
-    app.state.token_cache = TokenCache(settings.token_cache_seconds)
-    # the results post's threads (deps.in_thread): started when first used, idle between
-    # posts, kept for the app's life (its lifespan may run more than once in tests)
-    app.state.request_threads = ThreadPoolExecutor(settings.db_pool_size,
-                                                   thread_name_prefix="mallard-request")
-    app.state.catalog = catalog
-    app.state.engine = engine
-    app.state.sessionmaker = factory
-    app.state.background_sessionmaker = background
-    app.state.analysis = service
-    app.state.sweep = sweep
-    db_registry = CollectorRegistry()
-    db_registry.register(DatabaseCollector(background_engine))
+    return lifespan
+
+
+def add_middleware(app: FastAPI, settings: Settings) -> None:
     # innermost: past the metrics, the body caps and the admission queue (direct.py)
     app.add_middleware(DirectRoutes, routes={("POST", f"{API_PREFIX}/results"):
                                              results.post_results})
@@ -175,8 +204,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         f"{API_PREFIX}/results": settings.max_results_body_bytes,
         f"{API_PREFIX}/webhooks/": settings.max_webhook_body_bytes})
     app.add_middleware(MetricsMiddleware)  # outermost: 413s are counted too
-    errors.install(app, settings.retry_after_seconds)
 
+
+def api_router() -> APIRouter:
+    """/api/v1: the health check and one router per resource."""
     api = APIRouter(prefix=API_PREFIX, responses={
         400: {"model": ErrorOut, "description": "the body is not parseable"},
         503: {"model": ErrorOut, "description": "the database is unavailable; retry after "
@@ -189,13 +220,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     for router in ROUTERS:
         api.include_router(router)
-    app.include_router(api)
-    app.include_router(ui_routes.router)  # the web pages under /ui
+    return api
 
+
+def json_error_responses(app: FastAPI) -> None:
+    """Errors are always JSON in the OpenAPI document, also on operations whose success is
+    text/plain."""
     default_openapi = app.openapi
 
     def openapi() -> JsonDict:
-        """Errors are always JSON, also on operations whose success is text/plain."""
         if app.openapi_schema is None:
             doc = default_openapi()
             rawbody.add_schemas(doc)
@@ -211,13 +244,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.openapi = openapi  # type: ignore[method-assign]
 
+
+def add_metrics(app: FastAPI, background_engine: Engine) -> None:
+    """/metrics: the process's metrics and the database's (read on the background pool)."""
+    db_registry = CollectorRegistry()
+    db_registry.register(DatabaseCollector(background_engine))
+
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
         body = generate_latest(REGISTRY) + generate_latest(db_registry)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
-
-    app.openapi()  # built now, not on the event loop of the first request (metrics use it)
-    return app
 
 
 def app_factory() -> FastAPI:

@@ -147,6 +147,15 @@ def build() -> Json:
                             "this comparison in Mallard, with plots of every trial"),
                 "type": "link", "icon": "doc", "includeVars": False, "keepTime": False}]
     d.time_from = "now-90d"
+    _verdicts_and_cells(d)
+    _differences(d)
+    _counters(d)
+    _scaling(d)
+    return d.to_json()
+
+
+def _verdicts_and_cells(d: Dashboard) -> None:
+    """The verdict counts, and the cells table linked to the comparison page."""
     d.add(
         "stat",
         "Verdicts",
@@ -195,6 +204,11 @@ def build() -> Json:
             ]
         ),
     )
+    cells["links"] = [page_link("Comparison page", "/ui/comparisons/${comparison}")]
+
+
+def _differences(d: Dashboard) -> None:
+    """Each cell's difference between the ends of its confidence interval."""
     d.add(
         "barchart",
         "Differences with intervals",
@@ -218,7 +232,10 @@ def build() -> Json:
         ),
         options=bar_options("cell", "horizontal", groupWidth=0.8, barWidth=0.9),
     )
-    cells["links"] = [page_link("Comparison page", "/ui/comparisons/${comparison}")]
+
+
+def _counters(d: Dashboard) -> None:
+    """The transfer-cache hit ratios of base and head, and the trials behind them."""
     d.add(
         "barchart",
         "Transfer cache hit ratios, base vs head",
@@ -243,6 +260,10 @@ def build() -> Json:
             ]
         ),
     )
+
+
+def _scaling(d: Dashboard) -> None:
+    """Base's and head's throughput against threads, one panel per scaling workload."""
     d.add(
         "xychart",
         "Thread scaling: $curve, base vs head",
@@ -262,4 +283,3 @@ def build() -> Json:
         options=xy_options("threads", exclude=["head / base", "verdict"], tooltip=False),
         repeat="curve",
     )
-    return d.to_json()

@@ -99,6 +99,13 @@ def build() -> Json:
         ),
         *arch_threads_variables(),
     ]
+    _trade_off(d)
+    _fragmentation(d)
+    return d.to_json()
+
+
+def _trade_off(d: Dashboard) -> None:
+    """Peak RSS against throughput per allocator, and each allocator's medians."""
     d.row("Speed / memory trade-off")
     d.add(
         "xychart",
@@ -132,6 +139,10 @@ def build() -> Json:
             ]
         ),
     )
+
+
+def _fragmentation(d: Dashboard) -> None:
+    """What the fragmentation workload held and left resident, now and along the branch."""
     d.row("Fragmentation workload")
     d.add(
         "barchart",
@@ -166,4 +177,3 @@ def build() -> Json:
             "tooltip": {"mode": "multi"},
         },
     )
-    return d.to_json()

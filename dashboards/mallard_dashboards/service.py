@@ -72,6 +72,14 @@ def build() -> Json:
             include_all=True,
         ),
     ]
+    _queue_and_runners(d)
+    _ingest_and_api(d)
+    _alerts(d)
+    return d.to_json()
+
+
+def _queue_and_runners(d: Dashboard) -> None:
+    """The queue depth and age, jobs by state, runner heartbeats, the runners table."""
     d.row("Queue and runners")
     d.add(
         "timeseries",
@@ -127,6 +135,10 @@ def build() -> Json:
             ]
         ),
     )
+
+
+def _ingest_and_api(d: Dashboard) -> None:
+    """Trials ingested, API latency and errors, the jobs table and their times."""
     d.row("Ingest and API")
     d.add(
         "timeseries",
@@ -135,6 +147,32 @@ def build() -> Json:
         w=8,
         field=field_config(unit="ops"),
     )
+    _api_latency(d)
+    _api_requests(d)
+    d.add(
+        "table",
+        "Jobs",
+        [sql(JOBS_TABLE)],
+        w=16,
+        h=9,
+        field=field_config(
+            overrides=[
+                override("byRegexp", "/queue_seconds|run_seconds/", {"unit": "s"}),
+            ]
+        ),
+    )
+    d.add(
+        "timeseries",
+        "Job queue and run time",
+        [sql(JOB_TIMES, fmt="time_series")],
+        w=8,
+        h=9,
+        field=field_config(unit="s"),
+    )
+
+
+def _api_latency(d: Dashboard) -> None:
+    """API latency: p50 and p95 overall, p95 by route (dotted)."""
     d.add(
         "timeseries",
         "API latency p50 / p95",
@@ -170,6 +208,10 @@ def build() -> Json:
             ],
         ),
     )
+
+
+def _api_requests(d: Dashboard) -> None:
+    """Requests per second by status, and the 5xx ratio on the right axis."""
     d.add(
         "timeseries",
         "API requests and 5xx ratio",
@@ -198,26 +240,10 @@ def build() -> Json:
             ],
         ),
     )
-    d.add(
-        "table",
-        "Jobs",
-        [sql(JOBS_TABLE)],
-        w=16,
-        h=9,
-        field=field_config(
-            overrides=[
-                override("byRegexp", "/queue_seconds|run_seconds/", {"unit": "s"}),
-            ]
-        ),
-    )
-    d.add(
-        "timeseries",
-        "Job queue and run time",
-        [sql(JOB_TIMES, fmt="time_series")],
-        w=8,
-        h=9,
-        field=field_config(unit="s"),
-    )
+
+
+def _alerts(d: Dashboard) -> None:
+    """Open regression alerts: the count, by series (Prometheus), and the table (database)."""
     d.row("Alerts")
     d.add(
         "stat",
@@ -262,4 +288,3 @@ def build() -> Json:
             ]
         ),
     )
-    return d.to_json()

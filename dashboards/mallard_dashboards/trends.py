@@ -123,7 +123,23 @@ def build() -> Json:
         "peers as dashed reference lines; change points and open alerts as annotations.",
         ["mallard", "trends"],
     )
-    d.variables = [
+    d.variables = _variables()
+    branch_page = page_link("Branch page", "/ui/projects/${project}/branches/${branch}",
+                            "the branch's history in Mallard: every point links to its commit")
+    d.links = [{**branch_page, "type": "link", "icon": "doc", "includeVars": False,
+                "keepTime": False}]
+    d.annotations = [
+        sql_annotation("Change points", CHANGE_POINTS, "red"),
+        sql_annotation("Open alerts", OPEN_ALERTS, "orange"),
+    ]
+    _history(d, branch_page)
+    _numbers(d)
+    return d.to_json()
+
+
+def _variables() -> list[Json]:
+    """Project and branch, measure, workloads, arch and threads, mallard's variants, peers."""
+    return [
         *project_branch_variables(),
         sql_variable(
             "measure",
@@ -155,14 +171,10 @@ def build() -> Json:
         ),
         pages_variable(),
     ]
-    branch_page = page_link("Branch page", "/ui/projects/${project}/branches/${branch}",
-                            "the branch's history in Mallard: every point links to its commit")
-    d.links = [{**branch_page, "type": "link", "icon": "doc", "includeVars": False,
-                "keepTime": False}]
-    d.annotations = [
-        sql_annotation("Change points", CHANGE_POINTS, "red"),
-        sql_annotation("Open alerts", OPEN_ALERTS, "orange"),
-    ]
+
+
+def _history(d: Dashboard, branch_page: Json) -> None:
+    """One chart per workload: mallard's medians along the commits, the peers dashed."""
     d.row("History along the branch")
     history = d.add(
         "timeseries",
@@ -203,6 +215,10 @@ def build() -> Json:
         },
     )
     history["links"] = [branch_page]
+
+
+def _numbers(d: Dashboard) -> None:
+    """The charts' points by commit, and the branch's alerts."""
     d.row("Numbers")
     d.add(
         "table",
@@ -233,4 +249,3 @@ def build() -> Json:
             ],
         ),
     )
-    return d.to_json()

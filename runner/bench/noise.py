@@ -223,10 +223,22 @@ def report(args: argparse.Namespace, cpus: list[int], load: tuple[float, ...],
            cv_trials: dict[str, list[TrialIn]], seconds: dict[str, float], allocators: list[str],
            aa: list[tuple[str, str, int, int, int, int, float]], notes: list[str],
            testbed: dict[str, Any]) -> str:
+    lines = _header_lines(args, cpus, load, load_after, testbed)
+    lines += _deterministic_lines(args, det)
+    lines += _cv_lines(args, cv_trials, seconds, allocators)
+    lines += _aa_lines(args, aa)
+    for note in notes:
+        lines += ["", f"Note: {note}."]
+    return "\n".join(lines)
+
+
+def _header_lines(args: argparse.Namespace, cpus: list[int], load: tuple[float, ...],
+                  load_after: tuple[float, ...], testbed: dict[str, Any]) -> list[str]:
+    """When and where it was measured, the testbed, and the command."""
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     machine = (f"{platform.machine()}, {cpu_model()}, {os.cpu_count()} CPUs (pinned to "
                f"{','.join(map(str, cpus))}), kernel {platform.release()}")
-    lines = [
+    return [
         f"Measured {date} on {machine}; 1-minute load average {load[0]:.1f} before the run "
         f"and {load_after[0]:.1f} at its end. The VM is shared with other people's builds and "
         f"tests (the run itself keeps about one CPU busy): read the timing figures as an upper "
@@ -235,7 +247,12 @@ def report(args: argparse.Namespace, cpus: list[int], load: tuple[float, ...],
         f"{'on' if testbed.get('smt') else 'off'}, isolated {testbed.get('isolated')}.", "",
         f"Command: `flock /tmp/mallard-bench.lock make bench-runner` (`python "
         f"runner/bench/noise.py --trials {args.trials} --blocks {args.blocks} --aa {args.aa} "
-        f"--aa-trials {args.aa_trials} --repeats {args.repeats}`), quick-suite params.", "",
+        f"--aa-trials {args.aa_trials} --repeats {args.repeats}`), quick-suite params.", ""]
+
+
+def _deterministic_lines(args: argparse.Namespace, det: list[dict[str, Any]]) -> list[str]:
+    """The cachegrind counters' largest deviation per workload, and the rule's verdict."""
+    lines = [
         f"**Deterministic counters: {args.repeats} cachegrind runs per allocator** (every "
         f"allocator of the quick suite, its `deterministic` params); the largest deviation "
         f"from the median, over all allocators, in percent and (counts); the rule needs "
@@ -247,13 +264,19 @@ def report(args: argparse.Namespace, cpus: list[int], load: tuple[float, ...],
         cols = " | ".join(f"±{100 * r[m]:.3f}% ({r[m + '_counts']:,.0f})" for m in DETERMINISTIC)
         lines.append(f"| {r['workload']} | {r['threads']} | {cols} | {r['worst']} | "
                      f"{'yes' if r['repeats'] else 'no'} |")
-    lines += ["", f"**CV of ops/s, noise control off and on**: {args.trials} pinned trials "
-              f"per cell and condition, in {args.blocks} interleaved blocks (off, on, off, "
-              f"on, ...), each after 1 warm-up; start-up share = 1 - (the workload's own "
-              f"measured seconds) / (hyperfine's wall seconds), noise control on:", "",
-              "| workload | threads | allocator | median ops/s (on) | CV off | CV on | "
-              "wall ms | measured ms | start-up share |",
-              "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    return lines
+
+
+def _cv_lines(args: argparse.Namespace, cv_trials: dict[str, list[TrialIn]],
+              seconds: dict[str, float], allocators: list[str]) -> list[str]:
+    """CV of ops/s with noise control off and on, and the start-up share, per cell."""
+    lines = ["", f"**CV of ops/s, noise control off and on**: {args.trials} pinned trials "
+             f"per cell and condition, in {args.blocks} interleaved blocks (off, on, off, "
+             f"on, ...), each after 1 warm-up; start-up share = 1 - (the workload's own "
+             f"measured seconds) / (hyperfine's wall seconds), noise control on:", "",
+             "| workload | threads | allocator | median ops/s (on) | CV off | CV on | "
+             "wall ms | measured ms | start-up share |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     on, off = cv_trials["on"], cv_trials["off"]
     workloads = sorted({t.workload.name for t in on})
     for w in workloads:
@@ -272,11 +295,17 @@ def report(args: argparse.Namespace, cpus: list[int], load: tuple[float, ...],
                 lines.append(f"| {w} | {t} | {a} | {statistics.median(v_on):,.0f} | "
                              f"{_pct(cv(v_off))} | {_pct(cv(v_on))} | {1000 * wall:.0f} | "
                              f"{1000 * sec:.0f} | {_pct(1 - sec / wall)} |")
-    lines += ["", f"**A/A: the same allocator on both sides, {args.aa} comparisons of "
-              f"{args.aa_trials} vs {args.aa_trials} interleaved trials** (noise control on)", "",
-              "| allocator | workload | threads | comparisons | naive >2% on the ratio of "
-              "medians | Mann-Whitney p<0.05 | largest ratio error |",
-              "|---|---|---:|---:|---:|---:|---:|"]
+    return lines
+
+
+def _aa_lines(args: argparse.Namespace,
+              aa: list[tuple[str, str, int, int, int, int, float]]) -> list[str]:
+    """The A/A false alarms of the naive threshold and of Mann-Whitney."""
+    lines = ["", f"**A/A: the same allocator on both sides, {args.aa} comparisons of "
+             f"{args.aa_trials} vs {args.aa_trials} interleaved trials** (noise control on)", "",
+             "| allocator | workload | threads | comparisons | naive >2% on the ratio of "
+             "medians | Mann-Whitney p<0.05 | largest ratio error |",
+             "|---|---|---:|---:|---:|---:|---:|"]
     for a, w, t, n, wolf, mw, worst in aa:
         lines.append(f"| {a} | {w} | {t} | {n} | {wolf} of {n} | {mw} of {n} | "
                      f"{100 * worst:.1f}% |")
@@ -284,9 +313,7 @@ def report(args: argparse.Namespace, cpus: list[int], load: tuple[float, ...],
               f"Mann-Whitney test at 0.05 should cry wolf in about 5% of comparisons "
               f"({0.05 * args.aa:.1f} of {args.aa}) when trials are independent; the naive "
               f"threshold has no such guarantee: its rate is set by the noise (the CV above)."]
-    for note in notes:
-        lines += ["", f"Note: {note}."]
-    return "\n".join(lines)
+    return lines
 
 
 def main() -> int:

@@ -161,7 +161,7 @@ def block_head(started_at: datetime, minutes: float, cpu: str, load: tuple[float
         f"{shlex.join(sys.argv[1:])}`).", ""]
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--part", choices=("all", "aa", "canary"), default="all")
     p.add_argument("--quick", action="store_true", help="10 A/A, 5 canaries per size")
@@ -181,6 +181,11 @@ def main() -> int:
         args.aa = 10 if args.quick else 20
     if args.canaries is None:
         args.canaries = 5 if args.quick else 10
+    return args
+
+
+def main() -> int:
+    args = parse_args()
     parts = ["canary", "aa"] if args.part == "all" else [args.part]
     # SIGTERM (a stopped flock, a timeout) stops the runner and the API like Ctrl-C does
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -196,7 +201,30 @@ def main() -> int:
     demo.STATE = state  # logs and the database go here, not into the demo's folder
     cpu = demo.pinned_cpu()
     server = ApiProcess({}, log=state / "api.log", port=args.port, cwd=ROOT)
-    api = server.url
+    server.env = api_env(state, server.url)
+    load = os.getloadavg()
+    started, started_at = time.monotonic(), datetime.now(UTC)
+    done = run_parts(server, cpu, parts, args, commit, saved, saved_file, started)
+    for d in done.values():
+        if d["state"] != "done":
+            raise SystemExit(f"bench-verdicts: calibration {d['id']} {d['state']}: {d['note']}")
+    det = instruction_check(args.pairs, cpu, state) if "canary" in done else []
+    minutes = (time.monotonic() - started) / 60
+    for part, d in done.items():
+        command = ("flock /tmp/mallard-bench.lock make bench-verdicts"
+                   + (f" ARGS='{shlex.join(sys.argv[1:])}'" if sys.argv[1:] else ""))
+        head = block_head(started_at, minutes, cpu, load, command)
+        block = "\n".join(part_lines(part, d, args, commit, head, det))
+        print(block)
+        if not args.no_write:
+            write_block(block, README, markers=MARKERS if part == "canary" else AA_MARKERS)
+            print(f"wrote {README.relative_to(ROOT)}")
+    return 0
+
+
+def api_env(state: Path, api: str) -> dict[str, str]:
+    """The API's environment: its database in `state`, the runner's CLI on PATH, this
+    checkout the one repository allowed."""
     env = dict(os.environ)
     env.pop("DATABASE_URL", None)
     env.update({"MALLARD_DATA_DIR": str(state / "pgdata"),
@@ -204,9 +232,15 @@ def main() -> int:
                 "MALLARD_RUNNER_REPO_ALLOW": f"file://{ROOT}",
                 "MALLARD_RUNNER_LEASE_SECONDS": "120",
                 "MALLARD_REPO_URL_ALLOW": f"file://{ROOT}", "MALLARD_PUBLIC_URL": api})
-    server.env = env
-    load = os.getloadavg()
-    started, started_at = time.monotonic(), datetime.now(UTC)
+    return env
+
+
+def run_parts(server: ApiProcess, cpu: str, parts: list[str], args: argparse.Namespace,
+              commit: str, saved: dict[str, int | str], saved_file: Path,
+              started: float) -> dict[str, dict[str, object]]:
+    """Starts the API and a runner agent, posts each part's calibration (unless one is saved
+    from a stopped run) and follows it to its end; stops both whatever happens."""
+    api, env, state = server.url, server.env, saved_file.parent  # .mallard/bench-verdicts
     runner_proc = None
     done: dict[str, dict[str, object]] = {}
     try:
@@ -237,36 +271,29 @@ def main() -> int:
     finally:
         demo.stop(runner_proc, "runner agent")
         server.stop(30)
-    for d in done.values():
-        if d["state"] != "done":
-            raise SystemExit(f"bench-verdicts: calibration {d['id']} {d['state']}: {d['note']}")
-    det = instruction_check(args.pairs, cpu, state) if "canary" in done else []
-    minutes = (time.monotonic() - started) / 60
-    for part, d in done.items():
-        command = ("flock /tmp/mallard-bench.lock make bench-verdicts"
-                   + (f" ARGS='{shlex.join(sys.argv[1:])}'" if sys.argv[1:] else ""))
-        body = parts_body(part, args, commit)
-        what = (f"calibration {d['id']} of mallard@{commit[:7]}: {body['aa_comparisons']} A/A "
-                f"comparisons of the quick suite (every workload, threads 1 and 2), "
-                f"{body['trials']} trials a side, no follow-ups." if part == "aa" else
-                f"calibration {d['id']} of mallard@{commit[:7]}: {body['aa_comparisons']} A/A "
-                f"and {body['canary_comparisons']} canary comparisons per size, "
-                f"{body['trials']} trials a side, {args.workloads} at 1 thread, quick-suite "
-                f"params. Canary ns per free: {d['canary_ns']}; {d['note']}.")
-        lines = [*block_head(started_at, minutes, cpu, load, command), what, "",
-                 str(d["table"]), "", LEGEND]
-        if part == "canary":
-            lines += ["", f"**A change adding 0.5% instructions**: {args.pairs} pairs of "
-                      "cachegrind runs per workload, mallard preloaded, the quick suite's "
-                      "`deterministic` params against the same with about 0.5% more "
-                      "instructions (larson 0.4% more `ops`, rpc 0.5% more `requests`), each "
-                      "pair judged by the API's deterministic rule:", "", *det]
-        block = "\n".join(lines)
-        print(block)
-        if not args.no_write:
-            write_block(block, README, markers=MARKERS if part == "canary" else AA_MARKERS)
-            print(f"wrote {README.relative_to(ROOT)}")
-    return 0
+    return done
+
+
+def part_lines(part: str, d: dict[str, object], args: argparse.Namespace, commit: str,
+               head: list[str], det: list[str]) -> list[str]:
+    """One part's README block: the head, what was measured, its table and the legend; the
+    canary part adds the instruction check."""
+    body = parts_body(part, args, commit)
+    what = (f"calibration {d['id']} of mallard@{commit[:7]}: {body['aa_comparisons']} A/A "
+            f"comparisons of the quick suite (every workload, threads 1 and 2), "
+            f"{body['trials']} trials a side, no follow-ups." if part == "aa" else
+            f"calibration {d['id']} of mallard@{commit[:7]}: {body['aa_comparisons']} A/A "
+            f"and {body['canary_comparisons']} canary comparisons per size, "
+            f"{body['trials']} trials a side, {args.workloads} at 1 thread, quick-suite "
+            f"params. Canary ns per free: {d['canary_ns']}; {d['note']}.")
+    lines = [*head, what, "", str(d["table"]), "", LEGEND]
+    if part == "canary":
+        lines += ["", f"**A change adding 0.5% instructions**: {args.pairs} pairs of "
+                  "cachegrind runs per workload, mallard preloaded, the quick suite's "
+                  "`deterministic` params against the same with about 0.5% more "
+                  "instructions (larson 0.4% more `ops`, rpc 0.5% more `requests`), each "
+                  "pair judged by the API's deterministic rule:", "", *det]
+    return lines
 
 
 if __name__ == "__main__":

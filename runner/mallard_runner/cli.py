@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from mallard_wire.results import TrialIn
+from mallard_wire.results import ResultsIn, TrialIn
 from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import (
@@ -28,15 +28,16 @@ from rich.progress import (
 )
 
 from . import export
+from .agent import Agent
 from .cells import Cell
 from .executor import Cancelled
 from .peers import find_peers
 from .runs import RunRequest, execute, prepare
 from .settings import REPO_ROOT, RunnerSettings, secret_problem
-from .suites import SuiteError, load_suite
+from .suites import Suite, SuiteError, load_suite
 from .testbed import check_cpus, collect, parse_cpus
 from .tools import BuildError
-from .variants import VariantError, parse_selectors
+from .variants import AllocatorSelector, VariantError, parse_selectors
 
 app = typer.Typer(help="Mallard runner: build allocators, run pinned workloads, talk to the API.",
                   no_args_is_help=True, add_completion=False)
@@ -111,6 +112,25 @@ def bench(
 ) -> None:
     """Run a suite locally, pinned and interleaved; print a table per workload."""
     settings = load_settings(arch)
+    s, selectors, cpu_list = _bench_plan(settings, suite, allocators, cpus)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    raw = raw_dir or settings.raw() / f"bench-{stamp}"
+    source = allocator_source or default_source()
+    req = RunRequest(suite=s, selectors=selectors, cpus=cpu_list, raw_dir=raw, source=source,
+                     ref=commit, allocator_dir=allocator_dir, trials=trials, warmup=warmup,
+                     workloads=_names(workloads), threads=_ints(threads), seed=seed)
+    results = _bench_run(settings, req)
+    base = baseline if baseline is not None else s.baseline
+    _bench_report(results, base, json_out=json_out, markdown=markdown, csv_out=csv_out)
+    console.print(f"raw trials kept in {raw}")
+    n_fail = sum(1 for t in results.trials if not t.ok)
+    if n_fail:
+        console.print(f"[yellow]{n_fail} of {len(results.trials)} trials failed[/]")
+
+
+def _bench_plan(settings: RunnerSettings, suite: str, allocators: str | None,
+                cpus: str | None) -> tuple[Suite, list[AllocatorSelector], list[int]]:
+    """The suite, the allocators to run and the CPUs to pin to; exit 2 when one is wrong."""
     try:
         s = load_suite(suite, settings.suites_dir, allow_path=True)
         selectors = parse_selectors(allocators) if allocators else parse_selectors(
@@ -120,12 +140,12 @@ def bench(
     except (SuiteError, VariantError, ValueError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2) from e
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    raw = raw_dir or settings.raw() / f"bench-{stamp}"
-    source = allocator_source or default_source()
-    req = RunRequest(suite=s, selectors=selectors, cpus=cpu_list, raw_dir=raw, source=source,
-                     ref=commit, allocator_dir=allocator_dir, trials=trials, warmup=warmup,
-                     workloads=_names(workloads), threads=_ints(threads), seed=seed)
+    return s, selectors, cpu_list
+
+
+def _bench_run(settings: RunnerSettings, req: RunRequest) -> ResultsIn:
+    """Build and find the allocators, then run every trial behind a progress bar; SIGTERM
+    cancels (exit 130), a failed build exits 1, a bad request 2."""
     cancel = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: cancel.set())
     with progress_bar() as progress:
@@ -150,13 +170,17 @@ def bench(
             progress.console.print(f"[yellow]{note}[/]")
         progress.update(task, total=prep.total, description=f"{len(prep.cells)} cells")
         try:
-            results = execute(prep)
+            return execute(prep)
         except Cancelled as e:
             progress.stop()
             console.print("[yellow]cancelled[/]")
             raise typer.Exit(130) from e
+
+
+def _bench_report(results: ResultsIn, base: str | None, *, json_out: Path | None,
+                  markdown: Path | None, csv_out: Path | None) -> None:
+    """The tables on stdout, and the JSON, markdown and CSV files asked for."""
     out = Console(width=None if sys.stdout.isatty() else 160)
-    base = baseline if baseline is not None else s.baseline
     export.print_tables(results, out, base)
     if json_out:
         export.write_atomic(json_out, export.to_json(results))
@@ -164,10 +188,6 @@ def bench(
         export.write_atomic(markdown, export.to_markdown(results, base))
     if csv_out:
         export.write_atomic(csv_out, export.to_csv(results))
-    console.print(f"raw trials kept in {raw}")
-    n_fail = sum(1 for t in results.trials if not t.ok)
-    if n_fail:
-        console.print(f"[yellow]{n_fail} of {len(results.trials)} trials failed[/]")
 
 
 @app.command()
@@ -203,8 +223,6 @@ def agent(
     arch: ArchOption = None,
 ) -> None:
     """Register, heartbeat, claim jobs with a lease, run them, post results (spooled)."""
-    from .agent import Agent
-
     # a placeholder token, a bad allow-list entry, an emulated arch without qemu: exit 2
     settings = load_settings(arch)
     api = api or settings.api

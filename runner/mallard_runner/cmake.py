@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 from .arch import Platform, elf_machine
+from .testbed import compiler_version
 from .tools import BuildError, locked, run
 
 
@@ -70,8 +71,6 @@ def cmake_compiler(build: Path) -> str:
             name = {"GNU": "gcc", "Clang": "clang", "AppleClang": "clang"}.get(
                 cid.group(1), cid.group(1).lower())
             return f"{name} {ver.group(1)}"
-    from .testbed import compiler_version
-
     return compiler_version(_cache_entries(build).get("CMAKE_C_COMPILER"))
 
 

@@ -15,6 +15,7 @@ import csv
 import io
 import os
 import re
+import resource
 import shutil
 import socket
 import subprocess
@@ -215,96 +216,30 @@ def run(p: dict[str, Any], allocator_env: dict[str, str]) -> None:
                 "redis-tools (scripts/install-deps.sh)")
     trial = sorted(os.sched_getaffinity(0))
     server_cpus, client_cpus, how = placement(p["client_cpus"], trial, p["threads"])
-
-    base = dict(os.environ)
-    client_env = base  # the driver's environment: no LD_PRELOAD, no MALLARD_*
-    server_env = {**base, **allocator_env}
-    if "MALLARD_STATS_FILE" in server_env:  # redis-server chdirs to its --dir at start
-        server_env["MALLARD_STATS_FILE"] = os.path.abspath(server_env["MALLARD_STATS_FILE"])
-    # No preload means the system allocator (glibc). Debian links redis with jemalloc, so
-    # glibc's malloc is put first explicitly; a preload of libc changes nothing else.
-    server_env.setdefault("LD_PRELOAD", "libc.so.6")
-    expected = os.path.basename(server_env["LD_PRELOAD"].replace(":", " ").split()[0])
-    server_malloc = malloc_binding(server_bin, server_env)
-    if server_malloc != expected:
-        mc.fail(f"redis-server's malloc binds to {server_malloc}, not to {expected} "
-                f"(LD_PRELOAD={server_env['LD_PRELOAD']})")
-    client_malloc = malloc_binding(bench_bin, client_env)
+    client_env, server_env = environments(allocator_env)
+    server_malloc, client_malloc = check_bindings(server_bin, bench_bin, server_env, client_env)
 
     tmp = tempfile.mkdtemp(prefix="mallard-redis-")
     sock, log = os.path.join(tmp, "redis.sock"), os.path.join(tmp, "server.log")
-    server: subprocess.Popen[bytes] | None = None
-    client: subprocess.Popen[bytes] | None = None
+    started: list[subprocess.Popen[bytes]] = []  # stopped last-started first, whatever happens
     try:
-        server_argv = [server_bin, "--port", "0", "--unixsocket", sock, "--unixsocketperm",
-                       "700", "--save", "", "--appendonly", "no", "--daemonize", "no",
-                       "--dir", tmp, "--logfile", log, "--io-threads", str(p["threads"]),
-                       "--io-threads-do-reads", "yes" if p["threads"] > 1 else "no"]
         # its stderr is the workload's (the allocator's own messages reach the trial)
-        server = mc.spawn(server_argv, server_env, server_cpus, subprocess.DEVNULL, None)
-        deadline = time.monotonic() + READY_SECONDS
-        while True:
-            server_gone(server, log, "before it was ready")
-            try:
-                if resp_command(sock, "PING", timeout=5) == "PONG":
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                mc.fail(f"redis-server not ready after {READY_SECONDS:g}s:\n" + log_tail(log))
-            time.sleep(0.02)
+        server = mc.spawn(server_argv(server_bin, p, tmp, sock, log), server_env, server_cpus,
+                          subprocess.DEVNULL, None)
+        started.append(server)
+        wait_ready(server, sock, log)
         redis_version = re.search(r"redis_version:(\S+)", resp_command(sock, "INFO", "server"))
-        io_cpus = ""
-        if how == "threads":  # its io threads start with the server, before it answers
-            pinned = pin_threads(server.pid, server_cpus)
-            io = sorted({c for n, c in pinned.items() if n.startswith("io_thd_")})
-            if len(io) != min(p["threads"] - 1, len(server_cpus) - 1):
-                mc.fail(f"redis-server's io threads were not found to pin: {pinned}")
-            io_cpus = mc.cpu_list_text(io)
-
-        bench_argv = [bench_bin, "-s", sock, "-c", str(p["clients"]), "-n", str(p["requests"]),
-                      "-P", str(p["pipeline"]), "-d", str(p["value_size"]),
-                      "-r", str(p["keyspace"]), "-t", p["commands"], "--csv"]
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            client = mc.spawn(bench_argv, client_env, client_cpus, out, err)
-            client_hwm = 0
-            while client.poll() is None:  # the client's peak RSS, sampled while it runs
-                client_hwm = max(client_hwm, mc.vm_hwm_bytes(client.pid) or 0)
-                time.sleep(0.02)
-            out.seek(0)
-            err.seek(0)
-            bench_out = out.read().decode(errors="replace")
-            bench_err = err.read().decode(errors="replace")
+        # its io threads start with the server, before it answers
+        io_cpus = pin_io_threads(server, server_cpus, p["threads"]) if how == "threads" else ""
+        code, bench_out, bench_err, client_hwm = benchmark(
+            started, bench_argv(bench_bin, sock, p), client_env, client_cpus)
         server_gone(server, log, "during the benchmark")
-        if client.returncode != 0:
-            mc.fail(f"redis-benchmark {mc.exit_text(client.returncode)}: "
-                    f"{(bench_err or bench_out).strip()[-2000:]}")
-        rps = parse_benchmark_csv(bench_out, tests)
-        missing = [t for t in tests if not rps.get(t)]
-        if missing:
-            mc.fail(f"redis-benchmark reported no rate for {missing}:\n{bench_out[-2000:]}")
-        calls = command_calls(resp_command(sock, "INFO", "commandstats"))
-        wrong = {t: calls.get(TESTS[t], 0) for t in tests if calls.get(TESTS[t]) != p["requests"]}
-        if wrong:
-            mc.fail(f"the server counted {wrong} calls, not {p['requests']} per test")
-        server_hwm = mc.vm_hwm_bytes(server.pid)  # before shutdown: the run's peak
-        if server_hwm is None:
-            mc.fail("cannot read the server's peak RSS from /proc")
-        try:
-            resp_command(sock, "SHUTDOWN", "NOSAVE")
-        except OSError:
-            pass  # the server closes the connection as it exits
-        waited = mc.wait_with_rusage(server, READY_SECONDS)
-        if waited is None:
-            mc.fail("redis-server did not exit after SHUTDOWN NOSAVE:\n" + log_tail(log))
-        code, server_ru = waited
-        if code != 0:
-            mc.fail(f"redis-server {mc.exit_text(code)} at shutdown:\n" + log_tail(log))
+        rps = checked_rates(p, tests, sock, code, bench_out, bench_err)
+        server_hwm, server_ru = shut_down(server, sock, log)
     finally:
         mc.hold_signals()
-        for proc in (client, server):
-            if proc is not None:
-                mc.stop(proc)
+        for proc in reversed(started):
+            mc.stop(proc)
         shutil.rmtree(tmp, ignore_errors=True)
 
     seconds = sum(p["requests"] / rps[t] for t in tests)
@@ -319,6 +254,126 @@ def run(p: dict[str, Any], allocator_env: dict[str, str]) -> None:
         server_malloc=server_malloc, client_malloc=client_malloc,
         server_pid=str(server.pid), redis_version=redis_version.group(1) if redis_version
         else "unknown")
+
+
+def environments(allocator_env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The client's environment (the driver's: no LD_PRELOAD, no MALLARD_*) and the server's
+    (the allocator under test's)."""
+    base = dict(os.environ)
+    client_env = base  # the driver's environment: no LD_PRELOAD, no MALLARD_*
+    server_env = {**base, **allocator_env}
+    if "MALLARD_STATS_FILE" in server_env:  # redis-server chdirs to its --dir at start
+        server_env["MALLARD_STATS_FILE"] = os.path.abspath(server_env["MALLARD_STATS_FILE"])
+    # No preload means the system allocator (glibc). Debian links redis with jemalloc, so
+    # glibc's malloc is put first explicitly; a preload of libc changes nothing else.
+    server_env.setdefault("LD_PRELOAD", "libc.so.6")
+    return client_env, server_env
+
+
+def check_bindings(server_bin: str, bench_bin: str, server_env: dict[str, str],
+                   client_env: dict[str, str]) -> tuple[str, str]:
+    """The libraries the server's and the client's malloc bind to; fails unless the server's
+    is the preloaded one."""
+    expected = os.path.basename(server_env["LD_PRELOAD"].replace(":", " ").split()[0])
+    server_malloc = malloc_binding(server_bin, server_env)
+    if server_malloc != expected:
+        mc.fail(f"redis-server's malloc binds to {server_malloc}, not to {expected} "
+                f"(LD_PRELOAD={server_env['LD_PRELOAD']})")
+    return server_malloc, malloc_binding(bench_bin, client_env)
+
+
+def server_argv(server_bin: str, p: dict[str, Any], tmp: str, sock: str, log: str) -> list[str]:
+    """redis-server on a private unix socket, persistence off, `threads` io threads."""
+    return [server_bin, "--port", "0", "--unixsocket", sock, "--unixsocketperm",
+            "700", "--save", "", "--appendonly", "no", "--daemonize", "no",
+            "--dir", tmp, "--logfile", log, "--io-threads", str(p["threads"]),
+            "--io-threads-do-reads", "yes" if p["threads"] > 1 else "no"]
+
+
+def bench_argv(bench_bin: str, sock: str, p: dict[str, Any]) -> list[str]:
+    return [bench_bin, "-s", sock, "-c", str(p["clients"]), "-n", str(p["requests"]),
+            "-P", str(p["pipeline"]), "-d", str(p["value_size"]),
+            "-r", str(p["keyspace"]), "-t", p["commands"], "--csv"]
+
+
+def wait_ready(server: subprocess.Popen[bytes], sock: str, log: str) -> None:
+    """Until the server answers PING; fails if it exits or is not ready in time."""
+    deadline = time.monotonic() + READY_SECONDS
+    while True:
+        server_gone(server, log, "before it was ready")
+        try:
+            if resp_command(sock, "PING", timeout=5) == "PONG":
+                break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            mc.fail(f"redis-server not ready after {READY_SECONDS:g}s:\n" + log_tail(log))
+        time.sleep(0.02)
+
+
+def pin_io_threads(server: subprocess.Popen[bytes], server_cpus: list[int],
+                   threads: int) -> str:
+    """Pins the server's io threads one per CPU; the CPUs they are on, as a list text."""
+    pinned = pin_threads(server.pid, server_cpus)
+    io = sorted({c for n, c in pinned.items() if n.startswith("io_thd_")})
+    if len(io) != min(threads - 1, len(server_cpus) - 1):
+        mc.fail(f"redis-server's io threads were not found to pin: {pinned}")
+    return mc.cpu_list_text(io)
+
+
+def benchmark(started: list[subprocess.Popen[bytes]], argv: list[str],
+              client_env: dict[str, str], client_cpus: list[int]) -> tuple[int, str, str, int]:
+    """Runs redis-benchmark (appended to `started`): its exit code, stdout, stderr and peak
+    RSS, sampled while it runs."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        client = mc.spawn(argv, client_env, client_cpus, out, err)
+        started.append(client)
+        client_hwm = 0
+        while client.poll() is None:  # the client's peak RSS, sampled while it runs
+            client_hwm = max(client_hwm, mc.vm_hwm_bytes(client.pid) or 0)
+            time.sleep(0.02)
+        out.seek(0)
+        err.seek(0)
+        bench_out = out.read().decode(errors="replace")
+        bench_err = err.read().decode(errors="replace")
+    return client.returncode, bench_out, bench_err, client_hwm
+
+
+def checked_rates(p: dict[str, Any], tests: list[str], sock: str, code: int, bench_out: str,
+                  bench_err: str) -> dict[str, float]:
+    """Requests per second by test; fails unless the client finished every test and the
+    server counted exactly the requests sent."""
+    if code != 0:
+        mc.fail(f"redis-benchmark {mc.exit_text(code)}: "
+                f"{(bench_err or bench_out).strip()[-2000:]}")
+    rps = parse_benchmark_csv(bench_out, tests)
+    missing = [t for t in tests if not rps.get(t)]
+    if missing:
+        mc.fail(f"redis-benchmark reported no rate for {missing}:\n{bench_out[-2000:]}")
+    calls = command_calls(resp_command(sock, "INFO", "commandstats"))
+    wrong = {t: calls.get(TESTS[t], 0) for t in tests if calls.get(TESTS[t]) != p["requests"]}
+    if wrong:
+        mc.fail(f"the server counted {wrong} calls, not {p['requests']} per test")
+    return rps
+
+
+def shut_down(server: subprocess.Popen[bytes], sock: str,
+              log: str) -> tuple[int, resource.struct_rusage]:
+    """The server's peak RSS, read before it stops, and its resource usage at exit."""
+    server_hwm = mc.vm_hwm_bytes(server.pid)  # before shutdown: the run's peak
+    if server_hwm is None:
+        mc.fail("cannot read the server's peak RSS from /proc")
+    try:
+        resp_command(sock, "SHUTDOWN", "NOSAVE")
+    except OSError:
+        pass  # the server closes the connection as it exits
+    waited = mc.wait_with_rusage(server, READY_SECONDS)
+    if waited is None:
+        mc.fail("redis-server did not exit after SHUTDOWN NOSAVE:\n" + log_tail(log))
+    code, server_ru = waited
+    if code != 0:
+        mc.fail(f"redis-server {mc.exit_text(code)} at shutdown:\n" + log_tail(log))
+    return server_hwm, server_ru
 
 
 def main() -> None:

@@ -64,6 +64,28 @@ class Change:
         return self.direction == "regression"
 
 
+def _long_segments(cps: Sequence[Any], series: list[float], policy: ChangePolicy
+                   ) -> list[Any]:
+    """Only the change points whose both segments are long enough; then Otava's merge step
+    again on what is left: the segments were re-cut, so a point that was significant only
+    next to a dropped one-commit segment must prove itself again."""
+    n = len(series)
+    cps = sorted(cps, key=lambda cp: int(cp.index))
+    kept_cps: list[Any] = []
+    for cp in cps:
+        prev = int(kept_cps[-1].index) if kept_cps else 0
+        if int(cp.index) - prev >= policy.min_segment:
+            kept_cps.append(cp)
+    while kept_cps and n - int(kept_cps[-1].index) < policy.min_segment:
+        kept_cps.pop()
+    if len(kept_cps) != len(cps):
+        tester = TTestSignificanceTester(policy.max_pvalue)
+        intervals = tester.get_intervals(kept_cps)
+        kept_cps = [tester.change_point(cp.to_candidate(), series, intervals) for cp in kept_cps]
+        kept_cps = merge(kept_cps, series, policy.max_pvalue, policy.min_magnitude)
+    return kept_cps
+
+
 def detect(
     commits: Sequence[str],
     values: Sequence[float],
@@ -83,22 +105,7 @@ def detect(
         series, window_len=policy.window_len, max_pvalue=policy.max_pvalue,
         min_magnitude=policy.min_magnitude,
     )
-    # keep only change points whose both segments are long enough, then run Otava's
-    # merge step again on what is left: the segments were re-cut, so a point that was
-    # significant only next to a dropped one-commit segment must prove itself again
-    cps = sorted(cps, key=lambda cp: int(cp.index))
-    kept_cps: list[Any] = []
-    for cp in cps:
-        prev = int(kept_cps[-1].index) if kept_cps else 0
-        if int(cp.index) - prev >= policy.min_segment:
-            kept_cps.append(cp)
-    while kept_cps and n - int(kept_cps[-1].index) < policy.min_segment:
-        kept_cps.pop()
-    if len(kept_cps) != len(cps):
-        tester = TTestSignificanceTester(policy.max_pvalue)
-        intervals = tester.get_intervals(kept_cps)
-        kept_cps = [tester.change_point(cp.to_candidate(), series, intervals) for cp in kept_cps]
-        kept_cps = merge(kept_cps, series, policy.max_pvalue, policy.min_magnitude)
+    kept_cps = _long_segments(cps, series, policy)
     kept = [int(cp.index) for cp in kept_cps]
     pvalues = {int(cp.index): float(cp.stats.pvalue) for cp in kept_cps}
     out: list[Change] = []

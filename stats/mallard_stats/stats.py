@@ -154,26 +154,33 @@ def compare_samples(
     out.ratio = ratio
     out.diff_pct = (ratio - 1.0) * 100.0
     if b.size >= 2 and h.size >= 2:
-        if np.ptp(b) == 0.0 and np.ptp(h) == 0.0:
-            lo = hi = ratio  # zero variance on both sides: the bootstrap can only say this
-        else:
-            res = sps.bootstrap(
-                (h, b), _median_ratio, vectorized=True, paired=False, method="percentile",
-                n_resamples=policy.n_resamples, confidence_level=policy.confidence,
-                rng=np.random.default_rng(policy.seed),
-            )
-            lo = float(res.confidence_interval.low)
-            hi = float(res.confidence_interval.high)
-            if not (math.isfinite(lo) and math.isfinite(hi)):
-                lo, hi = math.nan, math.nan
-        if math.isfinite(lo):
-            out.ci_low_pct = (lo - 1.0) * 100.0
-            out.ci_high_pct = (hi - 1.0) * 100.0
-        if np.ptp(np.concatenate([b, h])) == 0.0:
-            out.p_value = 1.0
-        else:
-            out.p_value = float(sps.mannwhitneyu(h, b, alternative="two-sided").pvalue)
+        _interval_and_p(out, b, h, ratio, policy)
     return out
+
+
+def _interval_and_p(out: CellStats, b: NDArray[np.float64], h: NDArray[np.float64],
+                    ratio: float, policy: Policy) -> None:
+    """The bootstrap interval of the ratio of medians and the Mann-Whitney U p-value, into
+    ``out`` (both sides have at least two robust values)."""
+    if np.ptp(b) == 0.0 and np.ptp(h) == 0.0:
+        lo = hi = ratio  # zero variance on both sides: the bootstrap can only say this
+    else:
+        res = sps.bootstrap(
+            (h, b), _median_ratio, vectorized=True, paired=False, method="percentile",
+            n_resamples=policy.n_resamples, confidence_level=policy.confidence,
+            rng=np.random.default_rng(policy.seed),
+        )
+        lo = float(res.confidence_interval.low)
+        hi = float(res.confidence_interval.high)
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            lo, hi = math.nan, math.nan
+    if math.isfinite(lo):
+        out.ci_low_pct = (lo - 1.0) * 100.0
+        out.ci_high_pct = (hi - 1.0) * 100.0
+    if np.ptp(np.concatenate([b, h])) == 0.0:
+        out.p_value = 1.0
+    else:
+        out.p_value = float(sps.mannwhitneyu(h, b, alternative="two-sided").pvalue)
 
 
 def _compare_deterministic(b: NDArray[np.float64], h: NDArray[np.float64], hib: bool,

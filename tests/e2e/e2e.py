@@ -361,18 +361,49 @@ def own_verdict(admin: str, runner: dict[str, Any], slow: str, base: str) -> Non
           f"{v.get('alert_id')}, moved: {', '.join(moved) or 'none'}; {v.get('report_url')}")
 
 
-def scenario() -> None:
-    def expected_trials(j: dict[str, Any]) -> int:
-        """No peers: the first commit's job measures the head alone; every later commit's
-        job is its verdict, the commit and the last measured one interleaved (2 sides).
-        Each side also gets one cachegrind run per workload with a deterministic block."""
-        sides = len([a for a in j["spec"]["allocators"] if a.get("label") != "peer"])
-        return (len(SUITE_WORKLOADS) * len(j["spec"]["allocators"]) * (TRIALS + WARMUP)
-                + len(DETERMINISTIC_WORKLOADS) * sides)
+def expected_trials(j: dict[str, Any]) -> int:
+    """No peers: the first commit's job measures the head alone; every later commit's
+    job is its verdict, the commit and the last measured one interleaved (2 sides).
+    Each side also gets one cachegrind run per workload with a deterministic block."""
+    sides = len([a for a in j["spec"]["allocators"] if a.get("label") != "peer"])
+    return (len(SUITE_WORKLOADS) * len(j["spec"]["allocators"]) * (TRIALS + WARMUP)
+            + len(DETERMINISTIC_WORKLOADS) * sides)
 
+
+def scenario() -> None:
     admin = make_token("admin")
     check("admin token from `mallard-api token create` in the api container", bool(admin))
-    runner = wait_for("the runner to register", lambda: runner_registered(admin), 180)
+    runner = containers(admin)
+    status, proj = http("PUT", f"{API}/api/v1/projects/{PROJECT}",
+                        {"repo_url": "/srv/git/mallard.git", "allocator_dir": "allocator",
+                         "default_branch": "main"}, token=admin)
+    if not check("project created (PUT /projects/mallard)", status in (200, 201),
+                 f"HTTP {status} {proj if status not in (200, 201) else ''}"):
+        raise Failed("no project")
+
+    work, bare = make_repo()
+    install_hook(bare, make_token("user"))  # the hook posts with a user token
+    c1, jobs = push_before(work, admin)
+    slow, base = push_slow_across_restart(work, admin, c1, jobs)
+    own_verdict(admin, runner, slow, base)
+    later = push_after(work, admin, jobs)
+    arch = runner.get("arch") or "x86_64"
+    compare(admin, arch, base, slow)
+    # alerts: the API's change detection, its webhook (outbox), and Prometheus/Alertmanager
+    ref = alert_names_the_slow_commit(admin, arch, slow, base, later)
+    hooked = wait_for("the API's webhook notification", lambda: [
+        m for m in received("/api") if slow[:7] in json.dumps(m["body"])], ALERT_TIMEOUT, every=5)
+    check("API webhook (outbox) reached the receiver", True,
+          f"{len(hooked)} message(s), event {hooked[0]['body'].get('event')}"
+          if isinstance(hooked[0]["body"], dict) else str(hooked[0]["body"])[:200])
+    alertmanager_delivered(arch, ref)
+
+
+def containers(admin: str) -> dict[str, Any]:
+    """The runner registered; the api and runner containers unprivileged, the runner
+    pinned; the isolation checks. Returns the runner."""
+    runner: dict[str, Any] = wait_for("the runner to register",
+                                      lambda: runner_registered(admin), 180)
     check("runner registered through the API", True,
           f"{runner['name']} arch={runner.get('arch')} cpus={runner.get('cpus')}")
 
@@ -389,17 +420,12 @@ def scenario() -> None:
           cpuset == os.environ["RUNNER_CPUSET"] and privileged == "false",
           f"cpuset {cpuset!r}, privileged {privileged}")
     isolation_checks()
+    return runner
 
-    status, proj = http("PUT", f"{API}/api/v1/projects/{PROJECT}",
-                        {"repo_url": "/srv/git/mallard.git", "allocator_dir": "allocator",
-                         "default_branch": "main"}, token=admin)
-    if not check("project created (PUT /projects/mallard)", status in (200, 201),
-                 f"HTTP {status} {proj if status not in (200, 201) else ''}"):
-        raise Failed("no project")
 
-    work, bare = make_repo()
-    install_hook(bare, make_token("user"))  # the hook posts with a user token
-
+def push_before(work: Path, admin: str) -> tuple[str, list[dict[str, Any]]]:
+    """Commit 1 (the allocator as it is, benchmarked), then the others before the slow one,
+    each pushed alone. Returns commit 1's sha and the jobs."""
     # push 1: the allocator as it is; the runner benchmarks it
     c1, j1 = push_and_queue(work, admin, "commit 1")
     check("post-receive hook queued a commit job", True, f"job {j1['id']}")
@@ -416,8 +442,13 @@ def scenario() -> None:
     for i in range(2, SEGMENT + 1):
         commit_noop(work, i, "before")
         jobs.append(push_and_queue(work, admin, f"commit {i}")[1])
+    return c1, jobs
 
-    # the slow commit; restart the API in the middle of its job
+
+def push_slow_across_restart(work: Path, admin: str, c1: str,
+                             jobs: list[dict[str, Any]]) -> tuple[str, str]:
+    """The slow commit, the API restarted in the middle of its job; no result lost.
+    Returns (the slow commit, the last commit before it)."""
     changed = slow_down_free(work)
     run([*GIT, "commit", "-q", "-am", f"e2e: slow free path ({SLOW_FREE_SPINS} spins)"],
         cwd=work)
@@ -444,8 +475,12 @@ def scenario() -> None:
           f"job {js['id']} done (attempt {js.get('attempt')}), {n2} trials stored, "
           f"{d2} distinct uids (expected {expected_trials(js)})")
     wait_for("the spool to drain", lambda: not spooled(js["id"]), 120)
+    return slow, base
 
-    own_verdict(admin, runner, slow, base)
+
+def push_after(work: Path, admin: str, jobs: list[dict[str, Any]]) -> list[str]:
+    """The commits after the slow one, each pushed alone; every commit job done. Returns
+    the later commits."""
     later: list[str] = []
     for i in range(2, SEGMENT + 1):
         commit_noop(work, i, "after")
@@ -457,12 +492,15 @@ def scenario() -> None:
         wait_job_done(admin, j["id"])
     check(f"all {2 * SEGMENT} commit jobs done", True,
           f"the last {len(jobs) - 1} in {time.monotonic() - t:.0f}s after the restart check")
+    return later
 
-    # the comparison of the last good commit and the slow one
+
+def compare(admin: str, arch: str, base: str, slow: str) -> None:
+    """The comparison of the last good commit and the slow one says REGRESSED."""
     status, comp = http("POST", f"{API}/api/v1/comparisons", {
         "project": PROJECT, "base": {"commit": base}, "head": {"commit": slow},
         "workloads": SUITE_WORKLOADS, "threads": [1], "trials": COMPARISON_TRIALS,
-        "arch": runner.get("arch") or "x86_64", "peers": [], "suite": SUITE,
+        "arch": arch, "peers": [], "suite": SUITE,
         "hypothesis": "-10%", "warmup": 1}, token=admin)
     if not check("comparison created (POST /comparisons)", status == 201,
                  f"HTTP {status} {comp if status != 201 else 'id ' + str(comp.get('id'))}"):
@@ -482,7 +520,11 @@ def scenario() -> None:
     check("comparison (last good vs slow commit) says REGRESSED", bool(regressed),
           f"in {time.monotonic() - t:.0f}s: {regressed[0] if regressed else comp.get('state')}")
 
-    # alerts: the API's change detection, its webhook (outbox), and Prometheus/Alertmanager
+
+def alert_names_the_slow_commit(admin: str, arch: str, slow: str, base: str,
+                                later: list[str]) -> dict[str, Any]:
+    """One open alert on the runner's arch names the slow commit, none a later one.
+    Returns the alert the notifications are checked against."""
     every_alert: list[dict[str, Any]] = []
 
     def alert_open() -> list[dict[str, Any]]:
@@ -491,7 +533,6 @@ def scenario() -> None:
         return [a for a in every_alert
                 if str(a.get("first_bad_commit", "")).startswith(slow[:7])
                 and a.get("state") == "open"]
-    arch = runner.get("arch") or "x86_64"
     try:
         mine = wait_for("an open alert naming the slow commit", alert_open, 60, every=3)
     except Failed as e:
@@ -509,13 +550,13 @@ def scenario() -> None:
           f"{len(every_alert)} alert(s) in all"
           + "".join(f"; {a.get('first_bad_commit', '')[:7]} {a.get('measure')}"
                     for a in moved))
+    ref: dict[str, Any] = (on_arch or mine)[0]
+    return ref
 
-    hooked = wait_for("the API's webhook notification", lambda: [
-        m for m in received("/api") if slow[:7] in json.dumps(m["body"])], ALERT_TIMEOUT, every=5)
-    check("API webhook (outbox) reached the receiver", True,
-          f"{len(hooked)} message(s), event {hooked[0]['body'].get('event')}"
-          if isinstance(hooked[0]["body"], dict) else str(hooked[0]["body"])[:200])
 
+def alertmanager_delivered(arch: str, ref: dict[str, Any]) -> None:
+    """Prometheus -> Alertmanager -> the webhook receiver: MallardRegressionOpen firing
+    with the alert's arch, measure and workload."""
     def alertmanager_sent() -> list[dict[str, Any]]:
         return [m for m in received("/alertmanager") if isinstance(m["body"], dict)
                 and any(a.get("labels", {}).get("alertname") == "MallardRegressionOpen"
@@ -524,7 +565,6 @@ def scenario() -> None:
     routed = wait_for("Alertmanager's notification", alertmanager_sent, ALERT_TIMEOUT, every=5)
     labels = [a.get("labels", {}) for m in routed for a in m["body"].get("alerts", [])
               if a.get("labels", {}).get("alertname") == "MallardRegressionOpen"]
-    ref = (on_arch or mine)[0]
     ours = [lab for lab in labels if lab.get("arch") == arch
             and lab.get("measure") == ref.get("measure")
             and lab.get("workload") == ref.get("workload")]

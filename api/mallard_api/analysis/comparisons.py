@@ -137,12 +137,13 @@ def _direction(measure: str, known: dict[str, bool]) -> bool:
     return known.get(measure, higher_is_better(measure))
 
 
-def compute_cells(session: Session, comp: Comparison, policy: Policy) -> Computed:
-    """The cells, peer medians and note from the comparison's trials (read once), the
-    cells in the order `sql.cells` reads them back (workload, threads, then as computed)."""
-    rows = sql.trials(session, comp.id)
-    if not rows:
-        return Computed()
+Samples = dict[tuple[str, str, str], dict[str, list[float]]]
+
+
+def _testbed_rows(session: Session, comp: Comparison, rows: list[TrialRow]
+                  ) -> tuple[list[TrialRow], str | None, bool, bool]:
+    """The rows of the comparison's testbed (the first one results came from), the note
+    on what was left out and what is not judged, and whether it is emulated / isolated."""
     if comp.testbed_fingerprint is None:
         first = next((r for r in rows if r.label in ("base", "head")), rows[0])
         comp.testbed_fingerprint = first.testbed_fingerprint
@@ -160,8 +161,15 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy) -> Compute
         note = "; ".join(n for n in (note, f"note: {NOT_ISOLATED_REASON}: wall-clock "
                                            f"{THROUGHPUT} is shown, never judged; "
                                            "ops_per_cpu_sec is judged") if n)
-    sides: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(
-        lambda: {"base": [], "head": []})
+    return rows, note, emulated, isolated
+
+
+def _samples(rows: list[TrialRow]) -> tuple[
+        Samples, dict[tuple[str, str], tuple[JsonDict, int | None]],
+        dict[tuple[str, str, str], list[float]]]:
+    """Base's and head's values per (workload, params key, measure), each workload x
+    params' (params, threads), and the peers' throughput values per allocator."""
+    sides: Samples = defaultdict(lambda: {"base": [], "head": []})
     params_of: dict[tuple[str, str], tuple[JsonDict, int | None]] = {}
     peer_values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for r in rows:
@@ -172,6 +180,17 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy) -> Compute
                 sides[(r.workload, pk, m)][r.label].append(float(v))
             elif r.label == "peer" and m == THROUGHPUT:
                 peer_values[(r.workload, pk, r.allocator)].append(float(v))
+    return sides, params_of, peer_values
+
+
+def compute_cells(session: Session, comp: Comparison, policy: Policy) -> Computed:
+    """The cells, peer medians and note from the comparison's trials (read once), the
+    cells in the order `sql.cells` reads them back (workload, threads, then as computed)."""
+    rows = sql.trials(session, comp.id)
+    if not rows:
+        return Computed()
+    rows, note, emulated, isolated = _testbed_rows(session, comp, rows)
+    sides, params_of, peer_values = _samples(rows)
     known = sql.measure_directions(session)
     keys = sorted(k for k, v in sides.items() if v["base"] or v["head"])
     requested = [comp.hypothesis_measure] if comp.hypothesis_measure else []

@@ -108,12 +108,10 @@ def _needed(c: CellRow, n: int, noise: float, band: float, calibrated: bool,
     return min(policy.max_trials, math.ceil(min(options) * SAFETY))
 
 
-def plan(unknown: list[CellRow], rows: list[TrialRow], *, step: int, warmup: int,
-         budget_left: float, policy: Policy, bands: Mapping[Key, float] | None = None
-         ) -> Plan:
-    """The next round for ``unknown`` cells from the comparison's trials (module doc);
-    ``bands`` are the calibrated SAME bands by (workload, params key, measure)."""
-    bands = bands or {}
+def _sides_and_wall(rows: list[TrialRow]) -> tuple[
+        dict[Key, dict[str, list[float]]], dict[tuple[str, int | None], list[float]]]:
+    """Base's and head's values per cell key, and the wall seconds of their trials per
+    workload x threads (what a trial costs)."""
     sides: dict[Key, dict[str, list[float]]] = defaultdict(lambda: {"base": [], "head": []})
     wall: dict[tuple[str, int | None], list[float]] = defaultdict(list)
     for r in rows:
@@ -125,23 +123,39 @@ def plan(unknown: list[CellRow], rows: list[TrialRow], *, step: int, warmup: int
         w = r.measures.get("wall_seconds")
         if w is not None and math.isfinite(w):
             wall[(r.workload, r.threads)].append(float(w))
-    wants: list[tuple[tuple[str, int | None], int]] = []  # (group, extra trials a side)
-    for c in unknown:
-        key = (c.workload, params_key(c.params), c.measure)
-        s = sides.get(key)
-        add = step
-        if s and s["base"] and s["head"] and not is_deterministic(c.measure):
-            b = [v for v in s["base"] if math.isfinite(v)]
-            h = [v for v in s["head"] if math.isfinite(v)]
-            noises = [n for n in (robust_cv_pct(b), robust_cv_pct(h)) if n is not None]
-            if noises:
-                noise = math.sqrt(sum(n * n for n in noises) / len(noises))
-                n = min(len(b), len(h))
-                calibrated = key in bands
-                band = max(bands.get(key, policy.min_effect_pct), floor_pct(
-                    min_effect_abs(c.measure, policy.min_effect_bytes), c.base_median))
-                add = max(_needed(c, n, noise, band, calibrated, policy) - n, step)
-        wants.append(((c.workload, c.threads), add))
+    return sides, wall
+
+
+def _extra_trials(c: CellRow, sides: Mapping[Key, dict[str, list[float]]],
+                  bands: Mapping[Key, float], step: int, policy: Policy) -> int:
+    """The trials a side an unknown cell wants next: what its noise says it needs to
+    settle, at least one step."""
+    key = (c.workload, params_key(c.params), c.measure)
+    s = sides.get(key)
+    if not (s and s["base"] and s["head"]) or is_deterministic(c.measure):
+        return step
+    b = [v for v in s["base"] if math.isfinite(v)]
+    h = [v for v in s["head"] if math.isfinite(v)]
+    noises = [n for n in (robust_cv_pct(b), robust_cv_pct(h)) if n is not None]
+    if not noises:
+        return step
+    noise = math.sqrt(sum(n * n for n in noises) / len(noises))
+    n = min(len(b), len(h))
+    band = max(bands.get(key, policy.min_effect_pct), floor_pct(
+        min_effect_abs(c.measure, policy.min_effect_bytes), c.base_median))
+    return max(_needed(c, n, noise, band, key in bands, policy) - n, step)
+
+
+def plan(unknown: list[CellRow], rows: list[TrialRow], *, step: int, warmup: int,
+         budget_left: float, policy: Policy, bands: Mapping[Key, float] | None = None
+         ) -> Plan:
+    """The next round for ``unknown`` cells from the comparison's trials (module doc);
+    ``bands`` are the calibrated SAME bands by (workload, params key, measure)."""
+    bands = bands or {}
+    sides, wall = _sides_and_wall(rows)
+    # (group, extra trials a side)
+    wants = [((c.workload, c.threads), _extra_trials(c, sides, bands, step, policy))
+             for c in unknown]
 
     def per_trial(g: tuple[str, int | None]) -> float:
         return 2 * (statistics.median(wall[g]) if wall.get(g) else 1.0)

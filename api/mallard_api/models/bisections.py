@@ -4,21 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import (
-    BigInteger,
-    ForeignKey,
-    Integer,
-    Text,
-    func,
-)
+from sqlalchemy import BigInteger, ForeignKey, Integer, Text, func
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from mallard_api.models.base import TS, Base
-from mallard_api.models.records import (
-    BisectionStep,
-    Record,
-)
+from mallard_api.models.records import BisectionStep, Record
 
 
 class Bisection(Base):

@@ -5,25 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from mallard_wire.fields import JsonDict
-from sqlalchemy import (
-    BigInteger,
-    Boolean,
-    Float,
-    ForeignKey,
-    Integer,
-    Text,
-    UniqueConstraint,
-    func,
-)
+from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Integer, Text, UniqueConstraint, func
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from mallard_api.models.base import TS, Base
-from mallard_api.models.records import (
-    PeerMedian,
-    Record,
-    Side,
-)
+from mallard_api.models.records import PeerMedian, Record, Side
 
 
 class Comparison(Base):

@@ -5,15 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from mallard_wire.fields import JsonDict
-from sqlalchemy import (
-    BigInteger,
-    Boolean,
-    ForeignKey,
-    Integer,
-    Text,
-    UniqueConstraint,
-    func,
-)
+from sqlalchemy import BigInteger, Boolean, ForeignKey, Integer, Text, UniqueConstraint, func
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 

@@ -5,12 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from mallard_wire.fields import JsonDict
-from sqlalchemy import (
-    ForeignKey,
-    Integer,
-    Text,
-    func,
-)
+from sqlalchemy import ForeignKey, Integer, Text, func
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 

@@ -4,18 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import (
-    Integer,
-    Text,
-    func,
-)
+from sqlalchemy import Integer, Text, func
 from sqlalchemy.orm import Mapped, mapped_column
 
 from mallard_api.models.base import TS, Base
-from mallard_api.models.records import (
-    FingerprintFields,
-    Record,
-)
+from mallard_api.models.records import FingerprintFields, Record
 
 
 class Testbed(Base):

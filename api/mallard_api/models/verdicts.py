@@ -4,20 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import (
-    BigInteger,
-    ForeignKey,
-    Text,
-    UniqueConstraint,
-    func,
-)
+from sqlalchemy import BigInteger, ForeignKey, Text, UniqueConstraint, func
 from sqlalchemy.orm import Mapped, mapped_column
 
 from mallard_api.models.base import TS, Base
-from mallard_api.models.records import (
-    MovedCell,
-    Record,
-)
+from mallard_api.models.records import MovedCell, Record
 
 
 class CommitVerdict(Base):

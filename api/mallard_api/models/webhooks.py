@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import (
-    Text,
-    func,
-)
+from sqlalchemy import Text, func
 from sqlalchemy.orm import Mapped, mapped_column
 
 from mallard_api.models.base import TS, Base

@@ -5,10 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from mallard_wire.fields import (
-    InModel,
-    JsonDict,
-)
+from mallard_wire.fields import InModel, JsonDict
 from pydantic import BaseModel
 
 

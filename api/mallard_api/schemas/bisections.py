@@ -5,13 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from mallard_wire.fields import (
-    Arch,
-    InModel,
-    Name,
-    Sha,
-    Word,
-)
+from mallard_wire.fields import Arch, InModel, Name, Sha, Word
 from pydantic import BaseModel, Field
 
 from mallard_api.models.records import BisectionStep

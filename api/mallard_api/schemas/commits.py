@@ -5,15 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from mallard_wire.fields import (
-    FullSha,
-    GitRef,
-    InModel,
-    Name,
-    Sha,
-    Str500,
-    Text,
-)
+from mallard_wire.fields import FullSha, GitRef, InModel, Name, Sha, Str500, Text
 from pydantic import BaseModel, Field
 
 from mallard_api.schemas.projects import Membership

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from mallard_wire.fields import (
-    InModel,
-)
+from mallard_wire.fields import InModel
 from pydantic import BaseModel, StringConstraints
 
 

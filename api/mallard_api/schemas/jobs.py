@@ -5,12 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from mallard_wire.fields import (
-    Arch,
-    InModel,
-    JsonDict,
-    Name,
-)
+from mallard_wire.fields import Arch, InModel, JsonDict, Name
 from mallard_wire.jobs import JobSpec
 from pydantic import BaseModel, Field
 

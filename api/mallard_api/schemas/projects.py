@@ -5,13 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from mallard_wire.fields import (
-    NO_NUL,
-    BranchName,
-    InModel,
-    RelativePath,
-    RepoUrl,
-)
+from mallard_wire.fields import NO_NUL, BranchName, InModel, RelativePath, RepoUrl
 from pydantic import BaseModel, Field, StringConstraints, field_validator
 
 from mallard_api.config import check_secret

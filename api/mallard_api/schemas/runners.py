@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from mallard_wire.fields import (
-    JsonDict,
-)
+from mallard_wire.fields import JsonDict
 from pydantic import BaseModel
 
 

@@ -228,55 +228,14 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     branch_id = None
     if project_id is not None and body.branch:
         branch_id = ensure_branch(session, project_id, body.branch)
-    digests: dict[tuple[object, ...], str] = {}  # a post's trials share a few params
-
-    def digest(params: JsonDict) -> str:
-        try:  # typed: 1, 1.0 and true are equal in Python, not in JSON
-            key = tuple((k, type(v), v) for k, v in params.items())
-            found = digests.get(key)
-        except TypeError:  # a nested value: not hashable
-            return params_sha256(params)
-        if found is None:
-            found = digests[key] = params_sha256(params)
-        return found
-
-    wkeys = [(t.workload.name, digest(t.workload.params), t.workload.params)
-             for t in body.trials]
-    workloads = ensure_workloads(session, {(name, digest): params
-                                           for name, digest, params in wkeys})
-    wids = [workloads[(name, digest)] for name, digest, _ in wkeys]
+    wids = _workload_ids(session, body.trials)
     alloc_keys = [_alloc_key(t) for t in body.trials]
     allocators, new_allocs = ids.known(session, "allocator", set(alloc_keys))
-    commits: dict[str, int] = {}
-    new_shas: set[str] = set()  # commits not remembered: inserted (or read) by the insert
-    if project_id is not None:
-        known, unknown = ids.known(session, "commit", {
-            (project_id, t.allocator.commit) for t in body.trials if t.allocator.commit})
-        commits = {sha: i for (_, sha), i in known.items()}
-        new_shas = {sha for _, sha in unknown}
+    commits, new_shas = _commit_ids(session, project_id, body.trials)
     ensure_measures(session, {m for t in body.trials for m in t.measures})
-
-    # Peers (no commit of their own) belong to the commit they ran beside: the head's.
-    seen = commits.keys() | new_shas
-    context: str | None = None
-    for t in body.trials:
-        if t.allocator.commit in seen:
-            context = t.allocator.commit
-            if t.label == "head":
-                break
-
     shas = sorted(new_shas)
     new_allocs.sort()
-    place = {k: i + 1 for i, k in enumerate(shas)}  # WITH ORDINALITY counts from 1
-    aplace = {k: i + 1 for i, k in enumerate(new_allocs)}
-    rows = []
-    for n, (t, wid, akey) in enumerate(zip(body.trials, wids, alloc_keys, strict=True)):
-        sha = t.allocator.commit if t.allocator.commit in seen else context
-        rows.append(StagedTrial(
-            n, t.uid, commits.get(sha or ""), allocators.get(akey), wid, t.label, t.seq,
-            t.warmup, t.ok, t.exit_code, t.signal, t.stderr_tail,
-            None if t.started_at is None else t.started_at.isoformat(), t.measures,
-            t.counters, place.get(sha or ""), aplace.get(akey)))
+    rows = _staged(body.trials, wids, alloc_keys, commits, allocators, shas, new_allocs)
     res = session.execute(INSERT_TRIALS, dict(
         job_id=body.job_id, runner_id=runner_id, project_id=project_id,
         branch_id=branch_id, testbed_id=testbed_id, rows=to_json(rows).decode(),
@@ -290,6 +249,63 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
                                         for r in json.loads(res.allocators or "[]")})
     stored = int(res.stored)
     return stored, len(rows) - stored
+
+
+def _workload_ids(session: Session, trials: list[TrialIn]) -> list[int]:
+    """Each trial's workload id, the workloads new to the database inserted."""
+    digests: dict[tuple[object, ...], str] = {}  # a post's trials share a few params
+
+    def digest(params: JsonDict) -> str:
+        try:  # typed: 1, 1.0 and true are equal in Python, not in JSON
+            key = tuple((k, type(v), v) for k, v in params.items())
+            found = digests.get(key)
+        except TypeError:  # a nested value: not hashable
+            return params_sha256(params)
+        if found is None:
+            found = digests[key] = params_sha256(params)
+        return found
+
+    wkeys = [(t.workload.name, digest(t.workload.params), t.workload.params) for t in trials]
+    workloads = ensure_workloads(session, {(name, digest): params
+                                           for name, digest, params in wkeys})
+    return [workloads[(name, digest)] for name, digest, _ in wkeys]
+
+
+def _commit_ids(session: Session, project_id: int | None,
+                trials: list[TrialIn]) -> tuple[dict[str, int], set[str]]:
+    """The trials' commits this process remembers (sha -> id), and the others, which the
+    insert inserts (or reads)."""
+    if project_id is None:
+        return {}, set()
+    known, unknown = ids.known(session, "commit", {
+        (project_id, t.allocator.commit) for t in trials if t.allocator.commit})
+    return {sha: i for (_, sha), i in known.items()}, {sha for _, sha in unknown}
+
+
+def _staged(trials: list[TrialIn], wids: list[int], alloc_keys: list[AllocKey],
+            commits: dict[str, int], allocators: dict[AllocKey, int], shas: list[str],
+            new_allocs: list[AllocKey]) -> list[StagedTrial]:
+    """The batch's rows: a commit or allocator new to this process by its place in
+    `shas` / `new_allocs`; a peer's commit is the one it ran beside."""
+    # Peers (no commit of their own) belong to the commit they ran beside: the head's.
+    seen = commits.keys() | set(shas)
+    context: str | None = None
+    for t in trials:
+        if t.allocator.commit in seen:
+            context = t.allocator.commit
+            if t.label == "head":
+                break
+    place = {k: i + 1 for i, k in enumerate(shas)}  # WITH ORDINALITY counts from 1
+    aplace = {k: i + 1 for i, k in enumerate(new_allocs)}
+    rows = []
+    for n, (t, wid, akey) in enumerate(zip(trials, wids, alloc_keys, strict=True)):
+        sha = t.allocator.commit if t.allocator.commit in seen else context
+        rows.append(StagedTrial(
+            n, t.uid, commits.get(sha or ""), allocators.get(akey), wid, t.label, t.seq,
+            t.warmup, t.ok, t.exit_code, t.signal, t.stderr_tail,
+            None if t.started_at is None else t.started_at.isoformat(), t.measures,
+            t.counters, place.get(sha or ""), aplace.get(akey)))
+    return rows
 
 
 def store_artifacts(session: Session, *, job_id: int | None, runner_id: int | None,

@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from mallard_stats import stats
-from mallard_stats.hypothesis import hypothesis_outcome
+from mallard_stats.hypothesis import Hypothesis, hypothesis_outcome
 from mallard_stats.measures import THROUGHPUT
 from mallard_stats.stats import DIAGNOSTIC
 from markupsafe import Markup
@@ -182,12 +182,7 @@ def build(session: Session, settings: Settings, comp: Comparison) -> ComparisonP
     cells = cmp_sql.cells(session, comp.id)
     units = pages_sql.measure_units(session)
     hyp = comparisons.hypothesis_of(comp)
-    values: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
-    for t in cmp_sql.trials(session, comp.id):
-        if t.testbed_fingerprint != comp.testbed_fingerprint or t.label not in ("base", "head"):
-            continue
-        for m, v in t.measures.items():
-            values[(t.workload, params_key(t.params), m, t.label)].append(float(v))
+    values = trial_values(session, comp)
     peers: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     for p in comp.peer_medians or []:
         peers[(p.workload, params_key(p.params))][p.allocator] = p.median
@@ -197,39 +192,13 @@ def build(session: Session, settings: Settings, comp: Comparison) -> ComparisonP
         grouped[(c.workload, params_key(c.params))].append(c)
     groups: list[GroupView] = []
     decided: list[tuple[CellView, str]] = []
-    held = []
-    for n, ((workload, pk), group) in enumerate(sorted(grouped.items())):
-        title = f"{workload} {fmt.params(group[0].params)}".strip()
-        g = GroupView(title=title, anchor=f"w{n}")
-        for c in sorted(group, key=lambda c: measure_order(c.measure)):
-            unit = units.get(c.measure, "")
-            view = cell_view(c, unit, f"w{n}-{c.measure}")
-            if report.is_counter(c.measure):
-                moved = (c.diff_pct is not None and abs(c.diff_pct) >= COUNTER_MOVED_PCT) \
-                    or c.verdict in ("improved", "regressed")
-                if moved:
-                    g.counters_moved.append(view)
-                else:
-                    g.counters_still.append(f"{c.measure} {view.base}")
-                continue
-            if hyp is not None and c.measure == hyp.measure:
-                view.hypothesis = hypothesis_outcome(hyp, c.stats())
-                held.append(view.hypothesis == "held")
-            if is_primary(c):
-                view.plot = trial_plot(c, unit, values.get((workload, pk, c.measure, "base"), []),
-                                       values.get((workload, pk, c.measure, "head"), []))
-                g.primary.append(view)
-                if c.verdict in ("improved", "regressed"):
-                    decided.append((view, title))
-            else:
-                g.diagnostics.append(view)
-        thr = next((c for c in group if c.measure == THROUGHPUT), None)
-        ratios = peer_ratios(peers.get((workload, pk), {}), thr) if peers.get((workload, pk)) \
-            else None
-        if ratios:
-            g.peers = svg.ratio_bars(ratios[0], reference=ratios[1])
-            g.peer_reference = ratios[1]
+    held: list[bool] = []
+    for n, (key, group) in enumerate(sorted(grouped.items())):
+        g, group_decided, group_held = group_view(n, key, group, units, hyp, values,
+                                                  peers.get(key))
         groups.append(g)
+        decided += group_decided
+        held += group_held
     rcells = [report.ReportCell(c.workload, c.params, c.measure, c.stats())
               for c in cells]
     by_key = {(j.workload, params_key(j.params)): j.text() for j in joint.joint_labels(rcells)}
@@ -245,3 +214,58 @@ def build(session: Session, settings: Settings, comp: Comparison) -> ComparisonP
                  if comp.testbed_fingerprint else None),
         curves=curve_views(cells, cpus),
         report=comparisons.render_report(session, settings, comp))
+
+
+TrialValues = dict[tuple[str, str, str, str], list[float]]
+
+
+def trial_values(session: Session, comp: Comparison) -> TrialValues:
+    """(workload, params key, measure, side) -> the values of base's and head's trials on
+    the comparison's testbed."""
+    values: TrialValues = defaultdict(list)
+    for t in cmp_sql.trials(session, comp.id):
+        if t.testbed_fingerprint != comp.testbed_fingerprint or t.label not in ("base", "head"):
+            continue
+        for m, v in t.measures.items():
+            values[(t.workload, params_key(t.params), m, t.label)].append(float(v))
+    return values
+
+
+def group_view(n: int, key: tuple[str, str], group: list[CellRow], units: dict[str, str],
+               hyp: Hypothesis | None, values: TrialValues, peers: dict[str, float] | None,
+               ) -> tuple[GroupView, list[tuple[CellView, str]], list[bool]]:
+    """One workload cell's view; its primary cells that moved (with the group's title) and,
+    per cell of the hypothesis's measure, whether the hypothesis held."""
+    workload, pk = key
+    title = f"{workload} {fmt.params(group[0].params)}".strip()
+    g = GroupView(title=title, anchor=f"w{n}")
+    decided: list[tuple[CellView, str]] = []
+    held = []
+    for c in sorted(group, key=lambda c: measure_order(c.measure)):
+        unit = units.get(c.measure, "")
+        view = cell_view(c, unit, f"w{n}-{c.measure}")
+        if report.is_counter(c.measure):
+            moved = (c.diff_pct is not None and abs(c.diff_pct) >= COUNTER_MOVED_PCT) \
+                or c.verdict in ("improved", "regressed")
+            if moved:
+                g.counters_moved.append(view)
+            else:
+                g.counters_still.append(f"{c.measure} {view.base}")
+            continue
+        if hyp is not None and c.measure == hyp.measure:
+            view.hypothesis = hypothesis_outcome(hyp, c.stats())
+            held.append(view.hypothesis == "held")
+        if is_primary(c):
+            view.plot = trial_plot(c, unit, values.get((workload, pk, c.measure, "base"), []),
+                                   values.get((workload, pk, c.measure, "head"), []))
+            g.primary.append(view)
+            if c.verdict in ("improved", "regressed"):
+                decided.append((view, title))
+        else:
+            g.diagnostics.append(view)
+    thr = next((c for c in group if c.measure == THROUGHPUT), None)
+    ratios = peer_ratios(peers, thr) if peers else None
+    if ratios:
+        g.peers = svg.ratio_bars(ratios[0], reference=ratios[1])
+        g.peer_reference = ratios[1]
+    return g, decided, held
