@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from mallard_runner import export
 from procstat import cpu_model
 
 BEGIN, END = "<!-- bench-api: begin -->", "<!-- bench-api: end -->"
@@ -98,14 +99,10 @@ def table(run: Run) -> str:
 
 
 def write_readme(readme: Path, table: str, args: str) -> None:
-    """Put the run's table between the markers of `readme` (api/README.md, "Benchmark")."""
-    text = readme.read_text()
-    if BEGIN not in text or END not in text:
-        print(f"bench: {readme} has no {BEGIN} ... {END} markers; table not written")
-        return
+    """Put the run's table, with the command that made it, between the bench-api markers
+    of `readme` (api/README.md, "Benchmark")."""
     command = "make bench-api" + (f' ARGS="{args}"' if args else "")
-    body = (f"{BEGIN}\nCommand: `flock /tmp/mallard-bench.lock {command}` (written by the run "
-            f"itself).\n\n{table}\n{END}")
-    head, rest = text.split(BEGIN, 1)
-    readme.write_text(head + body + rest.split(END, 1)[1])
+    block = (f"Command: `flock /tmp/mallard-bench.lock {command}` (written by the run "
+             f"itself).\n\n{table}")
+    export.write_block(readme, (BEGIN, END), block, "Benchmark")
     print(f"bench: table written into {readme}")

@@ -294,26 +294,6 @@ def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, f
     return "\n".join(out)
 
 
-def write_readme(block: str, readme: Path = README, begin: str = BEGIN, end: str = END) -> None:
-    """Replace the block between the markers; add the markers under ## Performance if missing."""
-    BEGIN, END = begin, end  # noqa: N806
-    text = readme.read_text() if readme.exists() else "# Mallard allocator\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + BEGIN + "\n" + block + "\n" + END + rest.split(END, 1)[1]
-    elif "## Performance" in text:
-        head, rest = text.split("## Performance", 1)
-        first, nl, after = rest.partition("\n")
-        # append the markers at the end of the Performance section
-        nxt = after.find("\n## ")
-        section, tail = (after, "") if nxt < 0 else (after[:nxt + 1], after[nxt + 1:])
-        text = (head + "## Performance" + first + nl + section.rstrip("\n") + "\n\n" + BEGIN +
-                "\n" + block + "\n" + END + "\n" + ("\n" + tail if tail else ""))
-    else:
-        text = text.rstrip("\n") + f"\n\n## Performance\n\n{BEGIN}\n{block}\n{END}\n"
-    readme.write_text(text)
-
-
 def runner_cpu(before: resource.struct_rusage, after: resource.struct_rusage,
                wall: float) -> str:
     """The CPU time of this process (not its children) over the run: what we ourselves put
@@ -387,7 +367,7 @@ def main() -> int:
     if args.json:
         export.write_atomic(args.json, export.to_json(results))
     if not args.no_write:
-        write_readme(block)
+        export.write_block(README, (BEGIN, END), block, "Performance")
         console.print(f"wrote {README.relative_to(REPO_ROOT)}")
     return 0
 

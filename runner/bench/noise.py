@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mallard_runner import export
 from mallard_runner.cells import Cell
 from mallard_runner.measures import last_json_line
 from mallard_runner.runs import Prepared, RunRequest, execute, prepare
@@ -199,19 +200,6 @@ def aa_runs(settings: RunnerSettings, suite: Suite, allocators: list[str], cpus:
             worst = max(abs(ratio - 1) for ratio, _ in vals)
             rows.append((a, w, t, len(vals), wolf, mw, worst))
     return rows
-
-
-def write_block(block: str, readme: Path = README,
-                markers: tuple[str, str] = (BEGIN, END)) -> None:
-    """Replace what is between the markers (or add a section with them at the end)."""
-    begin, end = markers
-    text = readme.read_text() if readme.exists() else "# Mallard runner\n"
-    if begin in text and end in text:
-        head, rest = text.split(begin, 1)
-        text = head + begin + "\n" + block + "\n" + end + rest.split(end, 1)[1]
-    else:
-        text = text.rstrip() + f"\n\n## Measurement noise\n\n{begin}\n{block}\n{end}\n"
-    readme.write_text(text)
 
 
 def _pct(v: float) -> str:
@@ -372,7 +360,7 @@ def main() -> int:
         "det": det, "aa": aa, "seconds": seconds, "notes": notes, "testbed": testbed,
         "cv": {m: [t.model_dump() for t in ts] for m, ts in cv_trials.items()}}, indent=1))
     if not args.no_write:
-        write_block(block)
+        export.write_block(README, (BEGIN, END), block, "Measurement noise")
         console.print(f"wrote {README.relative_to(REPO_ROOT)}")
     return 0
 

@@ -25,7 +25,8 @@ import sys
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from allocators import README, console, write_readme
+from allocators import README, console
+from mallard_runner import export
 from mallard_runner.runs import RunRequest, execute, prepare
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
 from mallard_runner.suites import Scalar, Suite, SuiteWorkload, load_suite
@@ -199,7 +200,7 @@ def main() -> int:
     for markers, block in blocks:
         print(block + "\n")
         if not args.no_write:
-            write_readme(block, README, *markers)
+            export.write_block(README, markers, block, "Performance")
     if not args.no_write:
         console.print(f"wrote {README.relative_to(REPO_ROOT)}")
     return 0

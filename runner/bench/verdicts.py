@@ -52,11 +52,11 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "runner" / "bench"))
 import demo  # noqa: E402  - the demo's process helpers: one way to start the stack
 from mallard_api.harness import ApiProcess  # noqa: E402
+from mallard_runner import export  # noqa: E402
 from mallard_runner.commands import CACHEGRIND_CACHES  # noqa: E402
 from mallard_runner.measures import parse_cachegrind  # noqa: E402
 from mallard_runner.testbed import cpu_model  # noqa: E402
 from mallard_stats import stats  # noqa: E402
-from noise import write_block  # noqa: E402
 
 README = ROOT / "runner" / "README.md"
 MARKERS = ("<!-- bench-verdicts:begin -->", "<!-- bench-verdicts:end -->")
@@ -217,7 +217,8 @@ def main() -> int:
         block = "\n".join(part_lines(part, d, args, commit, head, det))
         print(block)
         if not args.no_write:
-            write_block(block, README, markers=MARKERS if part == "canary" else AA_MARKERS)
+            export.write_block(README, MARKERS if part == "canary" else AA_MARKERS, block,
+                               "Measurement noise")
             print(f"wrote {README.relative_to(ROOT)}")
     return 0
 

@@ -45,6 +45,28 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def write_block(readme: Path, markers: tuple[str, str], block: str, section: str) -> None:
+    """Put `block` between the README's markers: replaced where they are; else added at the
+    end of its `## {section}` section, or in a new such section at the end of the file. The
+    one way every bench writes its current table."""
+    begin, end = markers
+    text = readme.read_text() if readme.exists() else ""
+    heading = f"## {section}"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + begin + "\n" + block + "\n" + end + rest.split(end, 1)[1]
+    elif heading in text:
+        head, rest = text.split(heading, 1)
+        first, nl, after = rest.partition("\n")
+        nxt = after.find("\n## ")
+        body, tail = (after, "") if nxt < 0 else (after[:nxt + 1], after[nxt + 1:])
+        text = (head + heading + first + nl + body.rstrip("\n") + "\n\n" + begin + "\n" + block
+                + "\n" + end + "\n" + ("\n" + tail if tail else ""))
+    else:
+        text = text.rstrip("\n") + f"\n\n{heading}\n\n{begin}\n{block}\n{end}\n"
+    write_atomic(readme, text)
+
+
 def to_json(results: ResultsIn) -> str:
     return results.model_dump_json(indent=2)
 

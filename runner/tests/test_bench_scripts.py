@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from mallard_runner import export
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
 from mallard_runner.suites import expand, load_suite
 from mallard_runner.summary import summarize
@@ -44,19 +45,20 @@ def test_transfer_table_replaced_between_its_markers(tmp_path):
     readme = tmp_path / "README.md"
     begin, end = transfer.GRID
     readme.write_text(f"# A\n\n{begin}\nold\n{end}\n\n## After\n")
-    transfer.write_readme("| grid |", readme, begin, end)
+    export.write_block(readme, (begin, end), "| grid |", "Performance")
     assert readme.read_text() == f"# A\n\n{begin}\n| grid |\n{end}\n\n## After\n"
 
 
 def test_allocator_table_goes_at_the_end_of_the_performance_section(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("# A\n\nintro\n\n## Performance\n\nwords.\n\n## Design\n\nmore.\n")
-    allocators.write_readme("| table 1 |", readme)
+    export.write_block(readme, (allocators.BEGIN, allocators.END), "| table 1 |", "Performance")
     text = readme.read_text()
     assert text.startswith("# A\n\nintro\n\n## Performance\n\nwords.\n\n")
     assert text.index(allocators.BEGIN) < text.index("| table 1 |") < text.index(allocators.END) < \
         text.index("## Design\n\nmore.\n")
-    allocators.write_readme("| table 2 |", readme)  # again: replaced, not appended
+    export.write_block(readme, (allocators.BEGIN, allocators.END), "| table 2 |",
+                       "Performance")  # again: replaced, not appended
     text2 = readme.read_text()
     assert "| table 1 |" not in text2 and text2.count(allocators.BEGIN) == 1
     assert text2.replace("| table 2 |", "| table 1 |") == text
@@ -65,7 +67,7 @@ def test_allocator_table_goes_at_the_end_of_the_performance_section(tmp_path):
 def test_allocator_table_without_a_performance_section(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("# A\n\n## Design\n\nx\n")
-    allocators.write_readme("| t |", readme)
+    export.write_block(readme, (allocators.BEGIN, allocators.END), "| t |", "Performance")
     text = readme.read_text()
     assert text.startswith("# A\n\n## Design\n\nx\n") and "## Performance" in text
     assert text.index("## Performance") < text.index(allocators.BEGIN)
@@ -74,7 +76,7 @@ def test_allocator_table_without_a_performance_section(tmp_path):
 def test_noise_block_replaced_between_markers(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text(f"# R\n\n{noise.BEGIN}\nold\n{noise.END}\n\n## After\n")
-    noise.write_block("new figures", readme)
+    export.write_block(readme, (noise.BEGIN, noise.END), "new figures", "Measurement noise")
     assert readme.read_text() == f"# R\n\n{noise.BEGIN}\nnew figures\n{noise.END}\n\n## After\n"
 
 
