@@ -8,7 +8,7 @@ listeners are told once, in this order, with the computed cells and the settings
   verdict, alerts, forge statuses, a bisection when the regression spans commits), the
   bisections it is a round of advance (`bisections.on_settled`), the pull requests that
   wait for it get its status and report (`pull_requests`, the report rendered from the
-  same cells, only when one waits), and its calibration advances (`calibration`).
+  same cells, only when one waits), and its calibration advances (`calibrations`).
 
 The listeners sit above the lifecycle and never call back into it: they open
 comparisons (`comparisons.open_comparison`), nothing more.
