@@ -1,6 +1,6 @@
 """Canary sizing for calibrations: how many nanoseconds of work in every ``free`` inject a
 given slowdown into a workload (the nominal size from its CPU time per operation, then the
-line through two probe canaries' measured slowdowns; see ``calibration``'s module doc)."""
+line through two probe canaries' measured slowdowns; see ``calibrations``' module doc)."""
 
 from __future__ import annotations
 
