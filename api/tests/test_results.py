@@ -77,7 +77,8 @@ def test_results_with_job_id_complete_the_job(client, make_runner, user_headers,
     project = make_project()
     runner, headers = make_runner()
     job = client.post("/api/v1/jobs", headers=user_headers, json={
-        "kind": "commit", "arch": runner["arch"], "spec": job_spec()}).json()
+        "kind": "commit", "arch": runner["arch"], "project": project["name"],
+        "spec": job_spec(repo_url=project["repo_url"])}).json()
     claimed = client.post("/api/v1/jobs/claim", headers=headers,
                           json={"runner_id": runner["id"]}).json()
     assert claimed["id"] == job["id"]

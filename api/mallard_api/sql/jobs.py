@@ -137,6 +137,7 @@ class Holding:
     lease_live: bool
     kind: str
     comparison_id: int | None  # the comparison that owns the job, if any
+    project_id: int | None  # the project its results go to (none: a job of no project)
 
 
 def lock_for_results(session: Session, job_id: int) -> Holding | None:
@@ -145,10 +146,12 @@ def lock_for_results(session: Session, job_id: int) -> Holding | None:
     row = session.execute(text(
         "SELECT j.state, j.runner_id, j.attempt, coalesce(j.lease_expires_at >= now(), false), "
         "j.kind, (SELECT cj.comparison_id FROM comparison_jobs cj WHERE cj.job_id = j.id "
-        "LIMIT 1) FROM jobs j WHERE j.id = :id FOR UPDATE OF j"), {"id": job_id}).first()
+        "LIMIT 1), j.project_id FROM jobs j WHERE j.id = :id FOR UPDATE OF j"),
+        {"id": job_id}).first()
     if row is None:
         return None
-    return Holding(str(row[0]), row[1], int(row[2]), bool(row[3]), str(row[4]), row[5])
+    return Holding(str(row[0]), row[1], int(row[2]), bool(row[3]), str(row[4]), row[5],
+                   row[6])
 
 
 def stored_uids(session: Session, job_id: int, uids: list[str]) -> int:
