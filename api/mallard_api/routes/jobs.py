@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from mallard_wire.fields import INT64_MAX
 from mallard_wire.jobs import ClaimIn, FailIn, JobSpec, LeaseIn
 from sqlalchemy.orm import Session
@@ -78,20 +78,33 @@ def claim(body: ClaimIn, session: DB, p: RunnerOrAdmin,
     return job_out(job)
 
 
+def lost(job_id: int, runner_id: int, attempt: int, job: Job | None) -> HTTPException:
+    """409 `lease_lost`: naming `attempt` when the runner holds the job at another
+    attempt (a stale report of an attempt whose lease expired), else the job."""
+    if job is not None and job.state == "running" and job.runner_id == runner_id \
+            and job.attempt != attempt:
+        return field_error(409, ["body", "attempt"],
+                           f"attempt {attempt} of job {job_id} is over: the job runs "
+                           f"attempt {job.attempt} now", "lease_lost")
+    return field_error(409, ["path", "job_id"],
+                       f"runner {runner_id} no longer holds the lease of job {job_id}",
+                       "lease_lost")
+
+
 @router.post("/{job_id}/lease", response_model=JobOut,
              responses={404: {"model": ErrorOut}, 409: {"model": ErrorOut},
                         422: {"model": ErrorOut}})
 def renew(job_id: JobPath, body: LeaseIn, session: DB, p: RunnerOrAdmin) -> JobOut:
+    """Renew the lease of the attempt the runner claimed (409 when it is lost)."""
     runner = acting_runner(session, p, body.runner_id)
     if sql.get(session, job_id) is None:
         raise field_error(404, ["path", "job_id"], f"no job with id {job_id}", "not_found")
-    job = sql.renew(session, job_id=job_id, runner_id=runner.id,
+    job = sql.renew(session, job_id=job_id, runner_id=runner.id, attempt=body.attempt,
                     lease_seconds=body.lease_seconds)
     session.commit()
     if job is None:
-        raise field_error(409, ["path", "job_id"],
-                          f"runner {runner.id} no longer holds the lease of job {job_id}",
-                          "lease_lost")
+        raise lost(job_id, runner.id, body.attempt,
+                   sql.get(session, job_id, fresh=True))
     return job_out(job)
 
 
@@ -100,14 +113,14 @@ def renew(job_id: JobPath, body: LeaseIn, session: DB, p: RunnerOrAdmin) -> JobO
                         422: {"model": ErrorOut}})
 def fail(job_id: JobPath, body: FailIn, request: Request, session: DB, p: RunnerOrAdmin
          ) -> JobOut:
+    """The attempt the runner claimed failed, with its log (409 when it is not running)."""
     runner = acting_runner(session, p, body.runner_id)
     if sql.get(session, job_id) is None:
         raise field_error(404, ["path", "job_id"], f"no job with id {job_id}", "not_found")
-    job = sql.fail(session, job_id=job_id, runner_id=runner.id, log=body.log,
-                   retryable=body.retryable)
+    job = sql.fail(session, job_id=job_id, runner_id=runner.id, attempt=body.attempt,
+                   log=body.log, retryable=body.retryable)
     if job is None:
-        raise field_error(409, ["path", "job_id"],
-                          f"job {job_id} is not running for runner {runner.id}", "lease_lost")
+        raise lost(job_id, runner.id, body.attempt, sql.get(session, job_id))
     ingest.jobs_changed(session, [job_id])  # a comparison settles when its job fails
     session.commit()
     request.app.state.analysis.wake()

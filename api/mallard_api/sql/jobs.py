@@ -35,8 +35,9 @@ def enqueue(session: Session, *, kind: str, arch: str, spec: JobSpec,
     return row  # type: ignore[return-value]  # a Row with the Job's columns
 
 
-def get(session: Session, job_id: int) -> Job | None:
-    return session.get(Job, job_id)
+def get(session: Session, job_id: int, *, fresh: bool = False) -> Job | None:
+    """The job; `fresh`: read again from the database (not the session's copy)."""
+    return session.get(Job, job_id, populate_existing=fresh)
 
 
 def list_jobs(session: Session, *, state: str | None, arch: str | None, kind: str | None,
@@ -94,27 +95,31 @@ def claim(session: Session, *, runner_id: int, arch: str, lease_seconds: int) ->
     return job  # type: ignore[return-value]  # a Row with the Job's columns, or None
 
 
-def renew(session: Session, *, job_id: int, runner_id: int, lease_seconds: int) -> Job | None:
-    """Extend the lease; None when it was lost (expired, re-queued, or someone else's)."""
+def renew(session: Session, *, job_id: int, runner_id: int, attempt: int, lease_seconds: int
+          ) -> Job | None:
+    """Extend the lease of this attempt; None when it was lost (expired, re-queued, claimed
+    again: another attempt, or someone else's)."""
     row = session.execute(text(
         "UPDATE jobs SET lease_expires_at = now() + make_interval(secs => :secs) "
         "WHERE id = :id AND state = 'running' AND runner_id = :runner "
-        "AND lease_expires_at >= now() RETURNING id"),
-        {"id": job_id, "runner": runner_id, "secs": lease_seconds}).first()
+        "AND attempt = :attempt AND lease_expires_at >= now() RETURNING id"),
+        {"id": job_id, "runner": runner_id, "attempt": attempt,
+         "secs": lease_seconds}).first()
     if row is None:
         return None
     return session.get(Job, job_id, populate_existing=True)
 
 
-def fail(session: Session, *, job_id: int, runner_id: int, log: str, retryable: bool
-         ) -> Job | None:
+def fail(session: Session, *, job_id: int, runner_id: int, attempt: int, log: str,
+         retryable: bool) -> Job | None:
     """Record a failed attempt with its log; re-queue while attempts remain, else `failed`.
 
-    None when the job is not running for this runner (its lease was lost).
+    None when the job is not running this attempt for this runner (its lease was lost).
     """
     job = session.scalar(select(Job).where(Job.id == job_id).with_for_update()
                          .execution_options(populate_existing=True))
-    if job is None or job.state != "running" or job.runner_id != runner_id:
+    if job is None or job.state != "running" or job.runner_id != runner_id \
+            or job.attempt != attempt:
         return None
     session.execute(_CLOSE_ATTEMPT, {"outcome": "failed", "job_id": job_id,
                                      "attempt": job.attempt, "log": log})
