@@ -1,7 +1,9 @@
 """Results ingest: idempotent by trial uid. A job's trials are accepted only from the
 runner that holds the job's current lease and attempt, while the job runs and the lease
-is live; the job is completed in the same transaction. The analysis (comparison cells,
-change detection) is queued for the analysis worker, never done here."""
+is live, and only for the job's project; the job is completed in the same transaction.
+History without a job goes only to a project the runner may write (runners.projects).
+The analysis (comparison cells, change detection) is queued for the analysis worker,
+never done here."""
 
 from __future__ import annotations
 
