@@ -48,7 +48,9 @@ class Tally:
 
 
 def make_tokens(plain_url: str, clients: int) -> tuple[str, list[tuple[str, str]]]:
-    """A user token and one runner token per client, written as the CLI does (hashed)."""
+    """A user token and one runner token per client, written as the CLI does (hashed);
+    each runner may post history without a job to `bench` (as `mallard-api runner
+    projects load-N --allow bench` would let it)."""
     user = "mlrd_" + secrets.token_urlsafe(32)
     runners = [(f"load-{i}", "mlrd_" + secrets.token_urlsafe(32)) for i in range(clients)]
     with psycopg.connect(plain_url) as conn:
@@ -58,6 +60,9 @@ def make_tokens(plain_url: str, clients: int) -> tuple[str, list[tuple[str, str]
             conn.execute("INSERT INTO api_tokens (token_sha256, role, runner_name) "
                          "VALUES (%s, 'runner', %s)",
                          (hashlib.sha256(token.encode()).hexdigest(), name))
+            conn.execute("INSERT INTO runners (name, arch, projects) VALUES (%s, 'x86_64', "
+                         "'{bench}') ON CONFLICT (name) DO UPDATE SET projects = '{bench}'",
+                         (name,))
     return user, runners
 
 

@@ -1,5 +1,5 @@
 """The admin CLI: `mallard-api serve | analysis-worker | migrate | db-url |
-token create|list|revoke | runner list|retire`."""
+token create|list|revoke | runner list|retire|projects`."""
 
 from __future__ import annotations
 
@@ -22,12 +22,15 @@ from mallard_api.auth import ROLES, hash_token, new_token
 from mallard_api.config import Settings
 from mallard_api.known import CatalogError
 from mallard_api.main import create_app
+from mallard_api.models.runners import Runner
+from mallard_api.schemas.runners import RunnerProjectsIn
 from mallard_api.sql import runners, tokens
 
 app = typer.Typer(help="Mallard API: serve, migrate, tokens.", no_args_is_help=True)
 token_app = typer.Typer(help="API tokens (stored hashed; printed once).", no_args_is_help=True)
 app.add_typer(token_app, name="token")
-runner_app = typer.Typer(help="Runners: list them, retire one.", no_args_is_help=True)
+runner_app = typer.Typer(help="Runners: list them, retire one, the projects one may write.",
+                         no_args_is_help=True)
 app.add_typer(runner_app, name="runner")
 
 
@@ -227,3 +230,43 @@ def runner_retire(name: str) -> None:
         typer.echo(f"no runner named '{name}'", err=True)
         raise typer.Exit(1)
     typer.echo(f"retired {name}")
+
+
+def _scope(r: Runner) -> str:
+    return "all" if r.all_projects else (",".join(r.projects or []) or "none")
+
+
+@runner_app.command("projects")
+def runner_projects(
+    name: str,
+    allow: Annotated[list[str] | None, typer.Option(
+        "--allow", help="a project it may post history without a job to (repeatable; "
+        "replaces the list)")] = None,
+    all_projects: Annotated[bool, typer.Option("--all", help="every project")] = False,
+    none: Annotated[bool, typer.Option("--none", help="no project")] = False,
+) -> None:
+    """Show, or set, the projects runner NAME may post history without a job to (none
+    by default; its jobs' results go to their own projects regardless)."""
+    if sum([bool(allow), all_projects, none]) > 1:
+        typer.echo("give one of --allow, --all, --none", err=True)
+        raise typer.Exit(2)
+    try:
+        RunnerProjectsIn(projects=allow or [])
+    except ValidationError as exc:
+        typer.echo(f"--allow: {exc.errors()[0]['msg']}", err=True)
+        raise typer.Exit(2) from exc
+    engine, session = _session()
+    try:
+        runner = runners.get_by_name(session, name)
+        if runner is not None and (allow or all_projects or none):
+            runners.set_projects(session, runner, None if all_projects else (allow or []))
+            session.commit()
+        scope = None if runner is None else _scope(runner)
+    finally:
+        session.close()
+        engine.dispose()
+        db.stop_embedded()
+    if scope is None:
+        typer.echo(f"no runner named '{name}'", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"{name}\t{scope}")

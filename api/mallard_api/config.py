@@ -117,6 +117,13 @@ class Settings(BaseSettings):
     # Tokens found are remembered this long per process (a revoked one keeps working at
     # most this long); 0: every request looks its token up.
     token_cache_seconds: float = Field(default=5.0, ge=0, le=300)
+    # Per-token quotas on the work a user token has queued and not yet finished (jobs,
+    # comparisons, and the trials its jobs ask for); past one, 429 with Retry-After.
+    # Admin tokens are exempt; 0: no such quota (quotas.py).
+    quota_queued_jobs: int = Field(default=400, ge=0)
+    quota_queued_comparisons: int = Field(default=200, ge=0)
+    quota_queued_trials: int = Field(default=250_000, ge=0)
+    quota_retry_after_seconds: int = Field(default=60, ge=1)
 
     # Analysis (owned by the analysis modules: stats.py, changepoints.py, notify.py).
     # Verdict policy (stats.py docstring has the exact rule).

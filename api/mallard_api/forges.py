@@ -11,21 +11,32 @@ Shapes (each forge's documented REST API):
 * GitHub: `POST {base}/repos/{owner}/{repo}/statuses/{sha}` with
   `{state: pending|success|failure|error, target_url, description, context}`;
   comments `POST {base}/repos/{owner}/{repo}/issues/{n}/comments` then
-  `PATCH {base}/repos/{owner}/{repo}/issues/comments/{id}` with `{body}`;
+  `PATCH {base}/repos/{owner}/{repo}/issues/comments/{id}` with `{body}`, listed by
+  `GET .../issues/{n}/comments?per_page=100&page=N`;
   `Authorization: Bearer <token>`, `Accept: application/vnd.github+json`.
 * Gitea/Forgejo: `POST {base}/api/v1/repos/{owner}/{repo}/statuses/{sha}` (same body;
   states pending|success|error|failure|warning); comments
   `POST {base}/api/v1/repos/{owner}/{repo}/issues/{n}/comments` then
-  `PATCH {base}/api/v1/repos/{owner}/{repo}/issues/comments/{id}`;
+  `PATCH {base}/api/v1/repos/{owner}/{repo}/issues/comments/{id}`, listed by
+  `GET .../issues/{n}/comments?limit=50&page=N`;
   `Authorization: token <token>`.
 * GitLab: `POST {base}/api/v4/projects/{id}/statuses/{sha}` with
   `{state: pending|running|success|failed|canceled, name, target_url, description}`;
   notes `POST {base}/api/v4/projects/{id}/merge_requests/{iid}/notes` then
-  `PUT .../notes/{note_id}` with `{body}`; `PRIVATE-TOKEN: <token>`.
+  `PUT .../notes/{note_id}` with `{body}`, listed by `GET .../notes?sort=asc&
+  order_by=created_at&per_page=100&page=N`; `PRIVATE-TOKEN: <token>`.
+
+One comment per request, never two: its first line is a hidden marker,
+`<!-- mallard:request:<n>:<tag> -->` (the tag an HMAC of the request under the forge
+token). Its id is recorded when the forge answers the create; when no id is recorded (a
+crash between the forge's answer and the commit), the request's comments are listed and
+the oldest that starts with the marker is updated instead of creating another.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from typing import Any
 from urllib.parse import quote
@@ -118,6 +129,24 @@ MAX_ANSWER_BYTES = 4 << 20
 MERGE_BASE = {"github": ("merge_base_commit", "sha"), "gitlab": ("diff_refs", "base_sha")}
 
 
+def read_json(http: httpx.Client, url: str, headers: dict[str, str]) -> Any:
+    """A forge's JSON answer to a GET (at most MAX_ANSWER_BYTES); ForgeError otherwise."""
+    body = bytearray()
+    try:
+        with http.stream("GET", url, headers=headers) as resp:
+            if resp.status_code != 200:
+                raise ForgeError(f"HTTP {resp.status_code}")
+            for chunk in resp.iter_bytes():
+                body += chunk
+                if len(body) > MAX_ANSWER_BYTES:
+                    raise ForgeError(f"answer over {MAX_ANSWER_BYTES} bytes")
+        return json.loads(body)
+    except httpx.HTTPError as exc:
+        raise ForgeError(type(exc).__name__) from exc
+    except ValueError as exc:
+        raise ForgeError("answer is not JSON") from exc
+
+
 def merge_base(session: Session, settings: Settings, project_id: int, kind: str, number: int,
                base: str | None, head: str) -> str | None:
     """A request's merge base read from the forge's REST API: GitHub's compare
@@ -132,21 +161,8 @@ def merge_base(session: Session, settings: Settings, project_id: int, kind: str,
         url = f"{api_root(f)}/compare/{base}...{head}?per_page=1"
     else:
         url = f"{api_root(f)}/merge_requests/{number}"
-    body = bytearray()
-    try:
-        with httpx.Client(timeout=settings.webhook_timeout_seconds) as http, \
-                http.stream("GET", url, headers=auth_headers(f)) as resp:
-            if resp.status_code != 200:
-                raise ForgeError(f"HTTP {resp.status_code}")
-            for chunk in resp.iter_bytes():
-                body += chunk
-                if len(body) > MAX_ANSWER_BYTES:
-                    raise ForgeError(f"answer over {MAX_ANSWER_BYTES} bytes")
-        data: Any = json.loads(body)
-    except httpx.HTTPError as exc:
-        raise ForgeError(type(exc).__name__) from exc
-    except ValueError as exc:
-        raise ForgeError("answer is not JSON") from exc
+    with httpx.Client(timeout=settings.webhook_timeout_seconds) as http:
+        data = read_json(http, url, auth_headers(f))
     for key in MERGE_BASE[kind]:
         data = data.get(key) if isinstance(data, dict) else None
     if not isinstance(data, str) or not FULL_SHA.match(data):
@@ -185,29 +201,82 @@ def send(session: Session, http: httpx.Client, msg: OutboxMessage) -> str | None
             resp = _comment(session, http, f, msg, headers)
     except httpx.HTTPError as exc:
         return f"{type(exc).__name__}"[:500]
-    if resp is None or 200 <= resp.status_code < 300:
+    except ForgeError as exc:
+        return f"listing the request's comments: {exc}"
+    if 200 <= resp.status_code < 300:
         return None
     return f"HTTP {resp.status_code}"
 
 
+def comment_marker(f: ProjectForge, number: int) -> str:
+    """The hidden first line of Mallard's comment on request `number`: how the comment is
+    found again when its id was never recorded (a crash between the forge's answer and the
+    commit). Keyed with the forge token, so nobody without it can plant one before ours."""
+    tag = hmac.new(f.token.encode(), f"mallard-comment:{f.project_id}:{number}".encode(),
+                   hashlib.sha256).hexdigest()[:20]
+    return f"<!-- mallard:request:{number}:{tag} -->"
+
+
+LIST_PAGES = 20  # comments listed at most: 20 pages (2,000 on GitHub and GitLab)
+
+
+def _pages(f: ProjectForge, number: int) -> tuple[str, str]:
+    """The list URL of the request's comments (oldest first) and its page parameter."""
+    if f.kind == "gitlab":
+        return (f"{api_root(f)}/merge_requests/{number}/notes?sort=asc&order_by=created_at"
+                "&per_page=100", "page")
+    size = "per_page=100" if f.kind == "github" else "limit=50"
+    return f"{api_root(f)}/issues/{number}/comments?{size}", "page"
+
+
+def find_comment(http: httpx.Client, f: ProjectForge, number: int,
+                 headers: dict[str, str]) -> str | None:
+    """The id of the oldest comment on the request that starts with our marker, read
+    through the forge's list-comments API; None when there is none."""
+    marker = comment_marker(f, number)
+    url, page = _pages(f, number)
+    seen: set[str] = set()
+    for n in range(1, LIST_PAGES + 1):
+        items = read_json(http, f"{url}&{page}={n}", headers)
+        if not isinstance(items, list):
+            raise ForgeError("the comments are not a list")
+        ids = [str(c.get("id")) for c in items if isinstance(c, dict)]
+        for c in items:
+            body = c.get("body") if isinstance(c, dict) else None
+            if isinstance(body, str) and body.startswith(marker):
+                return str(c.get("id"))
+        if not items or seen.issuperset(ids):  # the last page (or paging ignored)
+            return None
+        seen.update(ids)
+    return None
+
+
 def _comment(session: Session, http: httpx.Client, f: ProjectForge, msg: OutboxMessage,
              headers: dict[str, str]) -> httpx.Response:
+    """Create the request's comment, or update it: by the id recorded, else by the one
+    found with our marker (posted before a crash let us record it). ForgeError when the
+    comments cannot be listed."""
     number = msg.payload["number"]
     if not isinstance(number, int):
         raise TypeError(f"outbox message {msg.id}: a comment without a request number")
-    body = {"body": msg.payload["body"]}
+    body = {"body": f"{comment_marker(f, number)}\n{msg.payload['body']}"}
     row = session.get(ForgeComment, (f.project_id, number))
-    notes = "notes" if f.kind == "gitlab" else "comments"
-    if row is not None and row.comment_id:
+    cid = (row.comment_id if row is not None else None) or find_comment(http, f, number,
+                                                                         headers)
+    if cid:
         if f.kind == "gitlab":
-            url = f"{api_root(f)}/merge_requests/{number}/notes/{row.comment_id}"
-            return http.put(url, json=body, headers=headers)
-        return http.patch(f"{api_root(f)}/issues/comments/{row.comment_id}", json=body,
-                          headers=headers)
-    path = "merge_requests" if f.kind == "gitlab" else "issues"
-    resp = http.post(f"{api_root(f)}/{path}/{number}/{notes}", json=body, headers=headers)
-    if 200 <= resp.status_code < 300:
-        cid = str(resp.json().get("id"))
+            resp = http.put(f"{api_root(f)}/merge_requests/{number}/notes/{cid}", json=body,
+                            headers=headers)
+        else:
+            resp = http.patch(f"{api_root(f)}/issues/comments/{cid}", json=body,
+                              headers=headers)
+    else:
+        path = "merge_requests" if f.kind == "gitlab" else "issues"
+        notes = "notes" if f.kind == "gitlab" else "comments"
+        resp = http.post(f"{api_root(f)}/{path}/{number}/{notes}", json=body, headers=headers)
+        if 200 <= resp.status_code < 300:
+            cid = str(resp.json().get("id"))
+    if cid and 200 <= resp.status_code < 300:
         if row is None:
             session.add(ForgeComment(project_id=f.project_id, number=number, comment_id=cid))
         else:

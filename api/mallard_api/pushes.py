@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import verdicts
+from mallard_api.auth import field_error
 from mallard_api.config import Settings
 from mallard_api.models.projects import Project
 from mallard_api.schemas.commits import PushOut
@@ -40,6 +41,7 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
         return PushOut(project=project.name, branch=branch, commits=0, jobs=[],
                        ignored="branch deleted")
     after = after.lower()
+    refuse_cycles(session, settings, project, after, commits)
     old_head = project_sql.branch_head(session, project, branch)
     record = project_sql.record_push(session, project, branch, after, commits)
     if record.stale:
@@ -85,6 +87,52 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
     return PushOut(project=project.name, branch=branch, commits=len(record.new),
                    queued=len(queued), jobs=jobs, ignored=ignored, deferred=deferred,
                    unreachable=len(unreachable), note=note)
+
+
+def first_cycle(parents: dict[str, str | None]) -> list[str] | None:
+    """A cycle of the graph where each commit has at most one parent (`parents`; a parent
+    outside the mapping ends a walk), as the commits on it; None when there is none."""
+    walked: dict[str, str] = {}  # commit -> the walk that reached it first
+    for start in parents:
+        path: list[str] = []
+        node: str | None = start
+        while node is not None and node in parents and node not in walked:
+            walked[node] = start
+            path.append(node)
+            node = parents[node]
+        if node is not None and walked.get(node) == start:
+            return path[path.index(node):]
+    return None
+
+
+def refuse_cycles(session: Session, settings: Settings, project: Project, after: str,
+                  commits: list[CommitInfo]) -> None:
+    """422 naming the commit when the push would make a commit its own ancestor: its
+    parents among themselves, or through commits recorded before (a recorded commit below
+    one of the push's). Nothing is recorded then, so nothing is queued or bisected."""
+    pushed: dict[str, str | None] = {}
+    for info in commits:
+        pushed.setdefault(info.sha, info.parent)
+    pushed.setdefault(after, None)
+    shas = list(pushed)
+    recorded = project_sql.stored_parents(
+        session, project.id, [s for s, parent in pushed.items() if parent is None])
+    below = project_sql.below(session, project.id, shas, settings.bisect_max_commits)
+    parents: dict[str, str | None] = {}
+    for sha, parent in pushed.items():  # what each commit's parent will be, as the push
+        parent = parent or recorded.get(sha)  # records it (upsert_commits)
+        parents[sha] = below.get(parent, parent) if parent is not None else None
+    cycle = first_cycle(parents)
+    if cycle is None:
+        return
+    where = [i for i, c in enumerate(commits) if c.sha in cycle]
+    loc: list[str | int] = ["body", "commits", where[0]] if where else ["body", "after"]
+    first = commits[where[0]].sha if where else after
+    at = cycle.index(first)
+    shown = " -> ".join(s[:12] for s in [*cycle[at:], *cycle[:at], first])
+    raise field_error(422, loc, f"commit {first[:12]} would be its own ancestor ({shown}): "
+                      "a push whose commits are each other's parents is refused, and "
+                      "nothing of it is recorded")
 
 
 def chain(before: str | None, raw: list[tuple[str, str | None, str | None, Any]]

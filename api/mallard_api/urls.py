@@ -43,3 +43,15 @@ def check_repo_url(url: str, allow: tuple[Prefix, ...]) -> str | None:
         return f"no repository URL is allowed: the deployment sets none in {SETTING}"
     shown = ", ".join(str(p) for p in allow)
     return f"repo_url is not under an allowed prefix ({SETTING}: {shown})"
+
+
+def same_repository(a: str, b: str) -> bool:
+    """Whether two repository URLs name the same repository: the same scheme, host, port
+    and path (a local path and its file:// URL alike, a trailing `/` aside; an ssh login
+    names who fetches, not what). A URL that does not parse is no repository."""
+    try:
+        x, y = parse_repo_url(a), parse_repo_url(b)
+    except ValueError:
+        return False
+    return (x.scheme, x.host, x.port, x.path.rstrip("/") or "/") == \
+        (y.scheme, y.host, y.port, y.path.rstrip("/") or "/")

@@ -20,9 +20,11 @@ Fixture names are stable (the analysis tests use them too):
 - `bearer`       (session) `bearer(token) -> {"Authorization": "Bearer ..."}`.
 - `admin_headers`, `user_headers` (session) headers with those tokens.
 - `unique`       (function) a short unique string, for names that must not collide.
-- `make_runner`  (function) `make_runner(arch=None, name=None) -> (runner_json, headers)`:
-                 registers a runner (its own unique arch by default, so its queue is
-                 private to the test) with a runner token of its own.
+- `make_runner`  (function) `make_runner(arch=None, name=None, projects="all") ->
+                 (runner_json, headers)`: registers a runner (its own unique arch by
+                 default, so its queue is private to the test) with a runner token of its
+                 own; an admin lets it post history without a job to `projects` (None:
+                 none, the API's default).
 - `make_project` (function) `make_project(name=None, **fields) -> project_json`.
 - `analyze`      (session) `analyze(settings=None) -> int`: run the queued analysis now (the
                  comparisons and change detection that ingest queued): helpers.run_analysis.
@@ -188,9 +190,11 @@ def unique() -> str:
 
 
 @pytest.fixture
-def make_runner(client: TestClient, make_token: Callable[..., str]
+def make_runner(client: TestClient, make_token: Callable[..., str],
+                admin_headers: dict[str, str]
                 ) -> Callable[..., tuple[dict[str, Any], dict[str, str]]]:
-    def make(arch: str | None = None, name: str | None = None
+    def make(arch: str | None = None, name: str | None = None,
+             projects: list[str] | str | None = "all"
              ) -> tuple[dict[str, Any], dict[str, str]]:
         name = name or f"runner-{uuid.uuid4().hex[:8]}"
         arch = arch or f"arch-{uuid.uuid4().hex[:8]}"
@@ -199,6 +203,10 @@ def make_runner(client: TestClient, make_token: Callable[..., str]
                         json={"name": name, "arch": arch, "cpus": "1",
                               "testbed": {"arch": arch, "cpu_model": "Test CPU"}})
         assert r.status_code == 200, r.text
+        if projects is not None:  # what an admin lets it write without a job
+            r = client.put(f"/api/v1/runners/{r.json()['id']}/projects",
+                           headers=admin_headers, json={"projects": projects})
+            assert r.status_code == 200, r.text
         return r.json(), headers
 
     return make

@@ -47,8 +47,9 @@ def trial(commit: str | None = "a" * 40, *, value: float = 1.0e7, threads: int =
 
 
 def job_spec(**fields: Any) -> dict[str, Any]:
-    """A valid spec for POST /jobs (contracts §5), with `fields` replacing its values."""
-    return {"project": "mallard", "repo_url": "/srv/git/mallard.git",
+    """A valid spec for POST /jobs (contracts §5) of a job of no project, with `fields`
+    replacing its values (a job of a project builds the project's repo_url)."""
+    return {"project": None, "repo_url": "/srv/git/mallard.git",
             "allocator_dir": "allocator", "suite": "quick", "workloads": ["larson"],
             "threads": [1], "trials": 3, "warmup": 1, "branch": "main", "commit": "main",
             "allocators": [{"label": "head", "name": "mallard", "commit": "main",

@@ -196,7 +196,7 @@ def test_calibration_whose_jobs_all_fail_fails_cleanly(
     for _ in range(3):  # every attempt fails
         job = claim(client, rheaders, runner)
         r = client.post(f"/api/v1/jobs/{job['id']}/fail", headers=rheaders, json={
-            "runner_id": runner["id"], "log": "build failed",
+            "runner_id": runner["id"], "attempt": job["attempt"], "log": "build failed",
             "retryable": True})
         assert r.status_code == 200, r.text
     run_analysis(client.app)

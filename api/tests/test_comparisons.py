@@ -202,7 +202,8 @@ def test_a_failed_follow_up_settles_the_comparison_with_what_it_has(
         client, user_headers, make_project, make_runner)
     follow = claim(client, rheaders, runner)
     r = client.post(f"/api/v1/jobs/{follow['id']}/fail", headers=rheaders,
-                    json={"runner_id": runner["id"], "log": "node lost", "retryable": False})
+                    json={"runner_id": runner["id"], "attempt": follow["attempt"],
+                          "log": "node lost", "retryable": False})
     assert r.status_code == 200 and r.json()["state"] == "failed", r.text
     assert client.get(f"/api/v1/comparisons/{cid}",
                       headers=user_headers).json()["state"] == "running"  # not yet analysed
@@ -227,7 +228,8 @@ def test_reads_never_write(client, app, user_headers, make_project, make_runner,
     cid = larson_comparison(client, user_headers, project, runner, threads=[2])
     job = claim(client, rheaders, runner)
     client.post(f"/api/v1/jobs/{job['id']}/fail", headers=rheaders,
-                json={"runner_id": runner["id"], "log": "x", "retryable": False})
+                json={"runner_id": runner["id"], "attempt": job["attempt"], "log": "x",
+                      "retryable": False})
     writes: list[str] = []
 
     def record(conn, cursor, statement, *args):

@@ -5,17 +5,20 @@ the token is never returned by the API nor stored in the outbox."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from fastapi.testclient import TestClient
 from mallard_api import delivery, forges
 from mallard_api.config import Settings
 from mallard_api.deps import get_settings
+from mallard_api.models.forges import ProjectForge
 from mallard_api.models.outbox import OutboxMessage
 from sqlalchemy.orm import Session
 
@@ -23,15 +26,27 @@ TOKEN = "s3cr3t-forge-token"
 
 
 class Forge:
-    """Records (method, path, headers, body); answers comments with an id, GETs from
-    `answers` (path -> JSON) when the request carries `auth` (header, value), and the
-    first `fail_first` writes with a 500."""
+    """A forge's REST API as the tests need it, refusing what the real ones refuse.
+
+    Records (method, path, headers, body). Keeps the comments of each request
+    (`comments[list path]`, ids from 4242 up): a POST to a request's comments or notes
+    creates one (201 `{id, body}`), a PATCH/PUT of a comment updates it (404 for an id
+    it never gave), a GET of the list answers it a page at a time (GitHub's `per_page`,
+    Gitea's `limit`, GitLab's `per_page`, with `page`), oldest first. Other GETs are
+    answered from `answers` (path -> JSON). When `auth` (header, value) is set, every
+    request must carry it (401); a write without its field (`body`, or a status's
+    `state`) is a 422; the first `fail_first` writes get a 500."""
+
+    LIST = re.compile(r"(?P<list>.*/(?:issues|merge_requests)/\d+/(?:comments|notes))$")
+    ONE = re.compile(r"(?:.*/issues/comments|.*/merge_requests/\d+/notes)/(?P<id>\d+)$")
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, dict[str, str], dict[str, Any]]] = []
         self.answers: dict[str, Any] = {}
         self.auth: tuple[str, str] | None = None
         self.fail_first = 0
+        self.comments: dict[str, list[dict[str, Any]]] = {}
+        self.next_id = 4242
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -43,24 +58,30 @@ class Forge:
                 self.end_headers()
                 self.wfile.write(out)
 
+            def _authorized(self) -> bool:
+                header, value = outer.auth or ("", "")
+                if outer.auth is not None and self.headers.get(header) != value:
+                    self._send(401, {"message": "Bad credentials"})
+                    return False
+                return True
+
             def _any(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.calls.append((self.command, self.path, dict(self.headers), body))
+                if not self._authorized():
+                    return
                 if outer.fail_first > 0:
                     outer.fail_first -= 1
                     self._send(500, {"message": "down"})
                     return
-                self._send(201 if self.command == "POST" else 200, {"id": 4242})
+                self._send(*outer.write(self.command, self.path, body))
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 outer.calls.append(("GET", self.path, dict(self.headers), {}))
-                header, value = outer.auth or ("", "")
-                if self.headers.get(header) != value:
+                if outer.auth is None:  # reads are always authenticated here
                     self._send(401, {"message": "Bad credentials"})
-                elif self.path in outer.answers:
-                    self._send(200, outer.answers[self.path])
-                else:
-                    self._send(404, {"message": "Not Found"})
+                elif self._authorized():
+                    self._send(*outer.read(self.path))
 
             do_POST = do_PATCH = do_PUT = _any
 
@@ -70,6 +91,42 @@ class Forge:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def write(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if "/statuses/" in path:
+            return (201, {"id": 1}) if "state" in body else (422, {"message": "state"})
+        if not isinstance(body.get("body"), str) or not body["body"]:
+            return 422, {"message": "body is missing"}
+        listed, one = self.LIST.match(path), self.ONE.match(path)
+        if method == "POST" and listed:
+            comment = {"id": self.next_id, "body": body["body"]}
+            self.next_id += 1
+            self.comments.setdefault(listed["list"], []).append(comment)
+            return 201, comment
+        if method in ("PATCH", "PUT") and one:
+            for comment in (c for cs in self.comments.values() for c in cs):
+                if comment["id"] == int(one["id"]):
+                    comment["body"] = body["body"]
+                    return 200, comment
+            return 404, {"message": "Not Found"}
+        return 404, {"message": "Not Found"}
+
+    def read(self, path: str) -> tuple[int, Any]:
+        if path in self.answers:
+            return 200, self.answers[path]
+        where = urlsplit(path)
+        listed = self.LIST.match(where.path)
+        if listed is None:
+            return 404, {"message": "Not Found"}
+        query = parse_qs(where.query)
+        size = int((query.get("per_page") or query.get("limit") or ["30"])[0])
+        page = int(query.get("page", ["1"])[0])
+        items = self.comments.get(listed["list"], [])
+        return 200, items[(page - 1) * size:page * size]
+
+    def bodies(self) -> list[str]:
+        """Every comment's body, on every request."""
+        return [c["body"] for cs in self.comments.values() for c in cs]
 
 
 @pytest.fixture
@@ -100,6 +157,7 @@ def test_status_and_comment_create_then_update(
         db_session: Session, make_project: Any, admin_headers: dict[str, str],
         user_headers: dict[str, str], caplog: pytest.LogCaptureFixture) -> None:
     conf = settings.model_copy(update={"forge_url_allow": forge.url})
+    forge.auth = AUTH[kind]
     app.dependency_overrides[get_settings] = lambda: conf
     try:
         project = make_project()
@@ -145,16 +203,19 @@ def test_status_and_comment_create_then_update(
     assert payload["description"].startswith("1 regressed")
     comments = [c for c in forge.calls if "/statuses/" not in c[1]]
     create, update, verb = COMMENT_PATHS[kind]
-    assert [(c[0], c[1], c[3]["body"]) for c in comments] == [
-        ("POST", create, "first verdict"), (verb, update, "second verdict")]
+    marker = forges.comment_marker(db_session.get(ProjectForge, project["id"]), 7)
+    assert marker.startswith("<!-- mallard:request:7:") and marker.endswith(" -->")
+    # no id recorded yet: the request's comments are listed first (none is ours)
+    assert [(c[0], c[1].split("?")[0], c[3].get("body")) for c in comments] == [
+        ("GET", create, None), ("POST", create, f"{marker}\nfirst verdict"),
+        (verb, update, f"{marker}\nsecond verdict")]
+    assert forge.bodies() == [f"{marker}\nsecond verdict"]
 
 
 def test_an_older_status_never_lands_after_a_newer_one(
         forge: Forge, settings: Settings, db_session: Session, make_project: Any) -> None:
     """The forge is down for the `pending`; when it comes back the retried `pending` is
     due after the `failure` queued later: it is dropped, not sent over it."""
-    from mallard_api.models.forges import ProjectForge
-
     project = make_project()
     db_session.add(ProjectForge(project_id=project["id"], kind="gitea", base_url=forge.url,
                                 repo="acme/mallard", token=TOKEN))
@@ -174,3 +235,84 @@ def test_an_older_status_never_lands_after_a_newer_one(
     assert sent == ["pending", "failure"]  # the first pending got the 500
     left = db_session.query(OutboxMessage).filter_by(project_id=project["id"]).all()
     assert {m.state for m in left} == {"delivered"}
+
+
+class Crash(Exception):
+    """The API process dies between the forge's answer and the outbox's commit."""
+
+
+@pytest.mark.parametrize("kind", ["github", "gitea", "gitlab"])
+def test_a_crash_after_the_forge_took_a_comment_never_posts_it_twice(
+        kind: str, forge: Forge, db_session: Session, make_project: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The attack (a crash, or a kill -9): the forge creates the comment, then the process
+    dies before the outbox row and the comment's id are committed. The message is sent
+    again once its lease is over: the request's comments are listed, ours is found by
+    its marker and updated; a comment that only copies a marker without the forge token
+    is not taken for ours."""
+    project = make_project()
+    db_session.add(ProjectForge(project_id=project["id"], kind=kind, base_url=forge.url,
+                                repo="acme/mallard", token=TOKEN))
+    db_session.commit()
+    forge.auth = AUTH[kind]
+    create, update, verb = COMMENT_PATHS[kind]
+    forge.comments[create] = [{"id": 17, "body": "<!-- mallard:request:7:0000 -->\nforged"}]
+    forges.enqueue_comment(db_session, project["id"], 7, "the verdict")
+    db_session.commit()
+    sent = forges.send
+
+    def send_then_crash(*args: Any) -> str | None:
+        sent(*args)
+        raise Crash
+
+    monkeypatch.setattr(forges, "send", send_then_crash)
+    with pytest.raises(Crash):
+        delivery.deliver_due(db_session)
+    db_session.rollback()
+    monkeypatch.setattr(forges, "send", sent)
+    later = datetime.now(UTC) + timedelta(minutes=5)  # past the message's lease
+    assert delivery.deliver_due(db_session, now=later).delivered == 1
+    marker = forges.comment_marker(db_session.get(ProjectForge, project["id"]), 7)
+    assert forge.bodies() == ["<!-- mallard:request:7:0000 -->\nforged",
+                              f"{marker}\nthe verdict"]  # one comment of ours, not two
+    writes = [(c[0], c[1]) for c in forge.calls if c[0] != "GET"]
+    assert writes == [("POST", create), (verb, update)]
+    # the id is recorded now: the next verdict updates it without listing again
+    forges.enqueue_comment(db_session, project["id"], 7, "a newer verdict")
+    db_session.commit()
+    reads = sum(c[0] == "GET" for c in forge.calls)
+    assert delivery.deliver_due(db_session, now=later).delivered == 1
+    assert sum(c[0] == "GET" for c in forge.calls) == reads
+    assert forge.bodies()[1] == f"{marker}\na newer verdict"
+
+
+@pytest.mark.parametrize(("kind", "repo"), [
+    ("github", "../../admin/x"), ("gitlab", "../../admin/x"), ("gitea", "acme/.."),
+    ("github", "acme/mallard/extra"), ("github", "acme"), ("gitlab", "acme//mallard"),
+    ("github", "acme/mallard/"), ("github", "-acme/mallard"), ("gitlab", "group/-x/y"),
+    ("github", "acme/mallard.git"), ("gitlab", "group/mallard.GIT"), ("gitea", ".acme/x"),
+    ("github", "acme/mallard."), ("gitlab", "a%2F..%2Fadmin/x"), ("github", "acme/ma llard"),
+])
+def test_a_forge_repository_is_owner_and_name(kind: str, repo: str, client: TestClient,
+                                              app: Any, settings: Settings,
+                                              make_project: Any,
+                                              admin_headers: dict[str, str]) -> None:
+    """The attack: a forge `repo` such as `../../admin/x`, which the forge host would
+    normalise to another of its paths. Owner/name (GitLab: group[/subgroup...]/name),
+    each part a plain name: 422 naming `repo`, nothing stored."""
+    conf = settings.model_copy(update={"forge_url_allow": "http://forge.example"})
+    app.dependency_overrides[get_settings] = lambda: conf
+    try:
+        project = make_project()
+        url = f"/api/v1/projects/{project['name']}/forge"
+        r = client.put(url, headers=admin_headers, json={
+            "kind": kind, "base_url": "http://forge.example", "repo": repo, "token": TOKEN})
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"][0]["loc"] == ["body", "repo"]
+        assert client.get(url, headers=admin_headers).status_code == 404
+        ok = "group/sub/mallard" if kind == "gitlab" else "acme/mal-lard_2.x"
+        r = client.put(url, headers=admin_headers, json={
+            "kind": kind, "base_url": "http://forge.example", "repo": ok, "token": TOKEN})
+        assert r.status_code == 200 and r.json()["repo"] == ok, r.text
+    finally:
+        app.dependency_overrides.pop(get_settings, None)

@@ -105,7 +105,7 @@ def test_expired_lease_is_requeued_on_claim(client, user_headers, make_runner, e
     assert r.json()["runner_id"] == other["id"]
     # the first runner lost its lease
     r = client.post(f"/api/v1/jobs/{job_id}/lease", headers=headers,
-                    json={"runner_id": runner["id"], "lease_seconds": 60})
+                    json={"runner_id": runner["id"], "attempt": 1, "lease_seconds": 60})
     assert r.status_code == 409
     assert r.json()["detail"][0]["loc"] == ["path", "job_id"]
     detail = client.get(f"/api/v1/jobs/{job_id}", headers=user_headers).json()
@@ -118,7 +118,8 @@ def test_lease_renewal_extends_the_lease(client, user_headers, make_runner):
     first = client.post("/api/v1/jobs/claim", headers=headers,
                         json={"runner_id": runner["id"], "lease_seconds": 10}).json()
     r = client.post(f"/api/v1/jobs/{job_id}/lease", headers=headers,
-                    json={"runner_id": runner["id"], "lease_seconds": 600})
+                    json={"runner_id": runner["id"], "attempt": first["attempt"],
+                          "lease_seconds": 600})
     assert r.status_code == 200
     assert r.json()["lease_expires_at"] > first["lease_expires_at"]
 
@@ -130,7 +131,8 @@ def test_attempts_cap_then_failed_with_logs(client, user_headers, make_runner):
         r = client.post("/api/v1/jobs/claim", headers=headers, json={"runner_id": runner["id"]})
         assert r.json()["id"] == job_id and r.json()["attempt"] == attempt
         r = client.post(f"/api/v1/jobs/{job_id}/fail", headers=headers, json={
-            "runner_id": runner["id"], "log": f"build failed #{attempt}", "retryable": True})
+            "runner_id": runner["id"], "attempt": attempt, "log": f"build failed #{attempt}",
+            "retryable": True})
         assert r.status_code == 200
         assert r.json()["state"] == ("queued" if attempt == 1 else "failed")
     r = client.post("/api/v1/jobs/claim", headers=headers, json={"runner_id": runner["id"]})
@@ -146,7 +148,7 @@ def test_non_retryable_failure_fails_at_once(client, user_headers, make_runner):
     [job_id] = enqueue(client, user_headers, runner["arch"], max_attempts=3)
     client.post("/api/v1/jobs/claim", headers=headers, json={"runner_id": runner["id"]})
     r = client.post(f"/api/v1/jobs/{job_id}/fail", headers=headers, json={
-        "runner_id": runner["id"], "log": "bad spec", "retryable": False})
+        "runner_id": runner["id"], "attempt": 1, "log": "bad spec", "retryable": False})
     assert r.json()["state"] == "failed" and r.json()["attempt"] == 1
 
 
@@ -154,7 +156,7 @@ def test_fail_of_a_job_not_held_is_409(client, user_headers, make_runner):
     runner, headers = make_runner()
     [job_id] = enqueue(client, user_headers, runner["arch"])
     r = client.post(f"/api/v1/jobs/{job_id}/fail", headers=headers,
-                    json={"runner_id": runner["id"], "log": "x"})
+                    json={"runner_id": runner["id"], "attempt": 1, "log": "x"})
     assert r.status_code == 409
 
 
@@ -285,3 +287,75 @@ def test_expired_lease_queues_the_comparison_for_the_analysis(client, app, user_
     run_analysis(app)
     d = client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json()
     assert d["state"] == "failed" and d["jobs"][0]["state"] == "failed"
+
+
+def test_a_job_of_another_project_with_another_repository_is_refused(
+        client, user_headers, make_project, unique):
+    """The attack: a user queues a job naming the victim's project but building another
+    allowed repository, so its measurements would land in the victim's series. Whether
+    the body or the spec names the project, the job of a project builds the project's
+    repository: 422 naming the field, nothing queued."""
+    victim = make_project()
+    arch = f"foreign-{unique}"
+    theirs = job_spec(repo_url="/srv/git/attacker.git")
+    attempts = [
+        ({"project": victim["name"], "spec": theirs}, ["body", "spec", "repo_url"]),
+        ({"spec": {**theirs, "project": victim["name"]}}, ["body", "spec", "repo_url"]),
+        ({"project": victim["name"], "spec": {**job_spec(repo_url=victim["repo_url"]),
+                                              "project": "elsewhere"}},
+         ["body", "spec", "project"]),
+        ({"spec": {**theirs, "project": f"no-such-{unique}"}}, ["body", "spec", "project"]),
+    ]
+    for fields, loc in attempts:
+        r = client.post("/api/v1/jobs", headers=user_headers,
+                        json={"kind": "commit", "arch": arch, **fields})
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"][0]["loc"] == loc, r.text
+    assert client.get("/api/v1/jobs", headers=user_headers,
+                      params={"arch": arch}).json() == []
+    # the project's own repository (its file:// form too) is a job of the project
+    for url in (victim["repo_url"], "file://" + victim["repo_url"] + "/"):
+        r = client.post("/api/v1/jobs", headers=user_headers, json={
+            "kind": "commit", "arch": arch, "spec": {**job_spec(repo_url=url),
+                                                     "project": victim["name"]}})
+        assert r.status_code == 201, r.text
+        assert r.json()["project_id"] == victim["id"]
+        assert r.json()["spec"]["project"] == victim["name"]
+
+
+def test_a_stale_attempts_lease_and_fail_are_refused(client, user_headers, make_runner,
+                                                     engine):
+    """The attack: a runner's attempt 1 outlives its lease, the job is re-queued and the
+    same runner claims it again (attempt 2); the stale attempt's renewal and failure
+    report still arrive. Each is a 409 naming `attempt`, and attempt 2 runs on untouched;
+    a report without the attempt is a 422 naming it."""
+    runner, headers = make_runner()
+    [job_id] = enqueue(client, user_headers, runner["arch"])
+    first = client.post("/api/v1/jobs/claim", headers=headers,
+                        json={"runner_id": runner["id"], "lease_seconds": 60}).json()
+    with engine.begin() as conn:  # attempt 1 stalled: its lease ran out
+        conn.execute(text("UPDATE jobs SET lease_expires_at = now() - interval '1 second' "
+                          "WHERE id = :id"), {"id": job_id})
+    second = client.post("/api/v1/jobs/claim", headers=headers,
+                         json={"runner_id": runner["id"], "lease_seconds": 60}).json()
+    assert (first["attempt"], second["id"], second["attempt"]) == (1, job_id, 2)
+    stale = [("lease", {"lease_seconds": 600}),
+             ("fail", {"log": "attempt 1 gave up", "retryable": False})]
+    for call, fields in stale:
+        r = client.post(f"/api/v1/jobs/{job_id}/{call}", headers=headers,
+                        json={"runner_id": runner["id"], "attempt": 1, **fields})
+        assert r.status_code == 409, r.text
+        assert r.json()["detail"][0]["loc"] == ["body", "attempt"]
+        assert r.json()["detail"][0]["type"] == "lease_lost"
+        r = client.post(f"/api/v1/jobs/{job_id}/{call}", headers=headers,
+                        json={"runner_id": runner["id"], **fields})
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"][0]["loc"] == ["body", "attempt"]
+    detail = client.get(f"/api/v1/jobs/{job_id}", headers=user_headers).json()
+    assert detail["state"] == "running" and detail["attempt"] == 2
+    assert detail["lease_expires_at"] == second["lease_expires_at"]  # not renewed
+    assert [(a["outcome"], a["log"]) for a in detail["attempts"]] == [
+        ("expired", "lease expired: the runner stopped renewing"), (None, None)]
+    r = client.post(f"/api/v1/jobs/{job_id}/lease", headers=headers,
+                    json={"runner_id": runner["id"], "attempt": 2, "lease_seconds": 600})
+    assert r.status_code == 200 and r.json()["lease_expires_at"] > second["lease_expires_at"]

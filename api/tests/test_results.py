@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 
-from helpers import job_spec, results, trial
+from helpers import job_spec, results, stored, trial
 from sqlalchemy import text
 
 
@@ -77,7 +77,8 @@ def test_results_with_job_id_complete_the_job(client, make_runner, user_headers,
     project = make_project()
     runner, headers = make_runner()
     job = client.post("/api/v1/jobs", headers=user_headers, json={
-        "kind": "commit", "arch": runner["arch"], "spec": job_spec()}).json()
+        "kind": "commit", "arch": runner["arch"], "project": project["name"],
+        "spec": job_spec(repo_url=project["repo_url"])}).json()
     claimed = client.post("/api/v1/jobs/claim", headers=headers,
                           json={"runner_id": runner["id"]}).json()
     assert claimed["id"] == job["id"]
@@ -216,3 +217,72 @@ def test_concurrent_posts_of_one_new_commit_share_its_rows(live_server, make_run
         assert conn.execute(text("SELECT count(*), count(DISTINCT commit_id) FROM trials t "
                                  "JOIN commits c ON c.id = t.commit_id WHERE c.sha = :c"),
                             {"c": commit}).one() == (32, 1)
+
+
+def test_a_jobs_results_go_to_its_own_project_only(client, make_runner, user_headers,
+                                                    make_project, engine):
+    """The attack: the runner holding a job of project A posts its trials naming project
+    B. 403 naming `project`, nothing stored, the job still running; the same post naming
+    A is taken."""
+    mine, victim = make_project(), make_project()
+    runner, headers = make_runner(projects=None)
+    job = client.post("/api/v1/jobs", headers=user_headers, json={
+        "kind": "commit", "arch": runner["arch"], "project": mine["name"],
+        "spec": job_spec(repo_url=mine["repo_url"])}).json()
+    claimed = client.post("/api/v1/jobs/claim", headers=headers,
+                          json={"runner_id": runner["id"]}).json()
+    assert claimed["id"] == job["id"]
+    body = results([trial()], job_id=job["id"], runner_id=runner["id"],
+                   project=victim["name"], branch="main")
+    r = client.post("/api/v1/results", headers=headers, json=body)
+    assert r.status_code == 403, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "project"]
+    assert stored(engine, [t["uid"] for t in body["trials"]]) == 0
+    assert client.get(f"/api/v1/jobs/{job['id']}", headers=user_headers).json()["state"] == \
+        "running"
+    r = client.post("/api/v1/results", headers=headers, json={**body, "project": mine["name"]})
+    assert r.status_code == 201, r.text
+
+
+def test_a_runner_posts_history_only_to_the_projects_it_may_write(
+        client, make_runner, make_project, admin_headers, engine, database_url,
+        monkeypatch):
+    """The attack: any runner posts made-up history without a job to any project. A
+    runner may write none until an admin says which (REST or the CLI); 403 naming
+    `project`, nothing stored."""
+    from mallard_api.cli import app as cli
+    from typer.testing import CliRunner
+
+    mine, victim = make_project(), make_project()
+    runner, headers = make_runner(projects=None)
+    assert runner["projects"] == []
+
+    def post(project: str) -> tuple[int, list[str]]:
+        body = results([trial()], runner_id=runner["id"], project=project, branch="main")
+        r = client.post("/api/v1/results", headers=headers, json=body)
+        return r.status_code, [t["uid"] for t in body["trials"]]
+
+    status, uids = post(victim["name"])
+    assert status == 403 and stored(engine, uids) == 0
+    # the runner cannot widen its own scope; an admin can
+    scope = f"/api/v1/runners/{runner['id']}/projects"
+    assert client.put(scope, headers=headers,
+                      json={"projects": "all"}).status_code == 403
+    r = client.put(scope, headers=admin_headers, json={"projects": [mine["name"]]})
+    assert r.status_code == 200 and r.json()["projects"] == [mine["name"]], r.text
+    assert post(mine["name"])[0] == 201
+    status, uids = post(victim["name"])
+    assert status == 403 and stored(engine, uids) == 0
+    bad = client.put(scope, headers=admin_headers, json={"projects": [""]})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][:2] == ["body",
+                                                                             "projects"]
+    # the CLI: every project, then none again
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    res = CliRunner().invoke(cli, ["runner", "projects", runner["name"], "--all"])
+    assert res.exit_code == 0 and res.output.strip().endswith("\tall"), res.output
+    assert post(victim["name"])[0] == 201
+    res = CliRunner().invoke(cli, ["runner", "projects", runner["name"], "--none"])
+    assert res.exit_code == 0 and res.output.strip().endswith("\tnone"), res.output
+    status, uids = post(victim["name"])
+    assert status == 403 and stored(engine, uids) == 0
+    assert CliRunner().invoke(cli, ["runner", "projects", "no-such-runner"]).exit_code == 1

@@ -86,7 +86,8 @@ def test_results_for_a_failed_job_are_refused(client, user_headers, engine, make
     job_id = queue_job(client, user_headers, runner["arch"])
     claim(client, headers, runner)
     r = client.post(f"/api/v1/jobs/{job_id}/fail", headers=headers,
-                    json={"runner_id": runner["id"], "log": "boom", "retryable": False})
+                    json={"runner_id": runner["id"], "attempt": 1, "log": "boom",
+                          "retryable": False})
     assert r.status_code == 200 and r.json()["state"] == "failed"
     ts = [trial()]
     r = client.post("/api/v1/results", headers=headers,

@@ -123,7 +123,8 @@ def test_lone_surrogates_never_give_a_500(client, make_runner, engine, user_head
     # a failure log with one is kept, cleaned
     job_id = queue_job(client, user_headers, runner["arch"])
     claim(client, headers, runner)
-    raw = json.dumps({"runner_id": runner["id"], "log": "log SURROGATE", "retryable": False})
+    raw = json.dumps({"runner_id": runner["id"], "attempt": 1, "log": "log SURROGATE",
+                      "retryable": False})
     r = client.post(f"/api/v1/jobs/{job_id}/fail", content=raw.replace("SURROGATE", "\\ud800"),
                     headers={**headers, "Content-Type": "application/json"})
     assert r.status_code == 200, r.text

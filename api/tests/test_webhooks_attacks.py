@@ -135,3 +135,54 @@ def test_a_big_push_is_recorded_whole_and_queues_a_bounded_number(
     one = client.get(f"/api/v1/projects/{project['name']}/commits/{commits[1500]}",
                      headers=user_headers).json()
     assert one["parent_sha"] == commits[1499] and one["message"] == "commit 1500"
+
+
+def test_a_push_whose_commits_are_each_others_parents_is_refused(
+        client, make_project, user_headers, engine, unique):
+    """The attack: a push whose commits are each other's parents (or its own), in the
+    push itself or through commits recorded before, so a walk of the ancestry never
+    ends and a bisection walks it. 422 naming the commit; nothing recorded, queued or
+    bisected."""
+    from sqlalchemy import text
+
+    project = make_project()
+    a, b, c = shas(3, unique)
+
+    def plain(commits: list[dict[str, str]], after: str) -> object:
+        return client.post("/api/v1/webhooks/push", headers=user_headers, json={
+            "project": project["name"], "ref": "refs/heads/main", "after": after,
+            "commits": commits})
+
+    def jobs() -> int:
+        with engine.connect() as conn:
+            return int(conn.execute(text("SELECT count(*) FROM jobs WHERE project_id = :p"),
+                                    {"p": project["id"]}).scalar_one())
+
+    for commits in ([{"sha": a, "parent": b}, {"sha": b, "parent": a}],  # each other's
+                    [{"sha": c, "parent": c}],  # its own
+                    [{"sha": a, "parent": c}, {"sha": b, "parent": a},
+                     {"sha": c, "parent": b}]):
+        r = plain(commits, commits[-1]["sha"])
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"][0]["loc"] == ["body", "commits", 0]
+        assert "own ancestor" in r.json()["detail"][0]["msg"]
+    assert branch_state(client, user_headers, project["name"]) == ([], [])
+    assert jobs() == 0
+    # through history: a then b (b's parent a) are recorded; then a push says a's parent
+    # is b, once by the plain form and once by a GitHub push whose `before` is b
+    assert plain([{"sha": a}, {"sha": b, "parent": a}], b).status_code == 200
+    before = branch_state(client, user_headers, project["name"]), jobs()
+    r = plain([{"sha": c, "parent": b}, {"sha": a, "parent": c}], a)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "commits", 0]
+    body = json.loads(github_payload(project, [a]))
+    raw = json.dumps({**body, "before": b}).encode()
+    r = github_post(client, "/api/v1/webhooks/github", raw, GITHUB_SECRET)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "commits", 0]
+    assert (branch_state(client, user_headers, project["name"]), jobs()) == before
+    with engine.connect() as conn:
+        parents = dict(conn.execute(text(
+            "SELECT sha, parent_sha FROM commits WHERE project_id = :p"),
+            {"p": project["id"]}).all())
+    assert parents == {a: None, b: a}
+    assert client.get("/api/v1/bisections", headers=user_headers,
+                      params={"project": project["name"]}).json() == []

@@ -193,7 +193,7 @@ class Agent:
         self.post_results(job, results, client)
 
     def keep_lease(self, job: ClaimedJob) -> Lease:
-        lease = keep_lease(job.id, self.runner_id or 0, self.settings.lease_seconds,
+        lease = keep_lease(job.id, job.attempt, self.runner_id or 0, self.settings.lease_seconds,
                            self.client, self.log)
         self._current_cancel = lease.cancel
         if self.stopping:
@@ -231,12 +231,12 @@ class Agent:
     def fail_malformed(self, e: BadJob) -> None:
         """A job the runner cannot even read: fail it (not retryable) so it is not re-claimed."""
         self.log(escape(str(e))[:2000])
-        if e.job_id is not None and self.runner_id is not None:
-            self.delivery.fail(e.job_id, self.runner_id, str(e), retryable=False)
+        if e.job_id is not None and e.attempt is not None and self.runner_id is not None:
+            self.delivery.fail(e.job_id, self.runner_id, e.attempt, str(e), retryable=False)
 
     def report_failure(self, job: ClaimedJob, client: ApiClient, log: str, retryable: bool) -> None:
         first = escape(log.splitlines()[0][:500]) if log else ""
         self.log(f"[red]job {job.id} failed[/]: {first}")
         assert self.runner_id is not None  # a job is claimed by a registered runner
-        self.delivery.fail(job.id, self.runner_id, log, retryable)
+        self.delivery.fail(job.id, self.runner_id, job.attempt, log, retryable)
         self.delivery.flush(client)

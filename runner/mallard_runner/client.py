@@ -75,8 +75,10 @@ class ApiClient:
                          jid if type(jid) is int else None,
                          att if type(att) is int else None) from e
 
-    def renew(self, job_id: int, runner_id: int, lease_seconds: int) -> None:
-        body = LeaseIn(runner_id=runner_id, lease_seconds=lease_seconds)
+    def renew(self, job_id: int, runner_id: int, attempt: int, lease_seconds: int) -> None:
+        """Renew the lease of the claimed `attempt`; LeaseLost when the API says it is
+        lost (expired, or the job runs another attempt now)."""
+        body = LeaseIn(runner_id=runner_id, attempt=attempt, lease_seconds=lease_seconds)
         r = self.http.post(f"/jobs/{job_id}/lease", json=body.model_dump(mode="json"))
         if r.status_code == 409:
             raise LeaseLost(f"lease on job {job_id} lost", 409)

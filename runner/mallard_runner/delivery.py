@@ -25,9 +25,12 @@ class Delivery:
         return self.spool.put("/results", results.model_dump(mode="json"),
                               f"results-{results.job_id}")
 
-    def fail(self, job_id: int, runner_id: int, log: str, retryable: bool) -> Path:
-        """A job's failure report (POST /jobs/{id}/fail), its log cut to the last 60000."""
-        body = FailIn(runner_id=runner_id, log=log[-60000:], retryable=retryable)
+    def fail(self, job_id: int, runner_id: int, attempt: int, log: str, retryable: bool
+             ) -> Path:
+        """The failure report of the job's claimed `attempt` (POST /jobs/{id}/fail), its
+        log cut to the last 60000 characters; the API refuses one of an older attempt."""
+        body = FailIn(runner_id=runner_id, attempt=attempt, log=log[-60000:],
+                      retryable=retryable)
         return self.spool.put(f"/jobs/{job_id}/fail", body.model_dump(mode="json"),
                               f"fail-{job_id}")
 
@@ -55,11 +58,12 @@ class Delivery:
                if r.status_code >= 500 else f"HTTP {r.status_code}")
         self.log(f"[red]rejected {item.url}[/] ({why}); kept as {item.path}")
         job_id, runner_id = item.job_id, item.body.get("runner_id")
-        if job_id is None or type(runner_id) is not int:
+        attempt = item.body.get("attempt")
+        if job_id is None or type(runner_id) is not int or type(attempt) is not int:
             return
         log = (f"the API did not accept this job's results ({why}); the runner gave up and "
                f"kept them in {item.path} on {self.name}\n{(item.last_error or '')[:4000]}")
-        self.fail(job_id, runner_id, log, retryable=r.status_code >= 500)
+        self.fail(job_id, runner_id, attempt, log, retryable=r.status_code >= 500)
 
     def _delivered(self, item: Pending, r: httpx.Response) -> None:
         what = item.url

@@ -61,7 +61,7 @@ def request_for(job: ClaimedJob, settings: RunnerSettings, cpus: list[int],
     return RunRequest(suite=suite, selectors=selectors, cpus=cpus, raw_dir=Path(raw),
                       source=source, ref=None, allocator_dir=spec.allocator_dir,
                       trials=spec.trials, warmup=spec.warmup, workloads=spec.workloads,
-                      threads=spec.threads, project=spec.project or "mallard",
+                      threads=spec.threads, project=spec.project,
                       branch=spec.branch, job_id=job.id, attempt=job.attempt,
                       runner_id=runner_id)
 

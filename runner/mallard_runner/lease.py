@@ -22,9 +22,10 @@ class Lease:
     done: threading.Event = field(default_factory=threading.Event)
 
 
-def keep_lease(job_id: int, runner_id: int, lease_seconds: int,
+def keep_lease(job_id: int, attempt: int, runner_id: int, lease_seconds: int,
                client: Callable[[], ApiClient], log: Callable[[str], None]) -> Lease:
-    """Renew the job's lease in a thread until `done`; a lost lease cancels the run."""
+    """Renew the lease of the job's claimed `attempt` in a thread until `done`; a lost
+    lease (expired, or the job claimed again: another attempt) cancels the run."""
     lease = Lease()
 
     def renew() -> None:
@@ -33,7 +34,7 @@ def keep_lease(job_id: int, runner_id: int, lease_seconds: int,
         try:
             while not lease.done.wait(period):
                 try:
-                    c.renew(job_id, runner_id, lease_seconds)
+                    c.renew(job_id, runner_id, attempt, lease_seconds)
                 except LeaseLost:
                     lease.lost.set()
                     lease.cancel.set()

@@ -72,7 +72,7 @@ class RunRequest:
     threads: list[int] | None = None
     seed: int | None = None
     by_case: bool = False  # a round's cells grouped by case (executor.round_order)
-    project: str = "mallard"
+    project: str | None = "mallard"  # a job's: its spec's (None: a job of no project)
     branch: str | None = None
     job_id: int | None = None
     attempt: int | None = None  # the claimed job's attempt: the API takes results only from it

@@ -14,13 +14,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from mallard_api.harness import API_BIN, ApiProcess, wait_for
+from mallard_runner.client import ApiClient, LeaseLost
+from mallard_runner.delivery import Delivery
 from mallard_runner.settings import REPO_ROOT
+from mallard_runner.spool import Spool
+from mallard_wire import results as wire
 
 from .conftest import first_cpu, gate_workload, write_suite
 from .test_agent import agent_log, job_spec
@@ -111,7 +116,12 @@ def test_agent_survives_a_real_api_restart(real_api, make_settings, toy_repo, tm
     assert "stored 6, duplicates 0" in agent_log(spool)
     done = api.get(f"/api/v1/jobs/{job_id}").json()
     assert done["state"] == "done"
-    # the same trials again: the API recognises every uid
+    # the same trials again, as history without a job (which an admin lets the runner
+    # post to the project): the API recognises every uid
+    admin = httpx.Client(base_url=real_api.url, timeout=30,
+                         headers={"Authorization": f"Bearer {real_api.token('admin')}"})
+    admin.put(f"/api/v1/runners/{done['runner_id']}/projects",
+              json={"projects": ["mallard"]}).raise_for_status()
     runner_api = httpx.Client(base_url=real_api.url, timeout=60,
                               headers={"Authorization": f"Bearer {runner_token}"})
     again = runner_api.post("/api/v1/results", json={**pending["body"], "job_id": None,
@@ -119,3 +129,45 @@ def test_agent_survives_a_real_api_restart(real_api, make_settings, toy_repo, tm
     assert again.status_code == 201, again.text
     assert again.json()["stored"] == 0 and again.json()["duplicates"] == 6
     assert not list(spool.glob("*.json"))
+
+
+def test_a_stale_attempts_lease_and_fail_are_refused_by_the_real_api(real_api, toy_repo,
+                                                                     tmp_path):
+    """The attack, through the agent's own client and spool: attempt 1 of a job outlives
+    its lease and the same runner claims the job again (attempt 2). Attempt 1's renewal
+    is a lost lease and its failure report is dropped (409), so attempt 2 runs on; the
+    report of attempt 2 is taken."""
+    user = httpx.Client(base_url=real_api.url, timeout=30,
+                        headers={"Authorization": f"Bearer {real_api.token('user')}"})
+    user.put("/api/v1/projects/mallard", json={
+        "repo_url": str(toy_repo), "allocator_dir": "allocator",
+        "default_branch": "main"}).raise_for_status()
+    arch = f"stale-{platform.machine()}"
+    spec = {**job_spec(toy_repo), "suite": "quick", "workloads": ["larson"]}
+    r = user.post("/api/v1/jobs", json={"kind": "commit", "arch": arch, "project": "mallard",
+                                        "spec": spec})
+    assert r.status_code == 201, r.text
+    job_id = r.json()["id"]
+    client = ApiClient(real_api.url, real_api.token("runner", "node-stale"))
+    runner_id = client.register("node-stale", arch, "0", wire.TestbedIn(arch=arch))
+    first = client.claim(runner_id, lease_seconds=1)
+    assert first is not None and (first.id, first.attempt) == (job_id, 1)
+    time.sleep(1.5)  # attempt 1 stalls past its lease
+    second = client.claim(runner_id, lease_seconds=600)
+    assert second is not None and (second.id, second.attempt) == (job_id, 2)
+    with pytest.raises(LeaseLost):
+        client.renew(job_id, runner_id, first.attempt, 600)
+    client.renew(job_id, runner_id, second.attempt, 600)
+    logs: list[str] = []
+    delivery = Delivery(Spool(tmp_path / "spool"), "node-stale", logs.append)
+    delivery.fail(job_id, runner_id, first.attempt, "attempt 1 gave up", retryable=False)
+    assert delivery.flush(client) == 0
+    assert any("dropped" in line for line in logs), logs
+    job = user.get(f"/api/v1/jobs/{job_id}").json()
+    assert (job["state"], job["attempt"]) == ("running", 2)
+    assert [a["log"] for a in job["attempts"]][1] is None
+    delivery.fail(job_id, runner_id, second.attempt, "build failed", retryable=False)
+    assert delivery.flush(client) == 0
+    job = user.get(f"/api/v1/jobs/{job_id}").json()
+    assert job["state"] == "failed" and job["attempts"][1]["log"] == "build failed"
+    client.close()

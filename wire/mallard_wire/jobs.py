@@ -85,8 +85,16 @@ class ClaimIn(InModel):
     lease_seconds: LeaseSeconds = 900
 
 
+# the attempt a runner claimed: a lease renewal or failure report of an older attempt
+# (the lease expired and the job was claimed again) is refused, so it never touches the
+# attempt that runs now
+Attempt = Annotated[int, Field(ge=1, le=INT32_MAX,
+                               description="the job's attempt as the runner claimed it")]
+
+
 class LeaseIn(InModel):
     runner_id: RunnerId
+    attempt: Attempt
     lease_seconds: LeaseSeconds = 900
 
 
@@ -94,5 +102,6 @@ class FailIn(InModel):
     """A job its runner could not finish: the log and whether another attempt may help."""
 
     runner_id: RunnerId
+    attempt: Attempt
     log: LogText = ""
     retryable: bool = True

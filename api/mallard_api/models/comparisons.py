@@ -50,6 +50,9 @@ class Comparison(Base):
     canary_pct: Mapped[float | None] = mapped_column(Float)
     # a probe that sizes the canaries (db/versions/0015): neither A/A nor canary
     canary_probe: Mapped[bool] = mapped_column(Boolean, server_default="false", default=False)
+    # the token that asked for it (db/versions/0020): its quota counts it while it runs
+    requested_by: Mapped[int | None] = mapped_column(
+        ForeignKey("api_tokens.id", ondelete="SET NULL"))
 
 
 class ComparisonJob(Base):

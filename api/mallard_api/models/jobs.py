@@ -27,6 +27,10 @@ class Job(Base):
     claimed_at: Mapped[datetime | None] = mapped_column(TS)
     lease_expires_at: Mapped[datetime | None] = mapped_column(TS)
     finished_at: Mapped[datetime | None] = mapped_column(TS)
+    # the token that asked for it and the trials it asks for (db/versions/0020: quotas)
+    requested_by: Mapped[int | None] = mapped_column(
+        ForeignKey("api_tokens.id", ondelete="SET NULL"))
+    trials_requested: Mapped[int | None] = mapped_column(Integer)
 
 
 class JobAttempt(Base):

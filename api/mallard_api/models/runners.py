@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from mallard_wire.fields import JsonDict
-from sqlalchemy import ForeignKey, Integer, Text, func
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import Boolean, ForeignKey, Integer, Text, func
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from mallard_api.models.base import TS, Base
@@ -23,3 +23,6 @@ class Runner(Base):
     registered_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     last_seen_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     retired_at: Mapped[datetime | None] = mapped_column(TS)  # out of service (0012)
+    # the projects it may post history without a job to (0020), set by an admin
+    projects: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default="{}")
+    all_projects: Mapped[bool] = mapped_column(Boolean, server_default="false")

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
+from mallard_api import quotas
 from mallard_api.analysis import bisections, culprits
 from mallard_api.auth import Admin, AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
@@ -45,9 +46,9 @@ def bisection_out(session: Session, b: Bisection) -> BisectionOut:
 
 
 @router.post("/bisections", response_model=BisectionOut, status_code=201,
-             responses={422: {"model": ErrorOut}})
+             responses={422: {"model": ErrorOut}, 429: {"model": ErrorOut}})
 def create_bisection(body: BisectionIn, request: Request, session: DB, settings: Conf,
-                     _: UserOrAdmin) -> BisectionOut:
+                     p: UserOrAdmin) -> BisectionOut:
     project = buildable_project(session, body.project, settings)
     reason = request.app.state.catalog.check_workloads(settings.suite, [body.workload])
     if reason:
@@ -70,6 +71,8 @@ def create_bisection(body: BisectionIn, request: Request, session: DB, settings:
                          arch=body.arch or settings.default_arch, workload=body.workload,
                          measure=body.measure, threads=body.threads, commits=commits,
                          origin="request")
+    quotas.charge(session, settings, request.app.state.catalog, p,
+                  comparisons=[c for step in b.steps for c in step.comparisons])
     session.commit()
     return bisection_out(session, b)
 

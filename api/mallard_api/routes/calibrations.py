@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
+from mallard_api import quotas
 from mallard_api.analysis import calibrations, noise
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
@@ -44,8 +45,8 @@ def calibration_out(session: Session, cal: Calibration) -> CalibrationOut:
 
 
 @router.post("", response_model=CalibrationOut, status_code=201,
-             responses={422: {"model": ErrorOut}})
-def create_calibration(body: CalibrationIn, request: Request, session: DB, _: UserOrAdmin,
+             responses={422: {"model": ErrorOut}, 429: {"model": ErrorOut}})
+def create_calibration(body: CalibrationIn, request: Request, session: DB, p: UserOrAdmin,
                        settings: Annotated[Settings, Depends(get_settings)]) -> CalibrationOut:
     suite = body.suite or settings.suite
     catalog = request.app.state.catalog
@@ -89,6 +90,8 @@ def create_calibration(body: CalibrationIn, request: Request, session: DB, _: Us
         aa_comparisons=body.aa_comparisons, canary_comparisons=body.canary_comparisons,
         sizes_pct=sizes, state="queued", canary_ns={}))
     calibrations.start(session, cal, settings)
+    quotas.charge(session, settings, catalog, p,
+                  comparisons=[c.id for c in sql.comparisons(session, cal.id)])
     session.commit()
     return calibration_out(session, cal)
 

@@ -11,6 +11,7 @@ from mallard_stats.hypothesis import hypothesis_outcome
 from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
+from mallard_api import quotas
 from mallard_api.analysis import comparisons
 from mallard_api.analysis.explain import explain
 from mallard_api.analysis.report import ReportCell, is_counter
@@ -53,8 +54,8 @@ def comparison_out(session: Session, c: Comparison) -> ComparisonOut:
 
 
 @router.post("", response_model=ComparisonOut, status_code=201,
-             responses={422: {"model": ErrorOut}})
-def create_comparison(body: ComparisonIn, request: Request, session: DB, _: UserOrAdmin,
+             responses={422: {"model": ErrorOut}, 429: {"model": ErrorOut}})
+def create_comparison(body: ComparisonIn, request: Request, session: DB, p: UserOrAdmin,
                       settings: Conf) -> ComparisonOut:
     suite = body.suite or settings.suite
     catalog = request.app.state.catalog
@@ -68,6 +69,7 @@ def create_comparison(body: ComparisonIn, request: Request, session: DB, _: User
         head=body.head, workloads=body.workloads, threads=body.threads, suite=suite,
         trials=body.trials or max(settings.trials, 2), warmup=body.warmup,
         peers=body.peers, max_follow_ups=body.max_follow_ups, hypothesis=body.hypothesis)
+    quotas.charge(session, settings, catalog, p, comparisons=[comp.id])
     session.commit()
     return comparison_out(session, comp)
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from mallard_wire.fields import INT64_MAX
 from mallard_wire.jobs import ClaimIn, FailIn, JobSpec, LeaseIn
 from sqlalchemy.orm import Session
 
+from mallard_api import quotas
 from mallard_api.analysis import ingest, verdicts
 from mallard_api.auth import (
     AnyRole,
@@ -23,12 +24,13 @@ from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.known import Catalog
 from mallard_api.models.jobs import Job
+from mallard_api.models.projects import Project
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.jobs import AttemptOut, JobDetail, JobIn, JobKind, JobOut, JobState
 from mallard_api.sql import jobs as sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql
-from mallard_api.urls import check_repo_url, parse_allow_list
+from mallard_api.urls import check_repo_url, parse_allow_list, same_repository
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=StrictJsonRoute,
                    responses={401: {"model": ErrorOut}, 403: {"model": ErrorOut}})
@@ -76,20 +78,33 @@ def claim(body: ClaimIn, session: DB, p: RunnerOrAdmin,
     return job_out(job)
 
 
+def lost(job_id: int, runner_id: int, attempt: int, job: Job | None) -> HTTPException:
+    """409 `lease_lost`: naming `attempt` when the runner holds the job at another
+    attempt (a stale report of an attempt whose lease expired), else the job."""
+    if job is not None and job.state == "running" and job.runner_id == runner_id \
+            and job.attempt != attempt:
+        return field_error(409, ["body", "attempt"],
+                           f"attempt {attempt} of job {job_id} is over: the job runs "
+                           f"attempt {job.attempt} now", "lease_lost")
+    return field_error(409, ["path", "job_id"],
+                       f"runner {runner_id} no longer holds the lease of job {job_id}",
+                       "lease_lost")
+
+
 @router.post("/{job_id}/lease", response_model=JobOut,
              responses={404: {"model": ErrorOut}, 409: {"model": ErrorOut},
                         422: {"model": ErrorOut}})
 def renew(job_id: JobPath, body: LeaseIn, session: DB, p: RunnerOrAdmin) -> JobOut:
+    """Renew the lease of the attempt the runner claimed (409 when it is lost)."""
     runner = acting_runner(session, p, body.runner_id)
     if sql.get(session, job_id) is None:
         raise field_error(404, ["path", "job_id"], f"no job with id {job_id}", "not_found")
-    job = sql.renew(session, job_id=job_id, runner_id=runner.id,
+    job = sql.renew(session, job_id=job_id, runner_id=runner.id, attempt=body.attempt,
                     lease_seconds=body.lease_seconds)
     session.commit()
     if job is None:
-        raise field_error(409, ["path", "job_id"],
-                          f"runner {runner.id} no longer holds the lease of job {job_id}",
-                          "lease_lost")
+        raise lost(job_id, runner.id, body.attempt,
+                   sql.get(session, job_id, fresh=True))
     return job_out(job)
 
 
@@ -98,14 +113,14 @@ def renew(job_id: JobPath, body: LeaseIn, session: DB, p: RunnerOrAdmin) -> JobO
                         422: {"model": ErrorOut}})
 def fail(job_id: JobPath, body: FailIn, request: Request, session: DB, p: RunnerOrAdmin
          ) -> JobOut:
+    """The attempt the runner claimed failed, with its log (409 when it is not running)."""
     runner = acting_runner(session, p, body.runner_id)
     if sql.get(session, job_id) is None:
         raise field_error(404, ["path", "job_id"], f"no job with id {job_id}", "not_found")
-    job = sql.fail(session, job_id=job_id, runner_id=runner.id, log=body.log,
-                   retryable=body.retryable)
+    job = sql.fail(session, job_id=job_id, runner_id=runner.id, attempt=body.attempt,
+                   log=body.log, retryable=body.retryable)
     if job is None:
-        raise field_error(409, ["path", "job_id"],
-                          f"job {job_id} is not running for runner {runner.id}", "lease_lost")
+        raise lost(job_id, runner.id, body.attempt, sql.get(session, job_id))
     ingest.jobs_changed(session, [job_id])  # a comparison settles when its job fails
     session.commit()
     request.app.state.analysis.wake()
@@ -129,21 +144,44 @@ def check_spec(spec: JobSpec, settings: Settings, catalog: Catalog,
             raise field_error(422, [*loc, field], "set only by the API for a comparison's jobs")
 
 
+def job_project(session: Session, body: JobIn) -> Project | None:
+    """The project a job's results go to: the one the body names, else its spec's (the
+    same when both do), which must exist; its repository is the job's: a job of a project
+    builds that project's repo_url and no other (else another repository's results would
+    land in its series)."""
+    spec = body.spec
+    if body.project is not None and spec.project not in (None, body.project):
+        raise field_error(422, ["body", "spec", "project"],
+                          f"names project '{spec.project}'; the job is for '{body.project}'")
+    loc: list[str | int] = ["body", "project"] if body.project else ["body", "spec", "project"]
+    name = body.project or spec.project
+    if name is None:
+        return None
+    project = project_sql.get(session, name)
+    if project is None:
+        raise field_error(422, loc, f"no project named '{name}'")
+    if not same_repository(spec.repo_url, project.repo_url):
+        raise field_error(422, ["body", "spec", "repo_url"],
+                          f"a job of project '{name}' builds the project's repository "
+                          f"(its repo_url), not another one")
+    return project
+
+
 @router.post("", response_model=JobOut, status_code=201,
-             responses={422: {"model": ErrorOut}})
-def create_job(body: JobIn, request: Request, session: DB, _: UserOrAdmin,
+             responses={422: {"model": ErrorOut}, 429: {"model": ErrorOut}})
+def create_job(body: JobIn, request: Request, session: DB, p: UserOrAdmin,
                settings: Annotated[Settings, Depends(get_settings)]) -> JobOut:
-    """Queue a job by hand (operators; comparisons queue their own)."""
-    check_spec(body.spec, settings, request.app.state.catalog, ["body", "spec"])
-    project_id = None
-    if body.project is not None:
-        project = project_sql.get(session, body.project)
-        if project is None:
-            raise field_error(422, ["body", "project"], f"no project named '{body.project}'")
-        project_id = project.id
-    job = sql.enqueue(session, kind=body.kind, arch=body.arch,
-                      spec=body.spec,
-                      project_id=project_id, max_attempts=body.max_attempts)
+    """Queue a job by hand (operators; comparisons queue their own). A job of a project
+    runs that project's repository; the token's quotas count it (quotas.py)."""
+    catalog = request.app.state.catalog
+    check_spec(body.spec, settings, catalog, ["body", "spec"])
+    project = job_project(session, body)
+    spec = body.spec if project is None else body.spec.model_copy(
+        update={"project": project.name})
+    job = sql.enqueue(session, kind=body.kind, arch=body.arch, spec=spec,
+                      project_id=None if project is None else project.id,
+                      max_attempts=body.max_attempts)
+    quotas.charge(session, settings, catalog, p, jobs=[(job.id, spec)])
     session.commit()
     return job_out(job)
 

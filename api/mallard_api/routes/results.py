@@ -1,7 +1,9 @@
 """Results ingest: idempotent by trial uid. A job's trials are accepted only from the
 runner that holds the job's current lease and attempt, while the job runs and the lease
-is live; the job is completed in the same transaction. The analysis (comparison cells,
-change detection) is queued for the analysis worker, never done here."""
+is live, and only for the job's project; the job is completed in the same transaction.
+History without a job goes only to a project the runner may write (runners.projects).
+The analysis (comparison cells, change detection) is queued for the analysis worker,
+never done here."""
 
 from __future__ import annotations
 
@@ -44,6 +46,25 @@ def poster(session: Session, p: Principal, body: ResultsIn) -> int | None:
                               f"runner '{p.runner_name}' is not registered")
         return runner.id
     return None
+
+
+def check_project(session: Session, p: Principal, body: ResultsIn, runner_id: int | None,
+                  project_id: int | None, job: job_sql.Holding | None) -> None:
+    """403 naming `project` unless the post may write there: a job's results go to the
+    job's project only (or to none); history without a job, to the projects an admin let
+    the runner write (runners.projects; admins may post anywhere)."""
+    if job is not None:
+        if project_id is not None and project_id != job.project_id:
+            raise field_error(403, ["body", "project"], f"job {body.job_id} is not a job of "
+                              f"project '{body.project}': its results go to its own project",
+                              "forbidden")
+        return
+    if project_id is None or p.role == "admin" or runner_id is None:
+        return
+    if not runner_sql.may_write(session, runner_id, str(body.project)):
+        raise field_error(403, ["body", "project"], f"runner {runner_id} may not post history "
+                          f"without a job to project '{body.project}' (an admin sets its "
+                          "projects: PUT /api/v1/runners/{id}/projects)", "forbidden")
 
 
 def lease_lost(msg: str) -> Exception:
@@ -117,6 +138,7 @@ def store(request: Request, session: Session, p: Principal, raw: bytes) -> Respo
         if job is None:
             session.rollback()
             return answer(ResultsOut(stored=0, duplicates=len(body.trials), job_id=body.job_id))
+    check_project(session, p, body, runner_id, project_id, job)
 
     stored, duplicates = sql.ingest(session, body, runner_id=runner_id, project_id=project_id,
                                     queue_changes=ingest.queues_changes(job))

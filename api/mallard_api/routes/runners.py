@@ -14,7 +14,7 @@ from mallard_api.deps import get_session
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.runners import Runner
 from mallard_api.schemas.base import ErrorOut
-from mallard_api.schemas.runners import RunnerOut
+from mallard_api.schemas.runners import RunnerOut, RunnerProjectsIn
 from mallard_api.sql import runners as sql
 
 router = APIRouter(prefix="/runners", tags=["runners"], route_class=StrictJsonRoute,
@@ -25,7 +25,8 @@ DB = Annotated[Session, Depends(get_session)]
 def runner_out(r: Runner, fingerprint: str | None) -> RunnerOut:
     return RunnerOut(id=r.id, name=r.name, arch=r.arch, cpus=r.cpus, testbed=r.testbed,
                      testbed_fingerprint=fingerprint, registered_at=r.registered_at,
-                     last_seen_at=r.last_seen_at, retired_at=r.retired_at)
+                     last_seen_at=r.last_seen_at, retired_at=r.retired_at,
+                     projects="all" if r.all_projects else list(r.projects or []))
 
 
 @router.post("/register", response_model=RunnerOut)
@@ -64,6 +65,21 @@ def retire(runner_id: Annotated[int, Path(ge=1, le=INT32_MAX)], session: DB,
         raise field_error(404, ["path", "runner_id"], f"no runner with id {runner_id}",
                           "not_found")
     sql.retire(session, runner)
+    session.commit()
+    return runner_out(runner, sql.testbed_fingerprint(session, runner))
+
+
+@router.put("/{runner_id}/projects", response_model=RunnerOut,
+            responses={404: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+def set_projects(runner_id: Annotated[int, Path(ge=1, le=INT32_MAX)], body: RunnerProjectsIn,
+                 session: DB, _: Admin) -> RunnerOut:
+    """The projects the runner may post history without a job to (none until an admin
+    says; `"all"`: every one). Its jobs' results go to their own projects regardless."""
+    runner = sql.get(session, runner_id)
+    if runner is None:
+        raise field_error(404, ["path", "runner_id"], f"no runner with id {runner_id}",
+                          "not_found")
+    sql.set_projects(session, runner, None if body.projects == "all" else body.projects)
     session.commit()
     return runner_out(runner, sql.testbed_fingerprint(session, runner))
 

@@ -35,8 +35,9 @@ def enqueue(session: Session, *, kind: str, arch: str, spec: JobSpec,
     return row  # type: ignore[return-value]  # a Row with the Job's columns
 
 
-def get(session: Session, job_id: int) -> Job | None:
-    return session.get(Job, job_id)
+def get(session: Session, job_id: int, *, fresh: bool = False) -> Job | None:
+    """The job; `fresh`: read again from the database (not the session's copy)."""
+    return session.get(Job, job_id, populate_existing=fresh)
 
 
 def list_jobs(session: Session, *, state: str | None, arch: str | None, kind: str | None,
@@ -94,27 +95,31 @@ def claim(session: Session, *, runner_id: int, arch: str, lease_seconds: int) ->
     return job  # type: ignore[return-value]  # a Row with the Job's columns, or None
 
 
-def renew(session: Session, *, job_id: int, runner_id: int, lease_seconds: int) -> Job | None:
-    """Extend the lease; None when it was lost (expired, re-queued, or someone else's)."""
+def renew(session: Session, *, job_id: int, runner_id: int, attempt: int, lease_seconds: int
+          ) -> Job | None:
+    """Extend the lease of this attempt; None when it was lost (expired, re-queued, claimed
+    again: another attempt, or someone else's)."""
     row = session.execute(text(
         "UPDATE jobs SET lease_expires_at = now() + make_interval(secs => :secs) "
         "WHERE id = :id AND state = 'running' AND runner_id = :runner "
-        "AND lease_expires_at >= now() RETURNING id"),
-        {"id": job_id, "runner": runner_id, "secs": lease_seconds}).first()
+        "AND attempt = :attempt AND lease_expires_at >= now() RETURNING id"),
+        {"id": job_id, "runner": runner_id, "attempt": attempt,
+         "secs": lease_seconds}).first()
     if row is None:
         return None
     return session.get(Job, job_id, populate_existing=True)
 
 
-def fail(session: Session, *, job_id: int, runner_id: int, log: str, retryable: bool
-         ) -> Job | None:
+def fail(session: Session, *, job_id: int, runner_id: int, attempt: int, log: str,
+         retryable: bool) -> Job | None:
     """Record a failed attempt with its log; re-queue while attempts remain, else `failed`.
 
-    None when the job is not running for this runner (its lease was lost).
+    None when the job is not running this attempt for this runner (its lease was lost).
     """
     job = session.scalar(select(Job).where(Job.id == job_id).with_for_update()
                          .execution_options(populate_existing=True))
-    if job is None or job.state != "running" or job.runner_id != runner_id:
+    if job is None or job.state != "running" or job.runner_id != runner_id \
+            or job.attempt != attempt:
         return None
     session.execute(_CLOSE_ATTEMPT, {"outcome": "failed", "job_id": job_id,
                                      "attempt": job.attempt, "log": log})
@@ -137,6 +142,7 @@ class Holding:
     lease_live: bool
     kind: str
     comparison_id: int | None  # the comparison that owns the job, if any
+    project_id: int | None  # the project its results go to (none: a job of no project)
 
 
 def lock_for_results(session: Session, job_id: int) -> Holding | None:
@@ -145,10 +151,12 @@ def lock_for_results(session: Session, job_id: int) -> Holding | None:
     row = session.execute(text(
         "SELECT j.state, j.runner_id, j.attempt, coalesce(j.lease_expires_at >= now(), false), "
         "j.kind, (SELECT cj.comparison_id FROM comparison_jobs cj WHERE cj.job_id = j.id "
-        "LIMIT 1) FROM jobs j WHERE j.id = :id FOR UPDATE OF j"), {"id": job_id}).first()
+        "LIMIT 1), j.project_id FROM jobs j WHERE j.id = :id FOR UPDATE OF j"),
+        {"id": job_id}).first()
     if row is None:
         return None
-    return Holding(str(row[0]), row[1], int(row[2]), bool(row[3]), str(row[4]), row[5])
+    return Holding(str(row[0]), row[1], int(row[2]), bool(row[3]), str(row[4]), row[5],
+                   row[6])
 
 
 def stored_uids(session: Session, job_id: int, uids: list[str]) -> int:

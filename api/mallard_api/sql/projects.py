@@ -219,3 +219,33 @@ def memberships(session: Session, commit: Commit) -> list[tuple[str, int]]:
         "SELECT b.name, bc.position FROM branch_commits bc JOIN branches b ON b.id = "
         "bc.branch_id WHERE bc.commit_id = :c ORDER BY b.name"), {"c": commit.id})
     return [(str(n), int(p)) for n, p in rows]
+
+
+def stored_parents(session: Session, project_id: int, shas: list[str]) -> dict[str, str]:
+    """sha -> the parent recorded for it, of those of `shas` that have one."""
+    rows = session.execute(text(
+        "SELECT sha, parent_sha FROM commits WHERE project_id = :p AND sha = ANY(:s) "
+        "AND parent_sha IS NOT NULL"), {"p": project_id, "s": shas})
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
+# Recorded commits below `shas` (children, their children...) that are not among them,
+# each with the one of `shas` its first parents reach first (depth-capped).
+_BELOW = text("""
+WITH RECURSIVE below(sha, reaches, depth) AS (
+    SELECT c.sha, c.parent_sha, 1 FROM commits c
+    WHERE c.project_id = :p AND c.parent_sha = ANY(:s) AND NOT (c.sha = ANY(:s))
+  UNION
+    SELECT c.sha, b.reaches, b.depth + 1 FROM below b
+    JOIN commits c ON c.project_id = :p AND c.parent_sha = b.sha
+    WHERE NOT (c.sha = ANY(:s)) AND b.depth < :cap
+)
+SELECT DISTINCT sha, reaches FROM below
+""")
+
+
+def below(session: Session, project_id: int, shas: list[str], cap: int) -> dict[str, str]:
+    """Recorded commit -> the one of `shas` its recorded first parents lead to (for the
+    recorded descendants of `shas` that are not among them)."""
+    return {str(r[0]): str(r[1]) for r in session.execute(
+        _BELOW, {"p": project_id, "s": shas, "cap": cap})}

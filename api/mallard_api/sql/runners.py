@@ -179,3 +179,18 @@ def testbed_fingerprint(session: Session, runner: Runner) -> str | None:
         return None
     return session.scalar(select(Testbed.fingerprint).where(Testbed.id == runner.testbed_id))
 
+
+
+def may_write(session: Session, runner_id: int, project: str) -> bool:
+    """Whether the runner may post history without a job to the project (its scope)."""
+    return bool(session.scalar(text(
+        "SELECT all_projects OR :p = ANY(projects) FROM runners WHERE id = :r"),
+        {"r": runner_id, "p": project}))
+
+
+def set_projects(session: Session, runner: Runner, projects: list[str] | None) -> Runner:
+    """The runner's scope: these projects, or every one (None)."""
+    runner.all_projects = projects is None
+    runner.projects = sorted(set(projects or []))
+    session.flush()
+    return runner

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from mallard_wire.fields import JsonDict
 from sqlalchemy import Row, func, select, text
 from sqlalchemy.orm import Session
 
@@ -36,3 +39,55 @@ def revoke(session: Session, token_id: int) -> bool:
 
 def list_all(session: Session) -> list[ApiToken]:
     return list(session.scalars(select(ApiToken).order_by(ApiToken.id)))
+
+
+# --- quotas (quotas.py): the work a token asked for that has not finished ----------------
+@dataclass(frozen=True)
+class Queued:
+    """A token's queued and running work."""
+
+    jobs: int
+    comparisons: int
+    trials: int
+
+
+def lock_quota(session: Session, token_id: int) -> None:
+    """Serialize a token's requests that queue work until the caller's transaction ends,
+    so two at once cannot both pass a quota (a row lock that blocks no foreign key)."""
+    session.execute(text("SELECT 1 FROM api_tokens WHERE id = :t FOR NO KEY UPDATE"),
+                    {"t": token_id})
+
+
+def charge(session: Session, token_id: int, *, jobs: dict[int, int],
+           comparisons: list[int]) -> None:
+    """Mark jobs (id -> trials requested) and comparisons as asked for by the token."""
+    if jobs:
+        session.execute(text(
+            "UPDATE jobs j SET requested_by = :t, trials_requested = u.n "
+            "FROM unnest(CAST(:ids AS bigint[]), CAST(:ns AS integer[])) AS u(id, n) "
+            "WHERE j.id = u.id"), {"t": token_id, "ids": list(jobs), "ns": list(jobs.values())})
+    if comparisons:
+        session.execute(text("UPDATE comparisons SET requested_by = :t WHERE id = ANY(:ids)"),
+                        {"t": token_id, "ids": comparisons})
+
+
+_QUEUED = text("""
+SELECT (SELECT count(*) FROM jobs WHERE requested_by = :t AND state IN ('queued', 'running')),
+       (SELECT count(*) FROM comparisons
+        WHERE requested_by = :t AND state IN ('queued', 'running')),
+       (SELECT coalesce(sum(trials_requested), 0) FROM jobs
+        WHERE requested_by = :t AND state IN ('queued', 'running'))
+""")
+
+
+def queued(session: Session, token_id: int) -> Queued:
+    row = session.execute(_QUEUED, {"t": token_id}).one()
+    return Queued(int(row[0]), int(row[1]), int(row[2]))
+
+
+def comparison_jobs(session: Session, comparison_ids: list[int]) -> list[tuple[int, JsonDict]]:
+    """(job id, spec) of every job of these comparisons."""
+    rows = session.execute(text(
+        "SELECT j.id, j.spec FROM comparison_jobs cj JOIN jobs j ON j.id = cj.job_id "
+        "WHERE cj.comparison_id = ANY(:ids)"), {"ids": comparison_ids})
+    return [(int(r[0]), r[1]) for r in rows]

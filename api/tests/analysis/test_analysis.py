@@ -134,8 +134,8 @@ def test_failed_job_fails_the_comparison(client, user_headers, make_project, mak
     assert job["spec"]["workloads"] is None  # the whole suite
     assert [a["label"] for a in job["spec"]["allocators"]] == ["base", "head"]
     r = client.post(f"/api/v1/jobs/{job['id']}/fail", headers=rh,
-                    json={"runner_id": runner["id"], "log": "build failed",
-                          "retryable": False})
+                    json={"runner_id": runner["id"], "attempt": job["attempt"],
+                          "log": "build failed", "retryable": False})
     assert r.status_code == 200 and r.json()["state"] == "failed", r.text
     # a read never writes: the state is settled by the analysis worker, which the
     # failure queued

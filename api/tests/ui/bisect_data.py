@@ -35,7 +35,8 @@ def fail_job(client: Any, headers: dict[str, str], runner: dict[str, Any],
     """The runner reports that the job's build failed (not retryable)."""
     commits = [a["commit"] for a in job["spec"]["allocators"] if a["name"] == "mallard"]
     r = client.post(f"/api/v1/jobs/{job['id']}/fail", headers=headers, json={
-        "runner_id": runner["id"], "log": f"building {commits}\n{BUILD_ERROR}\n",
+        "runner_id": runner["id"], "attempt": job["attempt"],
+        "log": f"building {commits}\n{BUILD_ERROR}\n",
         "retryable": False})
     assert r.status_code == 200, r.text
 

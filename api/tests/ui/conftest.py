@@ -85,6 +85,9 @@ def _build(client: Any, make_token: Any, user_token: str) -> dict[str, Any]:
         "testbed": {"arch": arch, "cpu_model": "Test CPU"}})
     assert r.status_code == 200, r.text
     runner = r.json()
+    admin = {"Authorization": f"Bearer {make_token('admin')}"}  # it may write the project
+    client.put(f"/api/v1/runners/{runner['id']}/projects", headers=admin,
+               json={"projects": [project]}).raise_for_status()
     rng = np.random.default_rng(16)
 
     # The branch: 30 commits, larson -8% from commit 20 on; rpc flat.

@@ -1,0 +1,68 @@
+"""Per-token quotas on queued work: the jobs and comparisons a token asked for (POST
+/jobs, /comparisons, /calibrations) that are still queued or running, and the trials
+those jobs ask for (timed trials per cell x cells x allocators, `Catalog.trials_requested`).
+
+A request that queues work does it, then `charge`s it to its token in the same
+transaction: the new jobs and comparisons are marked with the token, the token's queued
+work is counted under a lock on its row (so two requests at once cannot both pass), and
+past a quota the request is answered 429 with `Retry-After` and a body naming the quota;
+the transaction is rolled back, so nothing of it is stored. Admin tokens (and the
+bootstrap admin token) are exempt; a quota of 0 is none. Work the API queues itself
+later (follow-ups, a bisection's steps, a calibration's canaries, a push's commit jobs)
+is bounded by its own settings and counts against no token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fastapi import HTTPException
+from mallard_wire.fields import JsonDict
+from mallard_wire.jobs import JobSpec
+from sqlalchemy.orm import Session
+
+from mallard_api.auth import Principal, field_error
+from mallard_api.config import Settings
+from mallard_api.known import Catalog
+from mallard_api.sql import tokens as sql
+
+
+def trials_of(spec: JobSpec | JsonDict, catalog: Catalog) -> int:
+    """The timed trials a job spec asks for."""
+    s = spec if isinstance(spec, JobSpec) else JobSpec.model_validate(spec)
+    return catalog.trials_requested(s.suite, s.workloads, s.threads, s.trials,
+                                    len(s.allocators))
+
+
+def exceeded(settings: Settings, name: str, limit: int, have: int, asked: int,
+             what: str) -> HTTPException:
+    exc = field_error(429, ["quota", name], (
+        f"quota exceeded: this token has {have} {what} queued or running and asked for "
+        f"{asked} more; at most {limit} (MALLARD_QUOTA_{name.upper()}): retry when some "
+        "have finished"), "quota_exceeded")
+    exc.headers = {"Retry-After": str(settings.quota_retry_after_seconds)}
+    return exc
+
+
+def charge(session: Session, settings: Settings, catalog: Catalog, p: Principal, *,
+           jobs: Sequence[tuple[int, JobSpec | JsonDict]] = (),
+           comparisons: Sequence[int] = ()) -> None:
+    """Charge the work this request queued (jobs with their specs; comparisons, whose
+    jobs are charged with them) to the token; 429 past a quota (module doc)."""
+    if p.role == "admin" or p.token_id is None:
+        return
+    specs = [*jobs, *sql.comparison_jobs(session, list(comparisons))] if comparisons \
+        else list(jobs)
+    trials = {job_id: trials_of(spec, catalog) for job_id, spec in specs}
+    sql.lock_quota(session, p.token_id)
+    sql.charge(session, p.token_id, jobs=trials, comparisons=list(comparisons))
+    now = sql.queued(session, p.token_id)
+    for name, limit, total, asked, what in (
+            ("queued_comparisons", settings.quota_queued_comparisons, now.comparisons,
+             len(comparisons), "comparisons"),
+            ("queued_jobs", settings.quota_queued_jobs, now.jobs, len(trials), "jobs"),
+            ("queued_trials", settings.quota_queued_trials, now.trials,
+             sum(trials.values()), "trials")):
+        if limit and asked and total > limit:
+            session.rollback()
+            raise exceeded(settings, name, limit, total - asked, asked, what)

@@ -1,0 +1,102 @@
+"""Per-token quotas on queued work (quotas.py), written as the attack: one user token
+queues comparisons, jobs and trials as fast as it can. Past a quota the request is a 429
+with Retry-After and a body naming the quota, and nothing of it is stored; admins are
+exempt, and a token gets its room back as its work finishes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from helpers import claim_job, job_spec
+from mallard_api.config import Settings
+from mallard_api.deps import get_settings
+from sqlalchemy import text
+
+SHA_BASE, SHA_HEAD = "1" * 40, "2" * 40
+
+
+@pytest.fixture
+def conf(app: Any, settings: Settings) -> Iterator[Settings]:
+    """Small quotas for the routes of this test."""
+    small = settings.model_copy(update={
+        "quota_queued_jobs": 3, "quota_queued_comparisons": 2, "quota_queued_trials": 600,
+        "quota_retry_after_seconds": 17})
+    app.dependency_overrides[get_settings] = lambda: small
+    yield small
+    app.dependency_overrides.pop(get_settings, None)
+
+
+def refused(r: Any, quota: str) -> None:
+    assert r.status_code == 429, r.text
+    assert r.headers["retry-after"] == "17"
+    (item,) = r.json()["detail"]
+    assert item["loc"] == ["quota", quota] and item["type"] == "quota_exceeded"
+    assert f"MALLARD_QUOTA_{quota.upper()}" in item["msg"]
+
+
+def count(engine: Any, sql: str, **args: Any) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(text(sql), args).scalar_one())
+
+
+def test_jobs_and_trials_past_the_quota_are_429_and_store_nothing(
+        client: TestClient, conf: Settings, make_token: Any, bearer: Any,
+        admin_headers: dict[str, str], make_runner: Any, engine: Any) -> None:
+    runner, rheaders = make_runner()
+    user = bearer(make_token("user"))
+
+    def queue(headers: dict[str, str], **spec: Any) -> Any:
+        return client.post("/api/v1/jobs", headers=headers, json={
+            "kind": "commit", "arch": runner["arch"], "spec": job_spec(**spec)})
+
+    # one job of 1,000 trials x 64 thread counts (x 2 allocators): past the trials quota
+    r = queue(user, trials=1000, threads=list(range(1, 65)))
+    refused(r, "queued_trials")
+    assert "128000 more" in r.json()["detail"][0]["msg"]
+    for _ in range(3):  # 3 trials x 1 cell x 2 allocators each
+        assert queue(user).status_code == 201
+    refused(queue(user), "queued_jobs")
+    jobs = "SELECT count(*) FROM jobs WHERE arch = :a"
+    assert count(engine, jobs, a=runner["arch"]) == 3
+    # an admin is exempt
+    assert queue(admin_headers, trials=1000, threads=list(range(1, 65))).status_code == 201
+    # a job that ends gives its room back
+    job = claim_job(client, rheaders, runner)
+    assert client.post(f"/api/v1/jobs/{job['id']}/fail", headers=rheaders, json={
+        "runner_id": runner["id"], "attempt": job["attempt"], "log": "gone",
+        "retryable": False}).status_code == 200
+    assert queue(user).status_code == 201
+    refused(queue(user), "queued_jobs")
+    assert count(engine, jobs, a=runner["arch"]) == 5
+
+
+def test_comparisons_past_the_quota_are_429_and_store_nothing(
+        client: TestClient, conf: Settings, make_token: Any, bearer: Any,
+        make_project: Any, make_runner: Any, engine: Any) -> None:
+    project = make_project()
+    runner, _ = make_runner()
+    user = bearer(make_token("user"))
+
+    def compare(n: int, **fields: Any) -> Any:
+        return client.post("/api/v1/comparisons", headers=user, json={
+            "project": project["name"], "base": {"commit": SHA_BASE},
+            "head": {"commit": f"{n}".rjust(40, "3")}, "workloads": ["larson"],
+            "threads": [1], "trials": 5, "arch": runner["arch"], **fields})
+
+    refused(compare(0, trials=1000, threads=list(range(1, 65))), "queued_trials")
+    assert compare(1).status_code == 201 and compare(2).status_code == 201
+    refused(compare(3), "queued_comparisons")
+    comps = "SELECT count(*) FROM comparisons WHERE project = :p"
+    assert count(engine, comps, p=project["name"]) == 2
+    assert count(engine, "SELECT count(*) FROM jobs WHERE arch = :a", a=runner["arch"]) == 2
+    # a calibration is its comparisons: 3 A/A comparisons on top of 2 are past the quota
+    r = client.post("/api/v1/calibrations", headers=user, json={
+        "project": project["name"], "commit": SHA_BASE, "arch": runner["arch"],
+        "workloads": ["larson"], "trials": 5, "aa_comparisons": 3, "canary_comparisons": 0})
+    refused(r, "queued_comparisons")
+    assert count(engine, comps, p=project["name"]) == 2
+    assert count(engine, "SELECT count(*) FROM calibrations WHERE project = :p",
+                 p=project["name"]) == 0
