@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
+import raw_http
 from fastapi.testclient import TestClient
 from mallard_api.main import create_app
 from mallard_api.redirects import public_location
-
-import raw_http
 
 
 def test_the_trailing_slash_redirect_ignores_the_host_header(client, user_headers):
