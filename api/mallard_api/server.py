@@ -16,6 +16,10 @@ minute, is kept forever), and no deadline for a client that does not read its an
 - an answer the client leaves unread for MALLARD_SEND_TIMEOUT_SECONDS (the socket's
   buffer stays full) ends the connection.
 
+And when a connection ends, every request of it still unanswered is told so (uvicorn
+tells the last one parsed only, so with pipelined requests the one being answered wrote
+into the closed transport: an error and a traceback under uvloop).
+
 The body's deadline and rate, and the admission queue, are ASGI (limits.py). `options()`
 are the uvicorn options of `mallard-api serve`; `config()`, of a server in this process
 (the tests' live servers).
@@ -25,12 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
 from uvicorn.config import Config
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
 from mallard_api.config import Settings, get_settings
@@ -72,6 +77,7 @@ class HttpProtocol(HttpToolsProtocol):
         self.heads = 0  # requests whose headers were complete
         self.head_timer: asyncio.TimerHandle | None = None
         self.send_timer: asyncio.TimerHandle | None = None
+        self.cycles: weakref.WeakSet[RequestResponseCycle] = weakref.WeakSet()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -82,7 +88,18 @@ class HttpProtocol(HttpToolsProtocol):
             if timer is not None:
                 timer.cancel()
         self.head_timer = self.send_timer = None
+        self.disconnect_cycles()
         super().connection_lost(exc)
+
+    def disconnect_cycles(self) -> None:
+        """Every unanswered request of the connection is told the client is gone, so its
+        next send does nothing. uvicorn tells only the last one parsed: with pipelined
+        requests the one answering wrote into the closed transport (an error, with
+        uvloop) once a client that read nothing went away."""
+        for cycle in self.cycles:
+            if not cycle.response_complete:
+                cycle.disconnected = True
+                cycle.message_event.set()
 
     def data_received(self, data: bytes) -> None:
         if not self.in_head:  # a body: limits.py bounds it
@@ -114,14 +131,25 @@ class HttpProtocol(HttpToolsProtocol):
         self.in_head = False
         self.heads += 1
         super().on_headers_complete()
+        if self.cycle is not None:
+            self.cycles.add(self.cycle)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self.in_head, self.head_bytes = True, 0
 
+    def busy(self) -> bool:
+        """An answer is on its way (or pipelined requests wait for theirs)."""
+        return bool(self.pipeline) or (self.cycle is not None
+                                       and not self.cycle.response_complete)
+
     def head_timed_out(self) -> None:
         self.head_timer = None
         if self.transport.is_closing():
+            return
+        if self.busy():  # the next request's head waits its turn: the deadline runs again
+            self.head_timer = self.loop.call_later(self.bounds.header_timeout,
+                                                   self.head_timed_out)
             return
         if self.head_bytes == 0:  # not a byte of a request: just close
             self.transport.close()
@@ -130,8 +158,13 @@ class HttpProtocol(HttpToolsProtocol):
                     f"within {self.bounds.header_timeout:g} s (MALLARD_HEADER_TIMEOUT_SECONDS)")
 
     def refuse(self, status: int, phrase: str, text: str) -> None:
-        """Answer `status` and close, logged as one line."""
+        """Answer `status` and close, logged as one line; while an answer is on its way,
+        drop the connection instead (an answer cannot be cut in two)."""
         log.info("%s: %d %s, connection closed", self.peer(), status, text)
+        if self.busy():
+            self.disconnect_cycles()
+            self.transport.abort()
+            return
         self.transport.write(_response(status, phrase, text))
         self.transport.close()
 
