@@ -165,7 +165,7 @@ async def _run(base: str, token: str, conns: int, seconds: float, alone: float
     return quiet, loaded, slow
 
 
-def run(base: str, token: str, conns: int = 64, seconds: float = 30, alone: float = 5
+def run(base: str, token: str, conns: int = 64, seconds: float = 45, alone: float = 5
         ) -> tuple[Probe, Probe, Slow]:
     return asyncio.run(_run(base, token, conns, seconds, alone))
 
