@@ -264,5 +264,7 @@ def add_metrics(app: FastAPI, background_engine: Engine) -> None:
 
 
 def app_factory() -> FastAPI:
-    """For `uvicorn --factory mallard_api.main:app_factory`."""
+    """For `uvicorn --factory mallard_api.main:app_factory` (the workers of `serve
+    --workers N`). uvicorn's own command line has no way to name `server.HttpProtocol`:
+    run the API with `mallard-api serve` to have its header and send bounds."""
     return create_app()
