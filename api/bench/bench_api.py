@@ -16,6 +16,9 @@
 5. Mixed load (mixed_load.py): M concurrent clients (default 64) for S seconds (default
    60) of reads, claims with 20-trial result posts, and pushes; reports errors and the
    p50/p95/p99 latency of each kind.
+6. Slow clients (slow_clients.py): /health latency alone, then while 64 slow connections
+   (trickling bodies, endless headers, idle, unread answers) and a 128 MiB header are
+   held against the API for 45 s (longer than the send timeout, 30 s).
 
 Prints a Markdown table, writes it to api/bench/last_run.md and between the bench-api
 markers of api/README.md (--no-readme: not there). Besides wall-clock figures, the CPU
@@ -45,6 +48,7 @@ sys.path.insert(0, str(ROOT / "api"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import mixed_load  # noqa: E402
+import slow_clients  # noqa: E402
 from bench_report import Run, write_readme  # noqa: E402
 from bench_report import table as report_table  # noqa: E402
 from history import TESTBEDS, bulk_load  # noqa: E402
@@ -117,8 +121,10 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--analysis-process", action="store_true",
                     help="run the analysis in its own process (mallard-api analysis-worker), "
                          "not in the API's")
-    ap.add_argument("--phases", default="ingest,series,mixed",
-                    help="which of ingest, series, mixed to run (comma-separated)")
+    ap.add_argument("--slow-connections", type=int, default=64)
+    ap.add_argument("--slow-seconds", type=float, default=45)
+    ap.add_argument("--phases", default="ingest,series,mixed,slow",
+                    help="which of ingest, series, mixed, slow to run (comma-separated)")
     ap.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     ap.add_argument("--out", type=Path, default=ROOT / "api" / "bench" / "last_run.md")
     ap.add_argument("--readme", type=Path, default=ROOT / "api" / "README.md",
@@ -157,19 +163,12 @@ def main() -> int:
         api.start(timeout=120)
         base = api.url
 
-        phases = set(args.phases.split(","))
         assert api.proc is not None
         postmaster = int((base_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
         parts = {"API": api.proc.pid, "PostgreSQL": postmaster}
         if worker_proc is not None:
             parts["analysis worker"] = worker_proc.pid
-        if "ingest" in phases:
-            ingest_phase(run, args, base, plain, token, parts)
-        if "series" in phases:
-            series_phase(run, args, base, token, parts)
-        if "mixed" in phases:
-            mixed_phase(run, args, base, plain, parts)
-        count_trials(run, plain)
+        run_phases(run, args, base, plain, token, parts)
 
         table = report_table(run)
         print()
@@ -190,6 +189,21 @@ def main() -> int:
         server.stop()
         if args.keep is None:
             shutil.rmtree(base_dir, ignore_errors=True)
+
+
+def run_phases(run: Run, args: argparse.Namespace, base: str, plain: str, token: str,
+               parts: dict[str, int]) -> None:
+    """The phases `--phases` names, in their order, then the trials stored."""
+    phases = set(args.phases.split(","))
+    if "ingest" in phases:
+        ingest_phase(run, args, base, plain, token, parts)
+    if "series" in phases:
+        series_phase(run, args, base, token, parts)
+    if "mixed" in phases:
+        mixed_phase(run, args, base, plain, parts)
+    if "slow" in phases:
+        slow_phase(run, args, base, token)
+    count_trials(run, plain)
 
 
 def load_history(plain: str, args: argparse.Namespace, base_dir: Path) -> tuple[float, int]:
@@ -252,6 +266,16 @@ def mixed_phase(run: Run, args: argparse.Namespace, base: str, plain: str,
     tally, elapsed = mixed_load.run(base, plain, args.mixed_clients, args.mixed_seconds)
     spent = {k: tree_cpu(p) - before[k] for k, p in parts.items()}
     run.mixed_rows = mixed_load.table(tally, elapsed, args.mixed_clients, spent)
+
+
+def slow_phase(run: Run, args: argparse.Namespace, base: str, token: str) -> None:
+    """/health alone, then while slow connections are held open."""
+    print(f"bench: slow clients, {args.slow_connections} connections for "
+          f"{args.slow_seconds:.0f} s ...", flush=True)
+    quiet, loaded, slow = slow_clients.run(base, token, args.slow_connections,
+                                           args.slow_seconds)
+    run.slow_rows = slow_clients.table(quiet, loaded, slow, args.slow_connections,
+                                       args.slow_seconds)
 
 
 def count_trials(run: Run, plain: str) -> None:

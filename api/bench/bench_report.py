@@ -45,6 +45,7 @@ class Run:
     lat: list[float] = field(default_factory=lambda: [NAN])
     series_cpu: dict[str, float] = field(default_factory=dict)
     mixed_rows: list[str] = field(default_factory=list)
+    slow_rows: list[str] = field(default_factory=list)
     total: int = 0
     points: int = 0
 
@@ -95,6 +96,7 @@ def table(run: Run) -> str:
             f"{name} {1000 * sec:.1f} ms" for name, sec in run.series_cpu.items()) or "-")
         + " |",
         *run.mixed_rows,
+        *run.slow_rows,
     ])
 
 

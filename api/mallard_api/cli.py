@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
-from mallard_api import db
+from mallard_api import db, server
 from mallard_api.analysis.worker import AnalysisService, AnalysisWorker
 from mallard_api.auth import ROLES, hash_token, new_token
 from mallard_api.config import Settings
@@ -36,10 +36,11 @@ app.add_typer(runner_app, name="runner")
 
 @app.command()
 def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
-          log_level: str = "info", keep_alive_seconds: int = 75) -> None:
-    """Run the API with uvicorn (starting the embedded PostgreSQL when no DATABASE_URL).
-    Idle keep-alive connections are kept 75 s, longer than clients keep theirs (httpx: 5
-    s), so a client never sends on a connection the server is closing."""
+          log_level: str = "info") -> None:
+    """Run the API with uvicorn (starting the embedded PostgreSQL when no DATABASE_URL),
+    with the bounds of mallard_api/server.py. Idle keep-alive connections are kept
+    MALLARD_KEEP_ALIVE_SECONDS (75 s), longer than clients keep theirs (httpx: 5 s), so a
+    client never sends on a connection the server is closing."""
     settings = load_settings()
     # SIGTERM before uvicorn takes over (while migrating): unwind, so `finally` runs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -56,10 +57,10 @@ def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
             os.environ["MALLARD_MIGRATE_ON_START"] = "false"
             uvicorn.run("mallard_api.main:app_factory", factory=True, workers=workers,
                         host=host, port=port, log_level=log_level,
-                        timeout_keep_alive=keep_alive_seconds)
+                        **server.options(settings, bound=False))
         else:
             uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level,
-                        timeout_keep_alive=keep_alive_seconds)
+                        **server.options(settings))
     except CatalogError as exc:
         typer.echo(f"mallard-api: configuration error: {exc}", err=True)
         raise typer.Exit(2) from exc

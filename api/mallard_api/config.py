@@ -69,6 +69,21 @@ class Settings(BaseSettings):
     max_results_body_bytes: int = Field(default=32 << 20, ge=1024)
     max_webhook_body_bytes: int = Field(default=4 << 20, ge=1024)
     max_artifacts_bytes: int = Field(default=8 << 20, ge=0)
+    # Slow clients (limits.py, server.py; api/README.md "Slow clients"): a request's line
+    # and headers are at most max_header_bytes (431) and arrive within
+    # header_timeout_seconds (else the connection is closed); its body has arrived, at
+    # every moment, at (seconds since its headers - body_grace_seconds) x
+    # body_min_bytes_per_second bytes (else 408); bodies read before a request is let in
+    # hold at most body_buffer_bytes in all (else 503); an answer the client does not read
+    # for send_timeout_seconds ends its connection; idle connections are kept
+    # keep_alive_seconds (longer than clients keep theirs, httpx: 5 s).
+    max_header_bytes: int = Field(default=32 << 10, ge=1024, le=1 << 20)
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    body_grace_seconds: float = Field(default=10.0, gt=0)
+    body_min_bytes_per_second: int = Field(default=16 << 10, ge=1)
+    body_buffer_bytes: int = Field(default=64 << 20, ge=1 << 20)
+    send_timeout_seconds: float = Field(default=30.0, gt=0)
+    keep_alive_seconds: int = Field(default=75, ge=1)
     # Commits of one push that get commit jobs (the newest ones); all are recorded.
     push_max_queued: int = Field(default=20, ge=0)
     # Commits beyond that cap get theirs when a runner of the arch finds nothing queued.
@@ -184,6 +199,15 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _allow_list_parses(self) -> Settings:
         parse_allow_list(self.repo_url_allow)  # ValueError names the bad entry
+        return self
+
+    @model_validator(mode="after")
+    def _buffer_holds_a_body(self) -> Settings:
+        largest = max(self.max_body_bytes, self.max_webhook_body_bytes)
+        if self.body_buffer_bytes < largest:
+            raise ValueError(f"MALLARD_BODY_BUFFER_BYTES ({self.body_buffer_bytes}) must hold "
+                             f"the largest body read before admission ({largest} bytes: "
+                             "MALLARD_MAX_BODY_BYTES, MALLARD_MAX_WEBHOOK_BODY_BYTES)")
         return self
 
     # Web pages (mallard_api/ui). The address people reach the API at, e.g.

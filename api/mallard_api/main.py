@@ -41,6 +41,7 @@ from mallard_api.direct import DirectRoutes
 from mallard_api.known import Catalog, CatalogError
 from mallard_api.limits import AdmissionMiddleware, BodyLimitMiddleware
 from mallard_api.metrics import REGISTRY, DatabaseCollector, MetricsMiddleware
+from mallard_api.redirects import PublicRedirects
 from mallard_api.routes import (
     alerts,
     bisections,
@@ -200,9 +201,15 @@ def add_middleware(app: FastAPI, settings: Settings) -> None:
     app.add_middleware(DirectRoutes, routes={("POST", f"{API_PREFIX}/results"):
                                              results.post_results})
     app.add_middleware(AdmissionMiddleware, limit=settings.db_pool_size, exempt=("/metrics",))
+    # bodies capped, paced and read before the admission queue (but the results post's:
+    # it checks its token first, then reads its own)
     app.add_middleware(BodyLimitMiddleware, default=settings.max_body_bytes, by_prefix={
         f"{API_PREFIX}/results": settings.max_results_body_bytes,
-        f"{API_PREFIX}/webhooks/": settings.max_webhook_body_bytes})
+        f"{API_PREFIX}/webhooks/": settings.max_webhook_body_bytes},
+        streamed=(f"{API_PREFIX}/results",), grace=settings.body_grace_seconds,
+        min_rate=settings.body_min_bytes_per_second, buffer=settings.body_buffer_bytes,
+        retry_after=settings.retry_after_seconds)
+    app.add_middleware(PublicRedirects, public_url=settings.public_url)  # never to Host
     app.add_middleware(MetricsMiddleware)  # outermost: 413s are counted too
 
 
@@ -257,5 +264,7 @@ def add_metrics(app: FastAPI, background_engine: Engine) -> None:
 
 
 def app_factory() -> FastAPI:
-    """For `uvicorn --factory mallard_api.main:app_factory`."""
+    """For `uvicorn --factory mallard_api.main:app_factory` (the workers of `serve
+    --workers N`). uvicorn's own command line has no way to name `server.HttpProtocol`:
+    run the API with `mallard-api serve` to have its header and send bounds."""
     return create_app()

@@ -32,6 +32,10 @@ Fixture names are stable (the analysis tests use them too):
                  bootstrap (2,000 resamples) instead of the process settings; returns them.
 - `live_server`  (session) base URL (http://127.0.0.1:PORT) of a real uvicorn server
                  running `app` in a thread, for clients outside Python (curl, git hooks).
+- `guarded`      (session) (base URL, app) of a second real server, with tight slow-client
+                 bounds (`GUARDED`: 4 admission slots, 3 s body grace at 1000 bytes/s, 2 s
+                 header and send timeouts, 8 KiB of headers) and uvicorn's loggers left
+                 to propagate (tests read its log with caplog).
 
 Tests share one database: use `unique` names and arches instead of cleaning tables.
 """
@@ -64,6 +68,10 @@ MIGRATIONS = REPO / "db"
 GITHUB_SECRET = "github-test-secret"
 GITLAB_TOKEN = "gitlab-test-token"
 GITEA_SECRET = "gitea-test-secret"
+GUARDED = {"db_pool_size": 4, "body_grace_seconds": 3.0, "body_min_bytes_per_second": 1000,
+           "header_timeout_seconds": 2.0, "send_timeout_seconds": 2.0,
+           "max_header_bytes": 8192, "max_webhook_body_bytes": 1 << 20,
+           "body_buffer_bytes": 3 << 19, "keep_alive_seconds": 5}
 
 
 @contextmanager
@@ -236,17 +244,21 @@ def fast_analysis(monkeypatch: pytest.MonkeyPatch, settings: Settings) -> Settin
     return s
 
 
-@pytest.fixture(scope="session")
-def live_server(app: FastAPI) -> Iterator[str]:
+@contextmanager
+def serving(app: FastAPI, settings: Settings, **options: Any) -> Iterator[str]:
+    """A real uvicorn server of `app` in a thread (the API's HttpProtocol and keep-alive,
+    bound to `settings`; no lifespan: the caller runs it, if wanted); its base URL."""
     import threading
     import time
 
     import uvicorn
+    from mallard_api import server as http_server
     from mallard_api.harness import free_port
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="off"))
+    options = {"log_level": "warning", "lifespan": "off", **options}
+    server = uvicorn.Server(http_server.config(app, settings, host="127.0.0.1", port=port,
+                                               **options))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -259,3 +271,20 @@ def live_server(app: FastAPI) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def live_server(app: FastAPI, settings: Settings) -> Iterator[str]:
+    with serving(app, settings) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def guarded(settings: Settings) -> Iterator[tuple[str, FastAPI]]:
+    tight = settings.model_copy(update=GUARDED)
+    app = create_app(tight)
+    try:
+        with serving(app, tight, log_config=None) as url:
+            yield url, app
+    finally:
+        app.state.engine.dispose()

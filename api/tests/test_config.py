@@ -38,3 +38,12 @@ def test_unknown_peer_and_bad_allow_list():
         Settings(peers="glibc,/tmp/evil.so")
     with pytest.raises(ValidationError, match="MALLARD_REPO_URL_ALLOW entry"):
         Settings(repo_url_allow="github.com")
+
+
+def test_the_body_buffer_holds_the_largest_body_read_before_admission():
+    with pytest.raises(ValidationError) as exc:
+        Settings(body_buffer_bytes=2 << 20, max_webhook_body_bytes=4 << 20)
+    assert "MALLARD_BODY_BUFFER_BYTES" in str(exc.value)
+    assert Settings(body_buffer_bytes=4 << 20, max_webhook_body_bytes=4 << 20)
+    with pytest.raises(ValidationError):
+        Settings(max_header_bytes=100)  # below 1 KiB: no request would fit

@@ -16,12 +16,14 @@ from starlette.responses import Response
 
 def test_the_results_post_is_the_innermost_middlewares_route(app: FastAPI) -> None:
     # add_middleware puts the newest first: the last one is the innermost, so a results
-    # post has passed the metrics, the body caps and the admission queue
+    # post has passed the metrics, the redirects' guard, the body caps and the admission
+    # queue
     innermost = app.user_middleware[-1]
     assert innermost.cls is DirectRoutes
     assert innermost.kwargs["routes"] == {("POST", "/api/v1/results"): post_results}
     assert [m.cls.__name__ for m in app.user_middleware] == [
-        "MetricsMiddleware", "BodyLimitMiddleware", "AdmissionMiddleware", "DirectRoutes"]
+        "MetricsMiddleware", "PublicRedirects", "BodyLimitMiddleware", "AdmissionMiddleware",
+        "DirectRoutes"]
 
 
 def small_app() -> FastAPI:

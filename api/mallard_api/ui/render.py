@@ -18,7 +18,7 @@ from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from starlette.exceptions import HTTPException
 
-from mallard_api.ui import fmt, links
+from mallard_api.ui import csrf, fmt, links
 from mallard_api.ui.login import LoginRequired
 
 if TYPE_CHECKING:
@@ -55,10 +55,14 @@ def page(request: Request, template: str, status: int = 200, *,
     base = public_url(request)
     if context is not None:
         ctx.update((f.name, getattr(context, f.name)) for f in fields(context))
+    token, new = csrf.form_token(request)  # for the page's forms (csrf.py)
     html = ENV.get_template(template).render(
         url=lambda p: links.path(base, p), request_path=request.url.path,
-        viewer=ctx.pop("viewer", None), **ctx)
-    return HTMLResponse(html, status_code=status, headers=HEADERS)
+        viewer=ctx.pop("viewer", None), csrf=token, **ctx)
+    resp = HTMLResponse(html, status_code=status, headers=HEADERS)
+    if new:
+        csrf.set_cookie(resp, request.app.state.settings, token)
+    return resp
 
 
 def error_page(request: Request, status: int, title: str, message: str,

@@ -28,7 +28,7 @@ from mallard_api.sql import projects as project_sql
 from mallard_api.sql import verdicts as verdict_sql
 from mallard_api.ui import bisection as bisection_page
 from mallard_api.ui import commit as commit_page
-from mallard_api.ui import comparison, history, links, login
+from mallard_api.ui import comparison, csrf, history, links, login
 from mallard_api.ui.render import HEADERS, PageRoute, error_page, page, public_url
 
 router = APIRouter(prefix=links.PREFIX, route_class=PageRoute, include_in_schema=False)
@@ -84,6 +84,7 @@ async def _form(request: Request) -> dict[str, str]:
 @router.post("/login")
 async def login_submit(request: Request) -> Response:
     form = await _form(request)
+    csrf.check(request, form)  # a post from another site logs nobody in
     target = login.safe_next(form.get("next"))
 
     def check() -> tuple[str, int] | None:
@@ -105,7 +106,8 @@ async def login_submit(request: Request) -> Response:
 
 
 @router.post("/logout")
-def logout(request: Request) -> Response:
+async def logout(request: Request) -> Response:
+    csrf.check(request, await _form(request))  # nor out
     resp = RedirectResponse(links.path(public_url(request), "/ui/login"), status_code=303,
                             headers=HEADERS)
     resp.delete_cookie(login.COOKIE, path=links.path(public_url(request), links.PREFIX),

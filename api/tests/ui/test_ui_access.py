@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -10,7 +11,7 @@ from fastapi.testclient import TestClient
 from mallard_api import auth, notify
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import tokens as token_sql
-from mallard_api.ui import comparison, login
+from mallard_api.ui import comparison, csrf, login
 
 
 def fresh(app: Any, session: str | None = None) -> TestClient:
@@ -19,6 +20,14 @@ def fresh(app: Any, session: str | None = None) -> TestClient:
     if session is not None:
         c.cookies.set(login.COOKIE, session)
     return c
+
+
+def form_token(c: TestClient) -> str:
+    """The form token of the login form (and its cookie, kept in `c`'s jar): csrf.py."""
+    form = c.get("/ui/login")
+    found = re.search(r'name="csrf" value="([^"]+)"', form.text)
+    assert found and c.cookies.get(csrf.COOKIE) == found.group(1)
+    return found.group(1)
 
 
 def page_paths(d: dict[str, Any]) -> list[str]:
@@ -91,10 +100,12 @@ def test_no_page_contains_a_token_or_a_webhook_secret(app, client, pages_data, s
 
 def test_login_sets_a_session_cookie_that_is_not_the_token(app, pages_data):
     c = fresh(app)
-    bad = c.post("/ui/login", data={"token": "mlrd_wrong", "next": "/ui/"})
+    token = form_token(c)
+    bad = c.post("/ui/login", data={"token": "mlrd_wrong", "next": "/ui/", "csrf": token})
     assert bad.status_code == 401 and "unknown or revoked" in bad.text
     path = f"/ui/alerts/{pages_data['alert']}"
-    r = c.post("/ui/login", data={"token": pages_data["user_token"], "next": path})
+    r = c.post("/ui/login", data={"token": pages_data["user_token"], "next": path,
+                                  "csrf": token})
     assert r.status_code == 303 and r.headers["location"] == path
     cookie = r.headers["set-cookie"]
     assert cookie.startswith(f"{login.COOKIE}=v1.") and pages_data["user_token"] not in cookie
@@ -103,7 +114,7 @@ def test_login_sets_a_session_cookie_that_is_not_the_token(app, pages_data):
     assert "secure" not in cookie.lower()  # no https public URL here
     page = c.get(path)
     assert page.status_code == 200 and "REGRESSED" in page.text
-    out = c.post("/ui/logout")
+    out = c.post("/ui/logout", data={"csrf": token})
     assert out.status_code == 303 and 'Max-Age=0' in out.headers["set-cookie"]
     c.cookies.clear()
     assert c.get(path).status_code == 303
@@ -112,18 +123,21 @@ def test_login_sets_a_session_cookie_that_is_not_the_token(app, pages_data):
 @pytest.mark.parametrize("target", ["https://evil.example/", "//evil.example/x", "/api/v1/jobs",
                                     "/ui/\\evil", None])
 def test_login_only_returns_to_our_pages(app, pages_data, target):
-    data = {"token": pages_data["user_token"]}
+    c = fresh(app)
+    data = {"token": pages_data["user_token"], "csrf": form_token(c)}
     if target is not None:
         data["next"] = target
-    r = fresh(app).post("/ui/login", data=data)
+    r = c.post("/ui/login", data=data)
     assert r.status_code == 303 and r.headers["location"] == "/ui/"
 
 
 def test_secure_cookie_when_the_public_url_is_https(app, pages_data, public_url):
     before = app.state.settings
+    c = fresh(app)
+    token = form_token(c)
     app.state.settings = before.model_copy(update={"public_url": public_url})
     try:
-        r = fresh(app).post("/ui/login", data={"token": pages_data["user_token"]})
+        r = c.post("/ui/login", data={"token": pages_data["user_token"], "csrf": token})
         assert "secure" in r.headers["set-cookie"].lower()
     finally:
         app.state.settings = before

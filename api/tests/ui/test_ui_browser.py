@@ -163,3 +163,39 @@ def test_trend_points_link_to_commit_pages(signed_in, live_server, pages_data):
         assert errors == []
     finally:
         page.close()
+
+
+EVIL_PAGE = """<!doctype html><title>prize</title>
+<form id="in" method="post" action="{api}/ui/login">
+  <input name="token" value="{token}"><input name="next" value="/ui/">
+  <button id="login">Win a prize</button></form>
+<form id="out" method="post" action="{api}/ui/logout"><button id="logout">Win</button></form>
+"""
+
+
+@pytest.mark.parametrize("button", ["login", "logout"])
+def test_a_cross_site_form_changes_nothing(signed_in, live_server, pages_data, make_token,
+                                           button):
+    """The login swap, in Chromium: a page of another site (http://evil.example, served by
+    Playwright) posts the attacker's token to /ui/login, or posts /ui/logout; the API
+    refuses (403) and the victim's session is the same after."""
+    before = next(c["value"] for c in signed_in.cookies() if c["name"] == "mallard_session")
+    page = signed_in.new_page()
+    try:
+        page.route("http://evil.example/**", lambda route: route.fulfill(
+            status=200, content_type="text/html",
+            body=EVIL_PAGE.format(api=live_server, token=make_token("user"))))
+        page.goto("http://evil.example/prize.html")
+        with page.expect_navigation() as nav:
+            page.click(f"#{button}")
+        resp = nav.value
+        assert resp is not None and resp.status == 403
+        assert "another site" in page.inner_text("main")
+        after = [c["value"] for c in signed_in.cookies() if c["name"] == "mallard_session"]
+        assert after == [before]
+        mine = signed_in.new_page()
+        r = mine.goto(f"{live_server}/ui/alerts/{pages_data['alert']}")
+        assert r is not None and r.status == 200 and "/ui/login" not in mine.url
+        mine.close()
+    finally:
+        page.close()
