@@ -7,12 +7,17 @@
   libmallard.so (counts calls, writes MALLARD_STATS_FILE) on branch `main`,
   and does not compile on branch `broken`;
 - `make_settings`: RunnerSettings pointing at those, with state in tmp_path.
+
+Run as root, the runner drops builds and workloads to its work user (sandbox.py), which
+must reach what the tests make under pytest's 0700 folders: every temporary folder here
+is made searchable by others (`reachable`), never readable.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -28,20 +33,35 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
 
 
+def reachable(path: Path) -> Path:
+    """`path` and the folders above it that this user owns: searchable by others (o+x),
+    so the runner's work user reaches what a test made (nothing becomes listable)."""
+    for d in [path, *path.parents]:
+        st = d.stat()
+        if st.st_uid == os.geteuid() and not st.st_mode & stat.S_IXOTH:
+            d.chmod(stat.S_IMODE(st.st_mode) | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _reachable_tmp_path(tmp_path: Path) -> None:
+    reachable(tmp_path)
+
+
 def _cc(*args: str) -> None:
     subprocess.run(["cc", *args], check=True)
 
 
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("workloads")
+    d = reachable(tmp_path_factory.mktemp("workloads"))
     _cc("-O2", "-pthread", "-o", str(d / "tiny"), str(C_DIR / "tiny_workload.c"))
     return d
 
 
 @pytest.fixture(scope="session")
 def crash_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("crash")
+    d = reachable(tmp_path_factory.mktemp("crash"))
     _cc("-O2", "-shared", "-fPIC", "-o", str(d / "crash_lib.so"), str(C_DIR / "crash_lib.c"))
     return d / "crash_lib.so"
 
@@ -106,7 +126,7 @@ def real_mallard(tmp_path_factory: pytest.TempPathFactory) -> BuiltAllocator:
         pytest.skip("allocator/ not committed at HEAD yet")
     # the sha, not HEAD: seven other people commit to this checkout while the tests run
     sha = git(REPO_ROOT, "rev-parse", "HEAD")
-    return Builder(tmp_path_factory.mktemp("cache")).build(str(REPO_ROOT), sha)
+    return Builder(reachable(tmp_path_factory.mktemp("cache"))).build(str(REPO_ROOT), sha)
 
 
 def gate_workload(directory: Path, gate: Path, started: Path) -> Path:
