@@ -113,6 +113,8 @@ class ApiToken(Base):
     description: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     revoked_at: Mapped[datetime | None] = mapped_column(TS)
+    # a user token's projects (the jobs, attempts and logs it may read); None: every one
+    projects: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
 
 
 class Job(Base):

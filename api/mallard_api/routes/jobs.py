@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from mallard_wire.fields import INT64_MAX
 from mallard_wire.jobs import ClaimIn, FailIn, JobSpec, LeaseIn
+from mallard_wire.scrub import scrub
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import ingest, verdicts
@@ -17,6 +18,7 @@ from mallard_api.auth import (
     UserOrAdmin,
     check_runner,
     field_error,
+    may_read_job,
 )
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
@@ -108,7 +110,8 @@ def fail(job_id: JobPath, body: FailIn, request: Request, session: DB, p: Runner
     runner = acting_runner(session, p, body.runner_id)
     if sql.get(session, job_id) is None:
         raise field_error(404, ["path", "job_id"], f"no job with id {job_id}", "not_found")
-    job = sql.fail(session, job_id=job_id, runner_id=runner.id, log=body.log,
+    job = sql.fail(session, job_id=job_id, runner_id=runner.id,
+                   log=scrub(body.log, request.app.state.settings.secret_values()),
                    retryable=body.retryable)
     if job is None:
         raise field_error(409, ["path", "job_id"],
@@ -168,9 +171,11 @@ def list_jobs(session: DB, _: AnyRole,
 
 
 @router.get("/{job_id:int}", response_model=JobDetail, responses={404: {"model": ErrorOut}})
-def get_job(job_id: JobPath, session: DB, _: AnyRole) -> JobDetail:
+def get_job(job_id: JobPath, session: DB, p: AnyRole) -> JobDetail:
+    """A job with its attempts and their logs: for an admin, a runner that ran it, a user
+    token of its project (auth.may_read_job); for anyone else there is no such job."""
     job = sql.get(session, job_id)
-    if job is None:
+    if job is None or not may_read_job(p, *sql.readers(session, job_id)):
         raise field_error(404, ["path", "job_id"], f"no job with id {job_id}", "not_found")
     return JobDetail(**job_out(job).model_dump(), attempts=[
         AttemptOut(attempt=a.attempt, runner_id=a.runner_id, started_at=a.started_at,
