@@ -136,6 +136,9 @@ def gate_workload(directory: Path, gate: Path, started: Path) -> Path:
     lease renewal) instead of guessing how long a run takes: events, not timings.
     """
     directory.mkdir(parents=True, exist_ok=True)
+    # the workload runs as the runner's work user: it may write only where all may
+    started.parent.mkdir(parents=True, exist_ok=True)
+    started.parent.chmod(0o1777)
     prog = directory / "gate"
     prog.write_text(f"""#!/bin/sh
 touch '{started}'

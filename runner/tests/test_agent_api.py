@@ -56,7 +56,7 @@ def real_api() -> Iterator[RealApi]:
 def test_agent_survives_a_real_api_restart(real_api, make_settings, toy_repo, tmp_path):
     settings = make_settings(cache_dir=tmp_path / "cache")
     wl = tmp_path / "wl"
-    gate, started = tmp_path / "gate.open", tmp_path / "gate.started"
+    gate, started = tmp_path / "signals" / "gate.open", tmp_path / "signals" / "gate.started"
     gate_workload(wl, gate, started)  # the first trial waits until the API is down
     suite = write_suite(settings, "t", {"trials": 3, "warmup": 0, "threads": [1],
                                         "allocators": ["glibc"], "workloads": {"gate": {}}})
