@@ -45,6 +45,7 @@ from demo import (  # noqa: E402
     start_runner,
     step,
     stop,
+    token_file,
 )
 from mallard_api.harness import ApiProcess  # noqa: E402
 
@@ -248,8 +249,8 @@ def main() -> int:
                 "agent",
                 "--api",
                 api,
-                "--token",
-                runner_token,
+                "--token-file",
+                str(token_file(WORK / "runner.token", runner_token)),
                 "--cpus",
                 cpu,
                 "--name",
