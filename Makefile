@@ -74,8 +74,8 @@ test-dashboards: python ## dashboard SQL, PromQL, promtool, amtool (pytest)
 test-k8s: python ## kustomize render, schema validation, checkov (pytest)
 	@$(VENV)/bin/pytest k8s/tests
 
-test-docs: python ## every relative link and #anchor of every tracked *.md resolves; README line budgets (pytest)
-	@$(VENV)/bin/pytest tests/docs
+test-docs: python ## every relative link and #anchor of every tracked *.md resolves; README line budgets; install-deps.sh (pytest)
+	@$(VENV)/bin/pytest tests/docs tests/scripts
 
 lint: python ## ruff and mypy
 	@$(VENV)/bin/ruff check api runner stats wire dashboards k8s scripts tests allocator
