@@ -179,11 +179,12 @@ def gated_job(api, settings, env, toy_repo, tmp_path):
     wl = tmp_path / "wl"
     gate, started = tmp_path / "signals" / "gate.open", tmp_path / "signals" / "gate.started"
     gate_workload(wl, gate, started)
-    api.add_suite(write_suite(settings, "t", {"trials": 3, "warmup": 0, "threads": [1],
-                                              "allocators": ["glibc"],
-                                              "workloads": {"gate": {}}}))
-    spec = {**job_spec(toy_repo), "allocators": [{"label": "peer", "name": "glibc"}],
-            "workloads": ["gate"], "threads": [1], "trials": 3, "warmup": 0}
+    # its own suite name: the API reads a suite once
+    api.add_suite(write_suite(settings, "gated", {"trials": 3, "warmup": 0, "threads": [1],
+                                                  "allocators": ["glibc"],
+                                                  "workloads": {"gate": {}}}))
+    spec = {**job_spec(toy_repo), "suite": "gated", "threads": [1], "trials": 3, "warmup": 0,
+            "allocators": [{"label": "peer", "name": "glibc"}], "workloads": ["gate"]}
     return api.job(spec), {**env, "MALLARD_RUNNER_WORKLOADS_DIR": str(wl)}, gate, started
 
 
