@@ -112,8 +112,9 @@ class Executor:
         self.on_trial = on_trial
         self.cancel = cancel or threading.Event()
         emulated = self.target.emulated
-        self.use_perf = not emulated and (perf_works(settings.perf) if use_perf is None
-                                          else use_perf)
+        self.use_perf = not emulated and (
+            perf_works(settings.perf, self.sandbox.env(), self.sandbox.identity())
+            if use_perf is None else use_perf)
         self.commands = Commands(settings, cpus, self.target, self.use_perf)
         self.valgrind = not emulated and shutil.which(settings.valgrind) is not None
         for tool in (settings.hyperfine, settings.taskset):
