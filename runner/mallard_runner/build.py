@@ -55,6 +55,7 @@ class Builder:
         self.platform = platform if platform is not None and platform.emulated else None
         # cmake runs the commit's CMakeLists.txt: as the work user (sandbox.py)
         self.sandbox = sandbox if sandbox is not None else Sandbox.create(self.cache / "work")
+        self.sandbox.guard(self.cache, *(self.cache / d for d in ("repos", "trees", "builds")))
 
     def _cross(self) -> list[str]:
         """The configure options of a cross build (none when native)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 import shutil
 import subprocess
@@ -88,8 +89,14 @@ def checkout(cache: Path, bare: Path, sha: str, log: list[str], env: Mapping[str
     """A clean tree of `sha` (git archive, extracted once, atomically), the agent's: a build
     (as the work user) may read it, never change it."""
     tree = cache / "trees" / sha
-    if tree.is_dir():
+    if tree.is_dir() and not tree.is_symlink() and tree.stat().st_uid == os.geteuid():
         return tree
+    if tree.is_symlink() or tree.exists():  # not the agent's: nothing of it is trusted
+        log.append(f"removing {tree}: not extracted by this agent")
+        if tree.is_dir() and not tree.is_symlink():
+            shutil.rmtree(tree)
+        else:
+            tree.unlink()
     tree.parent.mkdir(parents=True, exist_ok=True)
     log.append(f"$ git -C {bare} archive {sha} | tar -x -C {tree}")
     out = subprocess.run(["git", "-C", str(bare), "archive", "--format=tar",

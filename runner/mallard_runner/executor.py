@@ -106,6 +106,7 @@ class Executor:
         self.settings = settings
         # the workload runs the allocator under test: as the work user (sandbox.py)
         self.sandbox = sandbox if sandbox is not None else settings.sandbox()
+        self.sandbox.guard(Path(raw_dir))
         self.sandbox.check_reachable(Path(raw_dir))
         self.target = target if target is not None else settings.platform()
         self.raw_dir = Path(raw_dir)

@@ -204,6 +204,22 @@ class Sandbox:
                 except FileNotFoundError:
                     continue
 
+    def guard(self, *dirs: Path) -> None:
+        """The agent's own folders (made when missing): owned by the agent, no write for
+        group or others, so the work user cannot plant a tree, a build or a mirror in
+        them (an emptyDir, for one, starts world-writable). SandboxError when one belongs
+        to another user."""
+        if not self.separate:
+            return
+        for d in dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            st = d.lstat()
+            if st.st_uid != os.geteuid() or stat.S_ISLNK(st.st_mode):
+                raise SandboxError(f"{d} belongs to uid {st.st_uid}, not to the agent "
+                                   f"(uid {os.geteuid()}): the work user could change it")
+            if st.st_mode & 0o022:
+                d.chmod(stat.S_IMODE(st.st_mode) & ~0o022)
+
     def check_reachable(self, path: Path) -> None:
         """SandboxError unless the work user may traverse every folder above `path`."""
         if not self.separate:

@@ -167,5 +167,9 @@ class RunnerSettings(BaseSettings):
         return self.raw_dir or self.state_dir / "raw"
 
     def sandbox(self) -> Sandbox:
-        """Where this runner's builds and workloads run (<state_dir>/work)."""
-        return Sandbox.create(self.state_dir / "work", self.work_user)
+        """Where this runner's builds and workloads run (<state_dir>/work); the state,
+        cache and raw folders kept the agent's (Sandbox.guard)."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        box = Sandbox.create(self.state_dir / "work", self.work_user)
+        box.guard(self.state_dir, self.cache(), self.raw())
+        return box

@@ -170,3 +170,26 @@ def test_set_non_dumpable_works_here():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert platform.system() == "Linux"
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="the work user needs root to switch to")
+def test_the_work_user_cannot_plant_a_tree_for_a_later_build(toy_repo, tmp_path):
+    """A cache folder others may write (an emptyDir starts 0777) is closed before any
+    build, and a tree the agent did not extract is never built from."""
+    from mallard_runner.build import Builder
+
+    cache = reachable(tmp_path) / "cache"
+    cache.mkdir(mode=0o777)
+    cache.chmod(0o777)
+    builder = Builder(cache)
+    assert not cache.stat().st_mode & 0o022
+    for d in ("repos", "trees", "builds"):
+        assert (cache / d).stat().st_uid == os.geteuid()
+        assert not (cache / d).stat().st_mode & 0o022
+    sha = git(toy_repo, "rev-parse", "main")
+    planted = cache / "trees" / sha / "allocator"
+    planted.mkdir(parents=True)
+    (planted / "CMakeLists.txt").write_text('message(FATAL_ERROR "planted tree built")\n')
+    os.chown(cache / "trees" / sha, builder.sandbox.uid or 0, builder.sandbox.gid or 0)
+    built = builder.build(str(toy_repo), "main")
+    assert built.commit == sha and "planted" not in (planted / "CMakeLists.txt").read_text()
