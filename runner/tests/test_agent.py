@@ -134,7 +134,8 @@ def test_results_survive_an_api_restart_exactly_once(api, agent_env, toy_repo, t
         wait_for("a failed post in the spool", lambda: a_failed_post(agent), 120,
                  on_timeout=agent.log)
         (pending,) = agent.pending()
-        assert pending["url"] == "/results" and pending["body"]["job_id"] == job_id
+        assert pending["url"] == "/results", pending
+        assert pending["body"]["job_id"] == job_id
         uids = [t["uid"] for t in pending["body"]["trials"]]
         assert len(uids) == 2 * 2 * 4 and len(set(uids)) == len(uids)
         api.start()
