@@ -19,6 +19,7 @@ import os
 import shutil
 import stat
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,28 @@ from mallard_runner.settings import REPO_ROOT, RunnerSettings
 C_DIR = Path(__file__).resolve().parent / "c"
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+
+
+TEMP_ROOT = Path(tempfile.gettempdir()) / f"mallard-runner-tests-{os.geteuid()}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """As root, a temporary root of these tests' own (one folder per session): pytest sets
+    its shared /tmp/pytest-of-<user> back to 0700 whenever any session starts, another
+    person's too, which would shut the work user out in the middle of a run."""
+    if config.option.basetemp or os.geteuid() != 0:
+        return
+    TEMP_ROOT.mkdir(mode=0o711, exist_ok=True)
+    st = TEMP_ROOT.lstat()
+    if stat.S_ISLNK(st.st_mode) or st.st_uid != os.geteuid():
+        return  # not ours: pytest's own default
+    TEMP_ROOT.chmod(0o711)
+    for old in TEMP_ROOT.glob("run-*"):  # sessions that ended
+        pid = old.name.removeprefix("run-")
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    config.option.basetemp = str(TEMP_ROOT / f"run-{os.getpid()}")
 
 
 def reachable(path: Path) -> Path:
