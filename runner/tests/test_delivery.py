@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 from mallard_runner.delivery import Delivery
 from mallard_runner.spool import Spool
-from mallard_wire.results import AllocatorIn, ResultsIn, TestbedIn, TrialIn, WorkloadIn
+from mallard_wire import results as wire
+from mallard_wire.results import AllocatorIn, ResultsIn, TrialIn, WorkloadIn
 
 TOKEN = "plain-runner-token-0123456789"  # not token-shaped: only known, so scrubbed by value
 API_TOKEN = "mlrd_" + "x1Y2z3" * 7
@@ -33,7 +34,7 @@ def test_stderr_tails_are_spooled_without_tokens(tmp_path):
                     stderr_tail=f"leak {TOKEN} and Authorization: Bearer {API_TOKEN}; abort",
                     measures={})
     results = ResultsIn(job_id=7, attempt=1, runner_id=1, project="mallard",
-                        testbed=TestbedIn(arch="x86_64"), trials=[trial])
+                        testbed=wire.TestbedIn(arch="x86_64"), trials=[trial])
     path = delivery(tmp_path).results(results)
     tail = json.loads(path.read_text())["body"]["trials"][0]["stderr_tail"]
     assert TOKEN not in tail and API_TOKEN not in tail and tail.endswith(" abort")
