@@ -77,7 +77,7 @@ test-k8s: python ## kustomize render, schema validation, checkov (pytest)
 test-docs: python ## every relative link and #anchor of every tracked *.md resolves; README line budgets (pytest)
 	@$(VENV)/bin/pytest tests/docs
 
-test-scripts: python ## the repository's own checks (function length)
+test-scripts: python ## the repository's own scripts: the function-length check, install-deps.sh (pytest)
 	@$(VENV)/bin/pytest scripts/tests
 
 lint: python ## ruff, mypy, and no product function over 60 lines

@@ -67,6 +67,16 @@ def stop(proc: subprocess.Popen[bytes] | None, name: str) -> None:
     step(f"stopped {name}")
 
 
+def token_file(path: Path, token: str) -> Path:
+    """The runner's token in a file only this user may read (the agent reads it from
+    there, never from its environment or command line)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text(token + "\n")
+    return path
+
+
 def start_runner(api: str, env: dict[str, str], name: str, cpu: str,
                  arch: str | None = None) -> subprocess.Popen[bytes]:
     """A runner agent with its own token, spool and log (.mallard/runner[-ARCH].log).
@@ -74,8 +84,9 @@ def start_runner(api: str, env: dict[str, str], name: str, cpu: str,
     (`aarch64` on an x86-64 host; runner/README.md); None: the host's own."""
     token = mint_token(env, "runner", name, ROOT)
     suffix = f"-{arch}" if arch else ""
-    cmd = [str(VENV_BIN / "mallard-runner"), "agent", "--api", api, "--token", token,
-           "--cpus", cpu, "--name", name, "--spool", str(STATE / f"spool{suffix}")]
+    cmd = [str(VENV_BIN / "mallard-runner"), "agent", "--api", api, "--token-file",
+           str(token_file(STATE / f"runner{suffix}.token", token)), "--cpus", cpu, "--name",
+           name, "--spool", str(STATE / f"spool{suffix}")]
     step(f"starting runner agent {name}{' (' + arch + ', emulated)' if arch else ''} pinned "
          f"to CPU {cpu} (log: .mallard/runner{suffix}.log)")
     return start(f"runner{suffix}", cmd + (["--arch", arch] if arch else []), env)

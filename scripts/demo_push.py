@@ -45,6 +45,7 @@ from demo import (  # noqa: E402
     start_runner,
     step,
     stop,
+    token_file,
 )
 from mallard_api.harness import ApiProcess  # noqa: E402
 
@@ -307,8 +308,8 @@ def start_push_runner(api: str, env: dict[str, str], node: str,
             "agent",
             "--api",
             api,
-            "--token",
-            runner_token,
+            "--token-file",
+            str(token_file(WORK / "runner.token", runner_token)),
             "--cpus",
             cpu,
             "--name",

@@ -2,7 +2,9 @@
 
 A runner token names one runner and may act only for it (register, heartbeat, claim,
 lease, fail, post results); user tokens read everything and create projects, jobs and
-comparisons; admin tokens may do anything. Webhooks are authenticated by their
+comparisons, except a job's attempts and logs, which a user token scoped to projects
+(`token create --project`) reads only for those (`may_read_job`); admin tokens may do
+anything. Webhooks are authenticated by their
 signature instead (routes/webhooks.py).
 """
 
@@ -38,6 +40,7 @@ class Principal:
     role: str
     runner_name: str | None = None
     token_id: int | None = None
+    projects: tuple[str, ...] | None = None  # a user token's projects; None: every one
 
 
 def field_error(status: int, loc: list[str | int], msg: str, kind: str = "value_error"
@@ -100,7 +103,8 @@ def _stored(request: Request, session: Session, digest: str) -> Principal | None
     row = token_sql.lookup(session, digest)
     if row is None:
         return None
-    found = Principal(role=row.role, runner_name=row.runner_name, token_id=row.id)
+    found = Principal(role=row.role, runner_name=row.runner_name, token_id=row.id,
+                      projects=None if row.projects is None else tuple(row.projects))
     request.app.state.token_cache.put(digest, found)
     return found
 
@@ -148,6 +152,19 @@ AnyRole = Annotated[Principal, Depends(require("runner", "user", "admin"))]
 UserOrAdmin = Annotated[Principal, Depends(require("user", "admin"))]
 RunnerOrAdmin = Annotated[Principal, Depends(require("runner", "admin"))]
 Admin = Annotated[Principal, Depends(require("admin"))]
+
+
+def may_read_job(p: Principal, project: str | None, runner_names: set[str]) -> bool:
+    """Who may read a job's attempts and logs (written by the code under test): an admin,
+    a runner that ran it, a user token of its project (a token without projects: of
+    every project; a job of no project: only such a token)."""
+    if p.role == "admin":
+        return True
+    if p.role == "runner":
+        return p.runner_name is not None and p.runner_name in runner_names
+    if p.role != "user":
+        return False
+    return p.projects is None or (project is not None and project in p.projects)
 
 
 def check_runner(p: Principal, runner_name: str, loc: list[str | int]) -> None:

@@ -146,6 +146,9 @@ def token_create(
     role: Annotated[str, typer.Option(help="runner, user or admin")],
     runner: Annotated[str | None, typer.Option(help="the runner's name (role runner)")] = None,
     description: Annotated[str | None, typer.Option()] = None,
+    project: Annotated[list[str] | None, typer.Option(
+        help="role user: the token reads the jobs (attempts, logs) of this project only "
+             "(repeat for more); none: of every project")] = None,
 ) -> None:
     """Create a token and print it (once; only its sha256 is stored)."""
     if role not in ROLES:
@@ -154,12 +157,16 @@ def token_create(
     if role == "runner" and not runner:
         typer.echo("--runner NAME is required with --role runner", err=True)
         raise typer.Exit(2)
+    if project and role != "user":
+        typer.echo("--project is for --role user (admins read every job, runners theirs)",
+                   err=True)
+        raise typer.Exit(2)
     token = new_token()
     engine, session = _session()
     try:
         tokens.create(session, token_sha256=hash_token(token), role=role,
                       runner_name=runner if role == "runner" else None,
-                      description=description)
+                      description=description, projects=list(project) if project else None)
         session.commit()
     finally:
         session.close()

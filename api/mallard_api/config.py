@@ -220,6 +220,12 @@ class Settings(BaseSettings):
     ui_session_hours: float = Field(default=12.0, gt=0, le=24 * 30)
     ui_session_secret: str | None = None
 
+    def secret_values(self) -> tuple[str, ...]:
+        """This API's own secrets, scrubbed from every log it stores (mallard_wire.scrub)."""
+        return tuple(v for v in (self.bootstrap_admin_token, self.github_webhook_secret,
+                                 self.gitlab_webhook_token, self.gitea_webhook_secret,
+                                 self.ui_session_secret) if v)
+
     @field_validator("public_url")
     @classmethod
     def _public_url(cls, v: str | None) -> str | None:

@@ -59,12 +59,14 @@ def wait_for(what: str, check: Callable[[], T], timeout: float, *, interval: flo
 
 
 def mint_token(env: dict[str, str], role: str, runner: str | None = None,
-               cwd: Path | None = None) -> str:
+               cwd: Path | None = None, projects: tuple[str, ...] = ()) -> str:
     """A new token (`mallard-api token create` against the database `env` names, stored
-    hashed), printed once."""
+    hashed), printed once; `projects`: a user token that reads only those projects' jobs."""
     cmd = [str(API_BIN), "token", "create", "--role", role]
     if runner is not None:
         cmd += ["--runner", runner]
+    for project in projects:
+        cmd += ["--project", project]
     out = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
     if out.returncode != 0 or not out.stdout.strip():
         raise RuntimeError(f"mallard-api token create failed: {out.stderr.strip()}")
@@ -127,9 +129,10 @@ class ApiProcess:
             return ""
         return f"; log {self.log}:\n{self.log.read_text(errors='replace')[-3000:]}"
 
-    def token(self, role: str, runner: str | None = None) -> str:
+    def token(self, role: str, runner: str | None = None, projects: tuple[str, ...] = ()
+              ) -> str:
         """A new token of this API's database (`mint_token`)."""
-        return mint_token(self.env, role, runner, self.cwd)
+        return mint_token(self.env, role, runner, self.cwd, projects)
 
     def stop(self, timeout: float = 60) -> None:
         """SIGTERM to the process group (uvicorn workers, the embedded PostgreSQL's

@@ -15,7 +15,8 @@ Fixture names are stable (the analysis tests use them too):
 - `client`       (session) a `fastapi.testclient.TestClient` on `app`.
 - `engine`       (session) a SQLAlchemy engine on the test database.
 - `db_session`   (function) a SQLAlchemy `Session`; rolled back and closed after the test.
-- `make_token`   (session) `make_token(role, runner=None) -> str`: a new bearer token.
+- `make_token`   (session) `make_token(role, runner=None, projects=None) -> str`: a new
+                 bearer token (`projects`: a user token that reads only those projects' jobs).
 - `admin_token`, `user_token` (session) tokens of those roles.
 - `bearer`       (session) `bearer(token) -> {"Authorization": "Bearer ..."}`.
 - `admin_headers`, `user_headers` (session) headers with those tokens.
@@ -156,11 +157,11 @@ def db_session(engine: Engine) -> Iterator[Session]:
 
 @pytest.fixture(scope="session")
 def make_token(engine: Engine) -> Callable[..., str]:
-    def make(role: str, runner: str | None = None) -> str:
+    def make(role: str, runner: str | None = None, projects: list[str] | None = None) -> str:
         token = new_token()
         with db.make_sessionmaker(engine)() as session:
             tokens.create(session, token_sha256=hash_token(token), role=role,
-                          runner_name=runner)
+                          runner_name=runner, projects=projects)
             session.commit()
         return token
 

@@ -26,6 +26,23 @@ def test_token_create_validates_role(database_url, monkeypatch):
     assert CliRunner().invoke(app, ["token", "create", "--role", "runner"]).exit_code == 2
 
 
+def test_token_create_scopes_a_user_token_to_projects(database_url, monkeypatch, engine):
+    from sqlalchemy import text
+
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    res = CliRunner().invoke(app, ["token", "create", "--role", "user", "--project", "a",
+                                   "--project", "b"])
+    assert res.exit_code == 0, res.output
+    from mallard_api.auth import hash_token
+
+    with engine.connect() as conn:
+        projects = conn.execute(text("SELECT projects FROM api_tokens WHERE token_sha256 = :h"),
+                                {"h": hash_token(res.output.strip().splitlines()[-1])}).scalar()
+    assert projects == ["a", "b"]
+    res = CliRunner().invoke(app, ["token", "create", "--role", "admin", "--project", "a"])
+    assert res.exit_code == 2 and "--project is for --role user" in res.output
+
+
 def test_db_url_prints_the_configured_url(database_url, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", database_url)
     res = CliRunner().invoke(app, ["db-url"])

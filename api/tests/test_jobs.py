@@ -359,3 +359,62 @@ def test_a_stale_attempts_lease_and_fail_are_refused(client, user_headers, make_
     r = client.post(f"/api/v1/jobs/{job_id}/lease", headers=headers,
                     json={"runner_id": runner["id"], "attempt": 2, "lease_seconds": 600})
     assert r.status_code == 200 and r.json()["lease_expires_at"] > second["lease_expires_at"]
+
+
+# -- a job's log is written by the code under test: scrubbed, and only for its project ------
+def failed_job_with_log(client, user_headers, make_runner, make_project, log):
+    """A job of a new project, claimed and failed by a runner with `log`:
+    (job id, project name, the runner's headers)."""
+    made = make_project()
+    project = made["name"]
+    runner, headers = make_runner()
+    r = client.post("/api/v1/jobs", headers=user_headers, json={
+        "kind": "commit", "arch": runner["arch"], "project": project,
+        "spec": job_spec(project=project, repo_url=made["repo_url"]), "max_attempts": 1})
+    assert r.status_code == 201, r.text
+    job_id = r.json()["id"]
+    assert client.post("/api/v1/jobs/claim", headers=headers,
+                       json={"runner_id": runner["id"]}).json()["id"] == job_id
+    r = client.post(f"/api/v1/jobs/{job_id}/fail", headers=headers,
+                    json={"runner_id": runner["id"], "attempt": 1, "log": log,
+                          "retryable": False})
+    assert r.status_code == 200, r.text
+    return job_id, project, headers
+
+
+def test_a_failure_log_is_stored_without_the_tokens_it_holds(client, user_headers,
+                                                              admin_headers, make_runner,
+                                                              make_project, make_token):
+    stolen = make_token("runner", "victim")
+    log = (f"-- reading /proc/1/environ\nMALLARD_RUNNER_TOKEN={stolen}\n"
+           f"Authorization: Bearer {stolen}\n{stolen}\nCMake Error: configure failed")
+    job_id, _, _ = failed_job_with_log(client, user_headers, make_runner, make_project, log)
+    (attempt,) = client.get(f"/api/v1/jobs/{job_id}", headers=admin_headers).json()["attempts"]
+    assert stolen not in attempt["log"] and "[redacted]" in attempt["log"]
+    assert attempt["log"].endswith("CMake Error: configure failed")
+
+
+def test_a_jobs_log_is_only_for_its_project_its_runner_and_admins(
+        client, user_headers, admin_headers, make_runner, make_project, make_token):
+    job_id, project, runner_headers = failed_job_with_log(
+        client, user_headers, make_runner, make_project, "build failed: secret-ish output")
+    other = make_project()["name"]
+    _, other_runner = make_runner()
+
+    def bearer(token):
+        return {"Authorization": f"Bearer {token}"}
+
+    readers = {"admin": admin_headers, "user of every project": user_headers,
+               "user of the project": bearer(make_token("user", projects=[other, project])),
+               "its runner": runner_headers}
+    for who, headers in readers.items():
+        r = client.get(f"/api/v1/jobs/{job_id}", headers=headers)
+        assert r.status_code == 200, (who, r.text)
+        assert r.json()["attempts"][0]["log"] == "build failed: secret-ish output"
+    outsiders = {"user of another project": bearer(make_token("user", projects=[other])),
+                 "another runner": other_runner}
+    for who, headers in outsiders.items():
+        r = client.get(f"/api/v1/jobs/{job_id}", headers=headers)
+        assert r.status_code == 404, (who, r.text)
+        assert r.json()["detail"][0]["loc"] == ["path", "job_id"]
+        assert "secret-ish" not in r.text

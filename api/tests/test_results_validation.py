@@ -51,6 +51,22 @@ def test_stderr_with_nul_characters_is_kept_cleaned(client, make_runner, engine)
     assert tail == "Segmentation fault\ufffd\ufffd core dumped"
 
 
+def test_a_stderr_tail_is_stored_without_the_tokens_it_holds(client, make_runner, engine,
+                                                              make_token):
+    """The allocator under test wrote it: what it read of a token is not kept."""
+    runner, headers = make_runner()
+    stolen = make_token("admin")
+    t = trial(ok=False)
+    t["stderr_tail"] = f"MALLARD_RUNNER_TOKEN={stolen}\nbearer {stolen}\nSegmentation fault"
+    r = client.post("/api/v1/results", headers=headers,
+                    json=results([t], runner_id=runner["id"]))
+    assert r.status_code == 201, r.text
+    with engine.connect() as conn:
+        tail = conn.execute(text("SELECT stderr_tail FROM trials WHERE uid = :u"),
+                            {"u": t["uid"]}).scalar()
+    assert stolen not in tail and tail.endswith("Segmentation fault")
+
+
 def test_unknown_project_names_the_field(client, make_runner):
     runner, headers = make_runner()
     r = client.post("/api/v1/results", headers=headers,

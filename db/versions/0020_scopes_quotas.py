@@ -11,14 +11,14 @@
   push's ancestry-cycle check reads (pushes.py).
 
 Revision ID: 0020
-Revises: 0018
+Revises: 0019
 Create Date: 2026-11-25
 """
 
 from alembic import op
 
 revision = "0020"
-down_revision = "0018"
+down_revision = "0019"
 branch_labels = None
 depends_on = None
 

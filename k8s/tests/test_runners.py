@@ -208,7 +208,7 @@ def run_entrypoint(
     fake = bindir / "mallard-runner"
     fake.write_text(
         '#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n'
-        'printf "token=%s\\n" "$MALLARD_RUNNER_TOKEN"\n'
+        'printf "env-token=%s\\n" "${MALLARD_RUNNER_TOKEN:-}"\n'
     )
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     full_env = {
@@ -234,9 +234,9 @@ def test_entrypoint_passes_the_pinned_cpus(entrypoint: Path, tmp_path: Path, cpu
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
         "agent", "--api", "http://mallard-api.mallard.svc:8000", "--name", "node-a",
-        "--cpus", cpus, f"token={TOKEN}",
+        "--cpus", cpus, "--token-file", str(tmp_path / "token"), "env-token=",
     ]  # fmt: skip
-    assert TOKEN not in proc.stderr
+    assert TOKEN not in proc.stderr and TOKEN not in proc.stdout  # the file, never the value
 
 
 def test_entrypoint_refuses_shared_cores(entrypoint: Path, tmp_path: Path) -> None:
@@ -250,7 +250,8 @@ def test_entrypoint_may_be_told_to_run_unpinned(entrypoint: Path, tmp_path: Path
     proc = run_entrypoint(entrypoint, tmp_path, "0-15", "2", MALLARD_RUNNER_ALLOW_UNPINNED="1")
     assert proc.returncode == 0, proc.stderr
     assert "WARNING" in proc.stderr
-    assert proc.stdout.splitlines()[-2:] == ["0-15", f"token={TOKEN}"]
+    assert proc.stdout.splitlines()[-4:] == ["0-15", "--token-file", str(tmp_path / "token"),
+                                             "env-token="]
 
 
 def test_entrypoint_needs_the_node_token(entrypoint: Path, tmp_path: Path) -> None:

@@ -256,7 +256,9 @@ def run_parts(server: ApiProcess, cpu: str, parts: list[str], args: argparse.Nam
             "repo_url": str(ROOT), "allocator_dir": "allocator", "default_branch": "main",
         }).raise_for_status()
         runner_proc = demo.start("runner", [str(demo.VENV_BIN / "mallard-runner"), "agent",
-                                            "--api", api, "--token", runner_token, "--cpus",
+                                            "--api", api, "--token-file",
+                                            str(demo.token_file(state / "runner.token",
+                                                                runner_token)), "--cpus",
                                             cpu, "--name", node, "--spool",
                                             str(state / "spool")], env)
         for part in parts:

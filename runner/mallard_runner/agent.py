@@ -31,6 +31,7 @@ from .executor import Cancelled
 from .jobs import Progress, failure, request_for
 from .lease import Lease, keep_lease
 from .runs import execute, prepare
+from .sandbox import Sandbox
 from .settings import RunnerSettings
 from .spool import Spool
 from .testbed import collect, format_cpus
@@ -38,8 +39,10 @@ from .testbed import collect, format_cpus
 
 class Agent:
     def __init__(self, settings: RunnerSettings, *, api: str, token: str, name: str,
-                 cpus: list[int], console: Console | None = None):
+                 cpus: list[int], console: Console | None = None,
+                 sandbox: Sandbox | None = None):
         self.settings = settings
+        self.sandbox = sandbox if sandbox is not None else settings.sandbox()
         self.api = api
         self.token = token
         self.name = name
@@ -47,7 +50,7 @@ class Agent:
         self.console = console or Console(stderr=True)
         self.spool = Spool(settings.spool(), max_attempts=settings.post_max_attempts,
                            backoff_max=settings.retry_max_seconds)
-        self.delivery = Delivery(self.spool, name, self.log)
+        self.delivery = Delivery(self.spool, name, self.log, secrets=(token,))
         self._stop = threading.Event()
         self._current_cancel: threading.Event | None = None
         self.runner_id: int | None = None
@@ -110,6 +113,7 @@ class Agent:
 
     # -- the loop -------------------------------------------------------------------
     def run(self, once: bool = False, max_idle: float | None = None) -> int:
+        self.log(self.sandbox.describe())
         client = self.client()
         try:
             try:
@@ -203,7 +207,8 @@ class Agent:
     def run_job(self, job: ClaimedJob, cancel: threading.Event, progress: Progress) -> ResultsIn:
         """Build what the job names and run its cells, interleaved."""
         request = request_for(job, self.settings, self.cpus, self.runner_id)
-        prep = prepare(self.settings, request, on_trial=progress, cancel=cancel)
+        prep = prepare(self.settings, request, on_trial=progress, cancel=cancel,
+                       sandbox=self.sandbox)
         progress.total = prep.total
         for note in prep.notes:
             self.log(note)

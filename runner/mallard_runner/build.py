@@ -1,8 +1,9 @@
 """Builds libmallard.so at a commit: a clean tree per sha, a cached build per sha.
 
 A clean tree of the commit (checkout.py: mirror, full sha, `git archive`) -> cmake + ninja
-into <cache>/builds/<sha>-<dir> (cmake.py) -> libmallard.so with its sha256, the compiler
-and the flags it was built with. A failed build raises BuildError carrying the log
+into <cache>/builds/<sha>-<dir> (cmake.py), run as the work user in an allow-listed
+environment (sandbox.py) -> libmallard.so with its sha256, the compiler and the flags it
+was built with. A failed build raises BuildError carrying the log
 (tools.py). The allocator folder comes from the job: it is proven inside the tree.
 
 On an emulated testbed (arch.py) the allocator is cross-built with the runner's own CMake
@@ -25,6 +26,7 @@ from .checkout import checkout, resolve
 from .cmake import check_machine, cmake_compiler, cmake_flags, generator
 from .guard import Refused, inside
 from .peers import sha256_file
+from .sandbox import Sandbox
 from .tools import BuildError, locked, run
 
 TARGET = "mallard"
@@ -47,10 +49,13 @@ class BuiltAllocator:
 
 class Builder:
     def __init__(self, cache_dir: Path, build_type: str = "Release",
-                 platform: Platform | None = None):
+                 platform: Platform | None = None, sandbox: Sandbox | None = None):
         self.cache = Path(cache_dir)
         self.build_type = build_type
         self.platform = platform if platform is not None and platform.emulated else None
+        # cmake runs the commit's CMakeLists.txt: as the work user (sandbox.py)
+        self.sandbox = sandbox if sandbox is not None else Sandbox.create(self.cache / "work")
+        self.sandbox.guard(self.cache, *(self.cache / d for d in ("repos", "trees", "builds")))
 
     def _cross(self) -> list[str]:
         """The configure options of a cross build (none when native)."""
@@ -60,7 +65,8 @@ class Builder:
 
     def build(self, source: str, ref: str, allocator_dir: str = "allocator") -> BuiltAllocator:
         log: list[str] = []
-        bare, sha = resolve(self.cache, source, ref, log)
+        git = self.sandbox.agent_env()
+        bare, sha = resolve(self.cache, source, ref, log, git)
         key = f"{sha}-{re.sub(r'[^A-Za-z0-9_.-]', '_', allocator_dir)}-{self.build_type}"
         if self.platform is not None:
             key += f"-{self.platform.arch}"
@@ -72,7 +78,7 @@ class Builder:
                 if Path(info["library"]).exists() and \
                         sha256_file(Path(info["library"])) == info["library_sha256"]:
                     return BuiltAllocator(**{**info, "cached": True})
-            tree = checkout(self.cache, bare, sha, log)
+            tree = checkout(self.cache, bare, sha, log, git)
             try:
                 src = inside(tree, allocator_dir)
             except Refused as e:
@@ -80,29 +86,40 @@ class Builder:
             if not (src / "CMakeLists.txt").exists():
                 raise BuildError(f"{allocator_dir}/CMakeLists.txt not found at {sha[:12]}",
                                  "\n".join(log))
-            configure = ["cmake", "-S", str(src), "-B", str(build), *generator(),
-                         f"-DCMAKE_BUILD_TYPE={self.build_type}", "-DBUILD_TESTING=OFF",
-                         "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", *self._cross()]
-            out = run(configure, log)
-            if out.returncode != 0 and build.exists():
-                # a build dir left by an interrupted run: start it afresh, once
-                log.append(f"removing {build} and configuring again")
-                shutil.rmtree(build, ignore_errors=True)
-                out = run(configure, log)
-            if out.returncode != 0:
-                raise BuildError(f"cmake configure failed at {sha[:12]}", "\n".join(log))
-            out = run(["cmake", "--build", str(build), "--target", TARGET], log)
-            if out.returncode != 0:
-                raise BuildError(f"build of {TARGET} failed at {sha[:12]}", "\n".join(log))
+            self._untrusted_build(src, build, sha, log)
             libs = sorted(build.rglob(LIBRARY))
             if not libs:
                 raise BuildError(f"the build made no {LIBRARY} at {sha[:12]}", "\n".join(log))
             lib = libs[0].resolve()
             check_machine(lib, self.platform, log, "the library")
             built = BuiltAllocator(commit=sha, library=str(lib), library_sha256=sha256_file(lib),
-                                   compiler=cmake_compiler(build), build_flags=cmake_flags(
-                                       build, self.build_type), build_dir=str(build))
+                                   compiler=cmake_compiler(build, self.sandbox),
+                                   build_flags=cmake_flags(build, self.build_type),
+                                   build_dir=str(build))
             tmp = info_file.with_suffix(".tmp")
             tmp.write_text(json.dumps(asdict(built), indent=2))
             os.replace(tmp, info_file)
             return built
+
+    def _untrusted_build(self, src: Path, build: Path, sha: str, log: list[str]) -> None:
+        """cmake configure and build of the commit's tree into a fresh `build` folder, as
+        the work user; the folder is the agent's again afterwards (sandbox.take), so no
+        later build can change this one's library."""
+        box = self.sandbox
+        box.take(build)  # a folder left by an interrupted run: started afresh
+        shutil.rmtree(build, ignore_errors=True)
+        box.check_reachable(build.parent)
+        box.give(build)
+        box.fresh()
+        configure = ["cmake", "-S", str(src), "-B", str(build), *generator(),
+                     f"-DCMAKE_BUILD_TYPE={self.build_type}", "-DBUILD_TESTING=OFF",
+                     "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", *self._cross()]
+        try:
+            if run(configure, log, env=box.env(), identity=box.identity()).returncode != 0:
+                raise BuildError(f"cmake configure failed at {sha[:12]}", "\n".join(log))
+            out = run(["cmake", "--build", str(build), "--target", TARGET], log,
+                      env=box.env(), identity=box.identity())
+            if out.returncode != 0:
+                raise BuildError(f"build of {TARGET} failed at {sha[:12]}", "\n".join(log))
+        finally:
+            box.take(build)

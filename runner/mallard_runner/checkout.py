@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from .guard import GIT_SAFE_CONFIG, Refused, check_ref, git_env
@@ -29,31 +31,32 @@ def _source_key(source: str) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def _fetch(bare: Path, src: str, refspecs: list[str], log: list[str],
+def _fetch(bare: Path, src: str, refspecs: list[str], log: list[str], env: Mapping[str, str],
            *extra: str) -> subprocess.CompletedProcess[str]:
     """`git fetch` of `src` into the mirror; src and refspecs are data, never options."""
     return run(["git", *GIT_SAFE_CONFIG, "-C", str(bare), "fetch", "--quiet", *extra,
-                 "--end-of-options", src, *refspecs], log, env=git_env(src))
+                 "--end-of-options", src, *refspecs], log, env={**env, **git_env(src)})
 
-def _fetch_all(bare: Path, src: str, log: list[str]) -> None:
+def _fetch_all(bare: Path, src: str, log: list[str], env: Mapping[str, str]) -> None:
     if not (bare / "HEAD").exists():
-        bare.parent.mkdir(parents=True, exist_ok=True)
-        out = run(["git", "init", "--quiet", "--bare", "--", str(bare)], log)
+        bare.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        out = run(["git", "init", "--quiet", "--bare", "--", str(bare)], log, env=env)
         if out.returncode != 0:
             raise BuildError(f"cannot create a mirror of {src}", "\n".join(log))
     out = _fetch(bare, src, ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
-                      log, "--force", "--prune")
+                      log, env, "--force", "--prune")
     if out.returncode != 0:
         raise BuildError(f"cannot fetch {src}", "\n".join(log))
 
-def _verify(repo: Path, rev: str, log: list[str]) -> str | None:
+def _verify(repo: Path, rev: str, log: list[str], env: Mapping[str, str]) -> str | None:
     out = run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet",
-                "--end-of-options", f"{rev}^{{commit}}"], log)
+                "--end-of-options", f"{rev}^{{commit}}"], log, env=env)
     return out.stdout.strip() if out.returncode == 0 else None
 
-def resolve(cache: Path, source: str, ref: str, log: list[str] | None = None) -> tuple[Path, str]:
-    """(mirror, full sha) of `ref` as the source sees it (HEAD is the source's HEAD)."""
-    log = [] if log is None else log
+def resolve(cache: Path, source: str, ref: str, log: list[str], env: Mapping[str, str]
+            ) -> tuple[Path, str]:
+    """(mirror, full sha) of `ref` as the source sees it (HEAD is the source's HEAD); git
+    runs with `env` (the agent's allow-listed environment, sandbox.Sandbox.agent_env)."""
     try:
         check_ref(ref)
         git_env(source)  # refuses what git must never be given (ext::, options)
@@ -64,33 +67,41 @@ def resolve(cache: Path, source: str, ref: str, log: list[str] | None = None) ->
     src = str(Path(source).resolve()) if local else source
     bare = cache / "repos" / f"{_source_key(source)}.git"
     with locked(bare.with_suffix(".lock")):
-        _fetch_all(bare, src, log)
+        _fetch_all(bare, src, log, env)
         sha: str | None = None
         if local:
-            sha = _verify(Path(src), ref, log)
+            sha = _verify(Path(src), ref, log, env)
         elif re.fullmatch(r"[0-9a-fA-F]{7,40}", ref):
-            sha = _verify(bare, ref, log)
+            sha = _verify(bare, ref, log, env)
         if sha is None and not local:
-            out = _fetch(bare, src, [ref], log)
+            out = _fetch(bare, src, [ref], log, env)
             if out.returncode == 0:
-                sha = _verify(bare, "FETCH_HEAD", log)
+                sha = _verify(bare, "FETCH_HEAD", log, env)
         if sha is None:
             raise BuildError(f"cannot resolve {ref!r} in {source}", "\n".join(log))
-        if _verify(bare, sha, log) is None:  # e.g. a detached HEAD on no branch
-            _fetch(bare, src, [sha], log)
-            if _verify(bare, sha, log) is None:
+        if _verify(bare, sha, log, env) is None:  # e.g. a detached HEAD on no branch
+            _fetch(bare, src, [sha], log, env)
+            if _verify(bare, sha, log, env) is None:
                 raise BuildError(f"cannot fetch {sha} from {source}", "\n".join(log))
     return bare, sha
 
-def checkout(cache: Path, bare: Path, sha: str, log: list[str]) -> Path:
-    """A clean tree of `sha` (git archive, extracted once, atomically)."""
+def checkout(cache: Path, bare: Path, sha: str, log: list[str], env: Mapping[str, str]) -> Path:
+    """A clean tree of `sha` (git archive, extracted once, atomically), the agent's: a build
+    (as the work user) may read it, never change it."""
     tree = cache / "trees" / sha
-    if tree.is_dir():
+    if tree.is_dir() and not tree.is_symlink() and tree.stat().st_uid == os.geteuid():
         return tree
+    if tree.is_symlink() or tree.exists():  # not the agent's: nothing of it is trusted
+        log.append(f"removing {tree}: not extracted by this agent")
+        if tree.is_dir() and not tree.is_symlink():
+            shutil.rmtree(tree)
+        else:
+            tree.unlink()
     tree.parent.mkdir(parents=True, exist_ok=True)
     log.append(f"$ git -C {bare} archive {sha} | tar -x -C {tree}")
     out = subprocess.run(["git", "-C", str(bare), "archive", "--format=tar",
-                          "--end-of-options", sha], capture_output=True)
+                          "--end-of-options", sha], capture_output=True, env=env,
+                         stdin=subprocess.DEVNULL)
     if out.returncode != 0:
         log.append(out.stderr.decode(errors="replace"))
         raise BuildError(f"cannot check out {sha}", "\n".join(log))
@@ -110,6 +121,7 @@ def checkout(cache: Path, bare: Path, sha: str, log: list[str]) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     try:
+        tmp.chmod(0o755)  # mkdtemp's 0700: the work user reads the tree
         tmp.rename(tree)
     except OSError:  # another process won the race
         shutil.rmtree(tmp, ignore_errors=True)

@@ -33,7 +33,8 @@ from .cells import Cell
 from .executor import Cancelled
 from .peers import find_peers
 from .runs import RunRequest, execute, prepare
-from .settings import REPO_ROOT, RunnerSettings, secret_problem
+from .sandbox import SandboxError, set_non_dumpable
+from .settings import REPO_ROOT, RunnerSettings, read_token_file
 from .suites import Suite, SuiteError, load_suite
 from .testbed import check_cpus, collect, parse_cpus
 from .tools import BuildError
@@ -208,12 +209,36 @@ def testbed(cpus: Annotated[str, typer.Option(help="pinned CPU set")] = "0",
     typer.echo(collect(parse_cpus(cpus), target=target).model_dump_json(indent=2))
 
 
+TOKEN_ENV = "MALLARD_RUNNER_TOKEN"
+
+
+def agent_token(token_file: Path | None) -> str:
+    """The runner's token, from a file only the agent may read; exit 2 with the reason when
+    it is missing, readable by others, a placeholder, or given in the environment."""
+    if os.environ.get(TOKEN_ENV):
+        console.print(f"[red]error:[/] {TOKEN_ENV} is not read: a process's environment is "
+                      "readable by what it starts. Put the token in a file only the agent's "
+                      "user may read (chmod 600) and name it with --token-file or "
+                      "MALLARD_RUNNER_TOKEN_FILE")
+        raise typer.Exit(2)
+    if token_file is None:
+        console.print("[red]error:[/] --token-file (or MALLARD_RUNNER_TOKEN_FILE) needed: a "
+                      "file holding the runner token, mode 0600")
+        raise typer.Exit(2)
+    try:
+        return read_token_file(token_file)
+    except ValueError as e:
+        console.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2) from e
+
+
 @app.command()
 def agent(
     api: Annotated[str | None, typer.Option(help="API base URL, e.g. http://127.0.0.1:8000")]
     = None,
-    token: Annotated[str | None, typer.Option(help="runner token (mallard-api token create)")]
-    = None,
+    token_file: Annotated[Path | None, typer.Option(
+        help="file holding the runner token (mallard-api token create), readable by this "
+             "user only (MALLARD_RUNNER_TOKEN_FILE)")] = None,
     cpus: Annotated[str | None, typer.Option(help="CPUs this node pins workloads to")] = None,
     name: Annotated[str | None, typer.Option(help="runner name (default: host name)")] = None,
     spool: Annotated[Path | None, typer.Option(help="spool directory for pending posts")] = None,
@@ -223,27 +248,26 @@ def agent(
     arch: ArchOption = None,
 ) -> None:
     """Register, heartbeat, claim jobs with a lease, run them, post results (spooled)."""
+    set_non_dumpable()  # before the token is read: no process of this user reads our memory
     # a placeholder token, a bad allow-list entry, an emulated arch without qemu: exit 2
     settings = load_settings(arch)
+    token = agent_token(token_file or settings.token_file)
     api = api or settings.api
-    token = token or settings.token
-    if not api or not token:
-        console.print("[red]error:[/] --api and --token (or MALLARD_RUNNER_API / _TOKEN) needed")
-        raise typer.Exit(2)
-    why = secret_problem(token)
-    if why:
-        console.print(f"[red]error:[/] the runner token {why}")
+    if not api:
+        console.print("[red]error:[/] --api (or MALLARD_RUNNER_API) needed")
         raise typer.Exit(2)
     if spool is not None:
         settings.spool_dir = spool
     try:
         cpu_list = parse_cpus(cpus or settings.cpus)
         check_cpus(cpu_list)
-    except ValueError as e:
+        sandbox = settings.sandbox()
+    except (ValueError, SandboxError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2) from e
     node = name or settings.name or os.uname().nodename
-    a = Agent(settings, api=api, token=token, name=node, cpus=cpu_list, console=console)
+    a = Agent(settings, api=api, token=token, name=node, cpus=cpu_list, console=console,
+              sandbox=sandbox)
     signal.signal(signal.SIGTERM, lambda *_: a.stop())
     signal.signal(signal.SIGINT, lambda *_: a.stop())
     code = a.run(once=once, max_idle=max_idle)

@@ -8,9 +8,11 @@ import json
 import re
 import shlex
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from .arch import Platform, elf_machine
+from .sandbox import Sandbox, clean_env
 from .testbed import compiler_version
 from .tools import BuildError, locked, run
 
@@ -30,19 +32,21 @@ def check_machine(path: Path, platform: Platform | None, log: list[str], what: s
 
 
 def cross_workloads(platform: Platform, source: Path, out: Path,
-                    build_type: str = "Release") -> Path:
-    """Cross-build the workload programs of `source` (runner/workloads) for an emulated
-    target into `out` (incremental: a no-op when up to date); returns `out`."""
+                    build_type: str = "Release", env: Mapping[str, str] | None = None) -> Path:
+    """Cross-build the workload programs of `source` (runner/workloads: the runner's own,
+    not a commit's) for an emulated target into `out` (incremental: a no-op when up to
+    date), in `env` (default: the allow-listed one, sandbox.clean_env); returns `out`."""
     log: list[str] = []
+    env = env if env is not None else clean_env(out.parent, out.parent)
     with locked(out.parent / f".{out.name}.lock"):
         if not (out / "CMakeCache.txt").exists():
             res = run(["cmake", "-S", str(source), "-B", str(out), *generator(),
                         f"-DCMAKE_BUILD_TYPE={build_type}",
-                        f"-DCMAKE_TOOLCHAIN_FILE={platform.toolchain}"], log)
+                        f"-DCMAKE_TOOLCHAIN_FILE={platform.toolchain}"], log, env=env)
             if res.returncode != 0:
                 raise BuildError(f"cmake configure of the {platform.arch} workloads failed",
                                  "\n".join(log))
-        if run(["cmake", "--build", str(out)], log).returncode != 0:
+        if run(["cmake", "--build", str(out)], log, env=env).returncode != 0:
             raise BuildError(f"build of the {platform.arch} workloads failed", "\n".join(log))
     check_machine(out / "larson", platform, log, "the workload")
     return out
@@ -61,8 +65,9 @@ def _cache_entries(build: Path) -> dict[str, str]:
     return entries
 
 
-def cmake_compiler(build: Path) -> str:
-    """`gcc 12.2.0` from CMake's own compiler detection."""
+def cmake_compiler(build: Path, box: Sandbox | None = None) -> str:
+    """`gcc 12.2.0` from CMake's own compiler detection (else the compiler the cache names
+    asked, as the work user of `box`: the build chose it)."""
     for f in sorted(build.glob("CMakeFiles/*/CMakeCCompiler.cmake")):
         text = f.read_text()
         cid = re.search(r'set\(CMAKE_C_COMPILER_ID "([^"]*)"\)', text)
@@ -71,7 +76,10 @@ def cmake_compiler(build: Path) -> str:
             name = {"GNU": "gcc", "Clang": "clang", "AppleClang": "clang"}.get(
                 cid.group(1), cid.group(1).lower())
             return f"{name} {ver.group(1)}"
-    return compiler_version(_cache_entries(build).get("CMAKE_C_COMPILER"))
+    cc = _cache_entries(build).get("CMAKE_C_COMPILER")
+    if box is None:
+        return compiler_version(cc)
+    return compiler_version(cc, box.env(), box.identity())
 
 
 def cmake_flags(build: Path, build_type: str) -> str:

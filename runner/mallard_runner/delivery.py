@@ -1,6 +1,8 @@
 """What the agent posts, through the spool (spool.py): results and failure reports are
 spooled before they are sent; the answers are logged, a post of a lost lease is dropped,
-and a post the API will never take is kept and its job reported failed with the reason."""
+and a post the API will never take is kept and its job reported failed with the reason.
+Logs and stderr tails are scrubbed of secrets first (`mallard_wire.scrub`, the agent's own
+token among them): the code under test wrote them."""
 
 from __future__ import annotations
 
@@ -11,25 +13,32 @@ from pathlib import Path
 import httpx
 from mallard_wire.jobs import FailIn
 from mallard_wire.results import ResultsIn
+from mallard_wire.scrub import scrub
 
 from .client import ApiClient
 from .spool import Pending, Spool
 
 
 class Delivery:
-    def __init__(self, spool: Spool, runner_name: str, log: Callable[[str], None]) -> None:
+    def __init__(self, spool: Spool, runner_name: str, log: Callable[[str], None],
+                 secrets: tuple[str, ...] = ()) -> None:
         self.spool, self.name, self.log = spool, runner_name, log
+        self.secrets = secrets
 
     # -- what is spooled --------------------------------------------------------------
     def results(self, results: ResultsIn) -> Path:
-        return self.spool.put("/results", results.model_dump(mode="json"),
-                              f"results-{results.job_id}")
+        body = results.model_dump(mode="json")
+        for trial in body["trials"]:
+            if trial.get("stderr_tail"):
+                trial["stderr_tail"] = scrub(trial["stderr_tail"], self.secrets)
+        return self.spool.put("/results", body, f"results-{results.job_id}")
 
     def fail(self, job_id: int, runner_id: int, attempt: int, log: str, retryable: bool
              ) -> Path:
         """The failure report of the job's claimed `attempt` (POST /jobs/{id}/fail), its
-        log cut to the last 60000 characters; the API refuses one of an older attempt."""
-        body = FailIn(runner_id=runner_id, attempt=attempt, log=log[-60000:],
+        log scrubbed and cut to the last 60000 characters; the API refuses one of an older
+        attempt."""
+        body = FailIn(runner_id=runner_id, attempt=attempt, log=scrub(log, self.secrets)[-60000:],
                       retryable=retryable)
         return self.spool.put(f"/jobs/{job_id}/fail", body.model_dump(mode="json"),
                               f"fail-{job_id}")

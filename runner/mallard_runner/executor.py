@@ -74,7 +74,8 @@ from .measures import (
     tail,
     with_note,
 )
-from .settings import RunnerSettings, child_env
+from .sandbox import Sandbox
+from .settings import RunnerSettings
 
 
 class Cancelled(RuntimeError):
@@ -101,15 +102,20 @@ class Executor:
     def __init__(self, settings: RunnerSettings, cpus: list[int], raw_dir: Path,
                  on_trial: Callable[[TrialIn, Cell], None] | None = None,
                  cancel: threading.Event | None = None, use_perf: bool | None = None,
-                 target: Platform | None = None):
+                 target: Platform | None = None, sandbox: Sandbox | None = None):
         self.settings = settings
+        # the workload runs the allocator under test: as the work user (sandbox.py)
+        self.sandbox = sandbox if sandbox is not None else settings.sandbox()
+        self.sandbox.guard(Path(raw_dir))
+        self.sandbox.check_reachable(Path(raw_dir))
         self.target = target if target is not None else settings.platform()
         self.raw_dir = Path(raw_dir)
         self.on_trial = on_trial
         self.cancel = cancel or threading.Event()
         emulated = self.target.emulated
-        self.use_perf = not emulated and (perf_works(settings.perf) if use_perf is None
-                                          else use_perf)
+        self.use_perf = not emulated and (
+            perf_works(settings.perf, self.sandbox.env(), self.sandbox.identity())
+            if use_perf is None else use_perf)
         self.commands = Commands(settings, cpus, self.target, self.use_perf)
         self.valgrind = not emulated and shutil.which(settings.valgrind) is not None
         for tool in (settings.hyperfine, settings.taskset):
@@ -166,9 +172,20 @@ class Executor:
         hf_cmd = [self.settings.hyperfine, "-N", "--runs", "1", "-i", "--style", "none",
                   "--output", str(trial_dir / "stdout"), "--export-json",
                   str(trial_dir / "hyperfine.json"), command]
+        self.sandbox.give(trial_dir)
         try:
-            proc = subprocess.Popen(hf_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=child_env(), cwd=trial_dir, start_new_session=True)
+            return self._timed(hf_cmd, trial_dir)
+        finally:
+            self.sandbox.take(trial_dir)
+
+    def _timed(self, hf_cmd: list[str], trial_dir: Path) -> str:
+        """hyperfine as the work user (switched in the child before exec: outside what
+        hyperfine times), in its own session, killed whole at the trial timeout."""
+        try:
+            proc: subprocess.Popen[bytes] = subprocess.Popen(
+                hf_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL, env=self.sandbox.env(), cwd=trial_dir,
+                start_new_session=True, **self.sandbox.identity())
             try:
                 _, hf_err = proc.communicate(timeout=self.settings.trial_timeout_seconds)
             except subprocess.TimeoutExpired:
@@ -197,14 +214,20 @@ class Executor:
         (trial_dir / "command").write_text(shlex.join(cmd) + "\n")
         started = _now()
         note = ""
-        with open(trial_dir / "stdout", "wb") as so, open(trial_dir / "stderr", "wb") as se:
-            try:
-                proc = subprocess.run(cmd, stdout=so, stderr=se, env=child_env(),
-                                      cwd=trial_dir, timeout=self.settings.trial_timeout_seconds)
-                rc: int | None = proc.returncode
-            except subprocess.TimeoutExpired:
-                rc, note = None, (f"timed out after {self.settings.trial_timeout_seconds:g}s "
-                                  "(killed)")
+        self.sandbox.give(trial_dir)
+        try:
+            with open(trial_dir / "stdout", "wb") as so, open(trial_dir / "stderr", "wb") as se:
+                try:
+                    proc = subprocess.run(cmd, stdout=so, stderr=se, stdin=subprocess.DEVNULL,
+                                          env=self.sandbox.env(), cwd=trial_dir,
+                                          timeout=self.settings.trial_timeout_seconds,
+                                          **self.sandbox.identity())
+                    rc: int | None = proc.returncode
+                except subprocess.TimeoutExpired:
+                    rc, note = None, (f"timed out after "
+                                      f"{self.settings.trial_timeout_seconds:g}s (killed)")
+        finally:
+            self.sandbox.take(trial_dir)
         out_file = trial_dir / "cachegrind.out"
         counts = parse_cachegrind(out_file.read_text()) if out_file.exists() else None
         result = last_json_line(_read(trial_dir / "stdout"))

@@ -10,8 +10,10 @@ import re
 import shutil
 import signal
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mallard_wire.fields import JsonDict
 from pydantic import BaseModel, Field
@@ -84,13 +86,16 @@ PERF_EVENTS = {"instructions": "hw_instructions", "cycles": "hw_cycles",
                "cache-misses": "hw_llc_misses"}
 
 
-def perf_works(perf: str = "perf") -> bool:
-    """True when `perf stat` really counts here (not '<not supported>', as in VMs)."""
+def perf_works(perf: str = "perf", env: Mapping[str, str] | None = None,
+               identity: Mapping[str, Any] | None = None) -> bool:
+    """True when `perf stat` really counts here (not '<not supported>', as in VMs), for
+    the user `identity` names (the work user the trials run as: sandbox.Sandbox)."""
     if not shutil.which(perf):
         return False
     try:
         out = subprocess.run([perf, "stat", "-x", ",", "-e", ",".join(PERF_EVENTS), "true"],
-                             capture_output=True, text=True, timeout=20)
+                             capture_output=True, text=True, timeout=20, env=env,
+                             stdin=subprocess.DEVNULL, **(identity or {}))
     except (OSError, subprocess.TimeoutExpired):
         return False
     return out.returncode == 0 and bool(parse_perf_stat(out.stderr))

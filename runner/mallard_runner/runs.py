@@ -30,6 +30,7 @@ from .cells import Cell
 from .cmake import cross_workloads
 from .commands import CACHEGRIND_CACHES
 from .executor import Executor, RunOutput
+from .sandbox import Sandbox
 from .settings import RUNNER_DIR, RunnerSettings
 from .suites import Suite, expand
 from .targets import Resolved, make_cells, resolve_targets
@@ -97,13 +98,17 @@ class Prepared:
 
 def prepare(settings: RunnerSettings, req: RunRequest,
             on_trial: Callable[[TrialIn, Cell], None] | None = None,
-            cancel: threading.Event | None = None) -> Prepared:
-    """Build and find everything; raises BuildError, SuiteError, FileNotFoundError."""
+            cancel: threading.Event | None = None, sandbox: Sandbox | None = None) -> Prepared:
+    """Build and find everything (builds and trials in `sandbox`, default the settings');
+    raises BuildError, SuiteError, FileNotFoundError, SandboxError."""
     target = settings.platform()
+    box = sandbox if sandbox is not None else settings.sandbox()
     cases = expand(req.suite, req.workloads, req.threads, emulated=target.emulated)
     if target.emulated:
-        cross_workloads(target, RUNNER_DIR / "workloads", settings.workloads_dir)
-    resolved = resolve_targets(req.selectors, Builder(settings.cache(), platform=target),
+        cross_workloads(target, RUNNER_DIR / "workloads", settings.workloads_dir,
+                        env=box.agent_env())
+    resolved = resolve_targets(req.selectors, Builder(settings.cache(), platform=target,
+                                                      sandbox=box),
                                req.source, req.ref, req.allocator_dir, target)
     notes = [f"peer {name} skipped: {why}" for name, why in resolved.missing.items()]
     if target.emulated:
@@ -111,7 +116,7 @@ def prepare(settings: RunnerSettings, req: RunRequest,
                      f"{target.host}; timings are shown, never judged; no cachegrind or perf")
     cells = make_cells(resolved.targets, cases, settings.workloads_dir)
     executor = Executor(settings, req.cpus, req.raw_dir, on_trial=on_trial, cancel=cancel,
-                        target=target)
+                        target=target, sandbox=box)
     trials = req.trials if req.trials is not None else req.suite.trials
     warmup = req.warmup if req.warmup is not None else req.suite.warmup
     iso = isolation(req.cpus)

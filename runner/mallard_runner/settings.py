@@ -7,7 +7,7 @@ runner/README.md.
 
 from __future__ import annotations
 
-import os
+import stat
 from pathlib import Path
 
 from mallard_wire.repo_urls import Prefix
@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .arch import Platform, host_arch, normalize_arch, resolve_platform
 from .guard import parse_rules
+from .sandbox import DEFAULT_WORK_USER, Sandbox
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 RUNNER_DIR = PACKAGE_DIR.parent
@@ -34,16 +35,6 @@ def _default_state_dir() -> Path:
     return REPO_ROOT / ".mallard" / "runner"
 
 
-def child_env() -> dict[str, str]:
-    """The environment for builds and workloads: the runner's, without its secrets.
-
-    The code built and run comes from the commits under test, so it never sees the
-    runner's token (or any MALLARD_* variable: variants are set per trial) or a preload.
-    """
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith("MALLARD_") and k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
-
-
 SECRET_MIN_BYTES = 16
 PLACEHOLDERS = ("CHANGE-ME", "CHANGEME")
 
@@ -55,6 +46,28 @@ def secret_problem(value: str) -> str | None:
     if len(value.encode()) < SECRET_MIN_BYTES:
         return f"is shorter than {SECRET_MIN_BYTES} bytes"
     return None
+
+
+def read_token_file(path: Path) -> str:
+    """The runner's token from `path`, a file only the agent may read (no permission for
+    group or others); ValueError saying what is wrong."""
+    try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"the runner token file {path} is not a regular file")
+        if st.st_mode & 0o077:
+            raise ValueError(f"the runner token file {path} is mode "
+                             f"{stat.S_IMODE(st.st_mode):04o}: it must be readable by the "
+                             "agent's user only (chmod 600)")
+        token = path.read_text().strip()
+    except OSError as e:
+        raise ValueError(f"cannot read the runner token file {path}: {e.strerror}") from e
+    if not token:
+        raise ValueError(f"the runner token file {path} is empty")
+    why = secret_problem(token)
+    if why:
+        raise ValueError(f"the runner token in {path} {why}")
+    return token
 
 
 class RunnerSettings(BaseSettings):
@@ -90,7 +103,10 @@ class RunnerSettings(BaseSettings):
 
     # the agent
     api: str | None = None
-    token: str | None = None
+    # the runner's token: a file readable by the agent's user only (never an environment
+    # variable: a process's environment is readable by its children; MALLARD_RUNNER_TOKEN
+    # is refused)
+    token_file: Path | None = None
     name: str | None = None
     lease_seconds: int = 900
     heartbeat_seconds: float = 30.0
@@ -103,18 +119,13 @@ class RunnerSettings(BaseSettings):
     # 503 never count: those posts wait in the spool until delivered)
     post_max_attempts: int = Field(default=10, ge=1)
 
+    # who builds and workloads run as when the agent is root (sandbox.py): a user name
+    # (created when missing) or uid:gid
+    work_user: str = DEFAULT_WORK_USER
+
     # what a job may name: repositories (comma list of scheme://host[:port] and
     # file:///folder entries; empty: none, only the runner's own checkout)
     repo_allow: str = ""
-
-    @field_validator("token")
-    @classmethod
-    def _real_token(cls, v: str | None) -> str | None:
-        if v:
-            why = secret_problem(v)
-            if why:
-                raise ValueError(f"MALLARD_RUNNER_TOKEN {why}")
-        return v
 
     @field_validator("arch")
     @classmethod
@@ -154,3 +165,11 @@ class RunnerSettings(BaseSettings):
 
     def raw(self) -> Path:
         return self.raw_dir or self.state_dir / "raw"
+
+    def sandbox(self) -> Sandbox:
+        """Where this runner's builds and workloads run (<state_dir>/work); the state,
+        cache and raw folders kept the agent's (Sandbox.guard)."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        box = Sandbox.create(self.state_dir / "work", self.work_user)
+        box.guard(self.state_dir, self.cache(), self.raw())
+        return box

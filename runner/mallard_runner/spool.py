@@ -125,6 +125,7 @@ class Spool:
                  backoff_max: float = 60.0):
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.chmod(0o700)  # pending posts are the agent's: no build may read them
         self.rejected_dir = self.dir / REJECTED
         self.max_attempts = max_attempts
         self.backoff_base = backoff_base

@@ -10,8 +10,10 @@ import platform
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mallard_wire.fields import Aslr, Turbo
 from mallard_wire.results import TestbedIn
@@ -97,11 +99,14 @@ def thp_mode() -> str:
     return m.group(1) if m else text
 
 
-def compiler_version(cc: str | None = None) -> str:
-    """`gcc 12.2.0` / `clang 14.0.6` for the C compiler the builds use."""
+def compiler_version(cc: str | None = None, env: Mapping[str, str] | None = None,
+                     identity: Mapping[str, Any] | None = None) -> str:
+    """`gcc 12.2.0` / `clang 14.0.6` for the C compiler the builds use (a compiler a build
+    named runs as the work user: `env` and `identity` of sandbox.Sandbox)."""
     cc = cc or os.environ.get("CC") or "cc"
     try:
-        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=20)
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=20,
+                             env=env, stdin=subprocess.DEVNULL, **(identity or {}))
     except OSError:
         return "unknown"
     first = out.stdout.splitlines()[0] if out.stdout else ""

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import fcntl
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-
-from .settings import child_env
+from typing import Any
 
 
 class BuildError(RuntimeError):
@@ -23,13 +22,17 @@ class BuildError(RuntimeError):
         return f"{self.args[0]}\n--- log ---\n{self.log[-8000:]}"
 
 
-def run(cmd: list[str], log: list[str], cwd: Path | None = None, timeout: float = 1800,
-         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run(cmd: list[str], log: list[str], *, env: Mapping[str, str], cwd: Path | None = None,
+        timeout: float = 1800, identity: Mapping[str, Any] | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    """Run a tool with `env` (the whole environment: sandbox.py's allow-list), as the user
+    `identity` names (subprocess keyword arguments, sandbox.Sandbox.identity), its output
+    appended to `log`."""
     log.append("$ " + " ".join(cmd))
     try:
         out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                             env={**child_env(), "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C",
-                                  **(env or {})})
+                             env={"GIT_TERMINAL_PROMPT": "0", **env}, stdin=subprocess.DEVNULL,
+                             **(identity or {}))
     except subprocess.TimeoutExpired as e:
         log.append(f"timed out after {timeout}s")
         raise BuildError(f"{cmd[0]} timed out", "\n".join(log)) from e

@@ -7,13 +7,19 @@
   libmallard.so (counts calls, writes MALLARD_STATS_FILE) on branch `main`,
   and does not compile on branch `broken`;
 - `make_settings`: RunnerSettings pointing at those, with state in tmp_path.
+
+Run as root, the runner drops builds and workloads to its work user (sandbox.py), which
+must reach what the tests make under pytest's 0700 folders: every temporary folder here
+is made searchable by others (`reachable`), never readable.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,20 +34,57 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
 
 
+TEMP_ROOT = Path(tempfile.gettempdir()) / f"mallard-runner-tests-{os.geteuid()}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """As root, a temporary root of these tests' own (one folder per session): pytest sets
+    its shared /tmp/pytest-of-<user> back to 0700 whenever any session starts, another
+    person's too, which would shut the work user out in the middle of a run."""
+    if config.option.basetemp or os.geteuid() != 0:
+        return
+    TEMP_ROOT.mkdir(mode=0o711, exist_ok=True)
+    st = TEMP_ROOT.lstat()
+    if stat.S_ISLNK(st.st_mode) or st.st_uid != os.geteuid():
+        return  # not ours: pytest's own default
+    TEMP_ROOT.chmod(0o711)
+    for old in TEMP_ROOT.glob("run-*"):  # sessions that ended
+        pid = old.name.removeprefix("run-")
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    config.option.basetemp = str(TEMP_ROOT / f"run-{os.getpid()}")
+
+
+def reachable(path: Path) -> Path:
+    """`path` and the folders above it that this user owns: searchable by others (o+x),
+    so the runner's work user reaches what a test made (nothing becomes listable)."""
+    for d in [path, *path.parents]:
+        st = d.stat()
+        if st.st_uid == os.geteuid() and not st.st_mode & stat.S_IXOTH:
+            d.chmod(stat.S_IMODE(st.st_mode) | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _reachable_tmp_path(tmp_path: Path) -> None:
+    reachable(tmp_path)
+
+
 def _cc(*args: str) -> None:
     subprocess.run(["cc", *args], check=True)
 
 
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("workloads")
+    d = reachable(tmp_path_factory.mktemp("workloads"))
     _cc("-O2", "-pthread", "-o", str(d / "tiny"), str(C_DIR / "tiny_workload.c"))
     return d
 
 
 @pytest.fixture(scope="session")
 def crash_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("crash")
+    d = reachable(tmp_path_factory.mktemp("crash"))
     _cc("-O2", "-shared", "-fPIC", "-o", str(d / "crash_lib.so"), str(C_DIR / "crash_lib.c"))
     return d / "crash_lib.so"
 
@@ -106,7 +149,7 @@ def real_mallard(tmp_path_factory: pytest.TempPathFactory) -> BuiltAllocator:
         pytest.skip("allocator/ not committed at HEAD yet")
     # the sha, not HEAD: seven other people commit to this checkout while the tests run
     sha = git(REPO_ROOT, "rev-parse", "HEAD")
-    return Builder(tmp_path_factory.mktemp("cache")).build(str(REPO_ROOT), sha)
+    return Builder(reachable(tmp_path_factory.mktemp("cache"))).build(str(REPO_ROOT), sha)
 
 
 def gate_workload(directory: Path, gate: Path, started: Path) -> Path:
@@ -116,6 +159,9 @@ def gate_workload(directory: Path, gate: Path, started: Path) -> Path:
     lease renewal) instead of guessing how long a run takes: events, not timings.
     """
     directory.mkdir(parents=True, exist_ok=True)
+    # the workload runs as the runner's work user: it may write only where all may
+    started.parent.mkdir(parents=True, exist_ok=True)
+    started.parent.chmod(0o1777)
     prog = directory / "gate"
     prog.write_text(f"""#!/bin/sh
 touch '{started}'

@@ -1,86 +1,76 @@
-"""The agent against a real HTTP server (tests/mini_api.py, state on disk).
+"""The agent against the real API (a `mallard-api serve` process over an embedded
+PostgreSQL), through a thin proxy where a scenario needs a misbehaving server (live.py).
 
-The server dies right after handing out the job, comes back, and loses the
-answer to the first results post after storing it: every trial still arrives
-exactly once (by uid) and the job is done. A failing build is reported with
-its log. SIGTERM mid-job reports a retryable failure and exits.
+The API dies right after handing out the job, comes back, and the answer to the first
+results post is lost after the API stored it: every trial still arrives exactly once
+(by uid) and the job is done. A failing build is reported with its log. SIGTERM mid-job
+reports a retryable failure and exits. A lease that runs out while the agent cannot
+renew it is lost: the run is cancelled, or its late results are dropped. Hostile specs
+(written into the queue behind the API's back) fail cleanly and run nothing.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
+import shutil
 import signal
-import subprocess
-import sys
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from mallard_api.harness import free_port, wait_for
+from mallard_api.harness import API_BIN, wait_for
 
 from .conftest import first_cpu, gate_workload, write_suite
+from .live import DROP, Agent, Proxy, RealApi, Seen, real_api
 
-MINI_API = Path(__file__).resolve().parent / "mini_api.py"
-AGENT = Path(sys.executable).parent / "mallard-runner"
-TOKEN = "test-token-0123456789abcdef"
+pytestmark = pytest.mark.skipif(not API_BIN.exists(), reason="mallard-api is not installed")
 
 
-class Server:
-    def __init__(self, tmp: Path, jobs: list[dict[str, Any]]):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.state = tmp / "api-state.json"
-        self.jobs = tmp / "jobs.json"
-        self.jobs.write_text(json.dumps(jobs))
-        self.proc: subprocess.Popen[str] | None = None
-
-    def start(self, *flags: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(MINI_API), "--port", str(self.port), "--state", str(self.state),
-             "--token", TOKEN, "--jobs", str(self.jobs), *flags],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        assert self.proc.stdout is not None
-        assert self.proc.stdout.readline().strip() == "ready"
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-        if self.proc:
-            self.proc.wait(10)
-
-    def data(self) -> dict[str, Any]:
-        if self.proc is not None and self.proc.poll() is None:
-            return dict(httpx.get(f"{self.url}/_state", timeout=10).json())
-        return dict(json.loads(self.state.read_text()))
+@pytest.fixture(scope="module")
+def api_server(toy_repo: Path) -> Iterator[RealApi]:
+    server = real_api()
+    try:
+        server.start()
+        server.project("mallard", toy_repo)
+        yield server
+    finally:
+        server.close()
+        shutil.rmtree(server.base, ignore_errors=True)
 
 
 @pytest.fixture
-def agent_env(make_settings, tmp_path, toy_repo):
+def api(api_server: RealApi) -> Iterator[RealApi]:
+    """The module's API, running (a test may have stopped it); the jobs a test leaves
+    queued or running are cancelled after it, so the next test's agent claims only its own."""
+    if api_server.proc is None or api_server.proc.poll() is not None:
+        api_server.start()
+    yield api_server
+    if api_server.proc is None or api_server.proc.poll() is not None:
+        api_server.start()
+    api_server.sql("UPDATE jobs SET state = 'cancelled', lease_expires_at = NULL "
+                   "WHERE state IN ('queued', 'running')")
+
+
+@pytest.fixture
+def agent_env(make_settings, tmp_path, toy_repo, api):
     settings = make_settings(cache_dir=tmp_path / "cache")
-    write_suite(settings, "t", {"trials": 3, "warmup": 1, "threads": [1, 2],
-                                "allocators": ["glibc"],
-                                "workloads": {"tiny": {"params": {"ops": 20000}}}})
+    api.add_suite(write_suite(settings, "t", {
+        "trials": 3, "warmup": 1, "threads": [1, 2], "allocators": ["glibc"],
+        "workloads": {"tiny": {"params": {"ops": 20000}}}}))
     env = {**os.environ, "MALLARD_RUNNER_WORKLOADS_DIR": str(settings.workloads_dir),
            "MALLARD_RUNNER_SUITES_DIR": str(settings.suites_dir),
-           "MALLARD_RUNNER_STATE_DIR": str(settings.state_dir),
            "MALLARD_RUNNER_CACHE_DIR": str(settings.cache()),
            "MALLARD_RUNNER_POLL_SECONDS": "0.2", "MALLARD_RUNNER_RETRY_MAX_SECONDS": "0.5",
-           "MALLARD_RUNNER_LEASE_SECONDS": "3", "MALLARD_RUNNER_HEARTBEAT_SECONDS": "0.5",
+           "MALLARD_RUNNER_HEARTBEAT_SECONDS": "0.5",
            "MALLARD_RUNNER_FLUSH_TIMEOUT_SECONDS": "120",
            "MALLARD_RUNNER_REPO_ALLOW": f"file://{toy_repo}"}
     return settings, env
-
-
-def start_agent(server: Server, env: dict[str, str], spool: Path, *extra: str,
-                cwd: Path | None = None):
-    log = open(spool.parent / "agent.log", "ab")  # noqa: SIM115
-    return subprocess.Popen([str(AGENT), "agent", "--api", server.url, "--token", TOKEN,
-                             "--cpus", str(first_cpu()), "--name", "node-1", "--spool",
-                             str(spool), *extra], env=env, stdout=log, stderr=log, cwd=cwd)
 
 
 def job_spec(repo: Path, commit: str = "main") -> dict[str, Any]:
@@ -91,169 +81,217 @@ def job_spec(repo: Path, commit: str = "main") -> dict[str, Any]:
                 {"label": "peer", "name": "glibc"}]}
 
 
-def one_job(tmp_path: Path, env: dict[str, str], specs: list[dict[str, Any]], *flags: str
-            ) -> tuple[dict[str, Any], Path]:
-    """The mini API started with `flags`, an agent run with --once to its end: (state, spool)."""
-    server = Server(tmp_path, specs)
-    server.start(*flags)
-    spool = tmp_path / "spool"
-    agent = start_agent(server, env, spool, "--once")
-    try:
-        assert agent.wait(120) == 0, agent_log(spool)
-        return server.data(), spool
-    finally:
-        if agent.poll() is None:
-            agent.kill()
-            agent.wait()
-        server.stop()
+def agent_for(api: RealApi, url: str, tmp_path: Path, env: dict[str, str],
+              name: str = "node-1") -> Agent:
+    return Agent(url, api.token("runner", name), tmp_path / "agent", env, name)
 
 
-def agent_log(spool: Path) -> str:
-    """The agent's log, lines unwrapped (Rich wraps at the console's width)."""
-    return " ".join((spool.parent / "agent.log").read_text(errors="replace").split())
+def stop_after_claim(api: RealApi) -> Any:
+    """A proxy hook: the API stops right after it handed out a job."""
+
+    def after(seen: Seen) -> None:
+        if seen.path == "/jobs/claim" and seen.status == 200:
+            api.stop()
+
+    return after
 
 
-def test_results_survive_an_api_restart_exactly_once(agent_env, toy_repo, tmp_path):
+def a_failed_post(agent: Agent) -> bool:
+    return any(p["attempts"] >= 1 for p in agent.pending())
+
+
+def results_answers(proxy: Proxy) -> list[tuple[int | None, int, int]]:
+    """(status, stored, duplicates) of every results post the API answered (a dropped
+    answer: status None)."""
+    return [(s.status, s.answer["stored"], s.answer["duplicates"])
+            for s in proxy.posts("/results") if isinstance(s.answer, dict)
+            and "stored" in s.answer]
+
+
+def repost(api: RealApi, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The same trials posted again as history without a job (which an admin lets the
+    runner post to the project): what the API already holds of them."""
+    (runner,) = [r for r in api.admin.get("/runners").json() if r["id"] == body["runner_id"]]
+    api.admin.put(f"/runners/{runner['id']}/projects",
+                  json={"projects": [body["project"]]}).raise_for_status()
+    with httpx.Client(base_url=api.url, timeout=60,
+                      headers={"Authorization": f"Bearer {token}"}) as c:
+        r = c.post("/api/v1/results", json={**body, "job_id": None, "attempt": None})
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+def test_results_survive_an_api_restart_exactly_once(api, agent_env, toy_repo, tmp_path):
     _, env = agent_env
-    server = Server(tmp_path, [job_spec(toy_repo)])
-    spool = tmp_path / "spool"
-    server.start("--exit-after-claim")  # the API dies right after handing out the job
-    agent = start_agent(server, env, spool, "--once")
+    job_id = api.job(job_spec(toy_repo))
+
+    def answer(method: str, path: str, body: Any) -> str | None:
+        # the first results post the API answers: stored, and its answer never arrives
+        answered = [s for s in proxy.posts("/results") if s.answer is not None]
+        return DROP if path == "/results" and not answered else None
+
+    proxy = Proxy(api.url, answer, after=stop_after_claim(api))
+    agent = agent_for(api, proxy.url, tmp_path, env)
     try:
-        assert server.proc is not None
-        server.proc.wait(60)  # it exited after the claim
-        job = server.data()["jobs"][0]
-        assert job["state"] == "running" and job["attempt"] == 1
-        # the agent runs the job with the API down, spools the results, and cannot post them
-        wait_for("a failed post in the spool",
-                 lambda: any(json.loads(p.read_text())["attempts"] >= 1
-                             for p in spool.glob("*.json")), 120)
-        (pending,) = [json.loads(p.read_text()) for p in spool.glob("*.json")]
-        assert pending["url"] == "/results" and pending["body"]["job_id"] == 1
+        agent.start("--once")
+        # the agent runs the job with the API down, spools the results, cannot post them
+        wait_for("a failed post in the spool", lambda: a_failed_post(agent), 120,
+                 on_timeout=agent.log)
+        (pending,) = agent.pending()
+        assert pending["url"] == "/results", pending
+        assert pending["body"]["job_id"] == job_id
         uids = [t["uid"] for t in pending["body"]["trials"]]
         assert len(uids) == 2 * 2 * 4 and len(set(uids)) == len(uids)
-        # the API comes back, stores the post, and the answer is lost on the way
-        server.start("--drop-first-results-response")
-        assert agent.wait(120) == 0, agent_log(spool)
-        data = server.data()
+        api.start()
+        assert agent.wait(120) == 0, agent.log()
     finally:
-        if agent.poll() is None:
-            agent.kill()
-            agent.wait()
-        server.stop()
-    assert sorted(data["trials"]) == sorted(uids)  # every trial, each stored once
-    assert [(p["stored"], p["duplicates"]) for p in data["posts"]] == [(16, 0), (0, 16)]
-    assert data["jobs"][0]["state"] == "done"
-    assert data["runners"][0]["name"] == "node-1"
-    assert data["runners"][0]["testbed"]["cpus"] == str(first_cpu())
-    assert data["posts"][0]["testbed"]["arch"] == os.uname().machine
-    mallard = [t for t in data["trials"].values() if t["allocator"]["name"] == "mallard"]
+        agent.kill()
+        proxy.close()
+    assert results_answers(proxy) == [(None, 16, 0), (201, 0, 16)]  # stored once, then known
+    assert repost(api, api.token("runner", "node-1"), pending["body"])["duplicates"] == 16
+    job = api.get_job(job_id)
+    assert job["state"] == "done" and [a["outcome"] for a in job["attempts"]] == ["done"]
+    (runner,) = [r for r in api.admin.get("/runners").json() if r["name"] == "node-1"]
+    assert runner["testbed"]["cpus"] == str(first_cpu())
+    assert pending["body"]["testbed"]["arch"] == os.uname().machine
+    mallard = [t for t in pending["body"]["trials"] if t["allocator"]["name"] == "mallard"]
     assert len(mallard) == 8 and all(len(t["allocator"]["commit"]) == 40 for t in mallard)
-    assert not list(spool.glob("*.json"))  # the spool is empty once delivered
-    assert "delivered" in agent_log(spool)
+    assert not agent.pending()  # the spool is empty once delivered
+    assert "delivered" in agent.log()
 
 
-def test_build_failure_is_reported_with_its_log(agent_env, toy_repo, tmp_path):
+def test_build_failure_is_reported_with_its_log(api, agent_env, toy_repo, tmp_path):
     _, env = agent_env
-    data, _ = one_job(tmp_path, env, [job_spec(toy_repo, commit="broken")])
-    (fail,) = data["fails"]
-    assert fail["job_id"] == 1 and fail["retryable"] is False and fail["runner_id"] == 1
-    assert "build failed" in fail["log"] and "toy.c" in fail["log"] and "error" in fail["log"]
-    assert data["jobs"][0]["state"] == "failed" and data["trials"] == {}
+    job_id = api.job(job_spec(toy_repo, commit="broken"))
+    proxy = Proxy(api.url)
+    agent = agent_for(api, proxy.url, tmp_path, env)
+    try:
+        assert agent.start("--once").wait(120) == 0, agent.log()
+    finally:
+        agent.kill()
+        proxy.close()
+    job = api.get_job(job_id)
+    assert job["state"] == "failed"  # not retryable: failed at its first attempt
+    (attempt,) = job["attempts"]
+    assert attempt["outcome"] == "failed"
+    assert "build failed" in attempt["log"] and "toy.c" in attempt["log"]
+    assert "error" in attempt["log"]
+    assert proxy.posts("/results") == []
 
 
-def gated_job(settings, env, toy_repo, tmp_path):
-    """A job whose first trial waits for the test: (spec, env, gate, started)."""
+def gated_job(api, settings, env, toy_repo, tmp_path):
+    """A job whose first trial waits for the test: (job id, env, gate, started)."""
     wl = tmp_path / "wl"
-    gate, started = tmp_path / "gate.open", tmp_path / "gate.started"
+    gate, started = tmp_path / "signals" / "gate.open", tmp_path / "signals" / "gate.started"
     gate_workload(wl, gate, started)
-    write_suite(settings, "t", {"trials": 3, "warmup": 0, "threads": [1],
-                                "allocators": ["glibc"], "workloads": {"gate": {}}})
-    spec = {**job_spec(toy_repo), "allocators": [{"label": "peer", "name": "glibc"}],
-            "workloads": ["gate"], "threads": [1], "trials": 3, "warmup": 0}
-    return spec, {**env, "MALLARD_RUNNER_WORKLOADS_DIR": str(wl)}, gate, started
+    # its own suite name: the API reads a suite once
+    api.add_suite(write_suite(settings, "gated", {"trials": 3, "warmup": 0, "threads": [1],
+                                                  "allocators": ["glibc"],
+                                                  "workloads": {"gate": {}}}))
+    spec = {**job_spec(toy_repo), "suite": "gated", "threads": [1], "trials": 3, "warmup": 0,
+            "allocators": [{"label": "peer", "name": "glibc"}], "workloads": ["gate"]}
+    return api.job(spec), {**env, "MALLARD_RUNNER_WORKLOADS_DIR": str(wl)}, gate, started
 
 
-def test_sigterm_mid_job_reports_a_retryable_failure(agent_env, toy_repo, tmp_path):
+def test_sigterm_mid_job_reports_a_retryable_failure(api, agent_env, toy_repo, tmp_path):
     settings, env = agent_env
-    spec, env, gate, started = gated_job(settings, env, toy_repo, tmp_path)
-    server = Server(tmp_path, [spec])
-    server.start()
-    spool = tmp_path / "spool"
-    agent = start_agent(server, env, spool)
+    job_id, env, gate, started = gated_job(api, settings, env, toy_repo, tmp_path)
+    proxy = Proxy(api.url)
+    agent = agent_for(api, proxy.url, tmp_path, env)
     try:
-        wait_for("the first trial to start", started.exists, 60)
-        agent.send_signal(signal.SIGTERM)  # mid-job: the first trial is still running
+        agent.start()
+        wait_for("the first trial to start", started.exists, 60, on_timeout=agent.log)
+        assert agent.proc is not None
+        agent.proc.send_signal(signal.SIGTERM)  # mid-job: the first trial is still running
         wait_for("the agent to take the signal",
-                 lambda: "stopping: after the current trial" in agent_log(spool), 60)
+                 lambda: "stopping: after the current trial" in agent.log(), 60)
         gate.touch()
-        assert agent.wait(60) == 0, agent_log(spool)
-        data = server.data()
+        assert agent.wait(60) == 0, agent.log()
     finally:
         gate.touch()
-        if agent.poll() is None:
-            agent.kill()
-            agent.wait()
-        server.stop()
-    (fail,) = data["fails"]
-    assert fail["retryable"] is True and "shutting down" in fail["log"]
-    assert data["jobs"][0]["state"] == "queued"  # back in the queue for another attempt
-    assert data["trials"] == {}
+        agent.kill()
+        proxy.close()
+    job = api.get_job(job_id)
+    assert job["state"] == "queued"  # back in the queue for another attempt
+    (attempt,) = job["attempts"]
+    assert attempt["outcome"] == "failed" and "shutting down" in attempt["log"]
+    assert proxy.posts("/results") == []
 
 
-def test_lost_lease_cancels_the_run_and_posts_nothing(agent_env, toy_repo, tmp_path):
+def another_runner_takes(api: RealApi, job_id: int) -> bool:
+    """A second runner claims `job_id` (possible once its lease ran out)."""
+    token = api.token("runner", "node-2")
+    with httpx.Client(base_url=api.url + "/api/v1", timeout=30,
+                      headers={"Authorization": f"Bearer {token}"}) as c:
+        r = c.post("/runners/register", json={"name": "node-2", "arch": platform.machine(),
+                                               "cpus": "0", "testbed": {
+                                                   "arch": platform.machine(),
+                                                   "cpu_model": "Test CPU"}})
+        r.raise_for_status()
+        claimed = c.post("/jobs/claim", json={"runner_id": r.json()["id"],
+                                              "lease_seconds": 600})
+    return claimed.status_code == 200 and claimed.json()["id"] == job_id
+
+
+def renewals_blocked(blocked: threading.Event) -> Any:
+    """A proxy rule: while `blocked`, every lease renewal is answered 503 (the API is
+    unreachable for renewals), so the lease runs out."""
+
+    def answer(method: str, path: str, body: Any) -> int | None:
+        return 503 if blocked.is_set() and path.endswith("/lease") else None
+
+    return answer
+
+
+def test_lost_lease_cancels_the_run_and_posts_nothing(api, agent_env, toy_repo, tmp_path):
     settings, env = agent_env
-    spec, env, gate, started = gated_job(settings, env, toy_repo, tmp_path)
-    server = Server(tmp_path, [spec])
-    server.start("--lose-lease")  # every renewal answers 409
-    spool = tmp_path / "spool"
-    agent = start_agent(server, env, spool, "--once")
+    job_id, env, gate, started = gated_job(api, settings, env, toy_repo, tmp_path)
+    blocked = threading.Event()
+    blocked.set()
+    proxy = Proxy(api.url, renewals_blocked(blocked))
+    agent = agent_for(api, proxy.url, tmp_path, {**env, "MALLARD_RUNNER_LEASE_SECONDS": "3"})
     try:
-        wait_for("the first trial to start", started.exists, 60)
-        wait_for("a lease renewal (refused)", lambda: server.data()["leases"] >= 1, 60)
-        wait_for("the agent to notice", lambda: "lease on job 1 lost" in agent_log(spool), 60)
+        agent.start("--once")
+        wait_for("the first trial to start", started.exists, 60, on_timeout=agent.log)
+        wait_for("the lease to run out and another runner to claim the job",
+                 lambda: another_runner_takes(api, job_id), 60)
+        blocked.clear()  # the next renewal reaches the API: 409, the lease is lost
+        wait_for("the agent to notice", lambda: f"lease on job {job_id} lost" in agent.log(), 60)
         gate.touch()  # the trial ends; the run is cancelled before the next one
-        assert agent.wait(120) == 0, agent_log(spool)
-        data = server.data()
+        assert agent.wait(120) == 0, agent.log()
     finally:
         gate.touch()
-        if agent.poll() is None:
-            agent.kill()
-            agent.wait()
-        server.stop()
-    assert data["trials"] == {} and data["posts"] == [] and data["fails"] == []
-    assert "abandoned (lease lost); results not posted" in agent_log(spool)
+        agent.kill()
+        proxy.close()
+    assert proxy.posts("/results") == [] and proxy.posts(f"/jobs/{job_id}/fail") == []
+    assert "abandoned (lease lost); results not posted" in agent.log()
+    job = api.get_job(job_id)
+    assert job["state"] == "running" and job["attempt"] == 2  # the other runner's now
 
 
 def test_a_runner_killed_with_results_in_its_spool_delivers_them_on_restart(
-        agent_env, toy_repo, tmp_path):
+        api, agent_env, toy_repo, tmp_path):
     _, env = agent_env
-    server = Server(tmp_path, [job_spec(toy_repo)])
-    spool = tmp_path / "spool"
-    server.start("--exit-after-claim")
-    agent = start_agent(server, env, spool, "--once")
+    job_id = api.job(job_spec(toy_repo))
+    proxy = Proxy(api.url, after=stop_after_claim(api))
+    agent = agent_for(api, proxy.url, tmp_path, env)
+    again = Agent(proxy.url, api.token("runner", "node-1"), tmp_path / "agent", env)
     try:
-        assert server.proc is not None
-        server.proc.wait(60)
-        wait_for("a failed post in the spool",
-                 lambda: any(json.loads(p.read_text())["attempts"] >= 1
-                             for p in spool.glob("*.json")), 120)
+        agent.start("--once")
+        wait_for("a failed post in the spool", lambda: a_failed_post(agent), 120,
+                 on_timeout=agent.log)
         agent.kill()  # the runner dies with its results undelivered
-        agent.wait()
-        (pending,) = [json.loads(p.read_text()) for p in spool.glob("*.json")]
-        server.start()
-        again = start_agent(server, env, spool, "--once", "--max-idle", "1")
-        assert again.wait(120) == 3, agent_log(spool)  # delivered, then no job: exit 3
-        data = server.data()
+        (pending,) = agent.pending()
+        api.start()
+        again.start("--once", "--max-idle", "1")
+        assert again.wait(120) == 3, again.log()  # delivered, then no job: exit 3
     finally:
-        for p in (agent, locals().get("again")):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
-        server.stop()
-    assert sorted(data["trials"]) == sorted(t["uid"] for t in pending["body"]["trials"])
-    assert data["jobs"][0]["state"] == "done"
-    assert not list(spool.glob("*.json"))
+        agent.kill()
+        again.kill()
+        proxy.close()
+    assert results_answers(proxy) == [(201, 16, 0)]
+    assert api.get_job(job_id)["state"] == "done"
+    assert not again.pending()
 
 
 # -- hostile job specs, leases and results the API will not take ----------------------------
@@ -289,7 +327,9 @@ class Recorder:
         self.server.server_close()
 
 
-def test_hostile_job_specs_fail_cleanly_and_run_nothing(agent_env, toy_repo, tmp_path):
+def test_hostile_job_specs_fail_cleanly_and_run_nothing(api, agent_env, toy_repo, tmp_path):
+    """Specs the API itself would refuse, written into its queue behind its back (a
+    database restored from elsewhere, an older API): the runner checks them again."""
     settings, env = agent_env
     secret = tmp_path / "host-secret.yaml"
     secret.write_text("name: s\nworkloads: {tiny: {}}\npassword: hunter2-HOST-SECRET\n")
@@ -306,72 +346,106 @@ def test_hostile_job_specs_fail_cleanly_and_run_nothing(agent_env, toy_repo, tmp
         {**base, "suite": str(secret.with_suffix(""))},
         {**base, "allocators": "not a list"},  # malformed: cannot even be read
     ]
-    server = Server(tmp_path, specs)
-    server.start()
-    spool = tmp_path / "spool"
-    agent = start_agent(server, env, spool, cwd=tmp_path)
+    ids = []
+    for spec in specs:
+        job_id = api.job(base)
+        api.sql("UPDATE jobs SET spec = CAST(%(s)s AS jsonb) WHERE id = %(id)s",
+                {"s": json.dumps(spec), "id": job_id})
+        ids.append(job_id)
+    agent = agent_for(api, api.url, tmp_path, env)
     try:
-        wait_for(f"{len(specs)} failure reports",
-                 lambda: len(server.data()["fails"]) == len(specs), 120)
-        agent.send_signal(signal.SIGTERM)
-        assert agent.wait(60) == 0, agent_log(spool)
-        data = server.data()
+        agent.start(cwd=tmp_path)
+        wait_for(f"{len(specs)} failed jobs",
+                 lambda: all(api.get_job(j)["state"] == "failed" for j in ids), 120,
+                 on_timeout=agent.log)
+        assert agent.proc is not None
+        agent.proc.send_signal(signal.SIGTERM)
+        assert agent.wait(60) == 0, agent.log()
     finally:
-        if agent.poll() is None:
-            agent.kill()
-            agent.wait()
-        server.stop()
+        agent.kill()
         internal.close()
-    fails = {f["job_id"]: f for f in data["fails"]}
-    assert sorted(fails) == list(range(1, len(specs) + 1))
-    assert all(f["retryable"] is False for f in fails.values())
-    assert all(j["state"] == "failed" for j in data["jobs"])
+    jobs = [api.get_job(j) for j in ids]
+    logs = [j["attempts"][0]["log"] for j in jobs]
+    assert all(len(j["attempts"]) == 1 for j in jobs)  # not retryable: one attempt each
     # refused on claim by the wire model (mallard_wire.jobs.JobSpec), naming the field, or
     # by the runner's own guard (guard.py) for what only the runner can judge (its allow-list)
-    expect = {1: "spec.allocators.0.commit", 2: "not on this runner's allow-list",
-              3: "not on this runner's allow-list", 4: "remote-helper",
-              5: "spec.allocator_dir", 6: "spec.suite", 7: "spec.suite",
-              8: "malformed"}
-    for jid, words in expect.items():
-        assert words in fails[jid]["log"], (jid, fails[jid]["log"])
+    expect = ["spec.allocators.0.commit", "not on this runner's allow-list",
+              "not on this runner's allow-list", "remote-helper", "spec.allocator_dir",
+              "spec.suite", "spec.suite", "malformed"]
+    for log, words in zip(logs, expect, strict=True):
+        assert words in log, (words, log)
     assert internal.requests == []  # refused before any fetch
-    assert not [p for p in tmp_path.rglob("marker")] and not list(toy_repo.rglob("marker"))
+    assert not list(tmp_path.rglob("marker")) and not list(toy_repo.rglob("marker"))
     assert not (settings.cache() / "builds").exists()  # nothing was configured or built
-    assert "hunter2" not in json.dumps(data) and "hunter2" not in agent_log(spool)
-    assert data["trials"] == {} and data["posts"] == []
+    assert "hunter2" not in json.dumps(jobs) and "hunter2" not in agent.log()
 
 
-def test_results_carry_the_claimed_attempt(agent_env, toy_repo, tmp_path):
+def test_results_carry_the_claimed_attempt(api, agent_env, toy_repo, tmp_path):
     _, env = agent_env
-    data, _ = one_job(tmp_path, env, [job_spec(toy_repo)])
-    (post,) = data["posts"]
-    assert post["job_id"] == 1 and post["attempt"] == data["jobs"][0]["attempt"] == 1
-    assert data["jobs"][0]["state"] == "done"
+    job_id = api.job(job_spec(toy_repo))
+    proxy = Proxy(api.url)
+    agent = agent_for(api, proxy.url, tmp_path, env)
+    try:
+        assert agent.start("--once").wait(120) == 0, agent.log()
+    finally:
+        agent.kill()
+        proxy.close()
+    (post,) = proxy.posts("/results")
+    job = api.get_job(job_id)
+    assert post.status == 201 and post.body["job_id"] == job_id
+    assert post.body["attempt"] == job["attempt"] == 1 and job["state"] == "done"
 
 
-def test_results_of_a_lost_lease_are_dropped_not_retried(agent_env, toy_repo, tmp_path):
-    _, env = agent_env
-    # another runner holds the job when the results arrive
-    data, spool = one_job(tmp_path, env, [job_spec(toy_repo)], "--requeue-on-results")
-    assert data["stale_results"] == 1  # one post, answered 409 lease_lost, never again
-    assert data["trials"] == {} and data["fails"] == []
-    assert not list(spool.glob("*.json")) and not list(spool.glob("rejected/*"))
-    assert "no longer holds the job's lease; not retried" in agent_log(spool)
+def test_results_of_a_lost_lease_are_dropped_not_retried(api, agent_env, toy_repo, tmp_path):
+    settings, env = agent_env
+    job_id, env, gate, started = gated_job(api, settings, env, toy_repo, tmp_path)
+    blocked = threading.Event()
+    blocked.set()  # renewals never arrive: the agent does not learn the lease is gone
+    proxy = Proxy(api.url, renewals_blocked(blocked))
+    agent = agent_for(api, proxy.url, tmp_path, {**env, "MALLARD_RUNNER_LEASE_SECONDS": "3"})
+    try:
+        agent.start("--once")
+        wait_for("the first trial to start", started.exists, 60, on_timeout=agent.log)
+        wait_for("another runner to hold the job", lambda: another_runner_takes(api, job_id),
+                 60)
+        gate.touch()  # the run ends; its results arrive for a job someone else holds
+        assert agent.wait(120) == 0, agent.log()
+    finally:
+        gate.touch()
+        agent.kill()
+        proxy.close()
+    (post,) = proxy.posts("/results")  # one post, answered 409 lease_lost, never again
+    assert post.status == 409 and post.answer["detail"][0]["type"] == "lease_lost"
+    assert proxy.posts(f"/jobs/{job_id}/fail") == []
+    assert not agent.pending() and not list(agent.spool.glob("rejected/*"))
+    assert "no longer holds the job's lease; not retried" in agent.log()
 
 
 @pytest.mark.parametrize("status,retryable", [(422, False), (500, True)])
-def test_results_the_api_never_takes_fail_the_job_and_are_kept(agent_env, toy_repo, tmp_path,
-                                                               status, retryable):
+def test_results_the_api_never_takes_fail_the_job_and_are_kept(api, agent_env, toy_repo,
+                                                               tmp_path, status, retryable):
+    """422: the real API refuses them (their project does not exist: the spec was changed
+    in the queue); 500: the proxy answers every results post with a server error."""
     _, env = agent_env
-    data, spool = one_job(tmp_path, {**env, "MALLARD_RUNNER_POST_MAX_ATTEMPTS": "3"},
-                          [job_spec(toy_repo)], "--results-status", str(status))
-    assert data["refused_results"] == (1 if status == 422 else 3)
-    (fail,) = data["fails"]
-    assert fail["job_id"] == 1 and fail["retryable"] is retryable
-    assert f"HTTP {status}" in fail["log"] and "rejected" in fail["log"]
-    assert data["jobs"][0]["state"] == ("queued" if retryable else "failed")
-    (kept,) = spool.glob("rejected/*results-1-*.json")  # kept for inspection, not deleted
+    job_id = api.job(job_spec(toy_repo))
+    if status == 422:
+        api.sql("UPDATE jobs SET spec = jsonb_set(spec, '{project}', '\"ghost\"') "
+                "WHERE id = %(id)s", {"id": job_id})
+    proxy = Proxy(api.url, lambda method, path, body: status if status == 500
+                  and path == "/results" else None)
+    agent = agent_for(api, proxy.url, tmp_path, {**env, "MALLARD_RUNNER_POST_MAX_ATTEMPTS": "3"})
+    try:
+        assert agent.start("--once").wait(120) == 0, agent.log()
+    finally:
+        agent.kill()
+        proxy.close()
+    assert [s.status for s in proxy.posts("/results")] == [status] * (1 if status == 422 else 3)
+    job = api.get_job(job_id)
+    (attempt,) = job["attempts"]
+    assert f"HTTP {status}" in attempt["log"] and "rejected" in attempt["log"]
+    assert job["state"] == ("queued" if retryable else "failed")
+    (kept,) = agent.spool.glob(f"rejected/*results-{job_id}-*.json")  # kept, not deleted
     entry = json.loads(kept.read_text())
-    assert entry["body"]["job_id"] == 1 and len(entry["body"]["trials"]) == 16
+    assert entry["body"]["job_id"] == job_id and len(entry["body"]["trials"]) == 16
     assert f"HTTP {status}" in entry["last_error"]
-    assert not list(spool.glob("*.json"))
+    assert not agent.pending()

@@ -21,7 +21,7 @@ from mallard_runner.suites import Suite, expand
 from mallard_runner.testbed import collect
 from mallard_wire.results import AllocatorIn
 
-from .conftest import first_cpu, git
+from .conftest import first_cpu, git, reachable
 
 CROSS_TOOLS = ("aarch64-linux-gnu-gcc", "qemu-aarch64", "cmake")
 needs_cross = pytest.mark.skipif(
@@ -110,7 +110,7 @@ def arm64_build(tmp_path_factory: pytest.TempPathFactory):
     """mallard at this checkout's HEAD and the workloads, cross-built for aarch64."""
     settings = RunnerSettings(arch="aarch64")
     target = settings.platform()
-    cache = tmp_path_factory.mktemp("arm64")
+    cache = reachable(tmp_path_factory.mktemp("arm64"))  # the work user builds there
     workloads = cross_workloads(target, RUNNER_DIR / "workloads", cache / "workloads")
     sha = git(REPO_ROOT, "rev-parse", "HEAD")
     built = Builder(cache / "cache", platform=target).build(str(REPO_ROOT), sha)

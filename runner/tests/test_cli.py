@@ -112,18 +112,30 @@ def test_a_missing_peer_is_reported_and_skipped(make_settings, tmp_path, monkeyp
     assert "jemalloc" in res.artifacts["missing_peers"]
 
 
+def agent_cmd(*args: str) -> list[str]:
+    return [str(Path(sys.executable).parent / "mallard-runner"), "agent", "--api",
+            "http://127.0.0.1:9", "--cpus", str(first_cpu()), *args]
+
+
+def token_file(tmp_path: Path, token: str, mode: int = 0o600) -> Path:
+    path = tmp_path / "runner.token"
+    path.write_text(token + "\n")
+    path.chmod(mode)
+    return path
+
+
 @pytest.mark.parametrize("how", ["option", "env"])
 @pytest.mark.parametrize("token,why", [("CHANGE-ME", "CHANGE-ME placeholder"),
                                        ("change-me-0123456789abcdef", "CHANGE-ME placeholder"),
                                        ("short-token", "shorter than 16 bytes")])
 def test_agent_refuses_placeholder_and_short_tokens(tmp_path, how, token, why):
     env = {**os.environ, "MALLARD_RUNNER_STATE_DIR": str(tmp_path)}
-    args = [str(Path(sys.executable).parent / "mallard-runner"), "agent", "--api",
-            "http://127.0.0.1:9", "--cpus", str(first_cpu())]
+    path = token_file(tmp_path, token)
+    args = agent_cmd()
     if how == "option":
-        args += ["--token", token]
+        args += ["--token-file", str(path)]
     else:
-        env["MALLARD_RUNNER_TOKEN"] = token
+        env["MALLARD_RUNNER_TOKEN_FILE"] = str(path)
     out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stderr
     assert why in " ".join(out.stderr.split()) and "Traceback" not in out.stderr
@@ -131,10 +143,42 @@ def test_agent_refuses_placeholder_and_short_tokens(tmp_path, how, token, why):
         assert token not in out.stderr
 
 
+def test_agent_refuses_a_token_in_its_environment(tmp_path):
+    """A process's environment is readable by what it starts: the token has no place there."""
+    token = "a-real-looking-token-0123456789"
+    env = {**os.environ, "MALLARD_RUNNER_STATE_DIR": str(tmp_path),
+           "MALLARD_RUNNER_TOKEN": token}
+    out = subprocess.run(agent_cmd("--token-file", str(token_file(tmp_path, token))), env=env,
+                         capture_output=True, text=True, timeout=60)
+    said = " ".join(out.stderr.split())
+    assert out.returncode == 2 and "MALLARD_RUNNER_TOKEN is not read" in said
+    assert "MALLARD_RUNNER_TOKEN_FILE" in said and token not in out.stderr
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o660])
+def test_agent_refuses_a_token_file_others_may_read(tmp_path, mode):
+    token = "a-real-looking-token-0123456789"
+    env = {**os.environ, "MALLARD_RUNNER_STATE_DIR": str(tmp_path)}
+    out = subprocess.run(agent_cmd("--token-file", str(token_file(tmp_path, token, mode))),
+                         env=env, capture_output=True, text=True, timeout=60)
+    said = " ".join(out.stderr.split())
+    assert out.returncode == 2 and f"is mode {mode:04o}" in said and "chmod 600" in said
+    assert token not in out.stderr
+
+
+def test_agent_needs_a_token_file(tmp_path):
+    env = {**os.environ, "MALLARD_RUNNER_STATE_DIR": str(tmp_path)}
+    env.pop("MALLARD_RUNNER_TOKEN_FILE", None)
+    out = subprocess.run(agent_cmd(), env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "--token-file" in out.stderr
+    out = subprocess.run(agent_cmd("--token-file", str(tmp_path / "missing")), env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "cannot read the runner token file" in out.stderr
+
+
 def test_agent_refuses_a_bad_repo_allow_list(tmp_path):
     env = {**os.environ, "MALLARD_RUNNER_STATE_DIR": str(tmp_path),
            "MALLARD_RUNNER_REPO_ALLOW": "github.com"}
-    out = subprocess.run([str(Path(sys.executable).parent / "mallard-runner"), "agent",
-                          "--api", "http://127.0.0.1:9", "--token", "t" * 32],
+    out = subprocess.run(agent_cmd("--token-file", str(token_file(tmp_path, "t" * 32))),
                          env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "repo allow-list entry 'github.com'" in out.stderr

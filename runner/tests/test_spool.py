@@ -2,7 +2,7 @@
 from each answer whether to retry, drop (lease lost) or set aside (never accepted).
 
 The answers here are built by hand (the decision is the spool's own logic); the agent
-tests send the same answers from a real HTTP server.
+tests get the same answers from the real API (through a proxy where it must misbehave).
 """
 
 from __future__ import annotations

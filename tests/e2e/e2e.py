@@ -408,11 +408,22 @@ def containers(admin: str) -> dict[str, Any]:
           f"{runner['name']} arch={runner.get('arch')} cpus={runner.get('cpus')}")
 
     users = {svc: compose("exec", "-T", svc, "id", "-u").strip() for svc in ("api", "runner")}
-    check("api and runner containers run as non-root", all(u not in ("", "0")
-                                                          for u in users.values()),
-          ", ".join(f"{k} uid {v}" for k, v in users.items()))
-
     cid = compose("ps", "-q", "runner").strip()
+    caps = json.loads(run(["docker", "inspect", "-f",
+                           '{"add": {{json .HostConfig.CapAdd}}, '
+                           '"drop": {{json .HostConfig.CapDrop}}}', cid]).stdout)
+    added = sorted(c.removeprefix("CAP_") for c in caps["add"] or [])
+    dropped = [c.removeprefix("CAP_") for c in caps["drop"] or []]
+    sandboxed = "builds and workloads run as mallard-work" in " ".join(
+        compose("logs", "--no-color", "runner").split())
+    # the runner's agent is root only to run the code under test as mallard-work
+    check("api runs as non-root; the runner's agent as root with CHOWN, KILL, SETGID, SETUID "
+          "only, its builds and workloads as mallard-work",
+          users["api"] not in ("", "0") and users["runner"] == "0" and sandboxed
+          and added == ["CHOWN", "KILL", "SETGID", "SETUID"] and dropped == ["ALL"],
+          f"api uid {users['api']}, runner uid {users['runner']}, capabilities +{added} "
+          f"-{dropped}, work user {'named' if sandboxed else 'not named'} in its log")
+
     cpuset, privileged = run(["docker", "inspect", "-f",
                               "{{.HostConfig.CpusetCpus}} {{.HostConfig.Privileged}}",
                               cid]).stdout.split()

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from mallard_wire.fields import INT64_MAX
 from mallard_wire.jobs import ClaimIn, FailIn, JobSpec, LeaseIn
+from mallard_wire.scrub import scrub
 from sqlalchemy.orm import Session
 
 from mallard_api import quotas
@@ -18,6 +19,7 @@ from mallard_api.auth import (
     UserOrAdmin,
     check_runner,
     field_error,
+    may_read_job,
 )
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
@@ -118,7 +120,8 @@ def fail(job_id: JobPath, body: FailIn, request: Request, session: DB, p: Runner
     if sql.get(session, job_id) is None:
         raise field_error(404, ["path", "job_id"], f"no job with id {job_id}", "not_found")
     job = sql.fail(session, job_id=job_id, runner_id=runner.id, attempt=body.attempt,
-                   log=body.log, retryable=body.retryable)
+                   log=scrub(body.log, request.app.state.settings.secret_values()),
+                   retryable=body.retryable)
     if job is None:
         raise lost(job_id, runner.id, body.attempt, sql.get(session, job_id))
     ingest.jobs_changed(session, [job_id])  # a comparison settles when its job fails
@@ -199,9 +202,11 @@ def list_jobs(session: DB, _: AnyRole,
 
 
 @router.get("/{job_id:int}", response_model=JobDetail, responses={404: {"model": ErrorOut}})
-def get_job(job_id: JobPath, session: DB, _: AnyRole) -> JobDetail:
+def get_job(job_id: JobPath, session: DB, p: AnyRole) -> JobDetail:
+    """A job with its attempts and their logs: for an admin, a runner that ran it, a user
+    token of its project (auth.may_read_job); for anyone else there is no such job."""
     job = sql.get(session, job_id)
-    if job is None:
+    if job is None or not may_read_job(p, *sql.readers(session, job_id)):
         raise field_error(404, ["path", "job_id"], f"no job with id {job_id}", "not_found")
     return JobDetail(**job_out(job).model_dump(), attempts=[
         AttemptOut(attempt=a.attempt, runner_id=a.runner_id, started_at=a.started_at,

@@ -11,6 +11,7 @@ import json
 
 from fastapi import APIRouter, Request, Response
 from mallard_wire.results import ResultsIn
+from mallard_wire.scrub import scrub
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import ingest
@@ -120,6 +121,9 @@ async def post_results(request: Request) -> Response:
 def store(request: Request, session: Session, p: Principal, raw: bytes) -> Response:
     body = parse(ResultsIn, raw)
     settings: Settings = request.app.state.settings
+    for t in body.trials:  # a stderr tail is written by the code under test
+        if t.stderr_tail:
+            t.stderr_tail = scrub(t.stderr_tail, settings.secret_values())
     if body.job_id is not None and not body.trials:
         raise field_error(422, ["body", "trials"], "a job's results must carry its trials")
     if body.artifacts and len(json.dumps(body.artifacts)) > settings.max_artifacts_bytes:

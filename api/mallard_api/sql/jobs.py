@@ -57,6 +57,22 @@ def attempts(session: Session, job_id: int) -> list[JobAttempt]:
         select(JobAttempt).where(JobAttempt.job_id == job_id).order_by(JobAttempt.attempt)))
 
 
+_READERS = text(
+    "SELECT (SELECT p.name FROM projects p WHERE p.id = j.project_id) AS project, "
+    "ARRAY(SELECT r.name FROM runners r WHERE r.id = j.runner_id OR r.id IN "
+    "(SELECT a.runner_id FROM job_attempts a WHERE a.job_id = j.id)) AS runners "
+    "FROM jobs j WHERE j.id = :j")
+
+
+def readers(session: Session, job_id: int) -> tuple[str | None, set[str]]:
+    """What decides who may read a job's attempts and logs (auth.may_read_job): the name of
+    its project (None: none) and the names of the runners that held it."""
+    row = session.execute(_READERS, {"j": job_id}).first()
+    if row is None:
+        return None, set()
+    return row.project, set(row.runners or ())
+
+
 def requeue_expired(session: Session, arch: str | None = None) -> list[int]:
     """Re-queue running jobs whose lease expired (or fail them at the attempt cap).
 

@@ -10,20 +10,22 @@ from sqlalchemy.orm import Session
 
 from mallard_api.models.tokens import ApiToken
 
-_LOOKUP = text("SELECT id, role, runner_name FROM api_tokens "
+_LOOKUP = text("SELECT id, role, runner_name, projects FROM api_tokens "
                "WHERE token_sha256 = :h AND revoked_at IS NULL")
 
 
-def lookup(session: Session, token_sha256: str) -> Row[tuple[int, str, str | None]] | None:
-    """The active token with this hash: (id, role, runner_name); every request asks, so
-    it is one plain statement."""
+def lookup(session: Session, token_sha256: str
+           ) -> Row[tuple[int, str, str | None, list[str] | None]] | None:
+    """The active token with this hash: (id, role, runner_name, projects); every request
+    asks, so it is one plain statement."""
     return session.execute(_LOOKUP, {"h": token_sha256}).first()
 
 
 def create(session: Session, *, token_sha256: str, role: str, runner_name: str | None,
-           description: str | None = None) -> ApiToken:
+           description: str | None = None, projects: list[str] | None = None) -> ApiToken:
+    """A token; `projects` (user tokens): the only projects whose jobs it may read."""
     row = ApiToken(token_sha256=token_sha256, role=role, runner_name=runner_name,
-                   description=description)
+                   description=description, projects=projects)
     session.add(row)
     session.flush()
     return row

@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
-from mallard_api.auth import Principal, field_error
+from mallard_api.auth import Principal, field_error, may_read_job
 from mallard_api.deps import get_session
 from mallard_api.models.projects import Project
 from mallard_api.sql import alerts as alert_sql
@@ -220,7 +220,10 @@ def alert_page(request: Request, alert_id: Id, session: DB, who: Viewer) -> HTML
 def bisection_view(request: Request, bisection_id: Id, session: DB, who: Viewer
                    ) -> HTMLResponse:
     b = verdict_sql.get_bisection(session, bisection_id)
-    if b is None:
+    # its steps show why their jobs failed (a line of a build log): who may read the
+    # project's jobs (auth.may_read_job)
+    project = session.get(Project, b.project_id) if b is not None else None
+    if b is None or not may_read_job(who, project.name if project else None, set()):
         raise field_error(404, ["path", "bisection_id"],
                           f"There is no bisection #{bisection_id}.", "not_found")
     return page(request, "bisection.html", viewer=who,

@@ -16,6 +16,19 @@ from ui.bisect_data import BUILD_ERROR, CULPRIT, FORGE_TOKEN, SKIPPED, claim, fa
 from ui.test_ui_access import fresh
 
 
+def test_bisection_page_is_only_for_readers_of_its_projects_jobs(app, bisect_data,
+                                                                 make_token):
+    """Its steps show a line of a failed build's log: a user token of another project
+    finds no such bisection."""
+    b = bisect_data["bisection"]
+    outsider = {"Authorization": f"Bearer {make_token('user', projects=['another'])}"}
+    r = fresh(app).get(f"/ui/bisections/{b['id']}", headers=outsider)
+    assert r.status_code == 404 and BUILD_ERROR not in r.text
+    member = {"Authorization": f"Bearer {make_token('user', projects=[bisect_data['project']])}"}
+    r = fresh(app).get(f"/ui/bisections/{b['id']}", headers=member)
+    assert r.status_code == 200 and BUILD_ERROR in r.text
+
+
 def test_bisection_page_shows_request_culprit_and_steps(app, bisect_data, user_headers):
     d, b = bisect_data, bisect_data["bisection"]
     r = fresh(app).get(f"/ui/bisections/{b['id']}", headers=user_headers)

@@ -3,12 +3,11 @@
 # ConfigMap mallard-runner-entrypoint). It is not told its CPUs: it reads the set the
 # kubelet pinned it to (Cpus_allowed_list of its own process; with the static CPU
 # manager and Guaranteed QoS that is the container's exclusive cpuset), checks that
-# the set has as many CPUs as the container's CPU limit, reads this node's runner
-# token from the file the node's admin installed, and execs
-#   mallard-runner agent --api URL --name NODE --cpus SET
-# with the token in MALLARD_RUNNER_TOKEN (the agent's --token fallback): a process's
-# environment is readable only by its own user, its command line by every process in
-# the pod, including the workloads built from the commits under test.
+# the set has as many CPUs as the container's CPU limit, checks this node's runner
+# token in the file the node's admin installed, and execs
+#   mallard-runner agent --api URL --name NODE --cpus SET --token-file FILE
+# The token stays in its file (root's, mode 0600): never in an environment variable or
+# on a command line, which what the agent starts (the commits under test) could read.
 # POSIX sh only (dash in the image); no awk, no coreutils.
 #
 # Environment:
@@ -75,7 +74,8 @@ case $token in
 esac
 [ "${#token}" -ge 16 ] || die "the runner token in $token_file is shorter than 16 bytes: not a token from mallard-api token create"
 
-MALLARD_RUNNER_TOKEN=$token
-export MALLARD_RUNNER_TOKEN
+token=""
+unset MALLARD_RUNNER_TOKEN
 echo "runner-agent: runner $MALLARD_RUNNER_NAME on CPUs $cpus, API $MALLARD_RUNNER_API" >&2
-exec mallard-runner agent --api "$MALLARD_RUNNER_API" --name "$MALLARD_RUNNER_NAME" --cpus "$cpus"
+exec mallard-runner agent --api "$MALLARD_RUNNER_API" --name "$MALLARD_RUNNER_NAME" --cpus "$cpus" \
+  --token-file "$token_file"
