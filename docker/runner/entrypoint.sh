@@ -33,5 +33,9 @@ fi
 unset MALLARD_RUNNER_TOKEN
 MALLARD_RUNNER_TOKEN_FILE=$file
 export MALLARD_RUNNER_TOKEN_FILE
+# the token is written: the agent's own folders (cache, builds) must stay searchable by the
+# work user, which reaches its build and trial folders through them (the agent closes them
+# to writes by others itself)
+umask 022
 if [ $# -eq 0 ]; then set -- agent; fi
 exec mallard-runner "$@"
