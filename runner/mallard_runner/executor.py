@@ -214,20 +214,20 @@ class Executor:
         (trial_dir / "command").write_text(shlex.join(cmd) + "\n")
         started = _now()
         note = ""
-        self.sandbox.give(trial_dir)
-        try:
-            with open(trial_dir / "stdout", "wb") as so, open(trial_dir / "stderr", "wb") as se:
-                try:
-                    proc = subprocess.run(cmd, stdout=so, stderr=se, stdin=subprocess.DEVNULL,
-                                          env=self.sandbox.env(), cwd=trial_dir,
-                                          timeout=self.settings.trial_timeout_seconds,
-                                          **self.sandbox.identity())
-                    rc: int | None = proc.returncode
-                except subprocess.TimeoutExpired:
-                    rc, note = None, (f"timed out after "
-                                      f"{self.settings.trial_timeout_seconds:g}s (killed)")
-        finally:
-            self.sandbox.take(trial_dir)
+        # opened before the folder is given: the agent keeps no DAC_OVERRIDE in a container
+        with open(trial_dir / "stdout", "wb") as so, open(trial_dir / "stderr", "wb") as se:
+            self.sandbox.give(trial_dir)
+            try:
+                proc = subprocess.run(cmd, stdout=so, stderr=se, stdin=subprocess.DEVNULL,
+                                      env=self.sandbox.env(), cwd=trial_dir,
+                                      timeout=self.settings.trial_timeout_seconds,
+                                      **self.sandbox.identity())
+                rc: int | None = proc.returncode
+            except subprocess.TimeoutExpired:
+                rc, note = None, (f"timed out after "
+                                  f"{self.settings.trial_timeout_seconds:g}s (killed)")
+            finally:
+                self.sandbox.take(trial_dir)
         out_file = trial_dir / "cachegrind.out"
         counts = parse_cachegrind(out_file.read_text()) if out_file.exists() else None
         result = last_json_line(_read(trial_dir / "stdout"))
