@@ -7,12 +7,13 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
 import uvicorn
 from pydantic import ValidationError
-from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
@@ -134,11 +135,18 @@ def db_url() -> None:
     typer.echo(url.replace("postgresql+psycopg://", "postgresql://"))
 
 
-def _session() -> tuple[Engine, Session]:
-    settings = load_settings()
-    url = db.database_url(settings)
-    engine = db.make_engine(url, 1)
-    return engine, db.make_sessionmaker(engine)()
+@contextmanager
+def _session() -> Iterator[Session]:
+    """A session on the configured database for one admin command; afterwards the engine
+    is disposed and an embedded server this command started is stopped."""
+    engine = db.make_engine(db.database_url(load_settings()), 1)
+    session = db.make_sessionmaker(engine)()
+    try:
+        yield session
+    finally:
+        session.close()
+        engine.dispose()
+        db.stop_embedded()
 
 
 @token_app.command("create")
@@ -162,44 +170,29 @@ def token_create(
                    err=True)
         raise typer.Exit(2)
     token = new_token()
-    engine, session = _session()
-    try:
+    with _session() as session:
         tokens.create(session, token_sha256=hash_token(token), role=role,
                       runner_name=runner if role == "runner" else None,
                       description=description, projects=list(project) if project else None)
         session.commit()
-    finally:
-        session.close()
-        engine.dispose()
-        db.stop_embedded()
     sys.stdout.write(token + "\n")
 
 
 @token_app.command("list")
 def token_list() -> None:
     """List tokens (id, role, runner, created, revoked); never the tokens themselves."""
-    engine, session = _session()
-    try:
+    with _session() as session:
         for t in tokens.list_all(session):
             typer.echo(f"{t.id}\t{t.role}\t{t.runner_name or '-'}\t{t.created_at:%Y-%m-%d}\t"
                        f"{'revoked' if t.revoked_at else 'active'}\t{t.description or ''}")
-    finally:
-        session.close()
-        engine.dispose()
-        db.stop_embedded()
 
 
 @token_app.command("revoke")
 def token_revoke(token_id: int) -> None:
     """Revoke a token by id."""
-    engine, session = _session()
-    try:
+    with _session() as session:
         ok = tokens.revoke(session, token_id)
         session.commit()
-    finally:
-        session.close()
-        engine.dispose()
-        db.stop_embedded()
     if not ok:
         typer.echo(f"no active token {token_id}", err=True)
         raise typer.Exit(1)
@@ -209,31 +202,21 @@ def token_revoke(token_id: int) -> None:
 @runner_app.command("list")
 def runner_list() -> None:
     """List runners (id, name, arch, last seen, in service or retired)."""
-    engine, session = _session()
-    try:
+    with _session() as session:
         for r, _ in runners.list_all(session):
             state = f"retired {r.retired_at:%Y-%m-%d %H:%M}" if r.retired_at else "in service"
             typer.echo(f"{r.id}\t{r.name}\t{r.arch}\t{r.last_seen_at:%Y-%m-%d %H:%M:%S}\t{state}")
-    finally:
-        session.close()
-        engine.dispose()
-        db.stop_embedded()
 
 
 @runner_app.command("retire")
 def runner_retire(name: str) -> None:
     """Retire a runner by name: no longer expected (MallardRunnerDown resolves) until it
     registers again."""
-    engine, session = _session()
-    try:
+    with _session() as session:
         runner = runners.get_by_name(session, name)
         if runner is not None:
             runners.retire(session, runner)
             session.commit()
-    finally:
-        session.close()
-        engine.dispose()
-        db.stop_embedded()
     if runner is None:
         typer.echo(f"no runner named '{name}'", err=True)
         raise typer.Exit(1)
@@ -263,17 +246,12 @@ def runner_projects(
     except ValidationError as exc:
         typer.echo(f"--allow: {exc.errors()[0]['msg']}", err=True)
         raise typer.Exit(2) from exc
-    engine, session = _session()
-    try:
+    with _session() as session:
         runner = runners.get_by_name(session, name)
         if runner is not None and (allow or all_projects or none):
             runners.set_projects(session, runner, None if all_projects else (allow or []))
             session.commit()
         scope = None if runner is None else _scope(runner)
-    finally:
-        session.close()
-        engine.dispose()
-        db.stop_embedded()
     if scope is None:
         typer.echo(f"no runner named '{name}'", err=True)
         raise typer.Exit(1)
