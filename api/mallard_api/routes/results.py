@@ -24,6 +24,7 @@ from mallard_api.rawbody import body_schema, parse
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.results import ResultsOut
 from mallard_api.sql import jobs as job_sql
+from mallard_api.sql import measures as measure_sql
 from mallard_api.sql import results as sql
 from mallard_api.sql import runners as runner_sql
 
@@ -126,6 +127,10 @@ def store(request: Request, session: Session, p: Principal, raw: bytes) -> Respo
             t.stderr_tail = scrub(t.stderr_tail, settings.secret_values())
     if body.job_id is not None and not body.trials:
         raise field_error(422, ["body", "trials"], "a job's results must carry its trials")
+    if len(body.trials) > settings.max_trials_per_post:
+        raise field_error(413, ["body", "trials"], f"{len(body.trials)} trials; a post carries "
+                          f"at most {settings.max_trials_per_post} "
+                          "(MALLARD_MAX_TRIALS_PER_POST)", "too_large")
     if body.artifacts and len(json.dumps(body.artifacts)) > settings.max_artifacts_bytes:
         raise field_error(413, ["body", "artifacts"], f"artifacts are larger than "
                           f"{settings.max_artifacts_bytes} bytes (MALLARD_MAX_ARTIFACTS_BYTES)",
@@ -144,8 +149,14 @@ def store(request: Request, session: Session, p: Principal, raw: bytes) -> Respo
             return answer(ResultsOut(stored=0, duplicates=len(body.trials), job_id=body.job_id))
     check_project(session, p, body, runner_id, project_id, job)
 
-    stored, duplicates = sql.ingest(session, body, runner_id=runner_id, project_id=project_id,
-                                    queue_changes=ingest.queues_changes(job))
+    caps = measure_sql.Caps(settings.max_new_measures_per_post,
+                            settings.max_measures_per_project)
+    try:
+        stored, duplicates = sql.ingest(session, body, runner_id=runner_id,
+                                        project_id=project_id, caps=caps,
+                                        queue_changes=ingest.queues_changes(job))
+    except measure_sql.TooMany as exc:
+        raise field_error(422, ["body", "trials"], str(exc), exc.kind) from exc
     if body.artifacts and stored:  # a re-post (all duplicates) does not store them twice
         sql.store_artifacts(session, job_id=body.job_id, runner_id=runner_id,
                             artifacts=body.artifacts)
