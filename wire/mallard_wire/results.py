@@ -28,7 +28,6 @@ from mallard_wire.fields import (
     RunnerId,
     Str200,
     Str500,
-    Text,
     Turbo,
 )
 
@@ -69,13 +68,14 @@ class TestbedIn(TestbedFields):
 
 class AllocatorIn(InModel):
     """What was measured: mallard at a commit (built by the runner) or a peer found on
-    the node."""
+    the node. Its six fields are one key of the API's (one index entry: ~2,700 bytes at
+    most), so each is bounded: together at most 2,428 characters."""
 
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]{1,100}$")]
     commit: Str200 | None = None
     variant: Str500 | None = None
-    build_flags: Text | None = None
-    compiler: Text | None = None
+    build_flags: Annotated[str, StringConstraints(max_length=1000, pattern=NO_NUL)] | None = None
+    compiler: Str500 | None = None
     library_sha256: Annotated[str, StringConstraints(max_length=128,
                                                      pattern=NO_NUL)] | None = None
 

@@ -151,12 +151,8 @@ def store(request: Request, session: Session, p: Principal, raw: bytes) -> Respo
 
     caps = measure_sql.Caps(settings.max_new_measures_per_post,
                             settings.max_measures_per_project)
-    try:
-        stored, duplicates = sql.ingest(session, body, runner_id=runner_id,
-                                        project_id=project_id, caps=caps,
-                                        queue_changes=ingest.queues_changes(job))
-    except measure_sql.TooMany as exc:
-        raise field_error(422, ["body", "trials"], str(exc), exc.kind) from exc
+    stored, duplicates = sql.ingest(session, body, runner_id=runner_id, project_id=project_id,
+                                    caps=caps, queue_changes=ingest.queues_changes(job))
     if body.artifacts and stored:  # a re-post (all duplicates) does not store them twice
         sql.store_artifacts(session, job_id=body.job_id, runner_id=runner_id,
                             artifacts=body.artifacts)

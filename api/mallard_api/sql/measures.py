@@ -16,6 +16,7 @@ from typing import NamedTuple
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from mallard_api.errors import Refused
 from mallard_api.sql import ids
 
 # pg_advisory_xact_lock key of "adding measure names" ("mallmeas")
@@ -25,14 +26,6 @@ LOCK_KEY = 0x6D616C6C6D656173
 class Caps(NamedTuple):
     per_post: int
     per_project: int
-
-
-class TooMany(Exception):
-    """A post would add more measure names than a cap allows (nothing is added)."""
-
-    def __init__(self, msg: str, kind: str) -> None:
-        super().__init__(msg)
-        self.kind = kind
 
 
 _SELECT = text("SELECT id, name FROM measures WHERE name = ANY(CAST(:names AS text[]))")
@@ -56,8 +49,9 @@ def _stored(session: Session, names: list[str]) -> dict[str, int]:
 
 def ensure(session: Session, names: set[str], *, project_id: int | None, caps: Caps,
            project: str | None = None) -> None:
-    """Make every name of `names` a stored measure, adding the missing ones; TooMany
-    (before anything is added) when they are more than a cap allows."""
+    """Make every name of `names` a stored measure, adding the missing ones; Refused
+    (422 naming `trials`, before anything is added) when they are more than a cap
+    allows."""
     _, unknown = ids.known(session, "measure", names)
     if not unknown:
         return
@@ -76,14 +70,14 @@ def ensure(session: Session, names: set[str], *, project_id: int | None, caps: C
 
 def check(session: Session, new: int, *, project_id: int | None, caps: Caps,
           project: str | None) -> None:
-    """TooMany unless `new` more names fit both caps (under the lock)."""
+    """Refused unless `new` more names fit both caps (under the lock)."""
     if new > caps.per_post:
-        raise TooMany(f"the post names {new} measures that do not exist yet; a post may add "
-                      f"at most {caps.per_post} (MALLARD_MAX_NEW_MEASURES_PER_POST)",
-                      "too_many_new_measures")
+        raise Refused(["body", "trials"], f"the post names {new} measures that do not "
+                      f"exist yet; a post may add at most {caps.per_post} "
+                      "(MALLARD_MAX_NEW_MEASURES_PER_POST)", "too_many_new_measures")
     added = int(session.scalar(_ADDED, {"project": project_id}) or 0)
     if added + new > caps.per_project:
         whose = f"project '{project}'" if project is not None else "posts without a project"
-        raise TooMany(f"{whose} added {added} measure names; {new} more would pass the cap "
-                      f"of {caps.per_project} (MALLARD_MAX_MEASURES_PER_PROJECT)",
-                      "too_many_measures")
+        raise Refused(["body", "trials"], f"{whose} added {added} measure names; {new} more "
+                      f"would pass the cap of {caps.per_project} "
+                      "(MALLARD_MAX_MEASURES_PER_PROJECT)", "too_many_measures")

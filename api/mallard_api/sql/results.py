@@ -210,7 +210,8 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
            caps: measure_sql.Caps) -> tuple[int, int]:
     """Store the trials, queueing change detection for the new ones if `queue_changes`;
     return (number of newly stored trials, number of duplicates). Measure names new to
-    the database are added first, within `caps` (measure_sql.TooMany: nothing stored)."""
+    the database are added first, within `caps`; errors.Refused (422 naming the field,
+    nothing stored) for what the database could not hold."""
     if not body.trials:
         return 0, 0
     measure_sql.ensure(session, {m for t in body.trials for m in t.measures},
