@@ -23,7 +23,8 @@ SECRET = "s3cret-value-never-echoed"
 _TOO_MANY = ", ".join(f":p{i}" for i in range(70_000))
 # name -> the statements a probe runs on one connection, and the binds of the last one
 REFUSED = {
-    "value_too_long": (["SELECT CAST(:v AS varchar(3))"], {"v": SECRET}),
+    "value_too_long": (["CREATE TEMP TABLE probe_v (x varchar(3))",
+                        "INSERT INTO probe_v VALUES (:v)"], {"v": SECRET}),
     "out_of_range": (["SELECT CAST(:v AS smallint)"], {"v": 100_000}),
     "invalid_text": (["SELECT CAST(:v AS integer)"], {"v": SECRET}),
     "numeric_overflow": (["SELECT CAST(:v AS numeric(3, 0))"], {"v": 12345}),

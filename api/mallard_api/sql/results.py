@@ -12,6 +12,7 @@ from pydantic_core import to_json
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from mallard_api.errors import Refused
 from mallard_api.params import params_key, params_sha256
 from mallard_api.sql import ids
 from mallard_api.sql import measures as measure_sql
@@ -205,6 +206,23 @@ def _alloc_key(t: TrialIn) -> AllocKey:
             a.library_sha256 or "")
 
 
+# An allocator's six fields are one entry of its unique index, which holds at most 2,704
+# bytes: the wire bounds them in characters (mallard_wire.results.AllocatorIn), this in
+# bytes (3 or 4 a character in some scripts), for the allocators this process does not
+# remember (a post of known ones checks none).
+ALLOCATOR_KEY_MAX_BYTES = 2600
+
+
+def _check_allocator_keys(alloc_keys: list[AllocKey], new: list[AllocKey]) -> None:
+    for key in new:
+        size = sum(len(field.encode()) for field in key)
+        if size > ALLOCATOR_KEY_MAX_BYTES:
+            raise Refused(["body", "trials", alloc_keys.index(key), "allocator"],
+                          f"the allocator's name, commit, variant, build_flags, compiler and "
+                          f"library_sha256 take {size} bytes in UTF-8; together at most "
+                          f"{ALLOCATOR_KEY_MAX_BYTES}", "too_large")
+
+
 def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
            project_id: int | None, queue_changes: bool,
            caps: measure_sql.Caps) -> tuple[int, int]:
@@ -223,6 +241,7 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     wids = _workload_ids(session, body.trials)
     alloc_keys = [_alloc_key(t) for t in body.trials]
     allocators, new_allocs = ids.known(session, "allocator", set(alloc_keys))
+    _check_allocator_keys(alloc_keys, new_allocs)
     commits, new_shas = _commit_ids(session, project_id, body.trials)
     shas = sorted(new_shas)
     new_allocs.sort()
