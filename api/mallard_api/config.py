@@ -26,12 +26,14 @@ _PLACEHOLDER = re.compile(r"change[-_ ]?me|replace[-_ ]?me|^x+$|^\.+$|example|pl
 
 def check_secret(name: str, value: str | None) -> str | None:
     """A secret is unset (None, or empty: treated as unset) or a real one: at least
-    SECRET_MIN_BYTES bytes and not a placeholder from an example file."""
+    SECRET_MIN_BYTES bytes and not a placeholder from an example file. The message
+    never holds the value."""
     if value is None or value == "":
         return None
     if _PLACEHOLDER.search(value):
-        raise ValueError(f"{name} is a placeholder ({value[:12]!r}...): set a real secret, "
-                         f"e.g. `python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`")
+        raise ValueError(f"{name} is a placeholder copied from a sample file: set a real "
+                         "secret, e.g. "
+                         "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`")
     if len(value.encode()) < SECRET_MIN_BYTES:
         raise ValueError(f"{name} is shorter than {SECRET_MIN_BYTES} bytes: set a longer "
                          "secret")
@@ -39,7 +41,9 @@ def check_secret(name: str, value: str | None) -> str | None:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MALLARD_", extra="ignore")
+    # a refused value is never repeated in the error (it may be a secret)
+    model_config = SettingsConfigDict(env_prefix="MALLARD_", extra="ignore",
+                                      hide_input_in_errors=True)
 
     # Storage. No DATABASE_URL: an embedded PostgreSQL in data_dir is started and used.
     database_url: str | None = Field(

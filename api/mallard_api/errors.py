@@ -5,7 +5,9 @@
   RecursionError; both are 422s at `["body"]`.
 - Validation errors are answered without echoing the input: the input may be huge,
   nested 100,000 levels, not representable as JSON (NaN) or UTF-8 (a lone surrogate),
-  or a secret. Locations and messages are made printable and short.
+  or a secret. Locations and messages are made printable and short, and the message of
+  a field named like a secret (secret, token, password, key...) never repeats six
+  characters running of its value, whatever its validator said.
 - Database errors by kind (`db_error`): PostgreSQL unreachable (no connection, the
   server going away or not taking connections, the pool waited out) or asking for a
   retry (a deadlock, out of connections, disk or memory, a lock or statement timeout)
@@ -88,6 +90,23 @@ def refused(exc: BaseException) -> str | None:
             f"SQLSTATE {orig.sqlstate}{f', {where}' if where else ''})")
 
 
+_SECRET_FIELD = re.compile(r"secret|token|passw|credential|private|api_?key", re.IGNORECASE)
+_RUN = 6  # characters of a secret-like value a message may not repeat in a row
+
+
+def _hides_secret(error: Any, msg: str) -> str:
+    """`msg`, or a message of its own when the field is named like a secret and `msg`
+    repeats a part of its value (the first 4096 characters are looked at)."""
+    names = [x for x in error.get("loc", ()) if isinstance(x, str)]
+    value = error.get("input")
+    if not names or not _SECRET_FIELD.search(names[-1]) or not isinstance(value, str):
+        return msg
+    value = value[:4096]
+    if any(msg[i:i + _RUN] in value for i in range(max(1, len(msg) - _RUN + 1))):
+        return "refused (the message is not shown: it would repeat part of this secret)"
+    return msg
+
+
 def printable(value: str, limit: int = 200) -> str:
     """A string safe to put in a JSON answer or a log line: short, valid UTF-8."""
     value = _UNPRINTABLE.sub("\ufffd", value)
@@ -165,6 +184,7 @@ def install(app: FastAPI, retry_after: int) -> None:
             ctx = e.get("ctx") or {}
             if e.get("type") == "json_invalid" and "error" in ctx:
                 msg = f"{msg}: {ctx['error']}"
+            msg = _hides_secret(e, msg)
             detail.append({"loc": [_loc(x) for x in e.get("loc", ())][:10],
                            "msg": printable(msg, 500), "type": printable(str(e.get("type")))})
         return JSONResponse(status_code=422, content={"detail": detail})
