@@ -88,10 +88,12 @@ class Settings(BaseSettings):
     body_buffer_bytes: int = Field(default=64 << 20, ge=1 << 20)
     send_timeout_seconds: float = Field(default=30.0, gt=0)
     keep_alive_seconds: int = Field(default=75, ge=1)
-    # A results post: its trials (the wire's own bound is 20,000), the measure names it
-    # may add, and the names a project's posts may add in all (sql/measures.py); past
-    # them, 413 / 422 naming `trials`.
-    max_trials_per_post: int = Field(default=20_000, ge=1, le=20_000)
+    # A results post: its JSON values (commas outside strings, checked before it is
+    # parsed: what bounds its memory, rawbody.json_values), its trials (the wire's own
+    # bound is 20,000), the measure names it may add, and the names a project's posts may
+    # add in all (sql/measures.py); past them, 413 / 422 naming `body` or `trials`.
+    max_results_body_values: int = Field(default=2_000_000, ge=1000)
+    max_trials_per_post: int = Field(default=10_000, ge=1, le=20_000)
     max_new_measures_per_post: int = Field(default=100, ge=0)
     max_measures_per_project: int = Field(default=1_000, ge=0)
     # Commits of one push that get commit jobs (the newest ones); all are recorded.

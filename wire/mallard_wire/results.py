@@ -6,7 +6,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from mallard_wire.fields import (
@@ -80,9 +87,18 @@ class AllocatorIn(InModel):
                                                      pattern=NO_NUL)] | None = None
 
 
+MAX_PARAMS = 64  # keys of a workload's params
+MAX_COUNTERS = 256  # keys of a trial's counters (the allocator's: ~50)
+
+
+def _bounded(keys: int) -> WithJsonSchema:
+    return WithJsonSchema({"type": "object", "additionalProperties": True,
+                           "maxProperties": keys})
+
+
 class WorkloadIn(InModel):
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]
-    params: JsonObject = {}
+    params: Annotated[JsonObject, Field(max_length=MAX_PARAMS), _bounded(MAX_PARAMS)] = {}
 
 
 class TrialIn(InModel):
@@ -100,7 +116,8 @@ class TrialIn(InModel):
     signal: Int32 | None = None
     stderr_tail: LogText | None = None
     measures: Annotated[dict[MeasureName, FiniteFloat], Field(max_length=MAX_MEASURES)] = {}
-    counters: JsonObject | None = None
+    counters: Annotated[JsonObject, Field(max_length=MAX_COUNTERS),
+                        _bounded(MAX_COUNTERS)] | None = None
 
 
 class ResultsIn(InModel):
