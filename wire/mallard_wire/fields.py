@@ -237,7 +237,8 @@ JsonDocument = Annotated[
     GetPydanticSchema(lambda _tp, handler: handler(dict[str, Any])),  # checked whole below
     AfterValidator(check_json),
 ]
-FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+# A number (an integer or a float, finite), never a boolean or a numeric string.
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False, strict=True)]
 Int32 = Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]
 RunnerId = Annotated[int, Field(ge=1, le=INT32_MAX)]
 JobId = Annotated[int, Field(ge=1, le=INT64_MAX)]

@@ -9,12 +9,13 @@ from typing import Annotated, Literal
 from pydantic import (
     ConfigDict,
     Field,
+    GetPydanticSchema,
     StringConstraints,
     ValidationInfo,
     WithJsonSchema,
     field_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import PydanticCustomError, core_schema
 
 from mallard_wire.fields import (
     INT32_MAX,
@@ -101,6 +102,19 @@ class WorkloadIn(InModel):
     params: Annotated[JsonObject, Field(max_length=MAX_PARAMS), _bounded(MAX_PARAMS)] = {}
 
 
+# Numbers and booleans of a trial as the schema says: never a boolean for a number nor a
+# number or text for a boolean (pydantic's lax mode would take `"signal": false`), and a
+# time as RFC 3339 text (or a datetime in Python), never a number; checked in Rust.
+Strict = Field(strict=True)
+Timestamp = Annotated[datetime, GetPydanticSchema(lambda _tp, _handler: core_schema.union_schema(
+    [core_schema.datetime_schema(strict=True),
+     core_schema.chain_schema([core_schema.str_schema(strict=True),
+                               core_schema.datetime_schema()])],
+    custom_error_type="datetime_text",
+    custom_error_message="must be a date and time as RFC 3339 text")),
+    WithJsonSchema({"type": "string", "format": "date-time"})]
+
+
 class TrialIn(InModel):
     """One run of one workload, kept raw (contracts §5 `trials[]`)."""
 
@@ -108,12 +122,12 @@ class TrialIn(InModel):
     label: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")] = "head"
     allocator: AllocatorIn
     workload: WorkloadIn
-    seq: Int32 = 0
-    warmup: bool = False
-    started_at: datetime | None = None
-    ok: bool = True
-    exit_code: Int32 | None = None
-    signal: Int32 | None = None
+    seq: Annotated[Int32, Strict] = 0
+    warmup: Annotated[bool, Strict] = False
+    started_at: Timestamp | None = None
+    ok: Annotated[bool, Strict] = True
+    exit_code: Annotated[Int32, Strict] | None = None
+    signal: Annotated[Int32, Strict] | None = None
     stderr_tail: LogText | None = None
     measures: Annotated[dict[MeasureName, FiniteFloat], Field(max_length=MAX_MEASURES)] = {}
     counters: Annotated[JsonObject, Field(max_length=MAX_COUNTERS),
@@ -124,11 +138,11 @@ class ResultsIn(InModel):
     """Trials of a job (job_id and the attempt the runner holds), or history uploaded
     without a job (no job_id, no attempt)."""
 
-    job_id: JobId | None = None
-    attempt: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = Field(
+    job_id: Annotated[JobId, Strict] | None = None
+    attempt: Annotated[int, Field(ge=1, le=INT32_MAX), Strict] | None = Field(
         default=None, validate_default=True,
         description="the job's attempt as the runner claimed it; required with job_id")
-    runner_id: RunnerId | None = None
+    runner_id: Annotated[RunnerId, Strict] | None = None
     project: Name | None = None
     branch: BranchName | None = None
     testbed: TestbedIn
