@@ -22,6 +22,7 @@ from mallard_api import db
 from mallard_api.harness import ApiProcess
 from mallard_api.sql import ids
 from sqlalchemy import Engine, text
+from test_results import post_at_once
 
 
 def last_id(engine: Engine) -> int:
@@ -149,3 +150,15 @@ def test_a_real_api_restarted_after_the_attack_takes_posts(own_database, unique)
                 assert r.status_code == 201 and r.json()["stored"] == 2, r.text
                 assert http.post("/results", json=body).json()["duplicates"] == 2
         assert last() == 32767 + len(names)  # the first start added them; none since
+
+
+def test_concurrent_posts_of_the_same_new_names_take_one_id_each(live_server, make_runner,
+                                                                 make_project, engine, unique):
+    runner, headers = make_runner()
+    project = make_project()["name"]
+    names = {f"c{unique}_{j}": 1.0 for j in range(20)}
+    before = last_id(engine)
+    bodies = [results([trial(measures=names)], runner_id=runner["id"], project=project)
+              for _ in range(6)]
+    assert post_at_once(live_server, headers, bodies) == [201] * 6
+    assert names_like(engine, f"c{unique}") == 20 and last_id(engine) == before + 20
