@@ -1,4 +1,4 @@
-"""Measure names cannot use ingestion up (sql/measures.py, migration 0019). The attack:
+"""Measure names cannot use ingestion up (sql/measures.py, migration 0021). The attack:
 one post of 2,000 trials x 24 new names took every id a smallserial had, and from the
 next restart on every post naming a measure was refused. Now a post may add at most
 MALLARD_MAX_NEW_MEASURES_PER_POST names and a project MALLARD_MAX_MEASURES_PER_PROJECT

@@ -91,12 +91,12 @@ def test_0005_queues_the_comparisons_still_open(pg_server):
     assert "analysis_queue" not in tables and "webhook_deliveries" not in tables
 
 
-def test_0019_a_used_up_measure_sequence_goes_on(pg_server):
+def test_0021_a_used_up_measure_sequence_goes_on(pg_server):
     """The attack: measure names posted until `measures_id_seq` (a smallserial) is used
-    up; from then on no new name could be stored. 0019 widens the id and its sequence:
+    up; from then on no new name could be stored. 0021 widens the id and its sequence:
     every stored name keeps its id, the next one is 32,768."""
-    url = create_database(pg_server, "mallard_migrations_0019")
-    db.migrate(url, MIGRATIONS, "0018")
+    url = create_database(pg_server, "mallard_migrations_0021")
+    db.migrate(url, MIGRATIONS, "0020")
     plain = url.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(plain, autocommit=True) as conn:
         conn.execute("INSERT INTO measures (name) VALUES ('posted_before')")
@@ -104,7 +104,7 @@ def test_0019_a_used_up_measure_sequence_goes_on(pg_server):
         conn.execute("SELECT setval('measures_id_seq', 32767)")  # used up
         with pytest.raises(psycopg.errors.SequenceGeneratorLimitExceeded):
             conn.execute("INSERT INTO measures (name) VALUES ('one_too_many')")
-    db.migrate(url, MIGRATIONS, "0019")
+    db.migrate(url, MIGRATIONS, "0021")
     with psycopg.connect(plain, autocommit=True) as conn:
         assert dict(conn.execute("SELECT name, id FROM measures").fetchall()) == before
         new = conn.execute("INSERT INTO measures (name) VALUES ('one_more') RETURNING id")
@@ -115,7 +115,7 @@ def test_0019_a_used_up_measure_sequence_goes_on(pg_server):
             "SELECT 'sequence', data_type FROM information_schema.sequences WHERE "
             "sequence_name = 'measures_id_seq'").fetchall())
         assert types == {"column": "bigint", "sequence": "bigint"}
-    db.downgrade(url, MIGRATIONS, "0018")  # ids renumbered to fit a smallint again
+    db.downgrade(url, MIGRATIONS, "0020")  # ids renumbered to fit a smallint again
     with psycopg.connect(plain, autocommit=True) as conn:
         rows = dict(conn.execute("SELECT name, id FROM measures").fetchall())
         assert set(rows) == set(before) | {"one_more"} and max(rows.values()) < 32767

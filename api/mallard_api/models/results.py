@@ -48,7 +48,7 @@ class Workload(Base):
 
 class Measure(Base):
     """A measure name; `project_id` and `added_at`: the project whose post first named
-    it, and when (None: seeded by a migration). Ids are bigint (migration 0019)."""
+    it, and when (None: seeded by a migration). Ids are bigint (migration 0021)."""
 
     __tablename__ = "measures"
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)

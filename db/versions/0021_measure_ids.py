@@ -11,15 +11,15 @@ when (both NULL for the measures the migrations seed): what the API's cap on new
 names per project (`MALLARD_MAX_MEASURES_PER_PROJECT`) counts. A downgrade renumbers the
 ids from 1 when they no longer fit a smallint (nothing references them).
 
-Revision ID: 0019
-Revises: 0018
-Create Date: 2026-11-25
+Revision ID: 0021
+Revises: 0020
+Create Date: 2026-12-01
 """
 
 from alembic import op
 
-revision = "0019"
-down_revision = "0018"
+revision = "0021"
+down_revision = "0020"
 branch_labels = None
 depends_on = None
 
