@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from mallard_api.errors import DB_UNAVAILABLE
+from mallard_api.errors import DB_ERRORS, unavailable
 
 log = logging.getLogger("mallard_api.background")
 
@@ -54,7 +54,9 @@ class BackgroundLoop:
         """One guarded step; returns the seconds to wait before the next one."""
         try:
             more = self.step()
-        except DB_UNAVAILABLE as exc:
+        except DB_ERRORS as exc:
+            if not unavailable(exc):
+                return self._failed()
             self.failures += 1
             delay = self.backoff()
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -62,14 +64,17 @@ class BackgroundLoop:
                         type(exc).__name__, first[:200], delay)
             return delay
         except Exception:
-            self.failures += 1
-            delay = self.backoff()
-            log.exception("%s failed; next try in %.0f s", self.name, delay)
-            return delay
+            return self._failed()
         if self.failures:
             log.warning("%s: working again after %d failed round(s)", self.name, self.failures)
             self.failures = 0
         return 0.0 if more else self.interval
+
+    def _failed(self) -> float:
+        self.failures += 1
+        delay = self.backoff()
+        log.exception("%s failed; next try in %.0f s", self.name, delay)
+        return delay
 
     def backoff(self) -> float:
         base = max(self.interval, 0.5)

@@ -26,12 +26,14 @@ _PLACEHOLDER = re.compile(r"change[-_ ]?me|replace[-_ ]?me|^x+$|^\.+$|example|pl
 
 def check_secret(name: str, value: str | None) -> str | None:
     """A secret is unset (None, or empty: treated as unset) or a real one: at least
-    SECRET_MIN_BYTES bytes and not a placeholder from an example file."""
+    SECRET_MIN_BYTES bytes and not a placeholder from an example file. The message
+    never holds the value."""
     if value is None or value == "":
         return None
     if _PLACEHOLDER.search(value):
-        raise ValueError(f"{name} is a placeholder ({value[:12]!r}...): set a real secret, "
-                         f"e.g. `python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`")
+        raise ValueError(f"{name} is a placeholder copied from a sample file: set a real "
+                         "secret, e.g. "
+                         "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`")
     if len(value.encode()) < SECRET_MIN_BYTES:
         raise ValueError(f"{name} is shorter than {SECRET_MIN_BYTES} bytes: set a longer "
                          "secret")
@@ -39,7 +41,9 @@ def check_secret(name: str, value: str | None) -> str | None:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MALLARD_", extra="ignore")
+    # a refused value is never repeated in the error (it may be a secret)
+    model_config = SettingsConfigDict(env_prefix="MALLARD_", extra="ignore",
+                                      hide_input_in_errors=True)
 
     # Storage. No DATABASE_URL: an embedded PostgreSQL in data_dir is started and used.
     database_url: str | None = Field(
@@ -84,6 +88,14 @@ class Settings(BaseSettings):
     body_buffer_bytes: int = Field(default=64 << 20, ge=1 << 20)
     send_timeout_seconds: float = Field(default=30.0, gt=0)
     keep_alive_seconds: int = Field(default=75, ge=1)
+    # A results post: its JSON values (commas outside strings, checked before it is
+    # parsed: what bounds its memory, rawbody.json_values), its trials (the wire's own
+    # bound is 20,000), the measure names it may add, and the names a project's posts may
+    # add in all (sql/measures.py); past them, 413 / 422 naming `body` or `trials`.
+    max_results_body_values: int = Field(default=2_000_000, ge=1000)
+    max_trials_per_post: int = Field(default=10_000, ge=1, le=20_000)
+    max_new_measures_per_post: int = Field(default=100, ge=0)
+    max_measures_per_project: int = Field(default=1_000, ge=0)
     # Commits of one push that get commit jobs (the newest ones); all are recorded.
     push_max_queued: int = Field(default=20, ge=0)
     # Commits beyond that cap get theirs when a runner of the arch finds nothing queued.

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
 from helpers import TESTBED
+from mallard_api import errors
+from mallard_api.config import Settings
+from pydantic import BaseModel, ValidationError, field_validator
 
 
 def test_deeply_nested_bodies_are_422(client, user_headers, make_runner):
@@ -70,3 +76,57 @@ def test_bad_results_bodies_are_422_at_body(client, make_runner):
         assert r.status_code == 422, (raw, r.text)
         detail = r.json()["detail"][0]
         assert detail["loc"][0] == "body" and detail["type"] == kind, (raw, detail)
+
+
+def windows(secret: str, size: int = 6) -> set[str]:
+    return {secret[i:i + size] for i in range(len(secret) - size + 1)}
+
+
+def test_a_refused_webhook_secret_is_not_echoed(client, user_headers, unique):
+    """The attack: a `webhook_secret` with a placeholder word came back, its first 12
+    characters, in the 422."""
+    for secret in (f"example-{unique}-Zq8xV2mK4pLw", "CHANGE-ME-Zq8xV2mK4pLw", "shortZq8x"):
+        r = client.put(f"/api/v1/projects/p-{unique}", headers=user_headers,
+                       json={"repo_url": "/srv/git/p.git", "webhook_secret": secret})
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"][0]["loc"] == ["body", "webhook_secret"]
+        assert not any(w in r.text for w in windows(secret)), r.text
+
+
+def test_a_placeholder_setting_is_refused_without_its_value():
+    secret = "replace-me-Zq8xV2mK4pLw"
+    with pytest.raises(ValidationError) as exc:
+        Settings(github_webhook_secret=secret)
+    assert "MALLARD_GITHUB_WEBHOOK_SECRET is a placeholder" in str(exc.value)
+    assert not any(w in str(exc.value) for w in windows(secret)), str(exc.value)
+
+
+class _Echoing(BaseModel):
+    """A body whose validators repeat what they were given (as check_secret did)."""
+
+    api_token: str
+    name: str
+
+    @field_validator("api_token", "name")
+    @classmethod
+    def _echo(cls, value: str) -> str:
+        raise ValueError(f"{value[:12]!r} is not accepted")
+
+
+def test_no_message_repeats_a_secret_like_field(unique):
+    """Whatever a validator says, the 422 repeats no part of a secret-, token- or
+    password-named field's value (errors.py); other fields' messages stay as they are."""
+    app = FastAPI()
+    errors.install(app, retry_after=1)
+
+    @app.post("/echo")
+    def echo(body: _Echoing) -> dict[str, str]:
+        return {}
+
+    token = f"tok-{unique}-Zq8xV2mK4pLw"
+    with TestClient(app) as c:
+        r = c.post("/echo", json={"api_token": token, "name": "plain-name"})
+    assert r.status_code == 422
+    by_field = {d["loc"][-1]: d["msg"] for d in r.json()["detail"]}
+    assert not any(w in by_field["api_token"] for w in windows(token)), by_field
+    assert "plain-name" in by_field["name"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import psycopg
+import pytest
 from conftest import MIGRATIONS, create_database
 from mallard_api import db
 
@@ -88,3 +89,35 @@ def test_0005_queues_the_comparisons_still_open(pg_server):
     db.downgrade(url, MIGRATIONS, "0004_comparison_jobs_view")
     tables, _ = objects(url)
     assert "analysis_queue" not in tables and "webhook_deliveries" not in tables
+
+
+def test_0021_a_used_up_measure_sequence_goes_on(pg_server):
+    """The attack: measure names posted until `measures_id_seq` (a smallserial) is used
+    up; from then on no new name could be stored. 0021 widens the id and its sequence:
+    every stored name keeps its id, the next one is 32,768."""
+    url = create_database(pg_server, "mallard_migrations_0021")
+    db.migrate(url, MIGRATIONS, "0020")
+    plain = url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute("INSERT INTO measures (name) VALUES ('posted_before')")
+        before = dict(conn.execute("SELECT name, id FROM measures").fetchall())
+        conn.execute("SELECT setval('measures_id_seq', 32767)")  # used up
+        with pytest.raises(psycopg.errors.SequenceGeneratorLimitExceeded):
+            conn.execute("INSERT INTO measures (name) VALUES ('one_too_many')")
+    db.migrate(url, MIGRATIONS, "0021")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        assert dict(conn.execute("SELECT name, id FROM measures").fetchall()) == before
+        new = conn.execute("INSERT INTO measures (name) VALUES ('one_more') RETURNING id")
+        assert new.fetchone()[0] == 32768
+        types = dict(conn.execute(
+            "SELECT 'column', data_type FROM information_schema.columns WHERE "
+            "table_name = 'measures' AND column_name = 'id' UNION ALL "
+            "SELECT 'sequence', data_type FROM information_schema.sequences WHERE "
+            "sequence_name = 'measures_id_seq'").fetchall())
+        assert types == {"column": "bigint", "sequence": "bigint"}
+    db.downgrade(url, MIGRATIONS, "0020")  # ids renumbered to fit a smallint again
+    with psycopg.connect(plain, autocommit=True) as conn:
+        rows = dict(conn.execute("SELECT name, id FROM measures").fetchall())
+        assert set(rows) == set(before) | {"one_more"} and max(rows.values()) < 32767
+        conn.execute("INSERT INTO measures (name) VALUES ('after_downgrade')")
+    db.migrate(url, MIGRATIONS)

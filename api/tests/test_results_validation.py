@@ -171,3 +171,25 @@ def test_artifacts_are_capped(client, app, make_runner, engine):
     r = client.post("/api/v1/results", headers=headers, json=body)
     assert r.status_code == 413 and r.json()["detail"][0]["loc"] == ["body", "artifacts"]
     assert stored(engine, [body["trials"][0]["uid"]]) == 0
+
+
+@pytest.mark.parametrize("value", [True, False, "1.5", None])
+def test_a_measure_is_a_number_never_a_boolean_or_text(client, make_runner, engine, value):
+    runner, headers = make_runner()
+    t = trial(measures={"ops_per_sec": value})
+    r = client.post("/api/v1/results", headers=headers, json=results([t], runner_id=runner["id"]))
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "trials", 0, "measures", "ops_per_sec"]
+    assert stored(engine, [t["uid"]]) == 0
+
+
+@pytest.mark.parametrize("field,value", [("signal", False), ("seq", True), ("ok", 1),
+                                         ("warmup", "true"), ("started_at", 0),
+                                         ("exit_code", "1")])
+def test_trial_fields_take_their_own_json_type_only(client, make_runner, engine, field, value):
+    runner, headers = make_runner()
+    t = {**trial(), field: value}
+    r = client.post("/api/v1/results", headers=headers, json=results([t], runner_id=runner["id"]))
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "trials", 0, field]
+    assert stored(engine, [t["uid"]]) == 0

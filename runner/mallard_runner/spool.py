@@ -10,12 +10,16 @@ Each post has its own backoff (exponential, capped; `Retry-After` when the API
 gives one). What the answer means:
 
 - 2xx: delivered, the file is removed;
-- no answer, 408, 429, 503: the API is away or busy; retried until delivered;
+- no answer, 408, 425, 429, 503: the API is away, busy or asks for later (503: its
+  database is unreachable; a value it refuses is a 4xx, never a 503); retried until
+  delivered, each time after the `Retry-After` it gave (at least our own backoff);
 - 409 whose `detail[0].type` is `lease_lost`: this runner no longer holds the job;
   the post is dropped (logged), never retried;
-- any other 4xx, or a 5xx answered `max_attempts` times: the API will never take
-  it; the file moves to `rejected/` (kept for a person to read, never deleted)
-  and the caller is told, so that the job is reported failed.
+- any other 4xx (a 422 naming a field, a 413, a 403...): the API will never take it,
+  so it is not tried again: the file moves at once to `rejected/` with the answer's
+  status and body in `last_error` (kept for a person to read, never deleted) and the
+  caller is told, so that the job is reported failed; so does a 5xx (a bug) answered
+  `max_attempts` times.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import httpx
 from mallard_wire.fields import JsonDict
 
 REJECTED = "rejected"
-RETRY_STATUSES = (408, 429, 503)  # the API says "later": never counted against a post
+RETRY_STATUSES = (408, 425, 429, 503)  # the API says "later": never counted against a post
 
 
 class Outcome(Enum):

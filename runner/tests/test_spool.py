@@ -134,3 +134,27 @@ def test_oldest_first_and_drain_gives_up_when_stopped(tmp_path):
     stop.set()
     assert spool.drain(send, stop, max_seconds=30) == 2
     assert seen == ["/a", "/b"] and a.exists() and b.exists()
+
+
+def test_later_answers_are_retried_with_their_retry_after_and_never_counted(tmp_path):
+    """408, 425 (too early), 429 and 503 say "later": retried however many times, each
+    after the Retry-After the API gave; a 422 is set aside at once, with the answer."""
+    spool = Spool(tmp_path, max_attempts=1, backoff_base=0.01)
+    for code in (408, 425, 429, 503):
+        path = spool.put("/results", {"job_id": code})
+        for _ in range(3):
+            before = time.time()
+            assert spool.flush(lambda u, b, c=code: response(c, headers={"Retry-After": "30"}),
+                               force=True) == 1
+            entry = json.loads(path.read_text())
+            assert entry["next_attempt_at"] >= before + 30 and entry["server_errors"] == 0
+        path.unlink()
+    spool.put("/results", {"job_id": 1})
+    answer = {"detail": [{"loc": ["body", "trials", 0, "allocator", "build_flags"],
+                          "msg": "String should have at most 1000 characters",
+                          "type": "string_too_long"}]}
+    assert spool.flush(lambda u, b: response(422, answer)) == 0
+    (kept,) = spool.rejected()
+    entry = json.loads(kept.read_text())
+    assert entry["attempts"] == 1 and "HTTP 422" in entry["last_error"]
+    assert "build_flags" in entry["last_error"]

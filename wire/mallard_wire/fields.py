@@ -172,7 +172,28 @@ MAX_MEASURES = 24  # per trial: the measures object is kept inside the series in
 
 
 
+# Values inside one nested object or array of a `JsonObject` (a workload's params, a
+# trial's counters): what a results post makes of them (hashes, canonical JSON, jsonb)
+# stays a small multiple of the body.
+MAX_NESTED_VALUES = 1_000
+
+
+def _too_many_values(value: Any, limit: int) -> bool:
+    """Whether `value` holds more than `limit` values (looks at no more than that)."""
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, list | dict):
+            if seen + len(item) > limit:
+                return True
+            stack.extend(item.values() if isinstance(item, dict) else item)
+    return seen > limit
+
+
 def _nested(value: Any) -> Any:
+    if _too_many_values(value, MAX_NESTED_VALUES):
+        raise ValueError(f"more than {MAX_NESTED_VALUES} values")
     return check_json(value, 1)
 
 
@@ -203,7 +224,8 @@ _JSON_VALUES = core_schema.union_schema([
         core_schema.dict_schema(), core_schema.list_schema()])),
 ], custom_error_type="json_value", custom_error_message=(
     "must be a JSON value PostgreSQL can store: finite numbers (|n| <= 1e300), text "
-    f"without NUL characters, objects and arrays nested at most {MAX_JSON_DEPTH} levels"))
+    f"without NUL characters, objects and arrays nested at most {MAX_JSON_DEPTH} levels "
+    f"holding at most {MAX_NESTED_VALUES} values"))
 JsonObject = Annotated[
     JsonDict,
     GetPydanticSchema(lambda _tp, _handler: core_schema.dict_schema(
@@ -215,7 +237,8 @@ JsonDocument = Annotated[
     GetPydanticSchema(lambda _tp, handler: handler(dict[str, Any])),  # checked whole below
     AfterValidator(check_json),
 ]
-FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+# A number (an integer or a float, finite), never a boolean or a numeric string.
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False, strict=True)]
 Int32 = Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]
 RunnerId = Annotated[int, Field(ge=1, le=INT32_MAX)]
 JobId = Annotated[int, Field(ge=1, le=INT64_MAX)]

@@ -6,8 +6,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import (
+    ConfigDict,
+    Field,
+    GetPydanticSchema,
+    StringConstraints,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError, core_schema
 
 from mallard_wire.fields import (
     INT32_MAX,
@@ -28,7 +36,6 @@ from mallard_wire.fields import (
     RunnerId,
     Str200,
     Str500,
-    Text,
     Turbo,
 )
 
@@ -69,20 +76,43 @@ class TestbedIn(TestbedFields):
 
 class AllocatorIn(InModel):
     """What was measured: mallard at a commit (built by the runner) or a peer found on
-    the node."""
+    the node. Its six fields are one key of the API's (one index entry: ~2,700 bytes at
+    most), so each is bounded: together at most 2,428 characters."""
 
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]{1,100}$")]
     commit: Str200 | None = None
     variant: Str500 | None = None
-    build_flags: Text | None = None
-    compiler: Text | None = None
+    build_flags: Annotated[str, StringConstraints(max_length=1000, pattern=NO_NUL)] | None = None
+    compiler: Str500 | None = None
     library_sha256: Annotated[str, StringConstraints(max_length=128,
                                                      pattern=NO_NUL)] | None = None
 
 
+MAX_PARAMS = 64  # keys of a workload's params
+MAX_COUNTERS = 256  # keys of a trial's counters (the allocator's: ~50)
+
+
+def _bounded(keys: int) -> WithJsonSchema:
+    return WithJsonSchema({"type": "object", "additionalProperties": True,
+                           "maxProperties": keys})
+
+
 class WorkloadIn(InModel):
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]
-    params: JsonObject = {}
+    params: Annotated[JsonObject, Field(max_length=MAX_PARAMS), _bounded(MAX_PARAMS)] = {}
+
+
+# Numbers and booleans of a trial as the schema says: never a boolean for a number nor a
+# number or text for a boolean (pydantic's lax mode would take `"signal": false`), and a
+# time as RFC 3339 text (or a datetime in Python), never a number; checked in Rust.
+Strict = Field(strict=True)
+Timestamp = Annotated[datetime, GetPydanticSchema(lambda _tp, _handler: core_schema.union_schema(
+    [core_schema.datetime_schema(strict=True),
+     core_schema.chain_schema([core_schema.str_schema(strict=True),
+                               core_schema.datetime_schema()])],
+    custom_error_type="datetime_text",
+    custom_error_message="must be a date and time as RFC 3339 text")),
+    WithJsonSchema({"type": "string", "format": "date-time"})]
 
 
 class TrialIn(InModel):
@@ -92,26 +122,27 @@ class TrialIn(InModel):
     label: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,40}$")] = "head"
     allocator: AllocatorIn
     workload: WorkloadIn
-    seq: Int32 = 0
-    warmup: bool = False
-    started_at: datetime | None = None
-    ok: bool = True
-    exit_code: Int32 | None = None
-    signal: Int32 | None = None
+    seq: Annotated[Int32, Strict] = 0
+    warmup: Annotated[bool, Strict] = False
+    started_at: Timestamp | None = None
+    ok: Annotated[bool, Strict] = True
+    exit_code: Annotated[Int32, Strict] | None = None
+    signal: Annotated[Int32, Strict] | None = None
     stderr_tail: LogText | None = None
     measures: Annotated[dict[MeasureName, FiniteFloat], Field(max_length=MAX_MEASURES)] = {}
-    counters: JsonObject | None = None
+    counters: Annotated[JsonObject, Field(max_length=MAX_COUNTERS),
+                        _bounded(MAX_COUNTERS)] | None = None
 
 
 class ResultsIn(InModel):
     """Trials of a job (job_id and the attempt the runner holds), or history uploaded
     without a job (no job_id, no attempt)."""
 
-    job_id: JobId | None = None
-    attempt: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = Field(
+    job_id: Annotated[JobId, Strict] | None = None
+    attempt: Annotated[int, Field(ge=1, le=INT32_MAX), Strict] | None = Field(
         default=None, validate_default=True,
         description="the job's attempt as the runner claimed it; required with job_id")
-    runner_id: RunnerId | None = None
+    runner_id: Annotated[RunnerId, Strict] | None = None
     project: Name | None = None
     branch: BranchName | None = None
     testbed: TestbedIn

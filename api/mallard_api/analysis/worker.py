@@ -25,7 +25,7 @@ from mallard_api.analysis import alerts
 from mallard_api.analysis.settle import settle
 from mallard_api.background import BackgroundLoop
 from mallard_api.config import Settings
-from mallard_api.errors import DB_UNAVAILABLE
+from mallard_api.errors import unavailable
 from mallard_api.sql import analysis_queue as queue
 from mallard_api.sql import comparisons as comparison_sql
 
@@ -77,9 +77,9 @@ class AnalysisWorker:
                 self.run(session, task)
                 queue.finish(session, task)
                 session.commit()
-            except DB_UNAVAILABLE:
-                raise  # the loop backs off; the item stays queued
             except Exception as exc:
+                if unavailable(exc):
+                    raise  # the loop backs off; the item stays queued
                 session.rollback()
                 log.exception("analysis of %s %s failed", task.kind,
                               task.comparison_id or f"({len(task.trial_ids)} trials)")

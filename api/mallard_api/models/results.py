@@ -10,7 +10,6 @@ from sqlalchemy import (
     Boolean,
     ForeignKey,
     Integer,
-    SmallInteger,
     String,
     Text,
     UniqueConstraint,
@@ -48,11 +47,17 @@ class Workload(Base):
 
 
 class Measure(Base):
+    """A measure name; `project_id` and `added_at`: the project whose post first named
+    it, and when (None: seeded by a migration). Ids are bigint (migration 0021)."""
+
     __tablename__ = "measures"
-    id: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     name: Mapped[str] = mapped_column(Text, unique=True)
     unit: Mapped[str] = mapped_column(Text, server_default="")
     higher_is_better: Mapped[bool | None] = mapped_column(Boolean)
+    project_id: Mapped[int | None] = mapped_column(ForeignKey("projects.id",
+                                                              ondelete="SET NULL"))
+    added_at: Mapped[datetime | None] = mapped_column(TS)
 
 
 class Trial(Base):

@@ -20,10 +20,11 @@ from mallard_api.config import Settings
 from mallard_api.deps import close_session, in_thread
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.metrics import TRIALS_INGESTED
-from mallard_api.rawbody import body_schema, parse
+from mallard_api.rawbody import body_schema, json_values, parse
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.results import ResultsOut
 from mallard_api.sql import jobs as job_sql
+from mallard_api.sql import measures as measure_sql
 from mallard_api.sql import results as sql
 from mallard_api.sql import runners as runner_sql
 
@@ -119,13 +120,21 @@ async def post_results(request: Request) -> Response:
 
 
 def store(request: Request, session: Session, p: Principal, raw: bytes) -> Response:
-    body = parse(ResultsIn, raw)
     settings: Settings = request.app.state.settings
+    if json_values(raw, settings.max_results_body_values) > settings.max_results_body_values:
+        raise field_error(413, ["body"], f"the body holds more than "
+                          f"{settings.max_results_body_values} JSON values "
+                          "(MALLARD_MAX_RESULTS_BODY_VALUES)", "too_large")
+    body = parse(ResultsIn, raw)
+    if body.job_id is not None and not body.trials:
+        raise field_error(422, ["body", "trials"], "a job's results must carry its trials")
+    if len(body.trials) > settings.max_trials_per_post:
+        raise field_error(413, ["body", "trials"], f"{len(body.trials)} trials; a post carries "
+                          f"at most {settings.max_trials_per_post} "
+                          "(MALLARD_MAX_TRIALS_PER_POST)", "too_large")
     for t in body.trials:  # a stderr tail is written by the code under test
         if t.stderr_tail:
             t.stderr_tail = scrub(t.stderr_tail, settings.secret_values())
-    if body.job_id is not None and not body.trials:
-        raise field_error(422, ["body", "trials"], "a job's results must carry its trials")
     if body.artifacts and len(json.dumps(body.artifacts)) > settings.max_artifacts_bytes:
         raise field_error(413, ["body", "artifacts"], f"artifacts are larger than "
                           f"{settings.max_artifacts_bytes} bytes (MALLARD_MAX_ARTIFACTS_BYTES)",
@@ -144,8 +153,10 @@ def store(request: Request, session: Session, p: Principal, raw: bytes) -> Respo
             return answer(ResultsOut(stored=0, duplicates=len(body.trials), job_id=body.job_id))
     check_project(session, p, body, runner_id, project_id, job)
 
+    caps = measure_sql.Caps(settings.max_new_measures_per_post,
+                            settings.max_measures_per_project)
     stored, duplicates = sql.ingest(session, body, runner_id=runner_id, project_id=project_id,
-                                    queue_changes=ingest.queues_changes(job))
+                                    caps=caps, queue_changes=ingest.queues_changes(job))
     if body.artifacts and stored:  # a re-post (all duplicates) does not store them twice
         sql.store_artifacts(session, job_id=body.job_id, runner_id=runner_id,
                             artifacts=body.artifacts)

@@ -10,12 +10,12 @@ from mallard_wire.fields import JsonDict
 from mallard_wire.results import ResultsIn, TestbedFields, TrialIn
 from pydantic_core import to_json
 from sqlalchemy import text
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from mallard_api.models.results import Measure
+from mallard_api.errors import Refused
 from mallard_api.params import params_key, params_sha256
 from mallard_api.sql import ids
+from mallard_api.sql import measures as measure_sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql
 
@@ -130,9 +130,6 @@ SELECT (SELECT count(*) FROM stored) AS stored,
         compiler, library_sha256)) FROM new_allocators)::text AS allocators
 """)
 
-_known_measures: dict[str, set[str]] = {}  # database URL -> measure names seen
-
-
 # Workloads: read what exists, insert what is missing, then read again in a statement of
 # its own what a concurrent post inserted meanwhile (visible only to a later statement).
 # Rows seen by a committed post are remembered (sql/ids.py): a post usually reads none.
@@ -177,15 +174,6 @@ def ensure_workloads(session: Session, wanted: dict[tuple[str, str], JsonDict]
     return {k: found[k] for k in wanted}
 
 
-def ensure_measures(session: Session, names: set[str]) -> None:
-    known = _known_measures.setdefault(ids.db_key(session), set())
-    new = names - known
-    if new:
-        session.execute(insert(Measure).values([{"name": n} for n in sorted(new)])
-                        .on_conflict_do_nothing(index_elements=[Measure.name]))
-        known.update(new)
-
-
 def project_id(session: Session, name: str) -> int | None:
     found = ids.one(session, "project", name)
     if found is None:
@@ -218,12 +206,34 @@ def _alloc_key(t: TrialIn) -> AllocKey:
             a.library_sha256 or "")
 
 
+# An allocator's six fields are one entry of its unique index, which holds at most 2,704
+# bytes: the wire bounds them in characters (mallard_wire.results.AllocatorIn), this in
+# bytes (3 or 4 a character in some scripts), for the allocators this process does not
+# remember (a post of known ones checks none).
+ALLOCATOR_KEY_MAX_BYTES = 2600
+
+
+def _check_allocator_keys(alloc_keys: list[AllocKey], new: list[AllocKey]) -> None:
+    for key in new:
+        size = sum(len(field.encode()) for field in key)
+        if size > ALLOCATOR_KEY_MAX_BYTES:
+            raise Refused(["body", "trials", alloc_keys.index(key), "allocator"],
+                          f"the allocator's name, commit, variant, build_flags, compiler and "
+                          f"library_sha256 take {size} bytes in UTF-8; together at most "
+                          f"{ALLOCATOR_KEY_MAX_BYTES}", "too_large")
+
+
 def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
-           project_id: int | None, queue_changes: bool) -> tuple[int, int]:
+           project_id: int | None, queue_changes: bool,
+           caps: measure_sql.Caps) -> tuple[int, int]:
     """Store the trials, queueing change detection for the new ones if `queue_changes`;
-    return (number of newly stored trials, number of duplicates)."""
+    return (number of newly stored trials, number of duplicates). Measure names new to
+    the database are added first, within `caps`; errors.Refused (422 naming the field,
+    nothing stored) for what the database could not hold."""
     if not body.trials:
         return 0, 0
+    measure_sql.ensure(session, {m for t in body.trials for m in t.measures},
+                       project_id=project_id, caps=caps, project=body.project)
     testbed_id = ensure_testbed(session, body.testbed)
     branch_id = None
     if project_id is not None and body.branch:
@@ -231,8 +241,8 @@ def ingest(session: Session, body: ResultsIn, *, runner_id: int | None,
     wids = _workload_ids(session, body.trials)
     alloc_keys = [_alloc_key(t) for t in body.trials]
     allocators, new_allocs = ids.known(session, "allocator", set(alloc_keys))
+    _check_allocator_keys(alloc_keys, new_allocs)
     commits, new_shas = _commit_ids(session, project_id, body.trials)
-    ensure_measures(session, {m for t in body.trials for m in t.measures})
     shas = sorted(new_shas)
     new_allocs.sort()
     rows = _staged(body.trials, wids, alloc_keys, commits, allocators, shas, new_allocs)
