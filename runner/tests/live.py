@@ -24,7 +24,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -98,6 +99,20 @@ class RealApi(ApiProcess):
 def real_api(**env: str) -> RealApi:
     base = Path(tempfile.mkdtemp(prefix="mallard-runner-api-"))
     return RealApi(base, **env)
+
+
+@contextmanager
+def started_api(repo: Path) -> Iterator[RealApi]:
+    """A started real API with project `mallard` building `repo`; stopped and its folder
+    removed afterwards."""
+    server = real_api()
+    try:
+        server.start()
+        server.project("mallard", repo)
+        yield server
+    finally:
+        server.close()
+        shutil.rmtree(server.base, ignore_errors=True)
 
 
 @dataclass

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import shutil
 import signal
 import threading
 from collections.abc import Iterator
@@ -27,21 +26,15 @@ import pytest
 from mallard_api.harness import API_BIN, wait_for
 
 from .conftest import first_cpu, gate_workload, write_suite
-from .live import DROP, Agent, Proxy, RealApi, Seen, real_api
+from .live import DROP, Agent, Proxy, RealApi, Seen, started_api
 
 pytestmark = pytest.mark.skipif(not API_BIN.exists(), reason="mallard-api is not installed")
 
 
 @pytest.fixture(scope="module")
 def api_server(toy_repo: Path) -> Iterator[RealApi]:
-    server = real_api()
-    try:
-        server.start()
-        server.project("mallard", toy_repo)
+    with started_api(toy_repo) as server:
         yield server
-    finally:
-        server.close()
-        shutil.rmtree(server.base, ignore_errors=True)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import platform
-import shutil
 import time
 from collections.abc import Iterator
 
@@ -22,7 +21,7 @@ from mallard_runner.spool import Spool
 from mallard_wire import results as wire
 
 from .conftest import gate_workload, write_suite
-from .live import Agent, RealApi, real_api
+from .live import Agent, RealApi, started_api
 from .test_agent import job_spec, repost
 
 pytestmark = pytest.mark.skipif(not API_BIN.exists(), reason="mallard-api is not installed")
@@ -30,14 +29,8 @@ pytestmark = pytest.mark.skipif(not API_BIN.exists(), reason="mallard-api is not
 
 @pytest.fixture
 def api(toy_repo) -> Iterator[RealApi]:
-    server = real_api()
-    try:
-        server.start()
-        server.project("mallard", toy_repo)
+    with started_api(toy_repo) as server:
         yield server
-    finally:
-        server.close()
-        shutil.rmtree(server.base, ignore_errors=True)
 
 
 def test_agent_survives_a_real_api_restart(api, make_settings, toy_repo, tmp_path):
