@@ -11,6 +11,8 @@ REQUIRED=(
   build-essential cmake ninja-build git pkg-config
   # runner: timing engine, instruction counts, pinning
   hyperfine valgrind util-linux
+  # other allocators' builds (jemalloc's autogen.sh) and Google Benchmark program workloads
+  autoconf automake libbenchmark-dev
   # peers measured beside mallard (LD_PRELOAD)
   libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4
   # macro workloads: redis-server under the allocator, redis-benchmark as its client;

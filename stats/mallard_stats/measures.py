@@ -54,6 +54,11 @@ MEASURES: dict[str, tuple[str, bool]] = {
     "hw_cycles": ("count", False),
     "hw_llc_misses": ("count", False),
     "ns_per_op": ("ns", False),
+    # Google Benchmark's (mallard_wire/formats/gbench.py)
+    "items_per_second": ("items/s", True),
+    "bytes_per_second": ("bytes/s", True),
+    "real_time_ns": ("ns", False),
+    "cpu_time_ns": ("ns", False),
     "transfer_insert_hit_ratio": ("ratio", True),
     "transfer_remove_hit_ratio": ("ratio", True),
     # raw allocator counts (diagnostics: what explains a moved hit ratio)
@@ -66,7 +71,7 @@ MEASURES: dict[str, tuple[str, bool]] = {
 DETERMINISTIC_MEASURES = frozenset({"instructions", "d1_misses", "llc_misses"})
 # Get a verdict; every other measure is a diagnostic (module doc, docs/statistics.md).
 PRIMARY_MEASURES = frozenset({"ops_per_sec", "ops_per_cpu_sec", "max_rss_bytes", "instructions",
-                              "llc_misses"})
+                              "llc_misses", "items_per_second"})
 
 LOWER_IS_BETTER_SUFFIXES = ("_seconds", "_bytes", "_ns", "_per_op", "_misses", "_instructions",
                             "_cycles")
@@ -96,7 +101,8 @@ def is_primary(measure: str, requested: Iterable[str] = ()) -> bool:
 EMULATED_REASON = "emulated testbed"
 NOT_ISOLATED_REASON = "CPUs not isolated"
 WALL_THROUGHPUT = frozenset({THROUGHPUT})  # timed by a wall clock that others' work runs on
-TIMING_SUFFIXES = ("_seconds", "_per_sec", "_per_cpu_sec", "_per_op")
+TIMING_SUFFIXES = ("_seconds", "_per_sec", "_per_second", "_per_cpu_sec", "_per_op",
+                   "_time_ns")
 
 
 def is_timing(measure: str) -> bool:

@@ -26,7 +26,6 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from mallard_wire.names import PEERS, VARIANT_KEYS
 from mallard_wire.refs import FULL_SHA, check_ref
 
 MAX_JSON_DEPTH = 32
@@ -95,39 +94,11 @@ RelativePath = Annotated[str, StringConstraints(min_length=1, max_length=200),
                          AfterValidator(check_relative_path)]
 
 
-# --- variants -----------------------------------------------------------------------------
-_VALUE = re.compile(r"^[A-Za-z0-9_.-]+$")
-
-
-def check_variant(value: str) -> str:
-    """`key=value[,key=value...]`: a known key (the allocator's options) and a value of
-    `[A-Za-z0-9_.-]`, each key once; "" is the default configuration."""
-    if value == "":
-        return value
-    seen = set()
-    for pair in value.split(","):
-        key, sep, val = pair.partition("=")
-        if not sep or key not in VARIANT_KEYS:
-            raise ValueError(f"must be key=value[,key=value...] with a key among "
-                             f"{', '.join(VARIANT_KEYS)}; got {pair[:40]!r}")
-        if not _VALUE.match(val):
-            raise ValueError(f"the value of {key} must be letters, digits, '_', '.' or '-'")
-        if key in seen:
-            raise ValueError(f"{key} is given twice")
-        seen.add(key)
-    return value
-
-
-Variant = Annotated[str, StringConstraints(max_length=500), AfterValidator(check_variant)]
-
-
-def check_peer(value: str) -> str:
-    if value not in PEERS:
-        raise ValueError(f"unknown peer {value!r}; known: {', '.join(PEERS)}")
-    return value
-
-
-Peer = Annotated[str, StringConstraints(max_length=40), AfterValidator(check_peer)]
+# --- allocator names -----------------------------------------------------------------------
+# What a trial's allocator is called: a project's name (a build of it) or an entry of the
+# node's catalogue of system allocators (glibc, the Debian peers, any library the node's
+# operator lists: runner/README.md).
+AllocatorName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,99}$")]
 # A name that is never a path or an option (suites, workloads, arches).
 Word = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")]
 

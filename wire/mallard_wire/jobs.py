@@ -5,12 +5,13 @@ job spec), the job as a runner claims it, and what a runner posts about a job it
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mallard_wire.fields import (
     INT32_MAX,
+    AllocatorName,
     Arch,
     BranchName,
     GitRef,
@@ -20,23 +21,44 @@ from mallard_wire.fields import (
     LeaseSeconds,
     LogText,
     Name,
-    Peer,
-    RelativePath,
     RepoUrl,
     RunnerId,
     Threads,
-    Variant,
     Warmup,
     Word,
     Workloads,
 )
+from mallard_wire.recipes import Recipe, Variant, variant_env
+
+
+class AllocatorBuild(InModel):
+    """Where a built allocator comes from: a repository and the recipe it builds by (the
+    project's registered one; a `.mallard.toml` at the commit wins on the runner)."""
+
+    repo_url: RepoUrl
+    recipe: Recipe
 
 
 class SpecAllocator(InModel):
+    """One side of a job: a project at a commit with a variant, built by its recipe
+    (`build`), or a system allocator from the node's catalogue (no `build`: no commit,
+    no variant). `name` is the project's name or the catalogue entry's."""
+
     label: Label
-    name: Literal["mallard"] | Peer
+    name: AllocatorName
     commit: GitRef | None = None
     variant: Variant | None = None
+    build: AllocatorBuild | None = None
+
+    @model_validator(mode="after")
+    def _built_or_catalogue(self) -> SpecAllocator:
+        if self.build is None:
+            if self.commit is not None or self.variant:
+                raise ValueError(f"{self.name} has no build: a system allocator from the "
+                                 f"node's catalogue takes no commit or variant")
+            return self
+        variant_env(self.build.recipe.options, self.variant)  # its keys are the recipe's
+        return self
 
 
 class JobSpec(InModel):
@@ -47,7 +69,6 @@ class JobSpec(InModel):
 
     project: Name | None = None
     repo_url: RepoUrl
-    allocator_dir: RelativePath = "allocator"
     suite: Word = "quick"
     workloads: Workloads | None = None
     threads: Threads | None = None
