@@ -86,7 +86,7 @@ lint: python ## ruff, mypy, and no product function over 60 lines
 	@$(PY) scripts/check_function_length.py
 
 SCENARIO ?=
-demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running; SCENARIO=push: 8 commits pushed, the culprit bisected; SCENARIO=transfer-cache: mutex vs ring vs naive, micro 1..64 threads and macro)
+demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--keep leaves it running; SCENARIO=push: 8 commits pushed, the culprit bisected; SCENARIO=transfer-cache: mutex vs ring vs naive, micro 1..64 threads and macro; SCENARIO=allocators: mimalloc and jemalloc releases compared, 8 mimalloc commits pushed)
 	@$(PY) scripts/$(if $(SCENARIO),demo_$(subst -,_,$(SCENARIO)),demo).py $(ARGS)
 
 bench: bench-allocator bench-runner bench-verdicts bench-api ## every benchmark

@@ -151,9 +151,11 @@ class Stack:
     arm_proc: subprocess.Popen[bytes] | None = None  # the arm64 runner (--arm64)
 
 
-def boot(st: Stack, preferred_port: int, arm64: bool = False) -> None:
+def boot(st: Stack, preferred_port: int, arm64: bool = False,
+         extra_env: dict[str, str] | None = None) -> None:
     """Start the API and a runner agent pinned to one core, create tokens and the project,
-    filling in ``st`` as they start (so ``up`` stops whatever started, even on a failure)."""
+    filling in ``st`` as they start (so ``up`` stops whatever started, even on a failure).
+    ``extra_env``: a scenario's own settings for the API and the runner."""
     STATE.mkdir(exist_ok=True)
     cpu = pinned_cpu()
     st.commit = run(["git", "rev-parse", "HEAD"], dict(os.environ))
@@ -171,7 +173,7 @@ def boot(st: Stack, preferred_port: int, arm64: bool = False) -> None:
                 "MALLARD_REPO_URL_ALLOW": f"file://{ROOT}",
                 "MALLARD_PUBLIC_URL": st.api,
                 # claim the next round's jobs within a second of the analysis queuing them
-                "MALLARD_RUNNER_POLL_SECONDS": "1"})
+                "MALLARD_RUNNER_POLL_SECONDS": "1", **(extra_env or {})})
     st.api_server.env = env
     step(f"starting the API on {st.api} (log: .mallard/api.log)")
     with console.status("waiting for the API (embedded PostgreSQL starts and migrates first)"), \
@@ -197,15 +199,15 @@ def boot(st: Stack, preferred_port: int, arm64: bool = False) -> None:
 
 
 @contextmanager
-def up(preferred_port: int, keep: bool, arm64: bool = False
+def up(preferred_port: int, keep: bool, arm64: bool = False, env: dict[str, str] | None = None
        ) -> Iterator[tuple[Stack, httpx.Client, subprocess.Popen[bytes]]]:
     """The stack for one demo scenario: (stack, user client, runner agent). Stopped at the
     end, unless ``keep`` and the scenario ran to its end. ``arm64``: an arm64 runner under
-    qemu-aarch64 too (``st.arm_proc``)."""
+    qemu-aarch64 too (``st.arm_proc``); ``env``: the scenario's own settings."""
     st = Stack()
     ok = False
     try:
-        boot(st, preferred_port, arm64)
+        boot(st, preferred_port, arm64, env)
         assert st.client is not None and st.runner_proc is not None
         yield st, st.client, st.runner_proc
         ok = True

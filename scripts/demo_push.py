@@ -321,15 +321,16 @@ def start_push_runner(api: str, env: dict[str, str], node: str,
     )
 
 
-def install_hook(bare: Path, api: str, user_token: str) -> None:
-    """Mallard's post-receive hook in the bare repository, told where the API is."""
+def install_hook(bare: Path, api: str, user_token: str, project: str = "mallard") -> None:
+    """Mallard's post-receive hook in the bare repository, told where the API is and
+    which project it is."""
     hook = bare / "hooks" / "post-receive"
     shutil.copy(ROOT / "api" / "hooks" / "post-receive", hook)
     hook.chmod(0o755)
     for key, value in (
         ("mallard.url", api),
         ("mallard.token", user_token),
-        ("mallard.project", "mallard"),
+        ("mallard.project", project),
     ):
         git(bare, "config", key, value)
 
