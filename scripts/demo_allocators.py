@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from mallard_wire.recipes import read_recipe_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from demo import ROOT, STATE, follow, step, up  # noqa: E402
@@ -71,9 +72,10 @@ def register(admin: httpx.Client, name: str, repo: Path, branch: str) -> None:
     the one thing a user's repository does not carry."""
     admin.put(f"/api/v1/projects/{name}", json={
         "repo_url": f"file://{repo}", "default_branch": branch}).raise_for_status()
-    recipe = (RECIPES / f"{name}.toml").read_text()
-    admin.put(f"/api/v1/projects/{name}/recipe", content=recipe,
-              headers={"Content-Type": "application/toml"}).raise_for_status()
+    recipe = read_recipe_file((RECIPES / f"{name}.toml").read_text())
+    assert recipe is not None, f"docs/recipes/{name}.toml has no [allocator] table"
+    admin.put(f"/api/v1/projects/{name}/recipe",
+              json=recipe.model_dump(mode="json", exclude_defaults=True)).raise_for_status()
     step(f"registered {name} with docs/recipes/{name}.toml")
 
 
