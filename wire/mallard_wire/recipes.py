@@ -84,10 +84,13 @@ class Options(InModel):
     """What a variant may set, and how it reaches the allocator: each `key=value` as its own
     variable `<prefix><KEY>=value` (mimalloc's `MIMALLOC_`, mallard's `MALLARD_`), or all
     of them joined into one variable in `key:value,...` syntax (jemalloc's `MALLOC_CONF`).
+    `separator` joins a key to its value in that one variable (`:` for jemalloc's
+    `narenas:2`, `=` for scudo's `SCUDO_OPTIONS=release_to_os_interval_ms=0`).
     `keys`, when given, is the allow-list of keys (empty: any key of the right shape)."""
 
     prefix: Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z0-9_]{0,31}_$")] | None = None
     variable: EnvName | None = None
+    separator: Literal[":", "="] = ":"
     keys: Annotated[list[OptionKey], Field(max_length=200)] = []
 
     @model_validator(mode="after")
@@ -150,7 +153,8 @@ def variant_env(options: Options | None, variant: str | None,
     if options.prefix is not None:
         return {f"{options.prefix}{k.upper()}": v for k, v in pairs.items()}
     assert options.variable is not None
-    return {options.variable: ",".join(f"{k}:{v}" for k, v in pairs.items())}
+    sep = options.separator
+    return {options.variable: ",".join(f"{k}{sep}{v}" for k, v in pairs.items())}
 
 
 # --- counters -------------------------------------------------------------------------------
