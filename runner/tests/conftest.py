@@ -30,6 +30,20 @@ from mallard_runner.build import Builder, BuiltAllocator
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
 
 C_DIR = Path(__file__).resolve().parent / "c"
+# the toy allocator's recipe (the toy repository carries it as its .mallard.toml)
+TOY_RECIPE = """[allocator]
+kind = "cmake"
+source = "allocator"
+target = "mallard"
+library = "**/libmallard.so"
+
+[allocator.options]
+prefix = "MALLARD_"
+
+[allocator.stats]
+parser = "mallard"
+file_env = "MALLARD_STATS_FILE"
+"""
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
 
@@ -100,6 +114,7 @@ def toy_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("toyrepo")
     git(repo, "init", "-q", "-b", "main")
     shutil.copytree(C_DIR / "toy_allocator", repo / "allocator")
+    (repo / ".mallard.toml").write_text(TOY_RECIPE)
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "toy allocator")
     git(repo, "checkout", "-q", "-b", "broken")
