@@ -28,8 +28,13 @@ import pytest
 import yaml
 from mallard_runner.build import Builder, BuiltAllocator
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
+from mallard_wire.recipes import Recipe, read_recipe_file
 
 C_DIR = Path(__file__).resolve().parent / "c"
+# mallard's own recipe (the repository's .mallard.toml), for targets made by hand
+_MALLARD_RECIPE = read_recipe_file((REPO_ROOT / ".mallard.toml").read_text())
+assert _MALLARD_RECIPE is not None
+MALLARD_RECIPE: Recipe = _MALLARD_RECIPE
 # the toy allocator's recipe (the toy repository carries it as its .mallard.toml)
 TOY_RECIPE = """[allocator]
 kind = "cmake"

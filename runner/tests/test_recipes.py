@@ -37,12 +37,13 @@ FILES: dict[str, dict[str, str]] = {
                                 "add_library(other SHARED fixture.c)\n"},
     "autotools": {"configure.ac": "AC_INIT([fixture], [1.0])\nAC_PROG_CC\n"
                                   "AC_CONFIG_FILES([Makefile])\nAC_OUTPUT\n",
-                  "Makefile.in": f"CC = @CC@\nCFLAGS = @CFLAGS@\n.PHONY: fixture\nfixture: lib/libfixture.so\n"
+                  "Makefile.in": "CC = @CC@\nCFLAGS = @CFLAGS@\n.PHONY: fixture\n"
+                                 "fixture: lib/libfixture.so\n"
                                  f"lib/libfixture.so: fixture.c\n"
                                  f"\tmkdir -p lib\n\t{SO}\n",
                   "autogen.sh": "#!/bin/sh\nexec autoconf\n"},
-    "make": {"Makefile": f"lib/libfixture.so: fixture.c\n\tmkdir -p lib\n\t$(CC) $(EXTRA) "
-                         f"-shared -fPIC -o $@ fixture.c\n"},
+    "make": {"Makefile": "lib/libfixture.so: fixture.c\n\tmkdir -p lib\n\t$(CC) $(EXTRA) "
+                         "-shared -fPIC -o $@ fixture.c\n"},
     "command": {},
 }
 RECIPES = {
