@@ -20,6 +20,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ prefix = "MALLARD_"
 parser = "mallard"
 file_env = "MALLARD_STATS_FILE"
 """
+TOY_RECIPE_TABLE: dict[str, Any] = tomllib.loads(TOY_RECIPE)["allocator"]  # a job's recipe
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
 
