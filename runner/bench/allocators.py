@@ -43,13 +43,14 @@ from pathlib import Path
 
 from mallard_runner import export
 from mallard_runner.cells import Cell
+from mallard_runner.peers import CATALOGUE_NAMES
 from mallard_runner.runs import RunRequest, execute, prepare
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
 from mallard_runner.suites import Suite, load_suite
 from mallard_runner.summary import CellSummary, summarize
 from mallard_runner.testbed import cpu_model, parse_cpus
 from mallard_runner.tools import BuildError
-from mallard_runner.variants import PEER_NAMES, parse_selectors
+from mallard_runner.variants import parse_selectors
 from mallard_stats import stats
 from mallard_stats.measures import THROUGHPUT
 from mallard_stats.paired import compare_paired
@@ -128,7 +129,7 @@ def summary_rows(cells: list[CellSummary]) -> tuple[list[Row], dict[str, CellSum
     rows: list[Row] = []
     fastest_of: dict[str, CellSummary | None] = {}
     for case, group in by_case.items():
-        peers = [c for c in group if c.name in PEER_NAMES and c.median(THROUGHPUT)]
+        peers = [c for c in group if c.name in CATALOGUE_NAMES and c.median(THROUGHPUT)]
         fastest = max(peers, key=lambda c: c.median(THROUGHPUT) or 0.0, default=None)
         fastest_of[case] = fastest
         mallard = next((c for c in group if c.name == "mallard" and not c.variant), None)

@@ -38,6 +38,7 @@ import statistics
 import subprocess
 import sys
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ from mallard_runner.settings import REPO_ROOT, RunnerSettings
 from mallard_runner.suites import Suite, load_suite
 from mallard_runner.testbed import collect, cpu_model, parse_cpus
 from mallard_runner.tools import BuildError
-from mallard_runner.variants import AllocatorSelector, parse_selectors
+from mallard_runner.variants import AllocatorSelector, parse_selector, parse_selectors
 from mallard_wire.results import TrialIn
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -180,7 +181,7 @@ def aa_runs(settings: RunnerSettings, suite: Suite, allocators: list[str], cpus:
     for a in allocators:
         pairs: dict[tuple[str, int], list[tuple[float, float]]] = {}
         for i in range(k):
-            sels = [AllocatorSelector(a, label="A"), AllocatorSelector(a, label="B")]
+            sels = [replace(parse_selector(a), label="A"), replace(parse_selector(a), label="B")]
             prep, task = _prepare(settings, suite, sels, cpus, raw / f"aa-{a}-{i}", progress,
                                   f"A/A {a} {i + 1}/{k}", trials=m, warmup=1,
                                   workloads=["larson", "rpc"], threads=threads, seed=100 + i)
@@ -340,7 +341,7 @@ def main() -> int:
         try:
             if "det" not in skip:
                 det = repeatability(settings, suite, cpus, raw / "det", progress, args.repeats)
-            sels = [AllocatorSelector(a, label=a) for a in allocators]
+            sels = [replace(parse_selector(a), label=a) for a in allocators]
             if "cv" not in skip:
                 cv_trials, seconds = cv_runs(settings, suite, sels, cpus, raw, progress,
                                              args.trials, args.blocks)

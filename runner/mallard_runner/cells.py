@@ -8,37 +8,58 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from mallard_wire.recipes import Recipe, StatsHook, show_variant, variant_env
 from mallard_wire.results import AllocatorIn
 
 from .suites import Scalar
-from .variants import show_variant, variant_env
 
 # A workload's parameters, as the suite gives them and the workload's options take them.
 Params = dict[str, Scalar]
 
 
+# where a stats hook with `file_env` has the allocator write its counters: relative to the
+# trial folder (the working directory), so every trial's environment is the same
+STATS_FILE = "stats-%p.json"
+
+
 @dataclass(frozen=True)
 class Target:
-    """An allocator ready to run: what to preload, with which environment."""
+    """An allocator ready to run: what to preload, with which environment. A built one
+    has the recipe it was built by (its options and stats hook); a catalogue one none."""
 
     label: str
     info: AllocatorIn
     preload: Path | None = None
+    recipe: Recipe | None = None
 
     @property
-    def is_mallard(self) -> bool:
-        return self.info.name == "mallard"
+    def stats(self) -> StatsHook | None:
+        return self.recipe.stats if self.recipe is not None else None
+
+    def environment(self, counters: bool = True) -> dict[str, str]:
+        """The variant's variables (mallard_wire.recipes.variant_env) and, with `counters`,
+        the stats hook's options and its file variable. ValueError for a variant the
+        recipe does not take."""
+        if self.recipe is None:
+            return {}
+        hook = self.stats if counters else None
+        env = variant_env(self.recipe.options, self.info.variant,
+                          hook.options if hook is not None else None)
+        if hook is not None and hook.file_env is not None:
+            env[hook.file_env] = STATS_FILE
+        return env
 
     @property
     def env(self) -> dict[str, str]:
-        return variant_env(self.info.variant) if self.is_mallard else {}
+        """What a timed trial runs with (counters on)."""
+        return self.environment(counters=True)
 
     @property
     def display(self) -> str:
-        if not self.is_mallard:
+        """`mimalloc@a3ca0e5 arena_eager_commit=1` (built), `jemalloc` (catalogue)."""
+        if self.info.commit is None:
             return self.info.name
-        commit = f"@{self.info.commit[:7]}" if self.info.commit else ""
-        return f"mallard{commit} {show_variant(self.info.variant)}"
+        return f"{self.info.name}@{self.info.commit[:7]} {show_variant(self.info.variant)}"
 
 
 @dataclass(frozen=True)

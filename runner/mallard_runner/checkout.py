@@ -6,6 +6,12 @@ Refs come from jobs, so they pass guard.py's checks here too (the agent checks t
 a ref is a full sha or a valid ref name and reaches git after `--end-of-options`; git may
 use only the source's own protocol and follows no redirects; nothing of the archive may
 land outside the tree.
+
+A recipe with `submodules` gets its tree another way (`checkout_submodules`): a clone of
+the mirror at the sha, then `git submodule update --init` one level at a time, every
+submodule URL (as git resolves it, relative ones against the source) checked first:
+against the runner's repo allow-list when it has one (a job's), else (a local run) only
+`file` and `https` URLs; git may speak only the protocols so checked.
 """
 
 from __future__ import annotations
@@ -18,10 +24,10 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 
-from .guard import GIT_SAFE_CONFIG, Refused, check_ref, git_env
+from .guard import GIT_SAFE_CONFIG, Refused, check_ref, git_env, inside
 from .tools import BuildError, locked, run
 
 
@@ -145,3 +151,93 @@ def _members_inside(tar: tarfile.TarFile, sha: str, log: list[str]) -> list[tarf
             raise BuildError(f"the tree at {sha[:12]} has a path that may leave it: "
                              f"{m.name!r}", "\n".join(log))
     return members
+
+
+MAX_SUBMODULE_DEPTH = 4
+
+
+def _submodule_urls(repo: Path, log: list[str], env: Mapping[str, str]) -> dict[str, str]:
+    """name -> url of the submodules of `repo`, as `git submodule init` resolved them
+    (relative ones against its origin) into its .git/config."""
+    out = run(["git", "-C", str(repo), "config", "--get-regexp",
+               r"^submodule\..*\.url$"], log, env=env)
+    urls: dict[str, str] = {}
+    for line in out.stdout.splitlines():
+        key, _, url = line.partition(" ")
+        urls[key.removeprefix("submodule.").removesuffix(".url")] = url.strip()
+    return urls
+
+
+def _init_level(repo: Path, origin: str, check_url: Callable[[str], str], log: list[str],
+                env: Mapping[str, str], depth: int) -> None:
+    """`git submodule update --init` of `repo`'s own submodules (URLs checked), then of
+    theirs, down to MAX_SUBMODULE_DEPTH."""
+    if not (repo / ".gitmodules").is_file():
+        return
+    if depth > MAX_SUBMODULE_DEPTH:
+        raise BuildError(f"submodules nested deeper than {MAX_SUBMODULE_DEPTH}", "\n".join(log))
+    git = ["git", *GIT_SAFE_CONFIG, "-C", str(repo)]
+    run([*git, "remote", "set-url", "origin", "--", origin], log, env=env)
+    if run([*git, "submodule", "--quiet", "init"], log, env=env).returncode != 0:
+        raise BuildError("git submodule init failed", "\n".join(log))
+    schemes: set[str] = set()
+    for name, url in _submodule_urls(repo, log, env).items():
+        try:
+            schemes.add(check_url(url))
+        except Refused as e:
+            log.append(str(e))
+            raise BuildError(f"submodule {name[:80]!r}: {e}", "\n".join(log)) from e
+    update = {**env, "GIT_ALLOW_PROTOCOL": ":".join(sorted(schemes)) or "file",
+              "GIT_TERMINAL_PROMPT": "0", "GIT_PROTOCOL_FROM_USER": "0"}
+    if run([*git, "submodule", "--quiet", "update", "--", "."], log,
+           env=update).returncode != 0:
+        raise BuildError("git submodule update failed", "\n".join(log))
+    paths = run(["git", "-C", str(repo), "config", "-f", ".gitmodules", "--get-regexp",
+                 r"^submodule\..*\.path$"], log, env=env).stdout.splitlines()
+    urls = _submodule_urls(repo, log, env)
+    for line in paths:
+        key, _, rel = line.partition(" ")
+        name = key.removeprefix("submodule.").removesuffix(".path")
+        try:
+            sub = inside(repo, rel.strip(), "submodule path")
+        except Refused as e:
+            raise BuildError(str(e), "\n".join(log)) from e
+        if name in urls and (sub / ".git").exists():
+            _init_level(sub, urls[name], check_url, log, env, depth + 1)
+
+
+def checkout_submodules(cache: Path, bare: Path, source: str, sha: str, log: list[str],
+                        env: Mapping[str, str], check_url: Callable[[str], str]) -> Path:
+    """A tree of `sha` with its submodules (a clone of the mirror, the agent's), made once.
+    `check_url` returns a submodule URL's scheme or raises Refused."""
+    tree = cache / "trees" / f"{sha}-submodules"
+    if tree.is_dir() and not tree.is_symlink() and tree.stat().st_uid == os.geteuid():
+        return tree
+    if tree.is_symlink():
+        tree.unlink()
+    elif tree.exists():
+        shutil.rmtree(tree)
+    tree.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-sub-", dir=tree.parent))
+    local = {**env, **git_env(str(bare))}
+    try:
+        if run(["git", *GIT_SAFE_CONFIG, "clone", "--quiet", "--no-checkout", "--",
+                str(bare), str(tmp / "t")], log, env=local).returncode != 0 or run(
+                ["git", "-C", str(tmp / "t"), "-c", "advice.detachedHead=false", "checkout",
+                 "--quiet", "--detach", sha], log, env=local).returncode != 0:
+            raise BuildError(f"cannot check out {sha[:12]} with its submodules",
+                             "\n".join(log))
+        origin = str(Path(source).resolve()) if Path(source).exists() else source
+        _init_level(tmp / "t", origin, check_url, log, env, 1)
+        (tmp / "t").chmod(0o755)
+        try:
+            (tmp / "t").rename(tree)
+        except OSError:
+            if not tree.is_dir():  # else another build of this sha won the race
+                raise
+    except OSError as e:
+        raise BuildError(f"cannot check out {sha[:12]} with its submodules: {e}",
+                         "\n".join(log)) from e
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tree

@@ -10,11 +10,13 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from mallard_wire.recipes import MAX_RECIPE_FILE, read_recipe_file
 from mallard_wire.results import ResultsIn, TrialIn
 from pydantic import ValidationError
 from rich.console import Console
@@ -31,7 +33,7 @@ from . import export
 from .agent import Agent
 from .cells import Cell
 from .executor import Cancelled
-from .peers import find_peers
+from .peers import CATALOGUE_NAMES, find_peers
 from .runs import RunRequest, execute, prepare
 from .sandbox import SandboxError, set_non_dumpable
 from .settings import REPO_ROOT, RunnerSettings, read_token_file
@@ -87,13 +89,17 @@ def bench(
     suite: Annotated[str, typer.Option(help="suite name (runner/suites/NAME.yaml) or a path")]
     = "quick",
     allocator_source: Annotated[str | None, typer.Option(
-        help="git URL or local path of the mallard repository (default: this checkout)")] = None,
-    commit: Annotated[str, typer.Option(help="commit or ref of mallard to build")] = "HEAD",
-    allocator_dir: Annotated[str, typer.Option(help="the allocator's folder in that repo")]
-    = "allocator",
+        help="git URL or local path of the repository the built allocators come from "
+             "(default: this checkout)")] = None,
+    commit: Annotated[str, typer.Option(help="commit or ref to build where a selector "
+                                             "names none")] = "HEAD",
+    recipe: Annotated[Path | None, typer.Option(
+        help="a TOML file whose [allocator] table is the build recipe (default: the "
+             "source's .mallard.toml at each commit; that file wins when present)")] = None,
     allocators: Annotated[str | None, typer.Option(
-        help="comma list of name\\[@commit]\\[:variant], e.g. "
-             "mallard:transfer=mutex,mallard:transfer=ring,glibc,jemalloc (default: the suite's)")]
+        help="comma list of name\\[@commit]\\[:variant], e.g. mallard:transfer=mutex,"
+             "mimalloc@v2.1.7:arena_eager_commit=1,glibc,jemalloc; a catalogue name alone "
+             "is the system allocator, any other is built (default: the suite's)")]
     = None,
     baseline: Annotated[str | None, typer.Option(help="allocator the ratios are against")] = None,
     cpus: Annotated[str | None, typer.Option(help="CPUs to pin the workloads to, e.g. 1 or 2,3")]
@@ -114,11 +120,12 @@ def bench(
     """Run a suite locally, pinned and interleaved; print a table per workload."""
     settings = load_settings(arch)
     s, selectors, cpu_list = _bench_plan(settings, suite, allocators, cpus)
+    selectors = with_recipe(selectors, recipe)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     raw = raw_dir or settings.raw() / f"bench-{stamp}"
     source = allocator_source or default_source()
     req = RunRequest(suite=s, selectors=selectors, cpus=cpu_list, raw_dir=raw, source=source,
-                     ref=commit, allocator_dir=allocator_dir, trials=trials, warmup=warmup,
+                     ref=commit, trials=trials, warmup=warmup,
                      workloads=_names(workloads), threads=_ints(threads), seed=seed)
     results = _bench_run(settings, req)
     base = baseline if baseline is not None else s.baseline
@@ -129,13 +136,31 @@ def bench(
         console.print(f"[yellow]{n_fail} of {len(results.trials)} trials failed[/]")
 
 
+def with_recipe(selectors: list[AllocatorSelector], path: Path | None
+                ) -> list[AllocatorSelector]:
+    """The built sides with the recipe of `path` (its [allocator] table); exit 2 when the
+    file cannot be read or is not a recipe."""
+    if path is None:
+        return selectors
+    try:
+        with open(path, "rb") as f:
+            text = f.read(MAX_RECIPE_FILE + 1).decode()
+        found = read_recipe_file(text)
+        if found is None:
+            raise ValueError("it has no [allocator] table")
+    except (OSError, ValueError) as e:
+        console.print(f"[red]error:[/] --recipe {path}: {e}")
+        raise typer.Exit(2) from e
+    return [replace(s, recipe=found) if s.built else s for s in selectors]
+
+
 def _bench_plan(settings: RunnerSettings, suite: str, allocators: str | None,
                 cpus: str | None) -> tuple[Suite, list[AllocatorSelector], list[int]]:
     """The suite, the allocators to run and the CPUs to pin to; exit 2 when one is wrong."""
     try:
         s = load_suite(suite, settings.suites_dir, allow_path=True)
-        selectors = parse_selectors(allocators) if allocators else parse_selectors(
-            ",".join(s.allocators))
+        names = [*CATALOGUE_NAMES, *settings.catalogue_entries()]
+        selectors = parse_selectors(allocators or ",".join(s.allocators), names)
         cpu_list = parse_cpus(cpus or settings.cpus)
         check_cpus(cpu_list)
     except (SuiteError, VariantError, ValueError) as e:
@@ -193,8 +218,10 @@ def _bench_report(results: ResultsIn, base: str | None, *, json_out: Path | None
 
 @app.command()
 def peers(arch: ArchOption = None) -> None:
-    """List the peer allocators found on this node (for its target architecture)."""
-    found, missing = find_peers(target=load_settings(arch).platform())
+    """List this node's catalogue of system allocators (for its target architecture)."""
+    settings = load_settings(arch)
+    found, missing = find_peers(target=settings.platform(),
+                                operator=settings.catalogue_entries())
     for name, p in found.items():
         typer.echo(f"{name:9} {p.library or '(no preload)'}  sha256={p.sha256}")
     for name, why in missing.items():

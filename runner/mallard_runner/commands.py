@@ -43,15 +43,13 @@ class Commands:
 
     @staticmethod
     def workload_env(cell: Cell, stats_file: bool = True) -> list[str]:
-        """The variables the workload runs with; the stats file is relative to the trial
-        directory (the working directory), so every trial's environment is the same."""
+        """The variables the workload runs with: the preload, the variant and (`stats_file`)
+        the recipe's stats hook (cells.Target.environment)."""
         pairs: list[str] = []
         if cell.target.preload is not None:
             pairs.append(f"LD_PRELOAD={cell.target.preload}")
-        for k, v in cell.target.env.items():
+        for k, v in cell.target.environment(counters=stats_file).items():
             pairs.append(f"{k}={v}")
-        if cell.target.is_mallard and stats_file:
-            pairs.append("MALLARD_STATS_FILE=stats-%p.json")
         return pairs
 
     def pinned(self, minimal: bool, pairs: list[str]) -> tuple[list[str], list[str]]:

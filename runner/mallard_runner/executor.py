@@ -62,6 +62,7 @@ from mallard_wire.results import TrialIn, WorkloadIn
 from .arch import Platform
 from .cells import Cell, Params
 from .commands import Commands
+from .counters import read_counters
 from .measures import (
     derive_ratios,
     last_json_line,
@@ -70,7 +71,6 @@ from .measures import (
     perf_works,
     read_hyperfine,
     read_result,
-    read_stats,
     tail,
     with_note,
 )
@@ -156,8 +156,10 @@ class Executor:
 
     def _counters(self, cell: Cell, trial_dir: Path,
                   measures: dict[str, float]) -> JsonDict | None:
-        """The allocator's counters (mallard only) and perf's counts, into `measures`."""
-        counters = read_stats(trial_dir) if cell.target.is_mallard else None
+        """The allocator's counters (the reader its recipe's stats hook names) and perf's
+        counts, into `measures`."""
+        hook = cell.target.stats
+        counters = read_counters(hook, trial_dir) if hook is not None else None
         if counters:
             measures.update(derive_ratios(counters))
         if self.use_perf and (trial_dir / "perf.txt").exists():

@@ -14,9 +14,9 @@ from rich.markup import escape
 
 from .cells import Cell
 from .executor import Cancelled
-from .guard import check_ref, check_relative_dir, check_repo
+from .guard import check_ref, check_repo
 from .runs import RunRequest
-from .settings import REPO_ROOT, RunnerSettings
+from .settings import RunnerSettings
 from .suites import SuiteError, load_suite
 from .tools import BuildError
 from .variants import AllocatorSelector, normalize_variant
@@ -39,27 +39,38 @@ class Progress:
             self.log(f"job {self.job_id}: {c}/{n} trials")
 
 
+def selectors_for(job: ClaimedJob, settings: RunnerSettings) -> list[AllocatorSelector]:
+    """The spec's sides: a build (its repository on the allow-list, its commit a ref, its
+    recipe the registered one) or a catalogue entry (guard.py)."""
+    out: list[AllocatorSelector] = []
+    for a in job.spec.allocators:
+        if a.commit is not None:
+            check_ref(a.commit)
+        if a.build is None:
+            out.append(AllocatorSelector(name=a.name, label=a.label, built=False))
+            continue
+        check_repo(a.build.repo_url, settings.repo_rules())
+        out.append(AllocatorSelector(name=a.name, commit=a.commit, label=a.label,
+                                     variant=normalize_variant(a.variant),
+                                     source=a.build.repo_url, recipe=a.build.recipe))
+    if not out:
+        raise SuiteError("the job names no allocators")
+    return out
+
+
 def request_for(job: ClaimedJob, settings: RunnerSettings, cpus: list[int],
                 runner_id: int | None) -> RunRequest:
     """The run a job asks for, every value of its spec checked first (guard.py)."""
     spec = job.spec
     suite = load_suite(spec.suite, settings.suites_dir)  # a name, never a path
-    for a in spec.allocators:
-        if a.commit is not None:
-            check_ref(a.commit)
-    check_relative_dir(spec.allocator_dir)
+    if spec.commit is not None:
+        check_ref(spec.commit)
     if spec.repo_url is not None:
         check_repo(spec.repo_url, settings.repo_rules())
-    selectors = [AllocatorSelector(name=a.name, commit=a.commit,
-                                   variant=normalize_variant(a.variant), label=a.label)
-                 for a in spec.allocators]
-    if not selectors:
-        raise SuiteError("the job names no allocators")
-    # no repo_url: the runner's own checkout (its operator's choice, not the job's)
-    source = spec.repo_url or (str(REPO_ROOT) if (REPO_ROOT / ".git").exists() else None)
+    selectors = selectors_for(job, settings)
     raw = settings.raw() / f"job-{job.id}-attempt-{job.attempt or 1}"
     return RunRequest(suite=suite, selectors=selectors, cpus=cpus, raw_dir=Path(raw),
-                      source=source, ref=None, allocator_dir=spec.allocator_dir,
+                      source=spec.repo_url, ref=spec.commit,
                       trials=spec.trials, warmup=spec.warmup, workloads=spec.workloads,
                       threads=spec.threads, project=spec.project,
                       branch=spec.branch, job_id=job.id, attempt=job.attempt,

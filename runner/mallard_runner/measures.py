@@ -1,6 +1,6 @@
 """What a trial left behind, read into measures: hyperfine's export (time, exit status),
-the workload's JSON result line, the allocator's counters file, `perf stat` and cachegrind
-output. Pure readers: no process is started here except `perf_works`' probe."""
+the workload's JSON result line, `perf stat` and cachegrind output (the allocator's
+counters: counters.py). Pure readers: no process is started here except `perf_works`' probe."""
 
 from __future__ import annotations
 
@@ -64,21 +64,6 @@ def derive_ratios(counters: JsonDict) -> dict[str, float]:
         if isinstance(hits, int | float) and isinstance(misses, int | float) and hits + misses:
             out[f"transfer_{kind}_hit_ratio"] = float(hits) / float(hits + misses)
     return out
-
-
-def read_stats(trial_dir: Path) -> JsonDict | None:
-    """The allocator's counters file (MALLARD_STATS_FILE, %p = pid); the largest if several."""
-    best: JsonDict | None = None
-    for f in sorted(trial_dir.glob("stats-*.json")):
-        try:
-            obj = json.loads(f.read_text())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(obj, dict):
-            continue
-        if best is None or obj.get("allocs", 0) >= best.get("allocs", 0):
-            best = obj
-    return best
 
 
 # perf's generic events -> our measure names (never `instructions`: that name is valgrind's)

@@ -1,9 +1,12 @@
-"""Finds the peer allocators installed on the node (glibc, jemalloc, mimalloc, tcmalloc).
+"""The node's catalogue of system allocators: glibc, the Debian peers (jemalloc, mimalloc,
+tcmalloc) and any library the node's operator lists (setting `catalogue`,
+`MALLARD_RUNNER_CATALOGUE="name=/abs/path/lib.so,..."`: `parse_catalogue`).
 
-glibc is "no preload". The others are shared libraries found through the
+glibc is "no preload". The Debian peers are shared libraries found through the
 dynamic linker's cache (`ldconfig -p`, native ABI entries only) and then the
-usual library directories for this machine's multiarch triplet. A missing
-peer is reported, never an error.
+usual library directories for this machine's multiarch triplet; an operator's entry is
+its path (an ELF shared object, checked when the settings are read), and wins over the
+Debian lookup of the same name. A missing entry is reported, never an error.
 
 On an emulated testbed (arch.py) the peers are the target's: Debian's arm64 packages
 (`libjemalloc2:arm64`, ...) extracted into the runner's peers folder (`make peers-arm64`;
@@ -21,8 +24,12 @@ import platform
 import re
 import subprocess
 import sysconfig
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from mallard_wire.fields import AllocatorName
+from pydantic import TypeAdapter
 
 from .arch import Platform, elf_machine
 
@@ -32,6 +39,11 @@ PEER_LIBRARIES: dict[str, tuple[str, ...]] = {
     "mimalloc": ("libmimalloc.so.2", "libmimalloc.so"),
     "tcmalloc": ("libtcmalloc_minimal.so.4", "libtcmalloc_minimal.so"),
 }
+
+# the names the catalogue always has (an operator's entries come on top)
+CATALOGUE_NAMES = ("glibc", *PEER_LIBRARIES)
+_NAME = TypeAdapter(AllocatorName)
+ET_DYN = 3  # ELF e_type of a shared object
 
 # the Debian packages of the peers, and Debian's names of the architectures (multiarch)
 DEBIAN_PACKAGES = {"jemalloc": "libjemalloc2", "mimalloc": "libmimalloc2.0",
@@ -56,6 +68,48 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def is_shared_object(path: Path) -> bool:
+    """An ELF file of type ET_DYN (a shared library; a PIE program is one too)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(18)
+    except OSError:
+        return False
+    if len(head) < 18 or head[:4] != b"\x7fELF":
+        return False
+    return int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == ET_DYN
+
+
+def parse_catalogue(text: str) -> dict[str, Path]:
+    """The operator's entries, `name=/abs/path/lib.so,...`: a name of an allocator (not
+    glibc, each once), the absolute path of an existing ELF shared object; ValueError
+    naming the entry otherwise."""
+    out: dict[str, Path] = {}
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        name, sep, path = (s.strip() for s in entry.partition("="))
+        if not sep:
+            raise ValueError(f"catalogue entry {entry[:80]!r}: expected name=/path/lib.so")
+        try:
+            _NAME.validate_python(name)
+        except ValueError:
+            raise ValueError(f"catalogue entry {entry[:80]!r}: {name[:40]!r} is not an "
+                             "allocator name (letters, digits, _ . + -)") from None
+        if name == "glibc" or name in out:
+            raise ValueError(f"catalogue entry {entry[:80]!r}: "
+                             + ("glibc is the C library itself" if name == "glibc"
+                                else f"{name} is listed twice"))
+        lib = Path(path)
+        if not lib.is_absolute():
+            raise ValueError(f"catalogue entry {entry[:80]!r}: the path must be absolute")
+        if not lib.is_file() or not is_shared_object(lib):
+            raise ValueError(f"catalogue entry {entry[:80]!r}: {path[:200]} is not an "
+                             "existing ELF shared object")
+        out[name] = lib
+    return out
 
 
 def multiarch_triplet() -> str:
@@ -135,15 +189,27 @@ def libc_version() -> str:
     return f"{name} {version}".strip() or "unknown"
 
 
-def find_peers(names: list[str] | None = None, target: Platform | None = None
+def find_peers(names: list[str] | None = None, target: Platform | None = None,
+               operator: Mapping[str, Path] | None = None
                ) -> tuple[dict[str, Peer], dict[str, str]]:
-    """Return (found peers by name, missing peers with the reason)."""
-    wanted = names or ["glibc", *PEER_LIBRARIES]
+    """Return (found catalogue entries by name, missing ones with the reason); `operator`:
+    the node operator's entries (parse_catalogue)."""
+    operator = operator or {}
+    wanted = names or [*CATALOGUE_NAMES, *(n for n in operator if n not in CATALOGUE_NAMES)]
     emulated = target is not None and target.emulated
     cache = ldconfig_cache(target.arch if target is not None else None)
     found: dict[str, Peer] = {}
     missing: dict[str, str] = {}
     for name in wanted:
+        if name in operator:
+            listed = operator[name]
+            if emulated and target is not None and elf_machine(listed) != target.arch:
+                missing[name] = f"{listed} is not a library of {target.arch}"
+            elif not listed.is_file():
+                missing[name] = f"{listed} is gone"
+            else:
+                found[name] = Peer(name, listed, sha256_file(listed))
+            continue
         if name == "glibc":
             libc = find_library(("libc.so.6",), cache, target)
             version = (target.libc if emulated and target is not None else None) or libc_version()
@@ -152,7 +218,7 @@ def find_peers(names: list[str] | None = None, target: Platform | None = None
             continue
         sonames = PEER_LIBRARIES.get(name)
         if sonames is None:
-            missing[name] = "not a known peer"
+            missing[name] = "not in this node's catalogue"
             continue
         lib = find_library(sonames, cache, target)
         if lib is None:

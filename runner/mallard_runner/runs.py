@@ -10,8 +10,8 @@ resulting state into the testbed fingerprint, and a CPU set that is not isolated
 run's notes as a warning.
 
 An emulated target (setting `arch` other than the host's, arch.py) cross-builds the
-workloads from the runner's checkout into its workloads folder first, builds mallard with
-the toolchain file, takes the target's peers, and runs everything under qemu.
+workloads from the runner's checkout into its workloads folder first, builds the allocators
+with the toolchain file, takes the target's peers, and runs everything under qemu.
 """
 
 from __future__ import annotations
@@ -66,7 +66,6 @@ class RunRequest:
     raw_dir: Path
     source: str | None = None
     ref: str | None = None
-    allocator_dir: str = "allocator"
     trials: int | None = None
     warmup: int | None = None
     workloads: list[str] | None = None
@@ -107,9 +106,11 @@ def prepare(settings: RunnerSettings, req: RunRequest,
     if target.emulated:
         cross_workloads(target, RUNNER_DIR / "workloads", settings.workloads_dir,
                         env=box.agent_env())
-    resolved = resolve_targets(req.selectors, Builder(settings.cache(), platform=target,
-                                                      sandbox=box),
-                               req.source, req.ref, req.allocator_dir, target)
+    builder = Builder(settings.cache(), platform=target, sandbox=box,
+                      log_max_bytes=settings.build_log_max_bytes,
+                      repo_rules=settings.repo_rules() if req.job_id is not None else None)
+    resolved = resolve_targets(req.selectors, builder, req.source, req.ref, target,
+                               settings.catalogue_entries())
     notes = [f"peer {name} skipped: {why}" for name, why in resolved.missing.items()]
     if target.emulated:
         notes.append(f"emulated testbed: {target.arch} under {target.emulator_version} on "

@@ -15,7 +15,9 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .arch import Platform, host_arch, normalize_arch, resolve_platform
+from .build import LOG_MAX_BYTES
 from .guard import parse_rules
+from .peers import parse_catalogue
 from .sandbox import DEFAULT_WORK_USER, Sandbox
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -123,6 +125,13 @@ class RunnerSettings(BaseSettings):
     # (created when missing) or uid:gid
     work_user: str = DEFAULT_WORK_USER
 
+    # builds (build.py): what a build may print before it is killed (a recipe's own
+    # timeout_seconds caps its time)
+    build_log_max_bytes: int = Field(default=LOG_MAX_BYTES, ge=4096)
+    # the node operator's system allocators, on top of glibc and the Debian peers:
+    # `name=/abs/path/lib.so,...` (peers.parse_catalogue)
+    catalogue: str = ""
+
     # what a job may name: repositories (comma list of scheme://host[:port] and
     # file:///folder entries; empty: none, only the runner's own checkout)
     repo_allow: str = ""
@@ -153,6 +162,15 @@ class RunnerSettings(BaseSettings):
     def _rules_parse(cls, v: str) -> str:
         parse_rules(v)
         return v
+
+    @field_validator("catalogue")
+    @classmethod
+    def _catalogue_parses(cls, v: str) -> str:
+        parse_catalogue(v)
+        return v
+
+    def catalogue_entries(self) -> dict[str, Path]:
+        return parse_catalogue(self.catalogue)
 
     def repo_rules(self) -> tuple[Prefix, ...]:
         return parse_rules(self.repo_allow)

@@ -14,11 +14,11 @@ from mallard_wire.results import TrialIn
 
 
 def allocator_display(t: TrialIn) -> str:
+    """`mimalloc@a3ca0e5 arena_eager_commit=1` (built: it has a commit), `jemalloc`."""
     a = t.allocator
-    if a.name != "mallard":
+    if a.commit is None:
         return a.name
-    commit = f"@{a.commit[:7]}" if a.commit else ""
-    return f"mallard{commit} {a.variant or 'default'}"
+    return f"{a.name}@{a.commit[:7]} {a.variant or 'default'}"
 
 
 def case_key(t: TrialIn) -> str:

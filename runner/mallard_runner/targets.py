@@ -1,14 +1,16 @@
-"""Turns allocator selectors into runnable targets: builds mallard, finds the peers."""
+"""Turns allocator selectors into runnable targets: builds each built side by its recipe,
+finds the catalogue's (peers.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mallard_wire.results import AllocatorIn
 
 from .arch import Platform
-from .build import Builder, BuiltAllocator
+from .build import Builder, BuiltAllocator, recipe_hash
 from .cells import Cell, Target
 from .peers import find_peers
 from .suites import Case
@@ -22,26 +24,40 @@ class Resolved:
     builds: dict[str, BuiltAllocator] = field(default_factory=dict)
 
 
+def _built(sel: AllocatorSelector, builder: Builder, source: str | None,
+           default_ref: str | None, out: Resolved) -> Target:
+    """The target of a built side: its source at its commit, built once per recipe."""
+    src = sel.source or source
+    if src is None:
+        raise ValueError(f"{sel.name} is built from source: it needs an allocator source "
+                         f"(--allocator-source)")
+    ref = sel.commit or default_ref or "HEAD"
+    key = f"{src}@{ref}#{recipe_hash(sel.recipe) if sel.recipe is not None else '-'}"
+    if key not in out.builds:
+        out.builds[key] = builder.build(src, ref, sel.recipe)
+    b = out.builds[key]
+    info = AllocatorIn(name=sel.name, commit=b.commit, variant=sel.variant,
+                       build_flags=b.build_flags, compiler=b.compiler,
+                       library_sha256=b.library_sha256)
+    t = Target(sel.default_label(), info, b.library_path, b.recipe)
+    try:
+        t.environment(counters=True)  # the variant's keys are the recipe's
+    except ValueError as e:
+        raise ValueError(f"{sel.name}: variant {sel.variant!r}: {e}") from e
+    return t
+
+
 def resolve_targets(selectors: list[AllocatorSelector], builder: Builder, source: str | None,
-                    default_ref: str | None, allocator_dir: str = "allocator",
-                    target: Platform | None = None) -> Resolved:
-    """Build each mallard commit once (BuildError propagates), find the peers (missing: noted)."""
+                    default_ref: str | None, target: Platform | None = None,
+                    catalogue: Mapping[str, Path] | None = None) -> Resolved:
+    """Build each built side once per source, commit and recipe (BuildError propagates),
+    find the catalogue's (`catalogue`: the operator's entries; missing ones: noted)."""
     out = Resolved()
-    peer_names = sorted({s.name for s in selectors if not s.is_mallard})
-    peers, out.missing = find_peers(peer_names, target) if peer_names else ({}, {})
+    names = sorted({s.name for s in selectors if not s.built})
+    peers, out.missing = find_peers(names, target, catalogue) if names else ({}, {})
     for sel in selectors:
-        if sel.is_mallard:
-            ref = sel.commit or default_ref or "HEAD"
-            if source is None:
-                raise ValueError("mallard needs an allocator source (--allocator-source)")
-            key = f"{source}@{ref}"
-            if key not in out.builds:
-                out.builds[key] = builder.build(source, ref, allocator_dir)
-            b = out.builds[key]
-            info = AllocatorIn(name="mallard", commit=b.commit, variant=sel.variant,
-                                 build_flags=b.build_flags, compiler=b.compiler,
-                                 library_sha256=b.library_sha256)
-            out.targets.append(Target(sel.default_label(), info, b.library_path))
+        if sel.built:
+            out.targets.append(_built(sel, builder, source, default_ref, out))
         elif sel.name in peers:
             p = peers[sel.name]
             info = AllocatorIn(name=p.name, library_sha256=p.sha256)

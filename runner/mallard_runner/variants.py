@@ -1,102 +1,87 @@
-"""Variants (contracts §3) and the allocator selectors the CLI accepts.
+"""The allocator selectors the CLI accepts, and what a side of a run is.
 
-`transfer=ring` becomes MALLARD_TRANSFER=ring for mallard; no variant (None or
-"") is the default configuration, shown as `default`. A selector on the command
-line is `name[@commit][:variant]`: `mallard:transfer=ring`, `glibc`,
-`mallard@v1.2:transfer=mutex`.
+A selector on the command line is `name[@commit][:variant]`: `glibc`, `jemalloc`,
+`mallard:transfer=ring`, `mimalloc@v2.1.7:arena_eager_commit=1`. A name of the node's
+catalogue (peers.py) without a commit or a variant is that system allocator; any other
+selector is a built allocator: the project `name` built from the run's allocator source
+(`--allocator-source`) at its commit (default `--commit`) by its recipe (`--recipe`, or
+the source's `.mallard.toml` at that commit). Variants are the recipe's options
+(mallard_wire.recipes: `variant_env`); no variant (None or "") is the default
+configuration, shown as `default`.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
-from mallard_wire.names import PEERS
+from mallard_wire.fields import AllocatorName
+from mallard_wire.recipes import Recipe, normalize_variant, show_variant
+from pydantic import TypeAdapter
 
-PEER_NAMES = PEERS  # the one list (mallard_wire.names)
-_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+from .peers import CATALOGUE_NAMES
+
+__all__ = ["AllocatorSelector", "VariantError", "normalize_variant", "parse_selector",
+           "parse_selectors", "show_variant"]
+_NAME = TypeAdapter(AllocatorName)
 
 
 class VariantError(ValueError):
     pass
 
 
-def parse_variant(variant: str | None) -> dict[str, str]:
-    """`"transfer=ring,foo=1"` -> {"transfer": "ring", "foo": "1"}; None or "" -> {}."""
-    if not variant:
-        return {}
-    pairs: dict[str, str] = {}
-    for part in variant.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        key, sep, value = part.partition("=")
-        key = key.strip()
-        if not sep or not _KEY.match(key) or not value.strip():
-            raise VariantError(f"bad variant {variant!r}: expected key=value[,key=value...]")
-        pairs[key] = value.strip()
-    return pairs
-
-
-def variant_env(variant: str | None) -> dict[str, str]:
-    """The environment a mallard variant runs with: MALLARD_<KEY>=value."""
-    return {f"MALLARD_{k.upper()}": v for k, v in parse_variant(variant).items()}
-
-
-def normalize_variant(variant: str | None) -> str | None:
-    """Canonical spelling (pairs as given, whitespace stripped); None for the default."""
-    pairs = parse_variant(variant)
-    return ",".join(f"{k}={v}" for k, v in pairs.items()) or None
-
-
-def show_variant(variant: str | None) -> str:
-    return normalize_variant(variant) or "default"
-
-
 @dataclass(frozen=True)
 class AllocatorSelector:
-    """An allocator asked for: `mallard` (at a commit, with a variant) or a peer."""
+    """An allocator asked for: a build (`built`: a project at a commit with a variant, from
+    `source` by `recipe`; None: the run's defaults) or a catalogue entry."""
 
     name: str
     commit: str | None = None
     variant: str | None = None
     label: str | None = None
-
-    @property
-    def is_mallard(self) -> bool:
-        return self.name == "mallard"
+    built: bool = True
+    source: str | None = None
+    recipe: Recipe | None = None
 
     def default_label(self) -> str:
-        return self.label or ("head" if self.is_mallard else "peer")
+        return self.label or ("head" if self.built else "peer")
 
 
-def parse_selector(text: str) -> AllocatorSelector:
-    """Parse `name[@commit][:variant]`."""
+def _variant(text: str | None, selector: str) -> str | None:
+    try:
+        return normalize_variant(text)
+    except ValueError as e:
+        raise VariantError(f"bad variant in {selector[:80]!r}: {e}") from None
+
+
+def parse_selector(text: str, catalogue: Collection[str] = CATALOGUE_NAMES) -> AllocatorSelector:
+    """Parse `name[@commit][:variant]`; a catalogue name alone is the system allocator."""
     text = text.strip()
     head, _, variant = text.partition(":")
-    name, _, commit = head.partition("@")
-    name = name.strip()
-    if not name:
-        raise VariantError(f"bad allocator {text!r}")
-    if name != "mallard" and name not in PEER_NAMES:
-        raise VariantError(f"unknown allocator {name!r}: mallard or one of {', '.join(PEER_NAMES)}")
-    if name != "mallard" and (commit or variant):
-        raise VariantError(f"{name} is a peer found on the node: it has no commit or variant")
-    return AllocatorSelector(name=name, commit=commit or None,
-                             variant=normalize_variant(variant or None))
+    name, _, commit = (s.strip() for s in head.partition("@"))
+    try:
+        _NAME.validate_python(name)
+    except ValueError:
+        raise VariantError(f"bad allocator {text[:80]!r}: expected name[@commit][:variant] "
+                           f"with a name of letters, digits, _ . + -") from None
+    built = bool(commit or variant.strip()) or name not in catalogue
+    return AllocatorSelector(name=name, commit=commit or None, built=built,
+                             variant=_variant(variant or None, text))
 
 
-def parse_selectors(text: str) -> list[AllocatorSelector]:
-    """A comma list where variants may themselves hold commas: split on known names."""
+def parse_selectors(text: str, catalogue: Collection[str] = CATALOGUE_NAMES
+                    ) -> list[AllocatorSelector]:
+    """A comma list where variants may themselves hold commas: a piece with `=` before any
+    `:` (no name has one) goes on with the previous selector's variant
+    (`mallard:transfer=ring,decay_ms=0`)."""
     out: list[AllocatorSelector] = []
-    pieces = [p for p in text.split(",") if p.strip()]
-    for piece in pieces:
-        name = piece.strip().partition(":")[0].partition("@")[0]
-        if out and name not in PEER_NAMES and name != "mallard" and "=" in piece:
-            # continuation of the previous variant: mallard:transfer=ring,foo=1
-            prev = out.pop()
-            joined = f"{prev.variant},{piece.strip()}" if prev.variant else piece.strip()
-            out.append(AllocatorSelector(prev.name, prev.commit, normalize_variant(joined)))
+    for piece in (p.strip() for p in text.split(",")):
+        if not piece:
             continue
-        out.append(parse_selector(piece))
+        if out and "=" in piece.partition(":")[0]:
+            prev = out.pop()
+            joined = f"{prev.variant},{piece}" if prev.variant else piece
+            out.append(AllocatorSelector(prev.name, prev.commit, _variant(joined, joined)))
+            continue
+        out.append(parse_selector(piece, catalogue))
     return out

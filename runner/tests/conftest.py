@@ -20,6 +20,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,28 @@ import pytest
 import yaml
 from mallard_runner.build import Builder, BuiltAllocator
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
+from mallard_wire.recipes import Recipe, read_recipe_file
 
 C_DIR = Path(__file__).resolve().parent / "c"
+# mallard's own recipe (the repository's .mallard.toml), for targets made by hand
+_MALLARD_RECIPE = read_recipe_file((REPO_ROOT / ".mallard.toml").read_text())
+assert _MALLARD_RECIPE is not None
+MALLARD_RECIPE: Recipe = _MALLARD_RECIPE
+# the toy allocator's recipe (the toy repository carries it as its .mallard.toml)
+TOY_RECIPE = """[allocator]
+kind = "cmake"
+source = "allocator"
+target = "mallard"
+library = "**/libmallard.so"
+
+[allocator.options]
+prefix = "MALLARD_"
+
+[allocator.stats]
+parser = "mallard"
+file_env = "MALLARD_STATS_FILE"
+"""
+TOY_RECIPE_TABLE: dict[str, Any] = tomllib.loads(TOY_RECIPE)["allocator"]  # a job's recipe
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
 
@@ -100,6 +121,7 @@ def toy_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("toyrepo")
     git(repo, "init", "-q", "-b", "main")
     shutil.copytree(C_DIR / "toy_allocator", repo / "allocator")
+    (repo / ".mallard.toml").write_text(TOY_RECIPE)
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "toy allocator")
     git(repo, "checkout", "-q", "-b", "broken")

@@ -25,7 +25,7 @@ import httpx
 import pytest
 from mallard_api.harness import API_BIN, wait_for
 
-from .conftest import first_cpu, gate_workload, write_suite
+from .conftest import TOY_RECIPE_TABLE, first_cpu, gate_workload, write_suite
 from .live import DROP, Agent, Proxy, RealApi, Seen, started_api
 
 pytestmark = pytest.mark.skipif(not API_BIN.exists(), reason="mallard-api is not installed")
@@ -67,10 +67,11 @@ def agent_env(make_settings, tmp_path, toy_repo, api):
 
 
 def job_spec(repo: Path, commit: str = "main") -> dict[str, Any]:
-    return {"project": "mallard", "repo_url": str(repo), "allocator_dir": "allocator",
+    return {"project": "mallard", "repo_url": str(repo),
             "suite": "t", "workloads": ["tiny"], "threads": [1, 2], "trials": 3, "warmup": 1,
             "branch": "main", "allocators": [
-                {"label": "head", "name": "mallard", "commit": commit, "variant": "transfer=ring"},
+                {"label": "head", "name": "mallard", "commit": commit, "variant": "transfer=ring",
+                 "build": {"repo_url": str(repo), "recipe": TOY_RECIPE_TABLE}},
                 {"label": "peer", "name": "glibc"}]}
 
 
@@ -334,7 +335,7 @@ def test_hostile_job_specs_fail_cleanly_and_run_nothing(api, agent_env, toy_repo
         {**base, "repo_url": f"{internal.url}/internal-only/secret.git"},
         {**base, "repo_url": "file:///etc"},
         {**base, "repo_url": "ext::sh -c touch${IFS}marker"},
-        {**base, "allocator_dir": "../../../../tmp/evil"},
+        {**base, "allocators": [{**head, "build": {**head["build"], "repo_url": "file:///etc"}}]},
         {**base, "suite": str(secret)},
         {**base, "suite": str(secret.with_suffix(""))},
         {**base, "allocators": "not a list"},  # malformed: cannot even be read
@@ -363,7 +364,7 @@ def test_hostile_job_specs_fail_cleanly_and_run_nothing(api, agent_env, toy_repo
     # refused on claim by the wire model (mallard_wire.jobs.JobSpec), naming the field, or
     # by the runner's own guard (guard.py) for what only the runner can judge (its allow-list)
     expect = ["spec.allocators.0.commit", "not on this runner's allow-list",
-              "not on this runner's allow-list", "remote-helper", "spec.allocator_dir",
+              "not on this runner's allow-list", "remote-helper", "not on this runner's allow-list",
               "spec.suite", "spec.suite", "malformed"]
     for log, words in zip(logs, expect, strict=True):
         assert words in log, (words, log)

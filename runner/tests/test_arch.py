@@ -21,7 +21,7 @@ from mallard_runner.suites import Suite, expand
 from mallard_runner.testbed import collect
 from mallard_wire.results import AllocatorIn
 
-from .conftest import first_cpu, git, reachable
+from .conftest import MALLARD_RECIPE, first_cpu, git, reachable
 
 CROSS_TOOLS = ("aarch64-linux-gnu-gcc", "qemu-aarch64", "cmake")
 needs_cross = pytest.mark.skipif(
@@ -89,7 +89,7 @@ def test_emulated_command_line(make_settings, tmp_path: Path) -> None:
     ex = Executor(settings, [first_cpu()], tmp_path)
     assert ex.use_perf is False and ex.valgrind is False  # they would measure qemu
     info = AllocatorIn(name="mallard", commit="a" * 40, variant="transfer=ring")
-    lib = Target("head", info, Path("/lib/libmallard.so"))
+    lib = Target("head", info, Path("/lib/libmallard.so"), MALLARD_RECIPE)
     plain = Target("peer", AllocatorIn(name="glibc"), None)
     sizes = []
     for t in (lib, plain):
@@ -135,7 +135,7 @@ def test_emulated_trial_gives_a_valid_result(arm64_build, make_settings, tmp_pat
     settings = make_settings(arch="aarch64", workloads_dir=workloads)
     ex = Executor(settings, [first_cpu()], tmp_path / "raw", target=target)
     info = AllocatorIn(name="mallard", commit=built.commit, variant="transfer=ring")
-    cell = Cell(Target("head", info, built.library_path), "fastpath",
+    cell = Cell(Target("head", info, built.library_path, built.recipe), "fastpath",
                 {"threads": 2, "ops": 2000, "seed": 42}, workloads / "fastpath")
     trial, _ = ex.run_trial(cell, 0, warmup=False)
     assert trial.ok, trial.stderr_tail

@@ -26,7 +26,7 @@ from mallard_runner.suites import expand, load_suite
 from mallard_runner.testbed import format_cpus, parse_cpus
 from mallard_wire.results import AllocatorIn
 
-from .conftest import first_cpu, last_cpu
+from .conftest import MALLARD_RECIPE, first_cpu, last_cpu
 
 GLIBC = Target("peer", AllocatorIn(name="glibc"))
 
@@ -168,7 +168,7 @@ def test_mallard_variant_env_and_counters_file(make_settings, tiny_dir, toy_repo
     built = Builder(settings.cache()).build(str(toy_repo), "main")
     info = AllocatorIn(name="mallard", commit=built.commit, variant="transfer=ring",
                          library_sha256=built.library_sha256)
-    target = Target("head", info, preload=built.library_path)
+    target = Target("head", info, preload=built.library_path, recipe=built.recipe)
     ex = Executor(settings, [first_cpu()], tmp_path / "raw", use_perf=False)
     (t,) = ex.run([cell(tiny_dir, target)], trials=1, warmup=0).trials
     assert t.ok, t.stderr_tail
@@ -185,7 +185,8 @@ def test_real_mallard_counters_and_transfer_ratios(make_settings, tiny_dir, real
     for variant in ("transfer=mutex", "transfer=ring"):
         info = AllocatorIn(name="mallard", commit=real_mallard.commit, variant=variant,
                              library_sha256=real_mallard.library_sha256)
-        target = Target("head", info, preload=real_mallard.library_path)
+        target = Target("head", info, preload=real_mallard.library_path,
+                        recipe=real_mallard.recipe)
         cells.append(cell(tiny_dir, target, threads=2, ops=200000))
     ex = Executor(make_settings(), [first_cpu()], tmp_path / "raw", use_perf=False)
     out = ex.run(cells, trials=1, warmup=0)
@@ -256,7 +257,7 @@ def test_deterministic_counters_repeat_within_a_tenth_of_a_percent(
     ex = Executor(settings, [first_cpu()], tmp_path / "raw", use_perf=False)
     mallard = Target("head", AllocatorIn(name="mallard", commit=real_mallard.commit,
                                            variant="transfer=ring"),
-                     preload=real_mallard.library_path)
+                     preload=real_mallard.library_path, recipe=real_mallard.recipe)
     for target in (Target("base", AllocatorIn(name="glibc")), mallard):
         c = Cell(target=target, workload=workload, params=case.params, binary=binary,
                  deterministic_params=case.deterministic_params)
@@ -300,7 +301,7 @@ def test_a_trial_that_hangs_is_killed_and_failed(make_settings, tmp_path):
 
 def test_trial_command_shape(make_settings, tiny_dir, tmp_path):
     target = Target("head", AllocatorIn(name="mallard", variant="transfer=ring"),
-                    preload=tmp_path / "libmallard.so")
+                    preload=tmp_path / "libmallard.so", recipe=MALLARD_RECIPE)
     c = cell(tiny_dir, target)
     for use_perf in (False, True):
         ex = Executor(make_settings(), [0, 1], tmp_path, use_perf=use_perf)
@@ -329,7 +330,7 @@ def test_every_trial_of_every_allocator_gets_the_same_environment_size(make_sett
     script.write_text('#!/bin/sh\nenv\necho \'{"operations": 1, "seconds": 1}\'\n')
     script.chmod(0o755)
     mallard = Target("head", AllocatorIn(name="mallard", variant="transfer=mutex"),
-                     preload=tmp_path / "lib" / "libmallard.so")
+                     preload=tmp_path / "lib" / "libmallard.so", recipe=MALLARD_RECIPE)
     ex = Executor(make_settings(), [first_cpu()], tmp_path / "raw", use_perf=False)
     sizes = set()
     for target in (GLIBC, mallard):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 
+import pytest
 from mallard_runner.peers import find_peers, library_dirs, multiarch_triplet, sha256_file
 from mallard_runner.testbed import collect
 
@@ -51,3 +52,27 @@ def test_testbed_fields():
     assert tb.thp in ("always", "madvise", "never", "unknown")
     assert tb.compiler.split()[0] in ("gcc", "clang")
     assert tb.cpu_model and tb.kernel == platform.release()
+
+
+# -- the operator's catalogue entries -----------------------------------------------------
+def test_operator_catalogue_entries(tmp_path, crash_lib):
+    from mallard_runner.peers import parse_catalogue
+    from mallard_runner.settings import RunnerSettings
+
+    assert parse_catalogue(f"mine={crash_lib}, ") == {"mine": crash_lib}
+    found, missing = find_peers(["mine", "glibc"], operator={"mine": crash_lib})
+    assert found["mine"].library == crash_lib and not missing
+    assert "mine" in find_peers(operator={"mine": crash_lib})[0]
+    text = tmp_path / "text.so"
+    text.write_text("not ELF")
+    for entry, why in [("mine", "expected name="), (f"glibc={crash_lib}", "C library"),
+                       (f"a b={crash_lib}", "not an allocator name"),
+                       ("mine=lib.so", "absolute"), (f"mine={text}", "ELF shared object"),
+                       (f"m={crash_lib},m={crash_lib}", "twice"),
+                       (f"m={tmp_path}/none.so", "ELF shared object")]:
+        with pytest.raises(ValueError, match=why):
+            parse_catalogue(entry)
+    with pytest.raises(ValueError, match="catalogue entry"):
+        RunnerSettings(catalogue="mine=relative.so")
+    assert RunnerSettings(catalogue=f"mine={crash_lib}").catalogue_entries() == {
+        "mine": crash_lib}

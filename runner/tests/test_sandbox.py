@@ -21,7 +21,7 @@ from mallard_runner.sandbox import Sandbox
 from mallard_runner.settings import RUNNER_DIR
 from mallard_runner.tools import run
 
-from .conftest import git, reachable, write_suite
+from .conftest import TOY_RECIPE_TABLE, git, reachable, write_suite
 from .live import Agent, real_api
 
 AS_ROOT = os.geteuid() == 0
@@ -60,10 +60,12 @@ def test_a_build_that_reads_every_secret_stores_none(make_settings, tmp_path):
             "trials": 1, "warmup": 0, "threads": [1], "allocators": ["glibc"],
             "workloads": {"tiny": {"params": {"ops": 2000}}}}))
         api.project("victim", repo)
-        job_id = api.job({"project": "victim", "repo_url": str(repo), "allocator_dir": "allocator",
+        build = {"repo_url": str(repo), "recipe": TOY_RECIPE_TABLE}
+        job_id = api.job({"project": "victim", "repo_url": str(repo),
                           "suite": "t", "workloads": ["tiny"], "threads": [1], "trials": 1,
                           "warmup": 0, "branch": "main", "allocators": [
-                              {"label": "head", "name": "mallard", "commit": "main"}]},
+                              {"label": "head", "name": "mallard", "commit": "main",
+                               "build": build}]},
                          max_attempts=1)
         runner_token = api.token("runner", "node-evil")
         user_token = api.token("user")

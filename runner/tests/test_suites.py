@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from mallard_runner.peers import CATALOGUE_NAMES
 from mallard_runner.settings import RUNNER_DIR
 from mallard_runner.suites import SuiteError, expand, load_suite
-from mallard_runner.variants import PEER_NAMES, parse_selectors
+from mallard_runner.variants import parse_selectors
 
 SUITES = RUNNER_DIR / "suites"
 WORKLOADS_SRC = RUNNER_DIR / "workloads"
@@ -29,7 +30,7 @@ def test_quick_suite_shape():
     quick = load_suite("quick", SUITES)
     assert 3 <= quick.trials <= 5 and quick.warmup == 1
     assert {t for c in expand(quick) for t in [c.params["threads"]]} == {1, 2}
-    assert set(PEER_NAMES) <= set(quick.allocators)
+    assert set(CATALOGUE_NAMES) <= set(quick.allocators)
     assert {"mallard:transfer=mutex", "mallard:transfer=ring"} <= set(quick.allocators)
     # every workload has deterministic counts at 1 thread (the thread count where they repeat)
     for c in expand(quick):
