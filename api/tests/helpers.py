@@ -68,7 +68,8 @@ def job_spec(**fields: Any) -> dict[str, Any]:
     """A valid spec for POST /jobs (contracts §5) of a job of no project, with `fields`
     replacing its values (a job of a project builds the project's repo_url). Its head is
     project `mallard`'s build (the `client` fixture registers it), filled in by the API."""
-    return {"project": None, "repo_url": "/srv/git/mallard.git", "suite": "quick", "workloads": ["larson"],
+    return {"project": None, "repo_url": "/srv/git/mallard.git", "suite": "quick",
+            "workloads": ["larson"],
             "threads": [1], "trials": 3, "warmup": 1, "branch": "main", "commit": "main",
             "allocators": [{"label": "head", "name": "mallard", "commit": "main",
                             "variant": "transfer=ring"}, {"label": "peer", "name": "glibc"}],
