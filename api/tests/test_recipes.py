@@ -148,6 +148,9 @@ def test_specs_of_another_allocator_name_it_and_carry_its_recipe(
     report = client.get(f"/api/v1/comparisons/{comp['id']}/report", headers=user_headers).text
     assert report.splitlines()[0].endswith(
         f"base {name}@1111111 vs head {name}@2222222 arena=4"), report
+    page = client.get(f"/ui/comparisons/{comp['id']}", headers=user_headers)
+    assert page.status_code == 200 and f"{name}@2222222 arena=4" in page.text
+    assert "mallard@" not in page.text
 
 
 def spec_job_id(client: Any, headers: dict[str, str], comp: dict[str, Any]) -> int:
