@@ -28,6 +28,7 @@ from pathlib import Path
 
 import httpx
 from mallard_api.harness import ApiProcess, mint_token
+from mallard_wire.recipes import RECIPE_FILE, read_recipe_file
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -95,6 +96,19 @@ def start_runner(api: str, env: dict[str, str], name: str, cpu: str,
 def pinned_cpu() -> str:
     cpus = sorted(os.sched_getaffinity(0))
     return str(cpus[-1])  # the last core: the first one keeps the API and PostgreSQL
+
+
+def register_mallard(api: str, admin_token: str, repo_url: str) -> None:
+    """Project `mallard` (Mallard's own allocator is one project like any other) with the
+    recipe of the repository's .mallard.toml, as an admin registers it."""
+    recipe = read_recipe_file((ROOT / RECIPE_FILE).read_text())
+    assert recipe is not None, f"{RECIPE_FILE} has no [allocator] table"
+    with httpx.Client(base_url=api, timeout=30,
+                      headers={"Authorization": f"Bearer {admin_token}"}) as admin:
+        admin.put("/api/v1/projects/mallard", json={
+            "repo_url": repo_url, "default_branch": "main",
+            "recipe": recipe.model_dump(mode="json", exclude_defaults=True),
+        }).raise_for_status()
 
 
 @contextmanager
@@ -188,9 +202,7 @@ def boot(st: Stack, preferred_port: int, arm64: bool = False,
     st.user_token = st.api_server.token("user")
     st.client = httpx.Client(base_url=st.api, timeout=30,
                              headers={"Authorization": f"Bearer {st.user_token}"})
-    st.client.put("/api/v1/projects/mallard", json={
-        "repo_url": str(ROOT), "allocator_dir": "allocator", "default_branch": "main",
-    }).raise_for_status()
+    register_mallard(st.api, st.api_server.token("admin"), str(ROOT))
 
     st.runner_proc = start_runner(st.api, env, node, cpu)
     if arm64:

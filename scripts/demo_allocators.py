@@ -75,7 +75,8 @@ def register(admin: httpx.Client, name: str, repo: Path, branch: str) -> None:
     recipe = read_recipe_file((RECIPES / f"{name}.toml").read_text())
     assert recipe is not None, f"docs/recipes/{name}.toml has no [allocator] table"
     admin.put(f"/api/v1/projects/{name}/recipe",
-              json=recipe.model_dump(mode="json", exclude_defaults=True)).raise_for_status()
+              json={"recipe": recipe.model_dump(mode="json", exclude_defaults=True)}
+              ).raise_for_status()
     step(f"registered {name} with docs/recipes/{name}.toml")
 
 

@@ -40,6 +40,7 @@ from demo import (  # noqa: E402
     STATE,
     VENV_BIN,
     pinned_cpu,
+    register_mallard,
     run,
     start,
     start_runner,
@@ -275,14 +276,7 @@ def register_project(api_server: ApiProcess, user_token: str, bare: Path,
     client = httpx.Client(
         base_url=api, timeout=30, headers={"Authorization": f"Bearer {user_token}"}
     )
-    client.put(
-        "/api/v1/projects/mallard",
-        json={
-            "repo_url": f"file://{bare}",
-            "allocator_dir": "allocator",
-            "default_branch": "main",
-        },
-    ).raise_for_status()
+    register_mallard(api, admin_token, f"file://{bare}")
     httpx.put(
         f"{api}/api/v1/projects/mallard/forge",
         timeout=30,

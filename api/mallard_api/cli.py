@@ -1,5 +1,6 @@
 """The admin CLI: `mallard-api serve | analysis-worker | migrate | db-url |
-token create|list|revoke | runner list|retire|projects`."""
+token create|list|revoke | runner list|retire|projects |
+project recipe set|show | project peers set|show`."""
 
 from __future__ import annotations
 
@@ -9,23 +10,28 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated
 
 import typer
 import uvicorn
+from mallard_wire.recipes import Recipe, read_recipe_file
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from mallard_api import db, server
+from mallard_api.analysis.specs import SpecError, peer_sides
 from mallard_api.analysis.worker import AnalysisService, AnalysisWorker
 from mallard_api.auth import ROLES, hash_token, new_token
 from mallard_api.config import Settings
 from mallard_api.known import CatalogError
 from mallard_api.main import create_app
 from mallard_api.models.runners import Runner
+from mallard_api.peers import ALLOCATOR_NAME
+from mallard_api.schemas.projects import PeersIn
 from mallard_api.schemas.runners import RunnerProjectsIn
-from mallard_api.sql import runners, tokens
+from mallard_api.sql import projects, runners, tokens
 
 app = typer.Typer(help="Mallard API: serve, migrate, tokens.", no_args_is_help=True)
 token_app = typer.Typer(help="API tokens (stored hashed; printed once).", no_args_is_help=True)
@@ -33,6 +39,15 @@ app.add_typer(token_app, name="token")
 runner_app = typer.Typer(help="Runners: list them, retire one, the projects one may write.",
                          no_args_is_help=True)
 app.add_typer(runner_app, name="runner")
+project_app = typer.Typer(help="Projects: the recipe their allocator builds by, their peers.",
+                          no_args_is_help=True)
+app.add_typer(project_app, name="project")
+recipe_app = typer.Typer(help="A project's build recipe (what PUT .../recipe sets).",
+                         no_args_is_help=True)
+project_app.add_typer(recipe_app, name="recipe")
+peers_app = typer.Typer(help="What a project's builds are compared beside.",
+                        no_args_is_help=True)
+project_app.add_typer(peers_app, name="peers")
 
 
 @app.command()
@@ -256,3 +271,90 @@ def runner_projects(
         typer.echo(f"no runner named '{name}'", err=True)
         raise typer.Exit(1)
     typer.echo(f"{name}\t{scope}")
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    typer.echo(message, err=True)
+    return typer.Exit(code)
+
+
+def _read_recipe(path: Path) -> Recipe:
+    """The `[allocator]` table of a TOML file (as a repository's .mallard.toml), or exit 2
+    naming what is wrong (the field, as the REST route would)."""
+    try:
+        recipe = read_recipe_file(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise _fail(f"--file: cannot read {path}: {exc.strerror}", 2) from exc
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in ("recipe", *err["loc"]))
+        raise _fail(f"--file: {where}: {err['msg']}", 2) from exc
+    except ValueError as exc:  # tomllib's, or the file's size
+        raise _fail(f"--file: {path} is not a recipe file: {exc}", 2) from exc
+    if recipe is None:
+        raise _fail(f"--file: {path} has no [allocator] table", 2)
+    return recipe
+
+
+@recipe_app.command("set")
+def recipe_set(name: str, file: Annotated[Path, typer.Option(
+        "--file", help="a TOML file with an [allocator] table (as .mallard.toml)")]) -> None:
+    """Set how project NAME's allocator builds, from the [allocator] table of a file."""
+    recipe = _read_recipe(file)
+    if not ALLOCATOR_NAME.match(name):
+        raise _fail(f"project '{name}' cannot have a recipe: its allocator is named after "
+                    "it (letters, digits, '_', '.', '+', '-')", 2)
+    with _session() as session:
+        project = projects.get(session, name)
+        if project is not None:
+            projects.set_recipe(session, project, recipe)
+            session.commit()
+    if project is None:
+        raise _fail(f"no project named '{name}'")
+    typer.echo(f"{name}\t{recipe.kind}\t{recipe.source or '.'}\t{recipe.library}")
+
+
+@recipe_app.command("show")
+def recipe_show(name: str) -> None:
+    """Print project NAME's recipe as JSON (null: none set yet)."""
+    with _session() as session:
+        project = projects.get(session, name)
+        recipe = None if project is None else project.recipe
+    if project is None:
+        raise _fail(f"no project named '{name}'")
+    typer.echo("null" if recipe is None else recipe.model_dump_json(indent=2,
+                                                                  exclude_defaults=True))
+
+
+@peers_app.command("set")
+def peers_set(name: str, peers: Annotated[str, typer.Argument(
+        help="comma-separated: catalogue names (glibc) or project@ref; 'default' for "
+             "MALLARD_PEERS")]) -> None:
+    """Set what project NAME's builds are compared beside."""
+    listed = None if peers == "default" else [p.strip() for p in peers.split(",") if p.strip()]
+    try:
+        PeersIn(peers=listed)
+    except ValidationError as exc:
+        raise _fail(f"PEERS: {exc.errors()[0]['msg']}", 2) from exc
+    with _session() as session:
+        project = projects.get(session, name)
+        if project is None:
+            raise _fail(f"no project named '{name}'")
+        try:
+            peer_sides(session, listed or [])
+        except SpecError as exc:
+            raise _fail(f"PEERS: {exc.msg}", 2) from exc
+        projects.set_peers(session, project, listed)
+        session.commit()
+    typer.echo(f"{name}\t{peers if listed is None else ','.join(listed)}")
+
+
+@peers_app.command("show")
+def peers_show(name: str) -> None:
+    """Print project NAME's peers ('default': MALLARD_PEERS)."""
+    with _session() as session:
+        project = projects.get(session, name)
+        peers = None if project is None else project.peers
+    if project is None:
+        raise _fail(f"no project named '{name}'")
+    typer.echo(f"{name}\t{'default' if peers is None else ','.join(peers)}")

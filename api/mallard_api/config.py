@@ -11,10 +11,10 @@ from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from mallard_wire.names import PEERS
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from mallard_api.peers import ALLOCATOR_NAME
 from mallard_api.urls import parse_allow_list
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -120,6 +120,7 @@ class Settings(BaseSettings):
     suite: str = "quick"
     trials: int = 5
     warmup: int = 1
+    # the peers of a project with none of its own (catalogue names: glibc, jemalloc...)
     peers: str = "glibc,jemalloc,mimalloc,tcmalloc"
     default_arch: str = "x86_64"
     job_max_attempts: int = 3
@@ -201,11 +202,12 @@ class Settings(BaseSettings):
 
     @field_validator("peers")
     @classmethod
-    def _known_peers(cls, value: str) -> str:
-        unknown = [p for p in _split(value) if p not in PEERS]
-        if unknown:
-            raise ValueError(f"MALLARD_PEERS: unknown peer(s) {', '.join(unknown)}; known: "
-                             f"{', '.join(PEERS)}")
+    def _peer_names(cls, value: str) -> str:
+        bad = [p for p in _split(value) if not ALLOCATOR_NAME.match(p)]
+        if bad:
+            raise ValueError(f"MALLARD_PEERS: {', '.join(repr(p[:40]) for p in bad)} is not "
+                             "an allocator name (letters, digits, '_', '.', '+', '-'): the "
+                             "names of the runners' catalogue")
         return value
 
     @model_validator(mode="after")

@@ -1,9 +1,10 @@
-"""The suites a job may name, and their workloads (the peers and variant keys a job may
-use are `mallard_wire.names`, shared with the runner).
+"""The suites a job may name, and their workloads (a variant's keys are its recipe's
+options, `mallard_wire.recipes`; a peer is a catalogue name or a project at a ref,
+`peers.py`; the runner's catalogue decides which system allocators a node has).
 
-Whatever a request names here ends up on a runner (a peer to LD_PRELOAD, a variant to
-turn into an environment variable, a suite file to read), so it is checked against
-these sets at the API, and a request naming anything else is a 422 naming the field.
+Whatever a request names here ends up on a runner (a suite file to read), so it is
+checked against these sets at the API, and a request naming anything else is a 422
+naming the field.
 
 - Suites: the runner's suite files, `<suites_dir>/<name>.yaml` (`MALLARD_SUITES_DIR`, by
   default the repository's `runner/suites`), read when the app starts and again when a

@@ -1,10 +1,11 @@
 """A push, whatever forge it came from: record its commits on the branch and queue
 `commit` jobs, one per architecture with a live runner (MALLARD_DEFAULT_ARCH when none),
 for the push's newest new commits (at most MALLARD_PUSH_MAX_QUEUED; the rest are
-backfilled later, verdicts.py). Each commit job judges its commit against the last
-measured commit of the branch (a commit verdict). A force-push (the old head is not an
-ancestor of the new one) marks the commits it took off the branch unreachable; their
-results are kept."""
+backfilled later, verdicts.py). Each commit job builds the project's own allocator by its
+recipe (a project without one records the push and queues nothing), and judges its
+commit against the last measured commit of the branch (a commit verdict). A force-push
+(the old head is not an ancestor of the new one) marks the commits it took off the branch
+unreachable; their results are kept."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import verdicts
+from mallard_api.analysis import specs, verdicts
 from mallard_api.auth import field_error
 from mallard_api.config import Settings
 from mallard_api.models.projects import Project
+from mallard_api.models.records import Side
 from mallard_api.schemas.commits import PushOut
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import verdicts as verdict_sql
@@ -65,6 +67,8 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
     elif check_repo_url(project.repo_url, parse_allow_list(settings.repo_url_allow)):
         ignored = "the project's repo_url is not allowed by MALLARD_REPO_URL_ALLOW: " \
                   "commits recorded, no job queued"
+    elif (unbuildable := cannot_build(session, settings, project, after)) is not None:
+        ignored = f"{unbuildable}: commits recorded, no job queued"
     else:
         for sha in wanted:
             for arch in verdicts.arches(session, settings):
@@ -87,6 +91,18 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
     return PushOut(project=project.name, branch=branch, commits=len(record.new),
                    queued=len(queued), jobs=jobs, ignored=ignored, deferred=deferred,
                    unreachable=len(unreachable), note=note)
+
+
+def cannot_build(session: Session, settings: Settings, project: Project, sha: str
+                 ) -> str | None:
+    """Why the project's commit jobs cannot be built (no recipe, a peer project that is
+    gone), None when they can: each queues the project's own allocator by its recipe."""
+    try:
+        specs.check_sides(session, project, None, Side(commit=sha),
+                          specs.peers_of(project, settings.peer_list))
+    except specs.SpecError as exc:
+        return exc.msg
+    return None
 
 
 def first_cycle(parents: dict[str, str | None]) -> list[str] | None:

@@ -12,7 +12,8 @@ Fixture names are stable (the analysis tests use them too):
                  worker polls once an hour: tests deliver with `delivery.deliver_due`;
                  no token cache: a revoked token fails at once).
 - `app`          (session) the FastAPI app from `create_app(settings)`.
-- `client`       (session) a `fastapi.testclient.TestClient` on `app`.
+- `client`       (session) a `fastapi.testclient.TestClient` on `app`; project `mallard`
+                 (repo /srv/git/mallard.git, its own recipe) is registered.
 - `engine`       (session) a SQLAlchemy engine on the test database.
 - `db_session`   (function) a SQLAlchemy `Session`; rolled back and closed after the test.
 - `make_token`   (session) `make_token(role, runner=None, projects=None) -> str`: a new
@@ -26,7 +27,8 @@ Fixture names are stable (the analysis tests use them too):
                  default, so its queue is private to the test) with a runner token of its
                  own; an admin lets it post history without a job to `projects` (None:
                  none, the API's default).
-- `make_project` (function) `make_project(name=None, **fields) -> project_json`.
+- `make_project` (function) `make_project(name=None, recipe=MALLARD_RECIPE, **fields) ->
+                 project_json`: a user registers it, an admin gives it the recipe.
 - `analyze`      (session) `analyze(settings=None) -> int`: run the queued analysis now (the
                  comparisons and change detection that ingest queued): helpers.run_analysis.
 - `fast_analysis` (function) the analysis modules read the test's `settings` with a lean
@@ -126,8 +128,17 @@ def app(settings: Settings) -> FastAPI:
 
 
 @pytest.fixture(scope="session")
-def client(app: FastAPI) -> Iterator[TestClient]:
+def client(app: FastAPI, make_token: Callable[..., str]) -> Iterator[TestClient]:
+    """The app's client, with project `mallard` registered (its own recipe, from the
+    repository's .mallard.toml): what `helpers.job_spec` builds."""
+    from helpers import register_recipe
+
     with TestClient(app) as c:
+        admin = {"Authorization": f"Bearer {make_token('admin')}"}
+        r = c.put("/api/v1/projects/mallard", headers=admin,
+                  json={"repo_url": "/srv/git/mallard.git", "default_branch": "main"})
+        assert r.status_code == 200, r.text
+        register_recipe(c, admin, "mallard")
         yield c
 
 
@@ -222,14 +233,22 @@ def make_runner(client: TestClient, make_token: Callable[..., str],
 
 
 @pytest.fixture
-def make_project(client: TestClient, user_headers: dict[str, str]
-                 ) -> Callable[..., dict[str, Any]]:
-    def make(name: str | None = None, **fields: Any) -> dict[str, Any]:
+def make_project(client: TestClient, user_headers: dict[str, str],
+                 admin_headers: dict[str, str]) -> Callable[..., dict[str, Any]]:
+    """A project a user registers, then given a recipe by an admin (mallard's, unless
+    `recipe` says another; recipe=None: none, it cannot queue builds)."""
+    from helpers import MALLARD_RECIPE, register_recipe
+
+    def make(name: str | None = None, recipe: dict[str, Any] | None = MALLARD_RECIPE,
+             **fields: Any) -> dict[str, Any]:
         name = name or f"proj-{uuid.uuid4().hex[:8]}"
-        body = {"repo_url": f"/srv/git/{name}.git", "allocator_dir": "allocator",
-                "default_branch": "main", **fields}
+        body = {"repo_url": f"/srv/git/{name}.git", "default_branch": "main", **fields}
         r = client.put(f"/api/v1/projects/{name}", headers=user_headers, json=body)
         assert r.status_code == 200, r.text
+        if recipe is None:
+            return dict(r.json())
+        register_recipe(client, admin_headers, name, recipe)
+        r = client.get(f"/api/v1/projects/{name}", headers=user_headers)
         return dict(r.json())
 
     return make

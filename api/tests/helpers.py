@@ -6,10 +6,28 @@ import hashlib
 import hmac
 import json
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from mallard_wire.recipes import RECIPE_FILE, read_recipe_file
 
 if TYPE_CHECKING:
     from mallard_api.models.alerts import Alert
+
+REPO = Path(__file__).resolve().parents[2]
+# mallard's own recipe, as the repository's .mallard.toml says (JSON, as PUT .../recipe takes)
+MALLARD_RECIPE: dict[str, Any] = read_recipe_file(  # type: ignore[union-attr]
+    (REPO / RECIPE_FILE).read_text()).model_dump(mode="json", exclude_defaults=True)
+
+
+def register_recipe(client: Any, admin_headers: dict[str, str], project: str,
+                    recipe: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Give `project` a recipe (mallard's by default) as an admin does."""
+    r = client.put(f"/api/v1/projects/{project}/recipe", headers=admin_headers,
+                   json={"recipe": recipe or MALLARD_RECIPE})
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
 
 TESTBED = {"arch": "x86_64", "cpu_model": "Test CPU", "cpus": "1", "kernel": "6.1.0",
            "governor": "performance", "smt": False, "thp": "madvise",
@@ -48,9 +66,10 @@ def trial(commit: str | None = "a" * 40, *, value: float = 1.0e7, threads: int =
 
 def job_spec(**fields: Any) -> dict[str, Any]:
     """A valid spec for POST /jobs (contracts §5) of a job of no project, with `fields`
-    replacing its values (a job of a project builds the project's repo_url)."""
-    return {"project": None, "repo_url": "/srv/git/mallard.git",
-            "allocator_dir": "allocator", "suite": "quick", "workloads": ["larson"],
+    replacing its values (a job of a project builds the project's repo_url). Its head is
+    project `mallard`'s build (the `client` fixture registers it), filled in by the API."""
+    return {"project": None, "repo_url": "/srv/git/mallard.git", "suite": "quick",
+            "workloads": ["larson"],
             "threads": [1], "trials": 3, "warmup": 1, "branch": "main", "commit": "main",
             "allocators": [{"label": "head", "name": "mallard", "commit": "main",
                             "variant": "transfer=ring"}, {"label": "peer", "name": "glibc"}],

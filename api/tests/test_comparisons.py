@@ -24,16 +24,19 @@ def test_comparison_end_to_end(client, user_headers, make_project, make_runner, 
     r = client.post("/api/v1/comparisons", headers=user_headers, json=body)
     assert r.status_code == 201, r.text
     comp = r.json()
-    assert comp["state"] == "queued" and comp["base_label"] == "mallard@1111111 transfer=mutex"
+    name = project["name"]  # the project's own allocator is named after it
+    assert comp["state"] == "queued" and comp["base_label"] == f"{name}@1111111 transfer=mutex"
     assert len(comp["jobs"]) == 1 and comp["jobs"][0]["state"] == "queued"
 
     job = claim(client, rheaders, runner)
     assert job["id"] == comp["jobs"][0]["job_id"] and job["kind"] == "comparison"
     spec = job["spec"]
     assert [(a["label"], a["name"]) for a in spec["allocators"]] == [
-        ("base", "mallard"), ("head", "mallard"), ("peer", "glibc"), ("peer", "jemalloc")]
-    assert spec["allocators"][1] == {"label": "head", "name": "mallard", "commit": SHA_HEAD,
-                                     "variant": "transfer=ring"}
+        ("base", name), ("head", name), ("peer", "glibc"), ("peer", "jemalloc")]
+    assert spec["allocators"][1] == {"label": "head", "name": name, "commit": SHA_HEAD,
+                                     "variant": "transfer=ring", "build": {
+                                         "repo_url": project["repo_url"],
+                                         "recipe": project["recipe"]}}
     assert (spec["workloads"], spec["threads"], spec["trials"]) == (["larson"], [1, 2], 12)
 
     trials = comparison_trials(12, seed=7, shifts={1: 1.0, 2: 0.95},
@@ -82,7 +85,8 @@ def test_comparison_end_to_end(client, user_headers, make_project, make_runner, 
     text = r.text
     lines = text.splitlines()
     assert lines[0] == (f"Comparison #{comp['id']} ({project['name']}, {runner['arch']}): "
-                        "base mallard@1111111 transfer=mutex vs head mallard@2222222 transfer=ring")
+                        f"base {name}@1111111 transfer=mutex vs head {name}@2222222 "
+                        "transfer=ring")
     assert lines[1].startswith("testbed: Test CPU (")
     assert "hypothesis: expected +15% ops_per_sec" in lines
     reg = [ln for ln in lines if ln.startswith("larson threads=2 ops_per_sec: ")]
@@ -110,7 +114,7 @@ def test_comparison_end_to_end(client, user_headers, make_project, make_runner, 
         row = s.execute(sql_text("SELECT cells, improved, regressed, same, unknown, state, "
                                  "base_label FROM v_comparisons WHERE comparison_id = :i"),
                         {"i": comp["id"]}).one()
-        assert tuple(row) == (6, 0, 1, 3, 0, "done", "mallard@1111111 transfer=mutex")
+        assert tuple(row) == (6, 0, 1, 3, 0, "done", f"{name}@1111111 transfer=mutex")
         line, mde = s.execute(sql_text(
             "SELECT line, mde_pct FROM v_comparison_cells WHERE comparison_id = :i "
             "AND threads = 2 AND measure = 'ops_per_sec'"), {"i": comp["id"]}).one()

@@ -34,8 +34,9 @@ def test_the_environment_is_read(monkeypatch):
 
 
 def test_unknown_peer_and_bad_allow_list():
-    with pytest.raises(ValidationError, match="unknown peer"):
+    with pytest.raises(ValidationError, match="'/tmp/evil.so' is not an allocator name"):
         Settings(peers="glibc,/tmp/evil.so")
+    assert Settings(peers="glibc,my-alloc_2").peer_list == ["glibc", "my-alloc_2"]
     with pytest.raises(ValidationError, match="MALLARD_REPO_URL_ALLOW entry"):
         Settings(repo_url_allow="github.com")
 

@@ -1,5 +1,5 @@
-"""The field rules (fields.py, known.py): relative paths, variants, peers, suites (the ref
-rule is wire/tests/test_refs.py)."""
+"""The field rules (fields.py, recipes.py, peers.py, known.py): relative paths, variants,
+peers, suites (the ref rule is wire/tests/test_refs.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import MALLARD_RECIPE
 from mallard_api.known import Catalog, CatalogError
-from mallard_wire.fields import check_relative_path, check_variant
-from mallard_wire.names import VARIANT_KEYS
+from mallard_api.peers import check_peer
+from mallard_wire.fields import check_relative_path
+from mallard_wire.recipes import Recipe, check_variant, variant_env
 
 REPO = Path(__file__).resolve().parents[2]
+MALLARD = Recipe.model_validate(MALLARD_RECIPE)
 
 
 @pytest.mark.parametrize("path", ["allocator", "src/alloc", "a-b/c_d.e", "x/y/z"])
@@ -32,25 +35,47 @@ def test_relative_paths_outside_are_refused(path):
                                      "remote=page,verbose=1,on_misuse=abort"])
 def test_variants(variant):
     assert check_variant(variant) == variant
+    variant_env(MALLARD.options, variant)  # all keys of mallard's recipe
 
 
-@pytest.mark.parametrize("variant", ["transfer", "transfer=", "=ring", "nokey=1",
-                                     "stats_file=/tmp/x", "transfer=ring;rm -rf /",
+@pytest.mark.parametrize("variant", ["transfer", "transfer=", "=ring", "transfer=ring;rm -rf /",
                                      "transfer=$(id)", "transfer=ring,transfer=mutex",
-                                     "transfer=a b", "TRANSFER=ring", "transfer=ring,"])
+                                     "transfer=a b", "TRANSFER=ring", "stats_file=/tmp/x"])
 def test_bad_variants(variant):
     with pytest.raises(ValueError):
         check_variant(variant)
 
 
-def test_variant_keys_are_the_allocators_options():
-    """The keys are the allocator's option table (allocator/src/options.c) minus
-    STATS_FILE, which is a path the allocator writes to."""
+@pytest.mark.parametrize("variant", ["nokey=1", "stats_file=x"])
+def test_variant_keys_are_the_recipes(variant):
+    check_variant(variant)  # well formed, but not an option of mallard's recipe
+    with pytest.raises(ValueError, match="unknown option"):
+        variant_env(MALLARD.options, variant)
+
+
+def test_mallard_recipe_keys_are_the_allocators_options():
+    """Mallard's recipe (.mallard.toml) lets a variant set the allocator's option table
+    (allocator/src/options.c) minus STATS_FILE, a path the allocator writes to."""
     source = (REPO / "allocator" / "src" / "options.c").read_text()
     import re
 
     names = set(re.findall(r'\[MLD_OPT_[A-Z_]+\] = \{"([A-Z_]+)"', source))
-    assert names and {n.lower() for n in names} - {"stats_file"} == set(VARIANT_KEYS)
+    assert MALLARD.options is not None
+    assert names and {n.lower() for n in names} - {"stats_file"} == set(MALLARD.options.keys)
+
+
+@pytest.mark.parametrize("peer", ["glibc", "jemalloc", "mimalloc", "my-alloc_2.1",
+                                  "jemalloc@5.3.0", "mimalloc@v2.1.7", "x@" + "a" * 40])
+def test_peers(peer):
+    assert check_peer(peer) == peer
+
+
+@pytest.mark.parametrize("peer", ["", "@5.3.0", "je malloc", "/usr/lib/libc.so", "-x",
+                                  "jemalloc@", "jemalloc@..", "jemalloc@-x", "a$(id)",
+                                  "jemalloc@a b", "jemalloc@x@{1}"])
+def test_bad_peers(peer):
+    with pytest.raises(ValueError):
+        check_peer(peer)
 
 
 def test_catalog_is_the_runner_suites():

@@ -245,7 +245,9 @@ def test_eight_runners_claiming_over_http_get_each_job_once(
     (("commit",), "--upload-pack=touch${IFS}marker;git-upload-pack"),
     (("branch",), "-b"), (("allocators", 0, "commit"), "--output=/tmp/x"),
     (("allocators", 0, "variant"), "transfer=ring;touch /tmp/x"),
-    (("allocators", 0, "variant"), "stats_file=/etc/x"), (("allocators", 1, "name"), "evil"),
+    (("allocators", 0, "variant"), "stats_file=/etc/x"),
+    (("allocators", 0, "variant"), "nokey=1"), (("allocators", 0, "name"), "nosuch"),
+    (("allocators", 1, "name"), "/tmp/evil.so"), (("allocators", 1, "name"), "$(id)"),
     (("allocators", 0, "label"), "other"), (("extra",), 1),
 ])
 def test_bad_job_specs_are_422_and_queue_nothing(client, user_headers, unique, path, value):

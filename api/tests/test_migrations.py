@@ -5,7 +5,11 @@ from __future__ import annotations
 import psycopg
 import pytest
 from conftest import MIGRATIONS, create_database
+from helpers import MALLARD_RECIPE
 from mallard_api import db
+from mallard_wire.jobs import JobSpec
+from mallard_wire.recipes import Recipe
+from psycopg.types.json import Jsonb
 
 VIEWS = {"v_measurements", "v_series", "v_jobs", "v_runners"}
 
@@ -120,4 +124,53 @@ def test_0021_a_used_up_measure_sequence_goes_on(pg_server):
         rows = dict(conn.execute("SELECT name, id FROM measures").fetchall())
         assert set(rows) == set(before) | {"one_more"} and max(rows.values()) < 32767
         conn.execute("INSERT INTO measures (name) VALUES ('after_downgrade')")
+    db.migrate(url, MIGRATIONS)
+
+
+def test_0022_projects_get_mallards_recipe_and_old_specs_their_builds(pg_server):
+    """Before 0022 every project built Mallard's allocator from `allocator_dir` and a job's
+    side named `mallard` was that build. After it: the project carries Mallard's recipe
+    (source = its old allocator_dir), `allocator_dir` is gone, and each stored spec's
+    `mallard` side has its build (the spec's repository, that recipe); peers and results
+    stay as they were; the new specs validate as the runner reads them. Down and up again
+    keeps the folder."""
+    url = create_database(pg_server, "mallard_migrations_0022")
+    db.migrate(url, MIGRATIONS, "0021")
+    plain = url.replace("postgresql+psycopg://", "postgresql://")
+    old_spec = {"project": "old", "repo_url": "/srv/git/old.git", "allocator_dir": "src/alloc",
+                "suite": "quick", "allocators": [
+                    {"label": "base", "name": "mallard", "commit": "a" * 40},
+                    {"label": "head", "name": "mallard", "commit": "b" * 40,
+                     "variant": "transfer=ring"},
+                    {"label": "peer", "name": "jemalloc"}]}
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute("INSERT INTO projects (name, repo_url, allocator_dir) VALUES "
+                     "('old', '/srv/git/old.git', 'src/alloc'), "
+                     "('plain', '/srv/git/plain.git', DEFAULT)")
+        conn.execute("INSERT INTO jobs (kind, arch, spec) VALUES ('comparison', 'x86_64', %s)",
+                     (Jsonb(old_spec),))
+    db.migrate(url, MIGRATIONS, "0022")
+    with psycopg.connect(plain) as conn:
+        rows = dict(conn.execute("SELECT name, recipe FROM projects").fetchall())
+        cols = {r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns "
+                                           "WHERE table_name = 'projects'")}
+        spec = conn.execute("SELECT spec FROM jobs").fetchone()[0]
+    assert "allocator_dir" not in cols and {"recipe", "peers"} <= cols
+    assert rows["old"] == {**MALLARD_RECIPE, "source": "src/alloc"}
+    assert rows["plain"] == {**MALLARD_RECIPE, "source": "allocator"}
+    assert Recipe.model_validate(rows["old"]) == Recipe.model_validate(
+        {**MALLARD_RECIPE, "source": "src/alloc"})
+    assert "allocator_dir" not in spec
+    base, head, peer = spec["allocators"]
+    assert base["build"] == head["build"] == {"repo_url": "/srv/git/old.git",
+                                              "recipe": rows["old"]}
+    assert head["variant"] == "transfer=ring" and peer == {"label": "peer", "name": "jemalloc"}
+    parsed = JobSpec.model_validate(spec)
+    assert [a.name for a in parsed.allocators] == ["mallard", "mallard", "jemalloc"]
+    db.downgrade(url, MIGRATIONS, "0021")
+    with psycopg.connect(plain) as conn:
+        dirs = dict(conn.execute("SELECT name, allocator_dir FROM projects").fetchall())
+        spec = conn.execute("SELECT spec FROM jobs").fetchone()[0]
+    assert dirs == {"old": "src/alloc", "plain": "allocator"}
+    assert spec == old_spec
     db.migrate(url, MIGRATIONS)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from helpers import MALLARD_RECIPE
+from mallard_wire.recipes import Recipe
 
 
 def test_put_project_is_idempotent_and_hides_the_secret(client, user_headers, admin_headers,
@@ -14,8 +16,8 @@ def test_put_project_is_idempotent_and_hides_the_secret(client, user_headers, ad
     again = client.put(f"/api/v1/projects/{name}", headers=user_headers, json=body)
     assert again.status_code == 200 and again.json()["id"] == a["id"]
     b = client.put(f"/api/v1/projects/{name}", headers=admin_headers,
-                   json={**body, "allocator_dir": "src/alloc"}).json()
-    assert a["id"] == b["id"] and b["allocator_dir"] == "src/alloc"
+                   json={**body, "recipe": {**MALLARD_RECIPE, "source": "src/alloc"}}).json()
+    assert a["id"] == b["id"] and b["recipe"]["source"] == "src/alloc"
     assert b["has_webhook_secret"] is True and "webhook_secret" not in b
     got = client.get(f"/api/v1/projects/{name}", headers=user_headers).json()
     assert got["tracked_branches"] == ["release"] and got["default_branch"] == "trunk"
@@ -48,19 +50,23 @@ def test_project_errors_name_the_field(client, user_headers):
 def test_a_user_cannot_change_an_existing_projects_source(client, user_headers, admin_headers,
                                                           make_token, unique):
     name = "own-" + unique
-    body = {"repo_url": "/srv/git/x.git", "allocator_dir": "allocator",
+    body = {"repo_url": "/srv/git/x.git", "recipe": MALLARD_RECIPE,
             "webhook_secret": "the-owners-secret-1234"}
     assert client.put(f"/api/v1/projects/{name}", headers=admin_headers,
                       json=body).status_code == 200
     other_user = {"Authorization": f"Bearer {make_token('user')}"}
-    for field, value in (("repo_url", "/srv/git/evil.git"), ("allocator_dir", "evil"),
+    for field, value in (("repo_url", "/srv/git/evil.git"),
+                         ("recipe", {**MALLARD_RECIPE, "source": "evil"}),
                          ("webhook_secret", "an-attackers-secret-99")):
         r = client.put(f"/api/v1/projects/{name}", headers=other_user,
                        json={**body, field: value})
         assert r.status_code == 403, r.text
         assert r.json()["detail"][0]["loc"] == ["body", field]
     got = client.get(f"/api/v1/projects/{name}", headers=user_headers).json()
-    assert (got["repo_url"], got["allocator_dir"]) == ("/srv/git/x.git", "allocator")
+    assert got["repo_url"] == "/srv/git/x.git"
+    assert Recipe.model_validate(got["recipe"]) == Recipe.model_validate(MALLARD_RECIPE)
+    assert client.put(f"/api/v1/projects/{name}", headers=other_user,  # the same: fine
+                      json=body).status_code == 200
     # the owner's secret still signs; the attacker's does not
     import hashlib
     import hmac
@@ -77,8 +83,7 @@ def test_a_user_cannot_change_an_existing_projects_source(client, user_headers, 
 
 
 @pytest.mark.parametrize("field,value", [
-    ("allocator_dir", "../../../../tmp/evil"), ("allocator_dir", "/tmp/evil"),
-    ("allocator_dir", "-Devil=1"), ("allocator_dir", "src/../../x"),
+    ("allocator_dir", "allocator"),  # gone: the recipe's source says it (admins only)
     ("repo_url", "http://127.0.0.1:8401/internal-only/secret.git"),
     ("repo_url", "ext::sh -c touch% /tmp/pwned"), ("repo_url", "--upload-pack=x"),
     ("repo_url", "/srv/git/../../etc"), ("default_branch", "--orphan"),

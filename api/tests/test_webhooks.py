@@ -29,12 +29,18 @@ def test_github_push_with_valid_signature_records_and_queues(
     spec = job["spec"]
     assert job["kind"] == "commit" and job["state"] == "queued"
     assert spec["project"] == project["name"] and spec["repo_url"] == project["repo_url"]
-    assert spec["allocator_dir"] == "allocator" and spec["suite"] == "quick"
+    assert "allocator_dir" not in spec and spec["suite"] == "quick"
     assert spec["branch"] == "main"
-    # a commit verdict: the newest commit against the one measured before it
+    # a commit verdict: the newest commit against the one measured before it, each side
+    # the project's own allocator (named after it) built by its recipe
+    build = {"repo_url": project["repo_url"], "recipe": project["recipe"]}
     assert spec["allocators"][:2] == [
-        {"label": "base", "name": "mallard", "commit": commits[-2], "variant": None},
-        {"label": "head", "name": "mallard", "commit": commits[-1], "variant": None}]
+        {"label": "base", "name": project["name"], "commit": commits[-2], "variant": None,
+         "build": build},
+        {"label": "head", "name": project["name"], "commit": commits[-1], "variant": None,
+         "build": build}]
+    assert spec["allocators"][2] == {"label": "peer", "name": "glibc", "commit": None,
+                                     "variant": None, "build": None}
     assert jobs[0]["spec"]["allocators"][0]["label"] == "head"  # nothing measured before it
     listed = client.get(f"/api/v1/projects/{project['name']}/branches/main/commits",
                         headers=user_headers).json()

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -370,13 +371,18 @@ def expected_trials(j: dict[str, Any]) -> int:
             + len(DETERMINISTIC_WORKLOADS) * sides)
 
 
+def mallard_recipe() -> Any:
+    """The repository's own recipe (.mallard.toml's [allocator] table), as JSON."""
+    return tomllib.loads((REPO_ROOT / ".mallard.toml").read_text())["allocator"]
+
+
 def scenario() -> None:
     admin = make_token("admin")
     check("admin token from `mallard-api token create` in the api container", bool(admin))
     runner = containers(admin)
     status, proj = http("PUT", f"{API}/api/v1/projects/{PROJECT}",
-                        {"repo_url": "/srv/git/mallard.git", "allocator_dir": "allocator",
-                         "default_branch": "main"}, token=admin)
+                        {"repo_url": "/srv/git/mallard.git", "default_branch": "main",
+                         "recipe": mallard_recipe()}, token=admin)
     if not check("project created (PUT /projects/mallard)", status in (200, 201),
                  f"HTTP {status} {proj if status not in (200, 201) else ''}"):
         raise Failed("no project")

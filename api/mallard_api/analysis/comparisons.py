@@ -52,7 +52,7 @@ from mallard_wire.fields import JsonDict
 from mallard_wire.jobs import JobSpec
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import culprits, explain, followups, noise, report
+from mallard_api.analysis import culprits, explain, followups, noise, report, specs
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.policy import stats_policy
 from mallard_api.analysis.specs import job_spec
@@ -72,7 +72,9 @@ SETTLED = ("done", "failed")
 Bands = dict[tuple[str, str, str], float]  # (workload, params key, measure) -> SAME band
 
 
-def allocator_label(side: Side, name: str = "mallard") -> str:
+def allocator_label(side: Side, name: str) -> str:
+    """How a built side is shown: `mimalloc@a3ca0e5 arena_eager_commit=1` (the project's
+    name, the short commit, the variant when not the default)."""
     commit = side.commit
     short = commit[:7] if re.fullmatch(r"[0-9a-fA-F]{8,64}", commit) else commit
     variant = side.variant or ""
@@ -90,7 +92,10 @@ def open_comparison(session: Session, settings: Settings, project: Project, *, a
                     canary_pct: float | None = None, canary_probe: bool = False
                     ) -> tuple[Comparison, Job]:
     """Create a comparison of `head` against `base` on `arch` and queue its first job
-    (`kind`: comparison, commit or calibrate); the comparison and the job.
+    (`kind`: comparison, commit or calibrate); the comparison and the job. Both sides are
+    the project's allocator built by its recipe; a job that cannot be built (no recipe, a
+    variant key the recipe does not know, an unknown peer project) is a `specs.SpecError`
+    raised before anything is stored.
 
     Suite, trials, warm-up and the follow-up cap default to the settings'; `hypothesis`
     is the request's text (valid, the request checked it), `measure` the judged measure
@@ -98,9 +103,11 @@ def open_comparison(session: Session, settings: Settings, project: Project, *, a
     branch (a commit verdict); the calibration fields mark a calibration's comparison."""
     hyp = parse_hypothesis(hypothesis)
     trials = settings.trials if trials is None else trials
+    specs.check_sides(session, project, base, head, peers or [])
     comp = sql.create(session, Comparison(
         project_id=project.id, project=project.name, arch=arch, base=base, head=head,
-        base_label=allocator_label(base), head_label=allocator_label(head),
+        base_label=allocator_label(base, project.name),
+        head_label=allocator_label(head, project.name),
         workloads=workloads, threads=threads, suite=suite or settings.suite, trials=trials,
         warmup=settings.warmup if warmup is None else warmup, peers=peers or [],
         hypothesis=hypothesis, hypothesis_low_pct=hyp.low_pct if hyp else None,
@@ -109,8 +116,7 @@ def open_comparison(session: Session, settings: Settings, project: Project, *, a
         max_follow_ups=(settings.comparison_max_follow_ups if max_follow_ups is None
                         else max_follow_ups),
         calibration_id=calibration_id, canary_pct=canary_pct, canary_probe=canary_probe))
-    spec = job_spec(project=comp.project, repo_url=project.repo_url,
-                    allocator_dir=project.allocator_dir, suite=comp.suite, trials=trials,
+    spec = job_spec(session, project=project, suite=comp.suite, trials=trials,
                     warmup=comp.warmup, base=comp.base, head=comp.head, peers=comp.peers,
                     workloads=workloads, threads=threads, branch=branch,
                     comparison_id=comp.id, round=0, bisection_id=bisection_id)
@@ -280,20 +286,23 @@ def refresh_state(session: Session, settings: Settings, comp: Comparison,
 def queue_follow_up(session: Session, comp: Comparison, groups: list[followups.Group],
                     jobs: list[sql.JobState]) -> list[Job]:
     """One job per planned workload x threads group, all of the next round (no peers; the
-    repository and allocator folder of the first job)."""
+    build of the first job's head: the recipe it started with)."""
     round_ = comp.follow_ups + 1
     first = session.get(Job, jobs[0].job_id) if jobs else None
     if first is None:
         raise ValueError(f"comparison {comp.id} has no job to follow up")
     first_spec = JobSpec.model_validate(first.spec)
+    build = next(a.build for a in first_spec.allocators if a.label == "head")
+    project = session.get(Project, comp.project_id)
+    if project is None or build is None:
+        raise ValueError(f"comparison {comp.id}: its project or its head's build is gone")
     out = []
     for g in groups:
         spec = job_spec(
-            project=comp.project, repo_url=first_spec.repo_url,
-            allocator_dir=first_spec.allocator_dir, suite=comp.suite, trials=g.trials,
+            session, project=project, suite=comp.suite, trials=g.trials,
             warmup=comp.warmup, base=comp.base, head=comp.head, workloads=[g.workload],
             threads=None if g.threads is None else [g.threads], comparison_id=comp.id,
-            round=round_)
+            round=round_, build=build)
         job = job_sql.enqueue(session, kind=first.kind, arch=comp.arch, spec=spec,
                               project_id=comp.project_id, max_attempts=first.max_attempts)
         sql.link_job(session, comparison_id=comp.id, job_id=job.id, round=round_,

@@ -31,7 +31,7 @@ from mallard_api import forges, notify
 from mallard_api.analysis import bisections
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.comparisons import open_comparison
-from mallard_api.analysis.specs import job_spec
+from mallard_api.analysis.specs import SpecError, job_spec, peers_of
 from mallard_api.config import Settings
 from mallard_api.models.alerts import Alert
 from mallard_api.models.comparisons import Comparison
@@ -66,16 +66,16 @@ def queue_commit(session: Session, settings: Settings, project: Project, *, bran
         if v.arch == arch and v.state == "deferred" and (base is None or base == sha):
             v.state = "baseline"  # measured alone: the start of its branch's history
     if base is None or base == sha:
-        spec = job_spec(project=project.name, repo_url=project.repo_url,
-                        allocator_dir=project.allocator_dir, suite=settings.suite,
+        spec = job_spec(session, project=project, suite=settings.suite,
                         trials=settings.trials, warmup=settings.warmup,
-                        head=Side(commit=sha), peers=settings.peer_list, branch=branch)
+                        head=Side(commit=sha), peers=peers_of(project, settings.peer_list),
+                        branch=branch)
         return job_sql.enqueue(session, kind="commit", arch=arch, spec=spec,
                                project_id=project.id,
                                max_attempts=settings.job_max_attempts).id
     comp, job = open_comparison(session, settings, project, kind="commit", arch=arch,
                                 base=Side(commit=base), head=Side(commit=sha),
-                                peers=settings.peer_list,
+                                peers=peers_of(project, settings.peer_list),
                                 max_follow_ups=settings.verdict_max_follow_ups, branch=branch)
     existing = [v for v in sql.of_commit(session, project.id, sha) if v.arch == arch]
     if existing:  # deferred, or a re-run: the verdict follows the new comparison
@@ -86,7 +86,7 @@ def queue_commit(session: Session, settings: Settings, project: Project, *, bran
             project_id=project.id, branch=branch, commit_sha=sha, base_sha=base, arch=arch,
             comparison_id=comp.id, state="queued"))
     forges.enqueue_status(session, settings, project.id, sha, arch, "pending",
-                          f"measuring against {base[:7]}", comp.id)
+                          f"measuring against {project.name}@{base[:7]}", comp.id)
     return job.id
 
 
@@ -99,8 +99,11 @@ def backfill(session: Session, settings: Settings, arch: str) -> int | None:
         project = session.get(Project, row.project_id)
         if project is None:
             continue
-        return queue_commit(session, settings, project, branch=row.branch,
-                            branch_id=row.branch_id, sha=row.sha, arch=arch)
+        try:
+            return queue_commit(session, settings, project, branch=row.branch,
+                                branch_id=row.branch_id, sha=row.sha, arch=arch)
+        except SpecError as exc:  # its recipe or a peer went away since the push
+            log.warning("backfill of %s %s: %s", project.name, row.sha[:12], exc.msg)
     return None
 
 
@@ -124,7 +127,8 @@ def follow(session: Session, settings: Settings, comp: Comparison) -> None:
         if v.state == "queued":
             v.state = "running"
             forges.enqueue_status(session, settings, v.project_id, v.commit_sha, v.arch,
-                                  "pending", f"running against {v.base_sha[:7]}", comp.id)
+                                  "pending", f"running against {comp.project}@{v.base_sha[:7]}",
+                                  comp.id)
 
 
 def _moved(cells: list[CellRow]) -> list[MovedCell]:
@@ -165,7 +169,7 @@ def settle_verdict(session: Session, settings: Settings, comp: Comparison,
     v.verdict = overall([c.verdict for c in primary])
     v.moved = _moved(primary)
     regressed = [c for c in primary if c.verdict == "regressed"]
-    summary = summary_line(v, regressed)
+    summary = summary_line(v, regressed, comp.project)
     if not regressed:
         forges.enqueue_status(session, settings, v.project_id, v.commit_sha, v.arch,
                               "success", summary, comp.id)
@@ -186,19 +190,22 @@ def settle_verdict(session: Session, settings: Settings, comp: Comparison,
                                    notify.targets(session, settings.alert_webhooks))
 
 
-def summary_line(v: CommitVerdict, regressed: list[CellRow]) -> str:
+def summary_line(v: CommitVerdict, regressed: list[CellRow], project: str) -> str:
+    """The forge status of a settled verdict, naming the build it was judged against."""
+    base = f"{project}@{v.base_sha[:7]}"
     if not regressed:
-        return f"{v.verdict} vs {v.base_sha[:7]}"
+        return f"{v.verdict} vs {base}"
     worst = max(regressed, key=lambda c: abs(c.diff_pct or 0.0))
-    return (f"{len(regressed)} regressed vs {v.base_sha[:7]}: {worst.workload} "
+    return (f"{len(regressed)} regressed vs {base}: {worst.workload} "
             f"threads={worst.threads} {worst.measure} {worst.diff_pct:+.1f}%")
 
 
 # -- alerts -------------------------------------------------------------------------------
 def cell_series_key(comp: Comparison, branch: str, workload: str, params: JsonDict,
                     measure: str) -> str:
-    """The change-point series key (analysis.series_key) of a cell of this comparison."""
-    ident = [comp.project, branch, workload, params, "mallard", "", comp.arch,
+    """The change-point series key (analysis.series_key) of a cell of this comparison: of
+    the project's own allocator (named after the project), default variant."""
+    ident = [comp.project, branch, workload, params, comp.project, "", comp.arch,
              comp.testbed_fingerprint or "", measure]
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
@@ -234,7 +241,8 @@ def open_alert(session: Session, settings: Settings, comp: Comparison, v: Commit
                      and c.workload == worst.workload and c.params == worst.params), None)
     head_med = next((c.head_median for c in regressed if c.measure == worst.measure
                      and c.workload == worst.workload and c.params == worst.params), None)
-    text = (f"{v.commit_sha[:7]} vs {v.base_sha[:7]} on {comp.project}/{v.branch} "
+    text = (f"{comp.project}@{v.commit_sha[:7]} vs {v.base_sha[:7]} on {comp.project}/"
+            f"{v.branch} "
             f"({v.arch}): {len(cells)} regressed cell(s); worst "
             f"{worst.workload} threads={worst.threads} {worst.measure} "
             f"{worst.diff_pct:+.1f}% [{worst.ci_low_pct:+.1f}%, "
@@ -244,7 +252,7 @@ def open_alert(session: Session, settings: Settings, comp: Comparison, v: Commit
         project_id=v.project_id, project=comp.project, branch=v.branch,
         workload=worst.workload, params=worst.params, threads=worst.threads,
         arch=v.arch, testbed_fingerprint=comp.testbed_fingerprint or "",
-        allocator="mallard", variant="", measure=worst.measure,
+        allocator=comp.project, variant="", measure=worst.measure,
         first_bad_commit=v.commit_sha, last_good_commit=v.base_sha,
         change_pct=worst.diff_pct or 0.0, ci_low_pct=worst.ci_low_pct,
         ci_high_pct=worst.ci_high_pct, p_value=None, before_median=base_med,

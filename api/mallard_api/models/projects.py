@@ -1,14 +1,17 @@
-"""Projects: a repository whose allocator Mallard measures."""
+"""Projects: a repository whose allocator Mallard measures, the recipe it builds by and
+the peers it is compared beside (db/versions/0022)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from mallard_wire.recipes import Recipe
 from sqlalchemy import Integer, Text, func
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
 from mallard_api.models.base import TS, Base
+from mallard_api.models.records import Record
 
 
 class Project(Base):
@@ -16,7 +19,10 @@ class Project(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(Text, unique=True)
     repo_url: Mapped[str] = mapped_column(Text)
-    allocator_dir: Mapped[str] = mapped_column(Text, server_default="allocator")
+    # how its allocator builds (set by an admin; None: not set, no build can be queued)
+    recipe: Mapped[Recipe | None] = mapped_column(Record(Recipe))
+    # what it is compared beside: catalogue names or `project@ref` (None: MALLARD_PEERS)
+    peers: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
     default_branch: Mapped[str] = mapped_column(Text, server_default="main")
     tracked_branches: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default="{}")
     webhook_secret: Mapped[str | None] = mapped_column(Text)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
-from mallard_wire.fields import GitRef, InModel, JsonDict, Variant
+from mallard_wire.fields import GitRef, InModel, JsonDict
+from mallard_wire.recipes import Variant
 from pydantic import BaseModel, Field, TypeAdapter
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
@@ -37,7 +38,8 @@ class Record(TypeDecorator[T], Generic[T]):
 
 class Side(InModel):
     """One side of a comparison: a full sha or a git ref name (never an option), and a
-    variant of known keys (None: the default configuration)."""
+    variant (None: the default configuration; its keys are the recipe's options, checked
+    when its job is built: analysis/specs.py)."""
 
     commit: GitRef
     variant: Variant | None = None

@@ -11,12 +11,13 @@ from sqlalchemy.orm import Session
 
 from mallard_api import quotas
 from mallard_api.analysis import calibrations, noise
+from mallard_api.analysis.specs import SpecError
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.calibrations import Calibration
-from mallard_api.routes.checks import buildable_project
+from mallard_api.routes.checks import buildable_project, spec_error
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.calibrations import CalibrationIn, CalibrationOut, ComparisonRef, ResultOut
 from mallard_api.sql import calibrations as sql
@@ -89,7 +90,11 @@ def create_calibration(body: CalibrationIn, request: Request, session: DB, p: Us
         suite=suite, workloads=workloads, threads=body.threads or [1], trials=body.trials,
         aa_comparisons=body.aa_comparisons, canary_comparisons=body.canary_comparisons,
         sizes_pct=sizes, state="queued", canary_ns={}))
-    calibrations.start(session, cal, settings)
+    try:
+        calibrations.start(session, cal, settings)
+    except SpecError as exc:  # e.g. a variant key the project's recipe does not know
+        exc.field = ["variant"] if exc.field[-1] == "variant" else exc.field
+        raise spec_error(exc) from exc
     quotas.charge(session, settings, catalog, p,
                   comparisons=[c.id for c in sql.comparisons(session, cal.id)])
     session.commit()

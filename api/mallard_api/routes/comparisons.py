@@ -15,12 +15,13 @@ from mallard_api import quotas
 from mallard_api.analysis import comparisons
 from mallard_api.analysis.explain import explain
 from mallard_api.analysis.report import ReportCell, is_counter
+from mallard_api.analysis.specs import SpecError
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.comparisons import Comparison
-from mallard_api.routes.checks import buildable_project
+from mallard_api.routes.checks import buildable_project, spec_error
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.comparisons import (
     ComparisonDetail,
@@ -64,11 +65,14 @@ def create_comparison(body: ComparisonIn, request: Request, session: DB, p: User
         if reason:
             raise field_error(422, ["body", field], reason)
     project = buildable_project(session, body.project, settings)
-    comp, _job = comparisons.open_comparison(
-        session, settings, project, arch=body.arch or settings.default_arch, base=body.base,
-        head=body.head, workloads=body.workloads, threads=body.threads, suite=suite,
-        trials=body.trials or max(settings.trials, 2), warmup=body.warmup,
-        peers=body.peers, max_follow_ups=body.max_follow_ups, hypothesis=body.hypothesis)
+    try:
+        comp, _job = comparisons.open_comparison(
+            session, settings, project, arch=body.arch or settings.default_arch,
+            base=body.base, head=body.head, workloads=body.workloads, threads=body.threads,
+            suite=suite, trials=body.trials or max(settings.trials, 2), warmup=body.warmup,
+            peers=body.peers, max_follow_ups=body.max_follow_ups, hypothesis=body.hypothesis)
+    except SpecError as exc:  # a variant key the recipe does not know, an unknown peer
+        raise spec_error(exc) from exc
     quotas.charge(session, settings, catalog, p, comparisons=[comp.id])
     session.commit()
     return comparison_out(session, comp)

@@ -6,12 +6,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from mallard_wire.fields import INT64_MAX
-from mallard_wire.jobs import ClaimIn, FailIn, JobSpec, LeaseIn
+from mallard_wire.jobs import ClaimIn, FailIn, JobSpec, LeaseIn, SpecAllocator
 from mallard_wire.scrub import scrub
 from sqlalchemy.orm import Session
 
 from mallard_api import quotas
 from mallard_api.analysis import ingest, verdicts
+from mallard_api.analysis.specs import SpecError, built_side, project_build
 from mallard_api.auth import (
     AnyRole,
     Principal,
@@ -28,7 +29,15 @@ from mallard_api.known import Catalog
 from mallard_api.models.jobs import Job
 from mallard_api.models.projects import Project
 from mallard_api.schemas.base import ErrorOut
-from mallard_api.schemas.jobs import AttemptOut, JobDetail, JobIn, JobKind, JobOut, JobState
+from mallard_api.schemas.jobs import (
+    AllocatorIn,
+    AttemptOut,
+    JobDetail,
+    JobIn,
+    JobKind,
+    JobOut,
+    JobState,
+)
 from mallard_api.sql import jobs as sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import runners as runner_sql
@@ -170,17 +179,61 @@ def job_project(session: Session, body: JobIn) -> Project | None:
     return project
 
 
+def side_of(session: Session, settings: Settings, p: Principal, project: Project | None,
+            a: AllocatorIn, i: int) -> SpecAllocator:
+    """A side of a job queued by hand, with its build: a side with a commit (or a variant)
+    is the build of the registered project it names (the job's, or one whose repository
+    runners may fetch), by that project's recipe, so no request brings a recipe of its
+    own; a hand-written `build` is an admin's (403 otherwise). Without a commit it is a
+    catalogue entry."""
+    loc: list[str | int] = ["body", "spec", "allocators", i]
+    build = a.build
+    if build is not None:
+        if p.role != "admin":
+            raise field_error(403, [*loc, "build"], "a side's build is the registered "
+                              "project's (its repository and recipe, filled in by the "
+                              "API): leave it out; only an admin may write one", "forbidden")
+        reason = check_repo_url(build.repo_url, parse_allow_list(settings.repo_url_allow))
+        if reason:
+            raise field_error(422, [*loc, "build", "repo_url"], reason)
+    elif a.commit is not None or a.variant:
+        other = project if project is not None and project.name == a.name \
+            else project_sql.get(session, a.name)
+        if other is None:
+            raise field_error(422, [*loc, "name"], f"no project named '{a.name}': a side "
+                              "with a commit is a registered project's build (a catalogue "
+                              "allocator takes no commit)")
+        reason = check_repo_url(other.repo_url, parse_allow_list(settings.repo_url_allow))
+        if reason:
+            raise field_error(422, [*loc, "name"], f"project '{other.name}': {reason}")
+        try:
+            build = project_build(other)
+        except SpecError as exc:
+            raise field_error(exc.status, [*loc, "name"], exc.msg, "conflict") from exc
+    if build is None:
+        return SpecAllocator(label=a.label, name=a.name)
+    try:
+        return built_side(a.label, a.name, build, a.commit, a.variant, loc)
+    except SpecError as exc:
+        raise field_error(422, exc.field, exc.msg) from exc
+
+
 @router.post("", response_model=JobOut, status_code=201,
-             responses={422: {"model": ErrorOut}, 429: {"model": ErrorOut}})
+             responses={403: {"model": ErrorOut}, 409: {"model": ErrorOut},
+                        422: {"model": ErrorOut}, 429: {"model": ErrorOut}})
 def create_job(body: JobIn, request: Request, session: DB, p: UserOrAdmin,
                settings: Annotated[Settings, Depends(get_settings)]) -> JobOut:
     """Queue a job by hand (operators; comparisons queue their own). A job of a project
-    runs that project's repository; the token's quotas count it (quotas.py)."""
+    runs that project's repository; each built side is a registered project's build by
+    its recipe (`side_of`); the token's quotas count it (quotas.py)."""
     catalog = request.app.state.catalog
     check_spec(body.spec, settings, catalog, ["body", "spec"])
     project = job_project(session, body)
-    spec = body.spec if project is None else body.spec.model_copy(
-        update={"project": project.name})
+    spec = JobSpec.model_validate({
+        **body.spec.model_dump(exclude={"allocators"}),
+        "project": None if project is None else project.name,
+        "allocators": [side_of(session, settings, p, project, a, i)
+                       for i, a in enumerate(body.spec.allocators)]})
     job = sql.enqueue(session, kind=body.kind, arch=body.arch, spec=spec,
                       project_id=None if project is None else project.id,
                       max_attempts=body.max_attempts)

@@ -9,14 +9,25 @@ from fastapi import APIRouter, Depends, Path, Query
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import verdicts
-from mallard_api.auth import AnyRole, UserOrAdmin, field_error
+from mallard_api.analysis.specs import SpecError, peer_sides, peers_of
+from mallard_api.auth import Admin, AnyRole, UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.projects import Project
+from mallard_api.peers import ALLOCATOR_NAME
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.commits import CommitDetail, CommitOut
-from mallard_api.schemas.projects import BranchOut, Membership, ProjectIn, ProjectOut
+from mallard_api.schemas.projects import (
+    BranchOut,
+    Membership,
+    PeersIn,
+    PeersOut,
+    ProjectIn,
+    ProjectOut,
+    RecipeIn,
+    RecipeOut,
+)
 from mallard_api.sql import projects as sql
 from mallard_api.sql import verdicts as verdict_sql
 from mallard_api.urls import check_repo_url, parse_allow_list
@@ -28,7 +39,8 @@ ProjectName = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x0
 
 
 def project_out(p: Project) -> ProjectOut:
-    return ProjectOut(id=p.id, name=p.name, repo_url=p.repo_url, allocator_dir=p.allocator_dir,
+    return ProjectOut(id=p.id, name=p.name, repo_url=p.repo_url, recipe=p.recipe,
+                      peers=None if p.peers is None else list(p.peers),
                       default_branch=p.default_branch, tracked_branches=list(p.tracked_branches),
                       has_webhook_secret=bool(p.webhook_secret), created_at=p.created_at)
 
@@ -45,13 +57,15 @@ def list_projects(session: DB, _: AnyRole) -> list[ProjectOut]:
     return [project_out(p) for p in sql.list_all(session)]
 
 
-ADMIN_FIELDS = ("repo_url", "allocator_dir", "webhook_secret")
+ADMIN_FIELDS = ("repo_url", "recipe", "webhook_secret")
 
 
 def changed_admin_fields(project: Project, body: ProjectIn) -> list[str]:
     """The fields of an existing project that only an admin may change, which `body`
     would change: where runners fetch from, what they build, who may push."""
-    changed = [f for f in ("repo_url", "allocator_dir") if getattr(body, f) != getattr(project, f)]
+    changed = ["repo_url"] if body.repo_url != project.repo_url else []
+    if body.recipe is not None and body.recipe != project.recipe:
+        changed.append("recipe")
     if body.webhook_secret is not None and not hmac.compare_digest(
             body.webhook_secret.encode(), (project.webhook_secret or "").encode()):
         changed.append("webhook_secret")
@@ -63,20 +77,24 @@ def changed_admin_fields(project: Project, body: ProjectIn) -> list[str]:
 def put_project(name: ProjectName, body: ProjectIn, session: DB, p: UserOrAdmin,
                 settings: Annotated[Settings, Depends(get_settings)]) -> ProjectOut:
     """Create a project (user or admin), or update one. Changing an existing project's
-    repo_url, allocator_dir or webhook_secret is for admins (403 naming the field);
-    a user may re-send the same values, and change the branches."""
+    repo_url or webhook_secret is for admins (403 naming the field); a user may re-send
+    the same values, and change the branches. A `recipe` (how its allocator builds) is
+    an admin's to give, on create or update (PUT .../recipe sets it alone)."""
     reason = check_repo_url(body.repo_url, parse_allow_list(settings.repo_url_allow))
     if reason:
         raise field_error(422, ["body", "repo_url"], reason)
     existing = sql.get(session, name, lock=True)
-    if existing is not None and p.role != "admin":
-        changed = changed_admin_fields(existing, body)
+    if p.role != "admin":
+        changed = (["recipe"] if body.recipe is not None else []) if existing is None \
+            else changed_admin_fields(existing, body)
         if changed:
             raise field_error(403, ["body", changed[0]],
-                              f"project '{name}' exists: only an admin may change its "
+                              f"only an admin may set project '{name}''s "
                               f"{', '.join(changed)}", "forbidden")
-    project = sql.upsert(session, name=name, repo_url=body.repo_url,
-                         allocator_dir=body.allocator_dir, default_branch=body.default_branch,
+    if body.recipe is not None:
+        check_allocator_name(name)
+    project = sql.upsert(session, name=name, repo_url=body.repo_url, recipe=body.recipe,
+                         default_branch=body.default_branch,
                          tracked_branches=body.tracked_branches,
                          webhook_secret=body.webhook_secret, create_only=existing is None)
     if project is None:  # created by someone else meanwhile: ask again
@@ -89,6 +107,64 @@ def put_project(name: ProjectName, body: ProjectIn, session: DB, p: UserOrAdmin,
 @router.get("/{name}", response_model=ProjectOut, responses={404: {"model": ErrorOut}})
 def get_project(name: ProjectName, session: DB, _: AnyRole) -> ProjectOut:
     return project_out(load(session, name))
+
+
+def check_allocator_name(name: str) -> None:
+    """A project with a recipe names the allocator it builds: its trials, pages and
+    reports say `name@commit`, so the name must be an allocator name."""
+    if not ALLOCATOR_NAME.match(name):
+        raise field_error(422, ["path", "name"], f"project '{name}' cannot have a recipe: "
+                          "the allocator it builds is named after it (letters, digits, "
+                          "'_', '.', '+', '-', at most 100)")
+
+
+@router.get("/{name}/recipe", response_model=RecipeOut, responses={404: {"model": ErrorOut}})
+def get_recipe(name: ProjectName, session: DB, _: AnyRole) -> RecipeOut:
+    """How the project's allocator builds (null: not set yet; a `.mallard.toml` at a
+    commit wins over it on the runner)."""
+    project = load(session, name)
+    return RecipeOut(project=project.name, recipe=project.recipe)
+
+
+@router.put("/{name}/recipe", response_model=RecipeOut,
+            responses={404: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+def put_recipe(name: ProjectName, body: RecipeIn, session: DB, _: Admin) -> RecipeOut:
+    """Set how the project's allocator builds (admins: a recipe says what runners run).
+    A recipe is data: argv lists without shell syntax, paths inside the tree, a library
+    glob inside the build folder (422 naming the field otherwise)."""
+    project = load(session, name)
+    check_allocator_name(project.name)
+    sql.set_recipe(session, project, body.recipe)
+    session.commit()
+    return RecipeOut(project=project.name, recipe=project.recipe)
+
+
+def peers_out(project: Project, settings: Settings) -> PeersOut:
+    return PeersOut(project=project.name, default=project.peers is None,
+                    peers=peers_of(project, settings.peer_list))
+
+
+@router.get("/{name}/peers", response_model=PeersOut, responses={404: {"model": ErrorOut}})
+def get_peers(name: ProjectName, session: DB, _: AnyRole,
+              settings: Annotated[Settings, Depends(get_settings)]) -> PeersOut:
+    return peers_out(load(session, name), settings)
+
+
+@router.put("/{name}/peers", response_model=PeersOut,
+            responses={404: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+def put_peers(name: ProjectName, body: PeersIn, session: DB, _: UserOrAdmin,
+              settings: Annotated[Settings, Depends(get_settings)]) -> PeersOut:
+    """Set what the project's commit jobs are compared beside: catalogue names, or other
+    projects at a ref (`jemalloc@5.3.0`: a registered project with a recipe); null:
+    MALLARD_PEERS."""
+    project = load(session, name)
+    try:
+        peer_sides(session, body.peers or [])
+    except SpecError as exc:
+        raise field_error(422, ["body", *exc.field], exc.msg) from exc
+    sql.set_peers(session, project, None if body.peers is None else list(body.peers))
+    session.commit()
+    return peers_out(project, settings)
 
 
 @router.get("/{name}/branches", response_model=list[BranchOut],

@@ -33,7 +33,9 @@ def get_series(
                                   pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")] = "ops_per_sec",
     branch: Annotated[str | None, Query(min_length=1, max_length=200,
                                         pattern=r"^[^\x00]+$")] = None,
-    allocator: Annotated[str, Query(min_length=1, max_length=100, pattern=Word)] = "mallard",
+    allocator: Annotated[str | None, Query(
+        min_length=1, max_length=100, pattern=Word,
+        description="default: the project's own allocator (named after it)")] = None,
     variant: Annotated[str | None, Query(max_length=500, pattern=r"^[^\x00]*$",
                                          description="'default' or empty: no variant")] = None,
     params: Annotated[str | None, Query(max_length=10000,
@@ -63,6 +65,7 @@ def get_series(
         raise field_error(404, ["query", "branch"], f"no branch '{ref.branch}' in '{project}'",
                           "not_found")
     v = "" if variant in (None, "", "default") else variant
+    allocator = allocator or ref.project  # the project's own builds are named after it
     found = sql.answer(session, sql.SeriesCell(
         branch_id=ref.branch_id, workload=workload, params_sha=params_sha, threads=threads,
         allocator=allocator, variant=v or "", measure=measure, arch=arch, testbed=testbed))

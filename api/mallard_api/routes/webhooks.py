@@ -35,6 +35,7 @@ from pydantic import BaseModel, JsonValue, ValidationError
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import pull_requests
+from mallard_api.analysis.specs import SpecError
 from mallard_api.auth import UserOrAdmin, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
@@ -163,6 +164,8 @@ def pull_request(forge: Forge, data: JsonDict, session: Session, settings: Setti
         out = pull_requests.handle(session, settings, project, forge.name, pr)
     except pull_requests.BadEvent as exc:
         raise field_error(exc.status, exc.field, str(exc)) from exc
+    except SpecError as exc:  # no recipe yet: nothing is measured, the forge is told why
+        return ignored(exc.msg)
     session.commit()
     return PushOut(project=project.name, branch=None, commits=0,
                    jobs=[] if out.job_id is None else [out.job_id], note=out.note)

@@ -12,11 +12,11 @@ from mallard_wire.fields import (
     InModel,
     JsonDict,
     Threads,
-    Variant,
     Word,
     Workloads,
     check_text,
 )
+from mallard_wire.recipes import Variant
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints
 
 from mallard_api.models.records import Detection

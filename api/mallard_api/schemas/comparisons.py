@@ -10,7 +10,6 @@ from mallard_wire.fields import (
     Arch,
     InModel,
     JsonDict,
-    Peer,
     Threads,
     Warmup,
     Word,
@@ -22,6 +21,7 @@ from pydantic import AfterValidator, BaseModel, Field, StringConstraints, field_
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.curves import Point
 from mallard_api.models.records import PeerMedian, Side
+from mallard_api.peers import Peer
 
 
 class ComparisonIn(InModel):

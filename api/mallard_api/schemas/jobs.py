@@ -6,8 +6,8 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from mallard_wire.fields import Arch, InModel, JsonDict, Name
-from mallard_wire.jobs import JobSpec
-from pydantic import BaseModel, Field
+from mallard_wire.jobs import JobSpec, SpecAllocator
+from pydantic import BaseModel, Field, model_validator
 
 # --- jobs ---------------------------------------------------------------------------------
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
@@ -16,10 +16,26 @@ JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 JobKind = Literal["commit", "comparison", "calibrate"]
 
 
+class AllocatorIn(SpecAllocator):
+    """A side of a job queued by hand. A side with a commit is a registered project's
+    build: the route fills its `build` (repository and recipe) from the project named
+    `name`; a hand-written `build` is for admins only. Checked as a `SpecAllocator` once
+    its build is filled (routes/jobs.py)."""
+
+    @model_validator(mode="after")
+    def _built_or_catalogue(self) -> AllocatorIn:
+        return self
+
+
+class JobSpecIn(JobSpec):
+    allocators: Annotated[list[AllocatorIn],  # type: ignore[assignment]
+                          Field(min_length=1, max_length=20)]
+
+
 class JobIn(InModel):
     kind: JobKind
     arch: Arch
-    spec: JobSpec
+    spec: JobSpecIn
     project: Name | None = None
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
 

@@ -5,17 +5,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from mallard_wire.fields import NO_NUL, BranchName, InModel, RelativePath, RepoUrl
+from mallard_wire.fields import NO_NUL, BranchName, InModel, RepoUrl
+from mallard_wire.recipes import Recipe
 from pydantic import BaseModel, Field, StringConstraints, field_validator
 
 from mallard_api.config import check_secret
+from mallard_api.peers import Peer
 
 
 # --- projects, branches, commits -------------------------------------------------------
 class ProjectIn(InModel):
     # checked against MALLARD_REPO_URL_ALLOW by the route (urls.py)
     repo_url: RepoUrl
-    allocator_dir: RelativePath = "allocator"
+    # how its allocator builds (admins only; left out: the current one is kept)
+    recipe: Recipe | None = None
     default_branch: BranchName = "main"
     tracked_branches: Annotated[list[BranchName], Field(max_length=100)] = []
     webhook_secret: Annotated[str, StringConstraints(max_length=200, pattern=NO_NUL)] \
@@ -33,11 +36,36 @@ class ProjectOut(BaseModel):
     id: int
     name: str
     repo_url: str
-    allocator_dir: str
+    recipe: Recipe | None  # None: not set yet (no build can be queued)
+    peers: list[str] | None  # None: MALLARD_PEERS
     default_branch: str
     tracked_branches: list[str]
     has_webhook_secret: bool
     created_at: datetime
+
+
+class RecipeIn(InModel):
+    """PUT /projects/{name}/recipe: how the project's allocator builds (admins only)."""
+
+    recipe: Recipe
+
+
+class RecipeOut(BaseModel):
+    project: str
+    recipe: Recipe | None
+
+
+class PeersIn(InModel):
+    """PUT /projects/{name}/peers: catalogue names (`glibc`) or registered projects at a
+    ref (`jemalloc@5.3.0`); null: MALLARD_PEERS."""
+
+    peers: Annotated[list[Peer], Field(max_length=20)] | None
+
+
+class PeersOut(BaseModel):
+    project: str
+    peers: list[str]  # what its jobs are compared beside (its own, else MALLARD_PEERS)
+    default: bool  # True: MALLARD_PEERS (the project has none of its own)
 
 
 class BranchOut(BaseModel):

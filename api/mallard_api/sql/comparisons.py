@@ -105,7 +105,7 @@ def jobs(session: Session, comparison_id: int) -> list[JobState]:
 @dataclass
 class TrialRow:
     label: str
-    allocator: str
+    allocator: str  # a built peer with its commit: `jemalloc@abc1234` (not `jemalloc`)
     variant: str
     workload: str
     params: JsonDict
@@ -117,7 +117,10 @@ class TrialRow:
 
 
 TRIALS_SQL = text("""
-SELECT t.label, a.name AS allocator, a.variant, w.name AS workload, w.params, w.threads,
+SELECT t.label,
+       a.name || CASE WHEN t.label = 'peer' AND a.commit_sha <> ''
+                      THEN '@' || left(a.commit_sha, 7) ELSE '' END AS allocator,
+       a.variant, w.name AS workload, w.params, w.threads,
        tb.fingerprint, tb.cpu_model, t.measures,
        COALESCE((tb.fields->>'emulated')::boolean, false) AS emulated
 FROM comparison_jobs cj

@@ -90,13 +90,13 @@ ORDER BY 1
 
 
 def branch_measures(session: Session, branch_id: int, *, last_n: int,
-                    allocator: str = "mallard") -> list[str]:
+                    allocator: str) -> list[str]:
     return [str(r[0]) for r in session.execute(BRANCH_MEASURES_SQL, dict(
         branch_id=branch_id, last_n=last_n, allocator=allocator))]
 
 
 def branch_points(session: Session, branch_id: int, *, last_n: int, measures: list[str],
-                  allocator: str = "mallard") -> list[Point]:
+                  allocator: str) -> list[Point]:
     rows = session.execute(BRANCH_POINTS_SQL, dict(branch_id=branch_id, last_n=last_n,
                                                    allocator=allocator, measures=measures))
     return [Point(r.workload, dict(r.params), r.params_sha256, r.arch, r.fingerprint,
@@ -169,16 +169,17 @@ JOIN testbeds tb ON tb.id = t.testbed_id
 CROSS JOIN LATERAL jsonb_each(t.measures) AS m(key, value)
 WHERE t.commit_id = :commit_id AND t.ok AND NOT t.warmup AND jsonb_typeof(m.value) = 'number'
 GROUP BY w.id, tb.id, a.name, a.variant, a.commit_sha, m.key
-ORDER BY w.name, w.params_sha256, tb.fingerprint, a.name <> 'mallard', a.name, a.variant, m.key
+ORDER BY w.name, w.params_sha256, tb.fingerprint, a.name <> :own, a.name, a.variant, m.key
 """)
 
 
-def commit_cells(session: Session, commit_id: int) -> list[CommitCell]:
-    """The measured trials of a commit now: its own allocator and the peers run beside it."""
+def commit_cells(session: Session, commit_id: int, own: str) -> list[CommitCell]:
+    """The measured trials of a commit now: its own allocator (`own`, the project's name)
+    first, then the peers run beside it."""
     return [CommitCell(r.workload, dict(r.params), r.params_sha256, r.arch, r.fingerprint,
                        r.cpu_model, r.allocator, r.variant, r.commit_sha, r.measure,
                        list(r.vals))
-            for r in session.execute(COMMIT_TRIALS_SQL, {"commit_id": commit_id})]
+            for r in session.execute(COMMIT_TRIALS_SQL, {"commit_id": commit_id, "own": own})]
 
 
 def commit_comparisons(session: Session, project_id: int, sha: str, limit: int = 50

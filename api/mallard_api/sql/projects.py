@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from mallard_wire.recipes import Recipe
 from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
@@ -39,17 +40,19 @@ def list_all(session: Session) -> list[Project]:
     return list(session.scalars(select(Project).order_by(Project.name)))
 
 
-def upsert(session: Session, *, name: str, repo_url: str, allocator_dir: str,
-           default_branch: str, tracked_branches: list[str], webhook_secret: str | None,
-           create_only: bool = False) -> Project | None:
-    """Create or update; with `create_only`, None when the project exists already (it
-    was created by another request since the caller looked)."""
-    values = dict(name=name, repo_url=repo_url, allocator_dir=allocator_dir,
-                  default_branch=default_branch, tracked_branches=tracked_branches)
+def upsert(session: Session, *, name: str, repo_url: str, default_branch: str,
+           tracked_branches: list[str], webhook_secret: str | None,
+           recipe: Recipe | None = None, create_only: bool = False) -> Project | None:
+    """Create or update (a `webhook_secret` or `recipe` left out keeps the current one);
+    with `create_only`, None when the project exists already (it was created by another
+    request since the caller looked)."""
+    values: dict[str, object] = dict(name=name, repo_url=repo_url,
+                                     default_branch=default_branch,
+                                     tracked_branches=tracked_branches)
+    for key, value in (("webhook_secret", webhook_secret), ("recipe", recipe)):
+        if value is not None:
+            values[key] = value
     update = dict(values)
-    if webhook_secret is not None:
-        values["webhook_secret"] = webhook_secret
-        update["webhook_secret"] = webhook_secret
     stmt = insert(Project).values(**values)
     if create_only:
         done = session.execute(stmt.on_conflict_do_nothing(index_elements=[Project.name])
@@ -62,6 +65,16 @@ def upsert(session: Session, *, name: str, repo_url: str, allocator_dir: str,
     assert project is not None
     session.refresh(project)
     return project
+
+
+def set_recipe(session: Session, project: Project, recipe: Recipe | None) -> None:
+    project.recipe = recipe
+    session.flush()
+
+
+def set_peers(session: Session, project: Project, peers: list[str] | None) -> None:
+    project.peers = peers
+    session.flush()
 
 
 def find_by_repo(session: Session, names: list[str], urls: list[str]) -> Project | None:

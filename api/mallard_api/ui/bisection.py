@@ -161,7 +161,7 @@ def _values(session: Session, b: Bisection, cid: int) -> dict[str, list[float]]:
     threads = cell.threads if cell is not None else b.threads
     out: dict[str, list[float]] = defaultdict(list)
     for t in cmp_sql.trials(session, comp.id):
-        if t.workload != b.workload or t.allocator != "mallard" or b.measure not in t.measures \
+        if t.workload != b.workload or b.measure not in t.measures \
                 or t.label not in ("base", "head") \
                 or t.testbed_fingerprint != comp.testbed_fingerprint \
                 or (threads is not None and t.threads != threads):

@@ -129,7 +129,7 @@ def _label(cell: pages_sql.CommitCell) -> str:
 def medians(ctx: SectionContext) -> Medians | None:
     """Per workload cell and testbed: each allocator configuration's medians (n trials),
     and a strip plot of the trials of the first primary measure across configurations."""
-    cells = pages_sql.commit_cells(ctx.session, ctx.commit.id)
+    cells = pages_sql.commit_cells(ctx.session, ctx.commit.id, ctx.project.name)
     if not cells:
         return Medians(groups=[])
     units = pages_sql.measure_units(ctx.session)
@@ -153,7 +153,7 @@ def medians(ctx: SectionContext) -> Medians | None:
         strip_rows = [svg.StripRow(_label(r), r.values,
                                    [bool(b) for b in stats.robust_mask(r.values)],
                                    series_sql.quantile(r.values, 0.5),
-                                   "head" if r.allocator == "mallard" else "peer")
+                                   "head" if r.allocator == ctx.project.name else "peer")
                       for r in rows if r.measure == plot_measure]
         groups.append(MedianGroup(
             title=f"{first.workload} {fmt.params(first.params)}".strip(),

@@ -21,8 +21,6 @@ from mallard_api.sql import series as series_sql
 from mallard_api.ui import fmt, links, svg, trend
 from mallard_api.ui.comparison import PRIMARY, measure_order
 
-ALLOCATOR = "mallard"
-
 
 def _series_name(variant: str, arch: str, fingerprint: str, many_testbeds: bool) -> str:
     name = variant or "default"
@@ -76,24 +74,25 @@ class AlertSeries:
 
 def branch_trends(session: Session, project: Project, branch: Branch, public_url: str | None,
                   *, measures: list[str], last_n: int) -> BranchTrends:
-    available = pages_sql.branch_measures(session, branch.id, last_n=last_n, allocator=ALLOCATOR)
+    own = project.name  # the project's own allocator (its builds are named after it)
+    available = pages_sql.branch_measures(session, branch.id, last_n=last_n, allocator=own)
     chosen = choose_measures(available, measures)
     points = pages_sql.branch_points(session, branch.id, last_n=last_n, measures=chosen,
-                                     allocator=ALLOCATOR) if chosen else []
+                                     allocator=own) if chosen else []
     units = pages_sql.measure_units(session)
     commits = sorted({(p.position, p.sha) for p in points})
     index = {sha: i for i, (_, sha) in enumerate(commits)}
     axis = trend.TrendAxis([sha[:7] for _, sha in commits])
     marks: dict[tuple[str, str, str], list[trend.Marker]] = defaultdict(list)
     for cp in pages_sql.change_points(session, project.name, branch.name):
-        if cp.allocator == ALLOCATOR and cp.commit_sha in index:
+        if cp.allocator == own and cp.commit_sha in index:
             marks[(cp.workload, params_key(cp.params), cp.measure)].append(trend.Marker(
                 index[cp.commit_sha], "change", fmt.pct(cp.change_pct),
                 title=f"change point at {cp.commit_sha[:7]}: {fmt.pct(cp.change_pct)} "
                       f"({cp.variant or 'default'}, {cp.direction})"))
     alerts = pages_sql.branch_alerts(session, project.name, branch.name)
     for a in alerts:
-        if a.allocator == ALLOCATOR and a.first_bad_commit in index:
+        if a.allocator == own and a.first_bad_commit in index:
             marks[(a.workload, params_key(a.params), a.measure)].append(trend.Marker(
                 index[a.first_bad_commit], "alert", href=links.path(public_url, links.alert(a.id)),
                 title=f"alert #{a.id} ({a.state}): {a.text}"))

@@ -24,9 +24,10 @@ def fast(monkeypatch, settings):
 
 
 def test_allocator_label():
-    assert comparisons.allocator_label(Side(commit="a" * 40, variant="transfer=ring")) == (
-        "mallard@aaaaaaa transfer=ring")
-    assert comparisons.allocator_label(Side(commit="main", variant=None)) == "mallard@main"
+    assert comparisons.allocator_label(Side(commit="a" * 40, variant="transfer=ring"),
+                                       "mallard") == "mallard@aaaaaaa transfer=ring"
+    assert comparisons.allocator_label(Side(commit="main", variant=None), "mimalloc") == (
+        "mimalloc@main")
     assert comparisons.allocator_label(Side(commit="v1.2"), "jemalloc") == "jemalloc@v1.2"
 
 

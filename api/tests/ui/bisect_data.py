@@ -16,7 +16,7 @@ import uuid
 from typing import Any
 
 import numpy as np
-from helpers import claim, results, run_analysis, trial
+from helpers import claim, register_recipe, results, run_analysis, trial
 from mallard_api import pushes
 from mallard_api.config import Settings
 from mallard_api.sql import projects as project_sql
@@ -33,7 +33,7 @@ def hexsha(text: str) -> str:
 def fail_job(client: Any, headers: dict[str, str], runner: dict[str, Any],
              job: dict[str, Any]) -> None:
     """The runner reports that the job's build failed (not retryable)."""
-    commits = [a["commit"] for a in job["spec"]["allocators"] if a["name"] == "mallard"]
+    commits = [a["commit"] for a in job["spec"]["allocators"] if a.get("build")]
     r = client.post(f"/api/v1/jobs/{job['id']}/fail", headers=headers, json={
         "runner_id": runner["id"], "attempt": job["attempt"],
         "log": f"building {commits}\n{BUILD_ERROR}\n",
@@ -46,9 +46,9 @@ def _answer(client: Any, headers: dict[str, str], runner: dict[str, Any],
     if any(a.get("commit") == cost["skip"] for a in job["spec"]["allocators"]):
         fail_job(client, headers, runner, job)
         return
-    trials = [trial(a["commit"], threads=1, label=a["label"], measures={
+    trials = [trial(a["commit"], threads=1, label=a["label"], allocator=a["name"], measures={
         "ops_per_sec": cost[a["commit"]] * (1 + 0.003 * rng.standard_normal())})
-        for _ in range(8) for a in job["spec"]["allocators"] if a["name"] == "mallard"]
+        for _ in range(8) for a in job["spec"]["allocators"] if a.get("build")]
     r = client.post("/api/v1/results", headers=headers, json=results(
         trials, job_id=job["id"], runner_id=runner["id"], project=job["spec"]["project"],
         branch=job["spec"].get("branch")))
@@ -60,9 +60,9 @@ def build(client: Any, app: Any, conf: Settings, make_token: Any,
     """Run the flow; `conf` must be what the routes and the analysis see."""
     project = f"bisect-{uuid.uuid4().hex[:8]}"
     r = client.put(f"/api/v1/projects/{project}", headers=user, json={
-        "repo_url": f"/srv/git/{project}.git", "allocator_dir": "allocator",
-        "default_branch": "main"})
+        "repo_url": f"/srv/git/{project}.git", "default_branch": "main"})
     assert r.status_code == 200, r.text
+    register_recipe(client, admin, project)
     r = client.put(f"/api/v1/projects/{project}/forge", headers=admin, json={
         "kind": "github", "base_url": conf.forge_url_allow, "repo": "acme/mallard",
         "token": FORGE_TOKEN})

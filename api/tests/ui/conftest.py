@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import patch_analysis_settings, run_analysis
+from helpers import patch_analysis_settings, register_recipe, run_analysis
 from mallard_api import notify
 from mallard_api.deps import get_settings
 from mallard_api.sql import projects as project_sql
@@ -75,9 +75,9 @@ def _build(client: Any, make_token: Any, user_token: str) -> dict[str, Any]:
     user = {"Authorization": f"Bearer {user_token}"}
     project = f"pages-{uuid.uuid4().hex[:8]}"
     r = client.put(f"/api/v1/projects/{project}", headers=user, json={
-        "repo_url": f"/srv/git/{project}.git", "allocator_dir": "allocator",
-        "default_branch": "main"})
+        "repo_url": f"/srv/git/{project}.git", "default_branch": "main"})
     assert r.status_code == 200, r.text
+    register_recipe(client, {"Authorization": f"Bearer {make_token('admin')}"}, project)
     name, arch = f"runner-{uuid.uuid4().hex[:8]}", f"arch-{uuid.uuid4().hex[:8]}"
     runner_headers = {"Authorization": f"Bearer {make_token('runner', name)}"}
     r = client.post("/api/v1/runners/register", headers=runner_headers, json={
@@ -105,7 +105,7 @@ def _build(client: Any, make_token: Any, user_token: str) -> dict[str, Any]:
         trials = []
         for workload, level in (("larson", 1e6 * (0.92 if i >= 20 else 1.0)), ("rpc", 2e6)):
             for k in range(3):
-                trials.append(_trial("head", "mallard", c, None, workload, 2, {
+                trials.append(_trial("head", project, c, None, workload, 2, {
                     "ops_per_sec": level * (1 + 0.004 * rng.standard_normal()),
                     "max_rss_bytes": 12_582_912.0 + 4096 * k, "wall_seconds": 0.4}, k))
         if i == len(commits) - 1:
@@ -136,7 +136,7 @@ def _build(client: Any, make_token: Any, user_token: str) -> dict[str, Any]:
             for label, commit, variant, level, hit in (
                     ("base", base_sha, "transfer=mutex", 1.0, 0.90),
                     ("head", head_sha, "transfer=ring", shift, 0.60)):
-                trials.append(_trial(label, "mallard", commit, variant, "larson", threads, {
+                trials.append(_trial(label, project, commit, variant, "larson", threads, {
                     "ops_per_sec": 1e6 * level * (1 + 0.01 * rng.standard_normal()),
                     "max_rss_bytes": 10_485_760.0 * (1 + 0.001 * rng.standard_normal()),
                     "wall_seconds": 0.4 / level * (1 + 0.01 * rng.standard_normal()),

@@ -85,7 +85,7 @@ def test_no_page_contains_a_token_or_a_webhook_secret(app, client, pages_data, s
     secret = "project-webhook-secret-f00d"
     r = client.put(f"/api/v1/projects/{pages_data['project']}", headers=admin_headers,
                    json={"repo_url": f"/srv/git/{pages_data['project']}.git",
-                         "allocator_dir": "allocator", "default_branch": "main",
+                         "default_branch": "main",
                          "webhook_secret": secret})
     assert r.status_code == 200, r.text
     token = make_token("user")
