@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mallard_wire.names import PEERS
+from .peers import PEER_LIBRARIES
 
-PEER_NAMES = PEERS  # the one list (mallard_wire.names)
+# the node's catalogue (peers.py); mallard_wire.names is gone (issue 28): a stopgap until
+# the build helper's rewrite of this module lands
+PEER_NAMES = ("glibc", *PEER_LIBRARIES)
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
