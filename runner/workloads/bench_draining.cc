@@ -15,10 +15,11 @@
 // caches and the threads meet in the shared caches of the two classes: where Mallard's
 // transfer=mutex and transfer=ring differ.
 //
-// Fixed work: `--iterations=N` runs every benchmark exactly N iterations per thread
-// (Google Benchmark 1.7 has no `--benchmark_min_time=Nx`); without it Google Benchmark
-// picks the count. Other flags of its own: `--size=BYTES` (default 256), `--depth=BATCHES`
-// (default 32). Every `--benchmark_*` flag is Google Benchmark's.
+// Fixed work: `--blocks=N` moves N blocks per thread in every benchmark (N / batch
+// iterations, shown in its name as `iterations:<n>`; Google Benchmark 1.7 has no
+// `--benchmark_min_time=Nx`); without it Google Benchmark picks the count. Other flags of
+// its own: `--size=BYTES` (default 256), `--depth=BATCHES` (default 32). Every
+// `--benchmark_*` flag is Google Benchmark's.
 //
 // items_per_second: blocks moved (one free and one malloc each) per second of wall time.
 #include <benchmark/benchmark.h>
@@ -33,7 +34,7 @@
 
 namespace {
 
-int64_t g_iterations = 0;
+int64_t g_blocks = 0;
 size_t g_size = 256;
 size_t g_depth = 32;
 
@@ -94,9 +95,9 @@ bool take_flags(int* argc, char** argv) {
     };
     const char* v = nullptr;
     char* end = nullptr;
-    if ((v = value("iterations"))) {
-      g_iterations = std::strtoll(v, &end, 10);
-      if (*end || g_iterations < 1) return false;
+    if ((v = value("blocks"))) {
+      g_blocks = std::strtoll(v, &end, 10);
+      if (*end || g_blocks < 1) return false;
     } else if ((v = value("size"))) {
       g_size = std::strtoull(v, &end, 10);
       if (*end || g_size < sizeof(uint64_t) || g_size > (1u << 20)) return false;
@@ -116,7 +117,7 @@ bool take_flags(int* argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (!take_flags(&argc, argv)) {
-    std::fprintf(stderr, "bench_draining: bad flag value (--iterations=N>=1, "
+    std::fprintf(stderr, "bench_draining: bad flag value (--blocks=N>=1, "
                          "--size=8..1048576, --depth=2..4096)\n");
     return 2;
   }
@@ -126,7 +127,7 @@ int main(int argc, char** argv) {
                   ->Threads(1)
                   ->Threads(2)
                   ->UseRealTime();
-    if (g_iterations > 0) b->Iterations(g_iterations);
+    if (g_blocks > 0) b->Iterations(g_blocks / batch > 0 ? g_blocks / batch : 1);
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
