@@ -11,7 +11,7 @@ from pathlib import Path
 from mallard_wire.recipes import Recipe, StatsHook, show_variant, variant_env
 from mallard_wire.results import AllocatorIn
 
-from .suites import Scalar
+from .programs import Program, Scalar
 
 # A workload's parameters, as the suite gives them and the workload's options take them.
 Params = dict[str, Scalar]
@@ -69,6 +69,8 @@ class Cell:
     params: Params
     binary: Path
     deterministic_params: Params | None = None  # one cachegrind run at these
+    program: Program | None = None  # a program workload (programs.py); None: a built-in
+    bin_dir: Path | None = None  # the program's {bin}
 
     @property
     def case(self) -> str:
@@ -84,6 +86,11 @@ class Cell:
         return re.sub(r"[^A-Za-z0-9_.=-]+", "_", self.key).strip("_")[:150] + "-" + digest
 
     def argv(self, params: Params | None = None) -> list[str]:
+        """A built-in: `<binary> --key value ...`; a program: its argv template rendered
+        with the params (programs.render_item: per item, never a shell)."""
+        if self.program is not None:
+            assert self.bin_dir is not None
+            return self.program.render(params or self.params, self.bin_dir)
         args = [str(self.binary)]
         for k, v in (params or self.params).items():
             args += [f"--{k}", str(v).lower() if isinstance(v, bool) else str(v)]

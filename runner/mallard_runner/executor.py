@@ -65,12 +65,11 @@ from .commands import Commands
 from .counters import read_counters
 from .measures import (
     derive_ratios,
-    last_json_line,
     parse_cachegrind,
     parse_perf_stat,
     perf_works,
     read_hyperfine,
-    read_result,
+    read_output,
     tail,
     with_note,
 )
@@ -144,7 +143,7 @@ class Executor:
         trial_dir = self._fresh_dir(cell, f"warmup-{seq}" if warmup else f"trial-{seq}")
         started = _now()
         timed = read_hyperfine(trial_dir, self._hyperfine(cell, trial_dir))
-        ok, note = read_result(last_json_line(_read(trial_dir / "stdout")), timed.clean,
+        ok, note = read_output(cell.program, _read(trial_dir / "stdout"), timed.clean,
                                timed.note, timed.measures)
         counters = self._counters(cell, trial_dir, timed.measures)
         limit = self.settings.stderr_tail_chars
@@ -232,11 +231,11 @@ class Executor:
                 self.sandbox.take(trial_dir)
         out_file = trial_dir / "cachegrind.out"
         counts = parse_cachegrind(out_file.read_text()) if out_file.exists() else None
-        result = last_json_line(_read(trial_dir / "stdout"))
-        ok = rc == 0 and counts is not None and result is not None
+        read_ok, read_note = read_output(cell.program, _read(trial_dir / "stdout"), True, "",
+                                         {})
+        ok = rc == 0 and counts is not None and read_ok
         if not ok and not note:
-            note = ("no cachegrind summary" if counts is None else
-                    "the workload printed no JSON result line" if result is None else "")
+            note = "no cachegrind summary" if counts is None else read_note
         limit = self.settings.stderr_tail_chars
         text = "" if ok else tail(trial_dir / "stderr", limit)
         return self._record(trial_dir, cell, cell.deterministic_params, seq=0, warmup=False,

@@ -79,12 +79,12 @@ def to_markdown(results: ResultsIn, baseline: str | None = "glibc") -> str:
     tb = results.testbed
     out = [f"Testbed: {tb.arch}, {tb.cpu_model}, CPUs {tb.cpus}, kernel {tb.kernel}, "
            f"{tb.compiler}, {tb.libc}, governor {tb.governor}, THP {tb.thp}", "",
-           f"| workload | allocator | label | ops/s median | IQR | CV | max RSS median | "
+           f"| workload | allocator | label | ops/s (items/s) median | IQR | CV | max RSS median | "
            f"n ok / n | vs {baseline or '-'} |",
            "|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for s in rows(results, baseline):
-        out.append(f"| {s.case} | {s.allocator} | {s.label} | {_fmt(s.median('ops_per_sec'))} | "
-                   f"{_fmt(s.iqr('ops_per_sec'))} | {_pct(s.cv('ops_per_sec'))} | "
+        out.append(f"| {s.case} | {s.allocator} | {s.label} | {_fmt(s.median(s.speed))} | "
+                   f"{_fmt(s.iqr(s.speed))} | {_pct(s.cv(s.speed))} | "
                    f"{_mib(s.median('max_rss_bytes'))} | {s.n_ok} / {s.n} | "
                    f"{'-' if s.ratio is None else f'{s.ratio:.3f}'} |")
     det = deterministic_rows(results)
@@ -129,7 +129,8 @@ def print_tables(results: ResultsIn, console: Console, baseline: str | None = "g
     for s in rows(results, baseline):
         by_workload.setdefault(s.workload, []).append(s)
     for workload, cells in by_workload.items():
-        table = Table(title=f"{workload}  (ops/s; ratio = median / {baseline or '-'} median)")
+        unit = "items/s" if cells[0].speed == "items_per_second" else "ops/s"
+        table = Table(title=f"{workload}  ({unit}; ratio = median / {baseline or '-'} median)")
         for col, justify in (("params", "left"), ("allocator", "left"), ("median", "right"),
                              ("IQR", "right"), ("CV", "right"), ("max RSS", "right"),
                              ("ok / n", "right"), ("ratio", "right")):
@@ -137,15 +138,15 @@ def print_tables(results: ResultsIn, console: Console, baseline: str | None = "g
                              overflow="fold", no_wrap=col != "params")
         for s in cells:
             params = s.case.removeprefix(workload).strip()
-            if s.median("ops_per_sec") is None and s.median("instructions") is not None:
+            if s.median(s.speed) is None and s.median("instructions") is not None:
                 table.add_row(params, s.allocator, f"{_count(s.median('instructions'))} instr",
                               f"{_count(s.median('llc_misses'))} LLC miss", "", "",
                               f"{s.n_ok} / {s.n}", "", style="dim")
                 continue
             ratio = "-" if s.ratio is None else f"{s.ratio:.3f}"
             style = "red" if s.n_ok < s.n else None
-            table.add_row(params, s.allocator, _fmt(s.median("ops_per_sec")),
-                          _fmt(s.iqr("ops_per_sec")), _pct(s.cv("ops_per_sec")),
+            table.add_row(params, s.allocator, _fmt(s.median(s.speed)),
+                          _fmt(s.iqr(s.speed)), _pct(s.cv(s.speed)),
                           _mib(s.median("max_rss_bytes")), f"{s.n_ok} / {s.n}", ratio,
                           style=style)
         console.print(table)

@@ -18,6 +18,10 @@ from typing import Any
 from mallard_wire.fields import JsonDict
 from pydantic import BaseModel, Field
 
+from .programs import Program, ProgramError, read_gbench, read_regex
+
+MEASURE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
 
 def tail(path: Path, chars: int) -> str:
     """The last `chars` characters of a file ("" when it cannot be read)."""
@@ -43,6 +47,41 @@ def last_json_line(text: str) -> JsonDict | None:
             return None
         return obj if isinstance(obj, dict) else None
     return None
+
+
+def read_output(program: Program | None, stdout: str, ok: bool, note: str,
+                measures: dict[str, float]) -> tuple[bool, str]:
+    """A trial's stdout into `measures` by its workload's reader: (ok, note). A built-in
+    workload's is its JSON result line (`read_result`); a program's, its `reader`
+    (programs.py): what cannot be read fails the trial, the note saying why."""
+    if program is None:
+        return read_result(last_json_line(stdout), ok, note, measures)
+    if not ok:
+        return ok, note  # a program that failed: its output is not a measurement
+    try:
+        if program.reader == "regex":
+            measures.update(read_regex(program.measures, stdout))
+        elif program.reader == "gbench":
+            measures.update(read_gbench(stdout))
+        else:
+            return read_numbers(last_json_line(stdout), measures)
+    except ProgramError as e:
+        return False, str(e)
+    return True, ""
+
+
+def read_numbers(result: JsonDict | None, measures: dict[str, float]) -> tuple[bool, str]:
+    """A program's JSON line (reader jsonline): `operations`/`seconds` -> ops_per_sec as
+    for the built-ins, and every number a measure of its name; at least one number."""
+    if result is None:
+        return False, "the program printed no JSON object as its last line"
+    found: dict[str, float] = {}
+    read_result(result, False, "", found)
+    found = {k: v for k, v in found.items() if MEASURE_NAME.match(k)}
+    if not found:
+        return False, "the program's JSON line has no number to measure"
+    measures.update(found)
+    return True, ""
 
 
 # Raw counts that become diagnostic measures as they are (contracts §2): what explains a

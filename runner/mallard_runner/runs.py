@@ -30,9 +30,10 @@ from .cells import Cell
 from .cmake import cross_workloads
 from .commands import CACHEGRIND_CACHES
 from .executor import Executor, RunOutput
+from .program_builds import ProgramBuilder, program_bins
 from .sandbox import Sandbox
 from .settings import RUNNER_DIR, RunnerSettings
-from .suites import Suite, expand
+from .suites import Suite, expand, skipped
 from .targets import Resolved, make_cells, resolve_targets
 from .testbed import collect, isolation, tune_cpus
 from .variants import AllocatorSelector
@@ -115,7 +116,10 @@ def prepare(settings: RunnerSettings, req: RunRequest,
     if target.emulated:
         notes.append(f"emulated testbed: {target.arch} under {target.emulator_version} on "
                      f"{target.host}; timings are shown, never judged; no cachegrind or perf")
-    cells = make_cells(resolved.targets, cases, settings.workloads_dir)
+    notes += skipped(req.suite, req.workloads, target.emulated, target.arch)
+    bins = program_bins(cases, ProgramBuilder(settings.cache(), box),
+                        settings.programs_dir or settings.workloads_dir, req.source, req.ref)
+    cells = make_cells(resolved.targets, cases, settings.workloads_dir, bins)
     executor = Executor(settings, req.cpus, req.raw_dir, on_trial=on_trial, cancel=cancel,
                         target=target, sandbox=box)
     trials = req.trials if req.trials is not None else req.suite.trials

@@ -77,6 +77,8 @@ class RunnerSettings(BaseSettings):
 
     # where things live
     workloads_dir: Path = Field(default_factory=_default_workloads_dir)
+    # the node's program workloads (`from: node`, programs.py); default: workloads_dir
+    programs_dir: Path | None = None
     suites_dir: Path = RUNNER_DIR / "suites"
     state_dir: Path = Field(default_factory=_default_state_dir)
     cache_dir: Path | None = None  # default: <state_dir>/cache (git mirrors, trees, builds)

@@ -22,6 +22,13 @@ a workload without the block, or a thread count not listed, gets no deterministi
 `emulated` overrides params on an emulated testbed (another architecture under qemu-user,
 20-100x slower than native): the same workloads at sizes that keep a trial near a second.
 The cells differ from the native ones, as the testbed does anyway.
+
+`program` makes a workload any program, given as data (programs.py): an argv template,
+where it comes from (the node, the measured repository, a benchmark project), how its
+output is read (jsonline, regex, gbench) and its fixed `work`, which joins every cell's
+params. Without it a workload is the built-in program of that name (runner/workloads/),
+run as `<name> --threads N --<param> <value> ...`. Program workloads are skipped on an
+emulated testbed (`skipped`): they have no cross build.
 """
 
 from __future__ import annotations
@@ -32,9 +39,18 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from mallard_wire.recipes import check_arg
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-Scalar = int | float | str | bool
+from .programs import Program
+from .programs import Scalar as Scalar
 
 
 class SuiteError(ValueError):
@@ -57,6 +73,30 @@ class SuiteWorkload(BaseModel):
     threads: list[int] | None = None
     deterministic: Deterministic | None = None
     emulated: dict[str, Scalar] = Field(default_factory=dict)  # param overrides under qemu
+    program: Program | None = None  # None: the built-in workload of this name
+
+    @model_validator(mode="after")
+    def _program_fits(self) -> SuiteWorkload:
+        """A program's placeholders are its params (threads, params, work), and each of
+        their values may stand in an argv item."""
+        if self.program is None:
+            return self
+        known = {"threads", *self.params, *self.program.work, *self.emulated}
+        unknown = sorted(self.program.placeholders() - known)
+        if unknown:
+            raise ValueError(f"program.argv: unknown placeholder(s) {unknown} (known: "
+                             f"{sorted(known)})")
+        overlap = sorted(set(self.params) & set(self.program.work))
+        if overlap:
+            raise ValueError(f"program.work and params both set {overlap}")
+        values = [*self.program.work.items(), *self.emulated.items(), *(
+            (k, x) for k, v in self.params.items() for x in (v if isinstance(v, list) else [v]))]
+        for key, value in values:
+            try:
+                check_arg(str(value))
+            except ValueError as e:
+                raise ValueError(f"the value of {key} cannot stand in an argv item: {e}") from e
+        return self
 
 
 class Suite(BaseModel):
@@ -86,6 +126,7 @@ class Case(BaseModel):
     workload: str
     params: dict[str, Scalar]
     deterministic_params: dict[str, Scalar] | None = None  # the cachegrind run's, or none
+    program: Program | None = None  # a program workload's (programs.py), or the built-in
 
 
 SUITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -143,19 +184,33 @@ def expand(suite: Suite, workloads: list[str] | None = None,
                              f"({', '.join(suite.workloads)})")
     cases: list[Case] = []
     for name, wl in suite.workloads.items():
-        if workloads and name not in workloads:
-            continue
+        if workloads and name not in workloads or emulated and wl.program is not None:
+            continue  # a program workload is a native binary: none on an emulated testbed
         thread_list = wl.threads or suite.threads
         if threads:
             thread_list = [t for t in thread_list if t in threads] if wl.threads else threads
         sized = {**wl.params, **wl.emulated} if emulated else wl.params
+        work = wl.program.work if wl.program is not None else {}
         keys = list(sized)
         values = [v if isinstance(v, list) else [v] for v in sized.values()]
         for t in thread_list:
             for combo in itertools.product(*values):
-                params: dict[str, Scalar] = {"threads": t, **dict(zip(keys, combo, strict=True))}
+                params: dict[str, Scalar] = {"threads": t, **dict(zip(keys, combo, strict=True)),
+                                             **work}
                 det = wl.deterministic
                 small = ({**params, **det.params} if det is not None and (
                     det.threads is None or t in det.threads) else None)
-                cases.append(Case(workload=name, params=params, deterministic_params=small))
+                cases.append(Case(workload=name, params=params, deterministic_params=small,
+                                  program=wl.program))
     return cases
+
+
+def skipped(suite: Suite, workloads: list[str] | None = None,
+            emulated: bool = False, arch: str = "") -> list[str]:
+    """The notes of the workloads `expand` leaves out on an emulated testbed."""
+    if not emulated:
+        return []
+    return [f"workload {name} skipped: a program workload ({wl.program.origin}) is a native "
+            f"binary with no cross build for {arch or 'the emulated target'}"
+            for name, wl in suite.workloads.items()
+            if wl.program is not None and (not workloads or name in workloads)]

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from mallard_wire.fields import JsonDict
 from mallard_wire.results import TrialIn
 
+SPEEDS = ("ops_per_sec", "items_per_second")
+
 
 def allocator_display(t: TrialIn) -> str:
     """`mimalloc@a3ca0e5 arena_eager_commit=1` (built: it has a commit), `jemalloc`."""
@@ -48,8 +50,14 @@ class CellSummary:
     variant: str | None = None
     values: dict[str, list[float]] = field(default_factory=dict)
     seqs: dict[str, list[int]] = field(default_factory=dict)  # round of each value
-    ratio: float | None = None  # ops_per_sec median / baseline median
+    ratio: float | None = None  # speed median / baseline median
     failures: list[str] = field(default_factory=list)
+
+    @property
+    def speed(self) -> str:
+        """The throughput measure of the cell: ops_per_sec (the built-in workloads'), else
+        a Google Benchmark program's items_per_second (programs.py)."""
+        return next((m for m in SPEEDS if m in self.values), SPEEDS[0])
 
     def median(self, measure: str) -> float | None:
         v = self.values.get(measure)
@@ -68,7 +76,8 @@ class CellSummary:
 
 
 def summarize(trials: list[TrialIn], baseline: str | None = None,
-              measure: str = "ops_per_sec") -> list[CellSummary]:
+              measure: str | None = None) -> list[CellSummary]:
+    """Per cell; the ratio of `measure`'s medians (default: each cell's `speed`)."""
     cells: dict[tuple[str, str, str], CellSummary] = {}
     for t in trials:
         if t.warmup:
@@ -91,11 +100,11 @@ def summarize(trials: list[TrialIn], baseline: str | None = None,
     out = list(cells.values())
     if baseline:
         name, _, variant = baseline.partition(":")
-        base = {s.case: s.median(measure) for s in out
+        base = {s.case: s.median(measure or s.speed) for s in out
                 if s.name == name and (not variant or s.variant == variant)}
         for s in out:
             b = base.get(s.case)
-            med = s.median(measure)
+            med = s.median(measure or s.speed)
             if b and med is not None:
                 s.ratio = med / b
     out.sort(key=lambda s: (s.workload, s.case, s.allocator, s.label))

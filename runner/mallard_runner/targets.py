@@ -13,7 +13,8 @@ from .arch import Platform
 from .build import Builder, BuiltAllocator, recipe_hash
 from .cells import Cell, Target
 from .peers import find_peers
-from .suites import Case
+from .programs import ProgramError
+from .suites import Case, SuiteError
 from .variants import AllocatorSelector
 
 
@@ -65,16 +66,34 @@ def resolve_targets(selectors: list[AllocatorSelector], builder: Builder, source
     return out
 
 
-def make_cells(targets: list[Target], cases: list[Case], workloads_dir: Path) -> list[Cell]:
+def make_cells(targets: list[Target], cases: list[Case], workloads_dir: Path,
+               bins: dict[str, Path] | None = None) -> list[Cell]:
+    """One cell per case and target. A built-in workload is `workloads_dir/<name>`; a
+    program workload's `{bin}` is `bins[<name>]` (program_builds.py), and each cell's argv
+    is rendered here once, so a template that cannot render fails before any trial."""
+    bins = bins or {}
     cells: list[Cell] = []
-    missing = sorted({c.workload for c in cases if not (workloads_dir / c.workload).exists()})
+    missing = sorted({c.workload for c in cases if c.program is None and
+                      not (workloads_dir / c.workload).exists()} |
+                     {c.workload for c in cases if c.program is not None and
+                      c.workload not in bins})
     if missing:
         raise FileNotFoundError(
             f"workload programs {missing} not found in {workloads_dir} (run `make workloads`, "
             f"or set MALLARD_RUNNER_WORKLOADS_DIR)")
     for case in cases:
+        bin_dir = bins.get(case.workload) if case.program is not None else None
+        binary = (case.program.binary(bin_dir) if case.program is not None and bin_dir
+                  else workloads_dir / case.workload)
         for target in targets:
-            cells.append(Cell(target=target, workload=case.workload, params=dict(case.params),
-                              binary=workloads_dir / case.workload,
-                              deterministic_params=case.deterministic_params))
+            cell = Cell(target=target, workload=case.workload, params=dict(case.params),
+                        binary=binary, deterministic_params=case.deterministic_params,
+                        program=case.program, bin_dir=bin_dir)
+            try:
+                cell.argv()
+                if cell.deterministic_params is not None:
+                    cell.argv(cell.deterministic_params)
+            except ProgramError as e:
+                raise SuiteError(f"workload {case.workload}: {e}") from e
+            cells.append(cell)
     return cells
