@@ -98,17 +98,25 @@ def pinned_cpu() -> str:
     return str(cpus[-1])  # the last core: the first one keeps the API and PostgreSQL
 
 
-def register_mallard(api: str, admin_token: str, repo_url: str) -> None:
-    """Project `mallard` (Mallard's own allocator is one project like any other) with the
-    recipe of the repository's .mallard.toml, as an admin registers it."""
-    recipe = read_recipe_file((ROOT / RECIPE_FILE).read_text())
-    assert recipe is not None, f"{RECIPE_FILE} has no [allocator] table"
+def register(api: str, admin_token: str, name: str, repo_url: str, recipe_file: Path,
+             branch: str = "main") -> None:
+    """Project `name` on `repo_url` with the recipe of `recipe_file` (a TOML file with an
+    [allocator] table), as an admin registers it: the one thing a repository need not
+    carry."""
+    recipe = read_recipe_file(recipe_file.read_text())
+    assert recipe is not None, f"{recipe_file} has no [allocator] table"
     with httpx.Client(base_url=api, timeout=30,
                       headers={"Authorization": f"Bearer {admin_token}"}) as admin:
-        admin.put("/api/v1/projects/mallard", json={
-            "repo_url": repo_url, "default_branch": "main",
+        admin.put(f"/api/v1/projects/{name}", json={
+            "repo_url": repo_url, "default_branch": branch,
             "recipe": recipe.model_dump(mode="json", exclude_defaults=True),
         }).raise_for_status()
+
+
+def register_mallard(api: str, admin_token: str, repo_url: str) -> None:
+    """Project `mallard`: Mallard's own allocator is one project like any other, with the
+    recipe of this repository's .mallard.toml."""
+    register(api, admin_token, "mallard", repo_url, ROOT / RECIPE_FILE)
 
 
 @contextmanager

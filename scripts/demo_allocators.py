@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from mallard_wire.recipes import read_recipe_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from demo import ROOT, STATE, follow, step, up  # noqa: E402
+from demo import ROOT, STATE, follow, register, step, up  # noqa: E402
 from demo_push import git, install_hook, wait_jobs_idle  # noqa: E402
 
 WORK = STATE / "allocators"
@@ -65,19 +64,6 @@ def bare_clone(source: str, name: str) -> Path:
     step(f"cloning {name} from {source} into {bare.relative_to(ROOT)}")
     git(WORK, "clone", "-q", "--bare", source, str(bare))
     return bare
-
-
-def register(admin: httpx.Client, name: str, repo: Path, branch: str) -> None:
-    """The project and its recipe (docs/recipes/<name>.toml), as an admin: the recipe is
-    the one thing a user's repository does not carry."""
-    admin.put(f"/api/v1/projects/{name}", json={
-        "repo_url": f"file://{repo}", "default_branch": branch}).raise_for_status()
-    recipe = read_recipe_file((RECIPES / f"{name}.toml").read_text())
-    assert recipe is not None, f"docs/recipes/{name}.toml has no [allocator] table"
-    admin.put(f"/api/v1/projects/{name}/recipe",
-              json={"recipe": recipe.model_dump(mode="json", exclude_defaults=True)}
-              ).raise_for_status()
-    step(f"registered {name} with docs/recipes/{name}.toml")
 
 
 def compare(client: httpx.Client, runner: Any, name: str, trials: int) -> str:
@@ -142,11 +128,12 @@ def main() -> int:
                 "MALLARD_PUSH_BACKFILL": "false", "MALLARD_PEERS": ""}
     with up(args.port, args.keep, env=push_env) as (st, client, runner):
         assert st.api_server is not None
-        admin = httpx.Client(base_url=st.api, timeout=30, headers={
-            "Authorization": f"Bearer {st.api_server.token('admin')}"})
+        admin = st.api_server.token("admin")
         t0 = time.monotonic()
-        register(admin, "mimalloc", repos["mimalloc"], "main")
-        register(admin, "jemalloc", repos["jemalloc"], "dev")
+        for name, branch in (("mimalloc", "main"), ("jemalloc", "dev")):
+            register(st.api, admin, name, f"file://{repos[name]}", RECIPES / f"{name}.toml",
+                     branch)
+            step(f"registered {name} with docs/recipes/{name}.toml")
         lines = [compare(client, runner, "mimalloc", args.trials)]
         first = time.monotonic() - t0
         lines.append(compare(client, runner, "jemalloc", args.trials))

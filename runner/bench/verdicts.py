@@ -252,9 +252,7 @@ def run_parts(server: ApiProcess, cpu: str, parts: list[str], args: argparse.Nam
         user_token = server.token("user")
         client = httpx.Client(base_url=api, timeout=30,
                               headers={"Authorization": f"Bearer {user_token}"})
-        client.put("/api/v1/projects/mallard", json={
-            "repo_url": str(ROOT), "allocator_dir": "allocator", "default_branch": "main",
-        }).raise_for_status()
+        demo.register_mallard(api, server.token("admin"), str(ROOT))
         runner_proc = demo.start("runner", [str(demo.VENV_BIN / "mallard-runner"), "agent",
                                             "--api", api, "--token-file",
                                             str(demo.token_file(state / "runner.token",

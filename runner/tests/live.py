@@ -35,6 +35,7 @@ import httpx
 import psycopg
 from mallard_api.harness import API_BIN, ApiProcess
 from mallard_runner.settings import REPO_ROOT
+from mallard_wire.recipes import RECIPE_FILE, read_recipe_file
 
 from .conftest import first_cpu, reachable
 
@@ -68,9 +69,14 @@ class RealApi(ApiProcess):
         shutil.copy(path, self.suites_dir / path.name)
 
     def project(self, name: str, repo: Path) -> None:
+        """Project `name` on `repo`, with the recipe of the repository's .mallard.toml (or
+        Mallard's own, when it has none)."""
+        own = repo / RECIPE_FILE
+        recipe = read_recipe_file((own if own.exists() else REPO_ROOT / RECIPE_FILE).read_text())
+        assert recipe is not None
         self.admin.put(f"/projects/{name}", json={
-            "repo_url": str(repo), "allocator_dir": "allocator",
-            "default_branch": "main"}).raise_for_status()
+            "repo_url": str(repo), "default_branch": "main",
+            "recipe": recipe.model_dump(mode="json")}).raise_for_status()
 
     def job(self, spec: dict[str, Any], max_attempts: int = 3) -> int:
         r = self.admin.post("/jobs", json={"kind": "commit", "arch": platform.machine(),
