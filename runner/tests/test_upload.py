@@ -32,7 +32,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RealApi, 
     api = real_api()
     try:
         api.start()
-        api.project("myalloc", repo)
+        api.admin.put("/projects/myalloc", json={
+            "repo_url": str(repo), "default_branch": "main"}).raise_for_status()
         yield api, repo
     finally:
         api.close()
