@@ -53,6 +53,7 @@ from mallard_api.routes import (
     runners,
     series,
     testbeds,
+    uploads,
     webhooks,
 )
 from mallard_api.schemas.base import ErrorOut, Health
@@ -63,7 +64,7 @@ from mallard_api.ui import routes as ui_routes
 API_PREFIX = "/api/v1"
 ROUTERS = (projects.router, runners.router, jobs.router, results.router, series.router,
            webhooks.router, comparisons.router, bisections.router, alerts.router,
-           calibrations.router, testbeds.router)
+           calibrations.router, testbeds.router, uploads.router)
 log = logging.getLogger("mallard_api")
 
 
@@ -201,12 +202,14 @@ def add_middleware(app: FastAPI, settings: Settings) -> None:
     app.add_middleware(DirectRoutes, routes={("POST", f"{API_PREFIX}/results"):
                                              results.post_results})
     app.add_middleware(AdmissionMiddleware, limit=settings.db_pool_size, exempt=("/metrics",))
-    # bodies capped, paced and read before the admission queue (but the results post's:
-    # it checks its token first, then reads its own)
+    # bodies capped, paced and read before the admission queue (but the results post's and
+    # an upload's: each checks its token first, then reads its own)
     app.add_middleware(BodyLimitMiddleware, default=settings.max_body_bytes, by_prefix={
         f"{API_PREFIX}/results": settings.max_results_body_bytes,
+        f"{API_PREFIX}/uploads": settings.max_results_body_bytes,
         f"{API_PREFIX}/webhooks/": settings.max_webhook_body_bytes},
-        streamed=(f"{API_PREFIX}/results",), grace=settings.body_grace_seconds,
+        streamed=(f"{API_PREFIX}/results", f"{API_PREFIX}/uploads"),
+        grace=settings.body_grace_seconds,
         min_rate=settings.body_min_bytes_per_second, buffer=settings.body_buffer_bytes,
         retry_after=settings.retry_after_seconds)
     app.add_middleware(PublicRedirects, public_url=settings.public_url)  # never to Host

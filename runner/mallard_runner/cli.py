@@ -1,4 +1,5 @@
-"""`mallard-runner`: local benchmark runs (`bench`) and the node agent (`agent`).
+"""`mallard-runner`: local benchmark runs (`bench`), the node agent (`agent`), and other
+harnesses' results uploaded (`upload`).
 
 Modelled on hyperfine: one result type (ResultsIn), exporters per format, raw
 samples (every trial, every hyperfine JSON) kept.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 from dataclasses import replace
@@ -15,9 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
+import httpx
 import typer
+from mallard_wire.formats import READERS, FormatError
 from mallard_wire.recipes import MAX_RECIPE_FILE, read_recipe_file
-from mallard_wire.results import ResultsIn, TrialIn
+from mallard_wire.refs import FULL_SHA
+from mallard_wire.results import ResultsIn, TestbedIn, TrialIn
 from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import (
@@ -32,6 +37,7 @@ from rich.progress import (
 from . import export
 from .agent import Agent
 from .cells import Cell
+from .client import ApiClient, ApiError
 from .executor import Cancelled
 from .peers import CATALOGUE_NAMES, find_peers
 from .runs import RunRequest, execute, prepare
@@ -299,6 +305,128 @@ def agent(
     signal.signal(signal.SIGINT, lambda *_: a.stop())
     code = a.run(once=once, max_idle=max_idle)
     raise typer.Exit(code)
+
+
+def _upload_file(file: Path, fmt: str) -> bytes:
+    """The file's bytes, read here by its format's reader first (as the API will read
+    it); exit 2 naming what is wrong."""
+    if fmt not in READERS:
+        console.print(f"[red]error:[/] --format must be one of {', '.join(READERS)}")
+        raise typer.Exit(2)
+    try:
+        raw = file.read_bytes()
+        READERS[fmt](raw.decode("utf-8"))
+        return raw
+    except OSError as e:
+        console.print(f"[red]error:[/] {file}: {e.strerror}")
+        raise typer.Exit(2) from e
+    except UnicodeDecodeError as e:
+        console.print(f"[red]error:[/] {file}: not UTF-8 (byte {e.start})")
+        raise typer.Exit(2) from e
+    except FormatError as e:
+        console.print(f"[red]error:[/] {file}: not a {fmt} file: {e}")
+        raise typer.Exit(2) from e
+
+
+def _upload_commit(commit: str) -> str:
+    """A full sha as given, or the commit a ref names in the repository here."""
+    if FULL_SHA.fullmatch(commit):
+        return commit.lower()
+    try:
+        out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "--end-of-options",
+                              f"{commit}^{{commit}}"], capture_output=True, text=True,
+                             timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        console.print(f"[red]error:[/] --commit {commit!r}: git: {e}")
+        raise typer.Exit(2) from e
+    sha = out.stdout.strip()
+    if out.returncode != 0 or not FULL_SHA.fullmatch(sha):
+        console.print(f"[red]error:[/] --commit {commit!r} is neither a full sha nor a commit "
+                      "of the git repository here")
+        raise typer.Exit(2)
+    return sha
+
+
+def _testbed_query(testbed: TestbedIn) -> dict[str, str]:
+    return {k: (str(v).lower() if isinstance(v, bool) else str(v))
+            for k, v in testbed.model_dump(mode="json", exclude_none=True).items()}
+
+
+def _upload_post(client: ApiClient, params: dict[str, str], raw: bytes) -> dict[str, object]:
+    """POST /uploads; exit 1 with the API's reason when it refuses."""
+    try:
+        r = client.http.post("/uploads", params=params, content=raw,
+                             headers={"Content-Type": "application/octet-stream"})
+    except httpx.HTTPError as e:
+        console.print(f"[red]error:[/] upload: the API is unreachable: {e}")
+        raise typer.Exit(1) from e
+    if r.status_code != 201:
+        try:
+            reason = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}"
+                               for d in r.json()["detail"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            reason = r.text[:500]
+        console.print(f"[red]error:[/] upload refused: HTTP {r.status_code}: {reason}")
+        raise typer.Exit(1)
+    out: dict[str, object] = r.json()
+    return out
+
+
+@app.command()
+def upload(
+    file: Annotated[Path, typer.Argument(help="the harness's output file")],
+    fmt: Annotated[str, typer.Option("--format", help=f"the harness: {', '.join(READERS)}")],
+    project: Annotated[str, typer.Option(help="the project the results go to")],
+    commit: Annotated[str, typer.Option(
+        help="the measured commit: a full sha, or a ref of the git repository here")],
+    branch: Annotated[str | None, typer.Option(help="its branch (the project's default)")]
+    = None,
+    allocator: Annotated[str | None, typer.Option(
+        help="the measured allocator's name (the project's name)")] = None,
+    api: Annotated[str | None, typer.Option(help="API base URL (MALLARD_RUNNER_API)")] = None,
+    token_file: Annotated[Path | None, typer.Option(
+        help="file holding the runner token, readable by this user only "
+             "(MALLARD_RUNNER_TOKEN_FILE)")] = None,
+    name: Annotated[str | None, typer.Option(help="runner name (default: host name)")] = None,
+    cpus: Annotated[str | None, typer.Option(help="the CPUs the harness ran on")] = None,
+    arch: ArchOption = None,
+) -> None:
+    """Store another harness's results file as trials of the project at the commit, on
+    this machine's testbed (registered as runner NAME, as the agent registers)."""
+    set_non_dumpable()
+    settings = load_settings(arch)
+    raw = _upload_file(file, fmt)
+    sha = _upload_commit(commit)
+    token = agent_token(token_file or settings.token_file)
+    api = api or settings.api
+    if not api:
+        console.print("[red]error:[/] --api (or MALLARD_RUNNER_API) needed")
+        raise typer.Exit(2)
+    try:
+        cpu_list = parse_cpus(cpus or settings.cpus)
+    except ValueError as e:
+        console.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2) from e
+    bed = collect(cpu_list, noise_control=False, target=settings.platform())
+    params = {"project": project, "format": fmt, "commit": sha, **_testbed_query(bed)}
+    params.update({k: v for k, v in (("branch", branch), ("allocator", allocator)) if v})
+    client = ApiClient(api, token)
+    try:
+        client.register(name or settings.name or os.uname().nodename, bed.arch,
+                        bed.cpus or "0", bed)
+        out = _upload_post(client, params, raw)
+    except (ApiError, httpx.HTTPError) as e:
+        console.print(f"[red]error:[/] {e}")
+        raise typer.Exit(1) from e
+    finally:
+        client.close()
+    notes = out.get("notes")
+    for note in notes if isinstance(notes, list) else []:
+        console.print(f"[yellow]{note}[/]")
+    again = f", {out['duplicates']} already stored" if out.get("duplicates") else ""
+    typer.echo(f"upload: {out['stored']} trials of {out['cells']} cells stored in "
+               f"{out['allocator']}@{sha[:7]} on {out['project']}/{out['branch']} "
+               f"({fmt}{again})")
 
 
 if __name__ == "__main__":  # pragma: no cover

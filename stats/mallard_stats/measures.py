@@ -8,7 +8,10 @@ directions are contracts section 4's.
 
 * **primary** measures get a verdict and take part in the multiple-comparison
   correction: ``PRIMARY_MEASURES`` (``ops_per_sec``, ``max_rss_bytes``,
-  ``instructions``, ``llc_misses``) plus any measure the request names (a comparison's
+  ``instructions``, ``llc_misses``, and the main measure of each harness whose results
+  are uploaded: ``items_per_second`` and ``real_time_ns`` of Google Benchmark,
+  hyperfine's ``run_seconds``, pytest-benchmark's ``round_seconds``, Bencher's
+  ``latency_ns`` and ``throughput``) plus any measure the request names (a comparison's
   hypothesis names one);
 * every other measure is a **diagnostic** (wall/user/sys seconds, ``ns_per_op``, the
   other RSS figures, ``d1_misses``, the ``hw_*`` counters, allocator counters): its
@@ -59,6 +62,13 @@ MEASURES: dict[str, tuple[str, bool]] = {
     "bytes_per_second": ("bytes/s", True),
     "real_time_ns": ("ns", False),
     "cpu_time_ns": ("ns", False),
+    # uploaded from other harnesses (mallard_wire/formats, docs/allocators.md): each
+    # format's main measure has a name of its own, so a timing of another harness is
+    # never mistaken for one of Mallard's runner (`wall_seconds` stays a diagnostic)
+    "run_seconds": ("s", False),  # hyperfine: one run of the command
+    "round_seconds": ("s", False),  # pytest-benchmark: one round, per iteration
+    "latency_ns": ("ns", False),  # Bencher's `latency`
+    "throughput": ("ops/s", True),  # Bencher's `throughput`
     "transfer_insert_hit_ratio": ("ratio", True),
     "transfer_remove_hit_ratio": ("ratio", True),
     # raw allocator counts (diagnostics: what explains a moved hit ratio)
@@ -71,7 +81,10 @@ MEASURES: dict[str, tuple[str, bool]] = {
 DETERMINISTIC_MEASURES = frozenset({"instructions", "d1_misses", "llc_misses"})
 # Get a verdict; every other measure is a diagnostic (module doc, docs/statistics.md).
 PRIMARY_MEASURES = frozenset({"ops_per_sec", "ops_per_cpu_sec", "max_rss_bytes", "instructions",
-                              "llc_misses", "items_per_second"})
+                              "llc_misses", "items_per_second",
+                              # the main measure of each upload format (MEASURES above)
+                              "real_time_ns", "run_seconds", "round_seconds", "latency_ns",
+                              "throughput"})
 
 LOWER_IS_BETTER_SUFFIXES = ("_seconds", "_bytes", "_ns", "_per_op", "_misses", "_instructions",
                             "_cycles")
@@ -102,12 +115,13 @@ EMULATED_REASON = "emulated testbed"
 NOT_ISOLATED_REASON = "CPUs not isolated"
 WALL_THROUGHPUT = frozenset({THROUGHPUT})  # timed by a wall clock that others' work runs on
 TIMING_SUFFIXES = ("_seconds", "_per_sec", "_per_second", "_per_cpu_sec", "_per_op",
-                   "_time_ns")
+                   "_time_ns", "_ns")
+TIMINGS = frozenset({"throughput"})  # Bencher's operations per second
 
 
 def is_timing(measure: str) -> bool:
     """A measure of time or speed (also perf's hardware counts, as noisy as a timing)."""
-    return measure.endswith(TIMING_SUFFIXES) or measure.startswith("hw_")
+    return measure.endswith(TIMING_SUFFIXES) or measure.startswith("hw_") or measure in TIMINGS
 
 
 def unjudged_reason(measure: str, emulated: bool, isolated: bool = True) -> str | None:

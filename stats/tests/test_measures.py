@@ -132,3 +132,13 @@ def test_the_floor_only_widens_the_band_of_byte_measures_of_small_processes():
     assert measures.floor_pct(262144.0, 100e6) == pytest.approx(0.262, rel=0.01)
     big = rss_cell(rss(13, 25_000, 7), rss(13, 25_000, 8))
     assert big.band_pct == 1.0  # 64 pages of 100 MB is under the 1% band
+
+
+def test_each_upload_format_has_a_judged_main_measure_of_its_direction():
+    # mallard_wire/formats: hyperfine, pytest-benchmark, Bencher (BMF), Google Benchmark
+    for m, hib in (("run_seconds", False), ("round_seconds", False), ("latency_ns", False),
+                   ("throughput", True), ("real_time_ns", False), ("items_per_second", True)):
+        assert measures.measure_role(m) == "primary", m
+        assert measures.higher_is_better(m) is hib, m
+        assert measures.unjudged_reason(m, emulated=True) == measures.EMULATED_REASON, m
+    assert measures.measure_role("wall_seconds") == "diagnostic"  # the runner's stays so

@@ -11,12 +11,19 @@ out: Mallard keeps the raw runs and computes its own statistics. Errored runs
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
 
-from mallard_wire.formats import FormatError, Sample, Scalar
+from mallard_wire.formats.base import (
+    FormatError,
+    Sample,
+    Samples,
+    Scalar,
+    check,
+    load_json,
+    number,
+)
 
 _TIME_UNITS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 # fields of a benchmark row that are not counters
@@ -47,10 +54,7 @@ def split_name(name: str) -> tuple[str, dict[str, Scalar]]:
 
 
 def _number(row: dict[str, Any], key: str, where: str) -> float:
-    value = row.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise FormatError(f"{where}.{key}", f"must be a finite number, got {value!r}")
-    return float(value)
+    return number(row.get(key), f"{where}.{key}")
 
 
 def _sample(row: Any, where: str) -> Sample | None:
@@ -80,15 +84,13 @@ def _sample(row: Any, where: str) -> Sample | None:
                 and not isinstance(value, bool) and math.isfinite(value):
             measures[key] = float(value)
     seq = row.get("repetition_index", 0)
-    return Sample(workload, params, measures, seq if isinstance(seq, int) else 0)
+    seq = seq if isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq < 2**31 else 0
+    return check(Sample(workload, params, measures, seq), where)
 
 
 def read(text: str) -> list[Sample]:
     """Every iteration run of a Google Benchmark JSON document."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise FormatError(f"line {e.lineno}", f"not JSON: {e.msg}") from e
+    doc = load_json(text)
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
         raise FormatError("benchmarks", "a Google Benchmark JSON document has a "
                           "`benchmarks` list (run with --benchmark_format=json)")
@@ -96,4 +98,4 @@ def read(text: str) -> list[Sample]:
                if (s := _sample(row, f"benchmarks[{i}]")) is not None]
     if not samples:
         raise FormatError("benchmarks", "has no iteration runs")
-    return samples
+    return Samples(samples)
