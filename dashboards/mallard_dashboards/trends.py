@@ -1,7 +1,8 @@
 """Allocator trends (`mallard-trends`): a measure over the commits of a branch (v_series).
 
-One panel per workload (repeated), one line per allocator/variant × threads × arch for
-mallard; peers are drawn as dashed reference lines (their median over the shown range);
+One panel per workload (repeated), one line per variant × threads × arch for the
+project's own allocator (its builds are named after the project: mallard, mimalloc, ...);
+peers are drawn as dashed reference lines (their median over the shown range);
 change points and open alerts from v_alerts are annotations.
 """
 
@@ -31,13 +32,13 @@ FILTER = """
 
 SCOPE = SERIES_SCOPE
 
-MALLARD_LINES = f"""
+OWN_LINES = f"""
     SELECT commit_time AS "time",
            {ALLOCATOR} || ' threads=' || threads || ' ' || arch AS metric,
            median AS value
     FROM v_series
     WHERE {FILTER}
-      AND workload = ${{workload:sqlstring}} AND allocator = 'mallard'
+      AND workload = ${{workload:sqlstring}} AND allocator = ${{project:sqlstring}}
       AND variant IN (${{variant:sqlstring}}) AND $__timeFilter(commit_time)
     ORDER BY 1, 2
 """
@@ -48,7 +49,8 @@ PEER_LINES = f"""
       WHERE {FILTER}
         AND workload = ${{workload:sqlstring}} AND $__timeFilter(commit_time)
     ), ends AS (
-      SELECT min(commit_time) AS t0, max(commit_time) AS t1 FROM s WHERE allocator = 'mallard'
+      SELECT min(commit_time) AS t0, max(commit_time) AS t1 FROM s
+      WHERE allocator = ${{project:sqlstring}}
     ), ref AS (
       SELECT {ALLOCATOR} || ' threads=' || threads || ' ' || arch || ' (peer)' AS metric,
              percentile_cont(0.5) WITHIN GROUP (ORDER BY median) AS value
@@ -67,7 +69,7 @@ COMMITS_TABLE = f"""
     FROM v_series
     WHERE {FILTER}
       AND workload IN (${{workload:sqlstring}})
-      AND ((allocator = 'mallard' AND variant IN (${{variant:sqlstring}}))
+      AND ((allocator = ${{project:sqlstring}} AND variant IN (${{variant:sqlstring}}))
            OR allocator IN (${{peer:sqlstring}}))
       AND $__timeFilter(commit_time)
     ORDER BY commit_position DESC, workload, threads, arch, allocator_label
@@ -158,14 +160,14 @@ def _variables() -> list[Json]:
         sql_variable(
             "variant",
             "Variant",
-            f"SELECT DISTINCT variant {SCOPE} AND allocator = 'mallard' ORDER BY 1",
+            f"SELECT DISTINCT variant {SCOPE} AND allocator = ${{project:sqlstring}} ORDER BY 1",
             multi=True,
             default="default",
         ),
         sql_variable(
             "peer",
             "Peers",
-            f"SELECT DISTINCT allocator {SCOPE} AND allocator <> 'mallard' ORDER BY 1",
+            f"SELECT DISTINCT allocator {SCOPE} AND allocator <> ${{project:sqlstring}} ORDER BY 1",
             multi=True,
             include_all=True,
         ),
@@ -179,7 +181,7 @@ def _history(d: Dashboard, branch_page: Json) -> None:
     history = d.add(
         "timeseries",
         "$workload · $measure",
-        [sql(MALLARD_LINES, "A", "time_series"), sql(PEER_LINES, "B", "time_series")],
+        [sql(OWN_LINES, "A", "time_series"), sql(PEER_LINES, "B", "time_series")],
         w=12,
         h=10,
         repeat="workload",

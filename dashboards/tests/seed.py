@@ -13,13 +13,17 @@ push leaves a job queued. Values are drawn from a seeded generator: same data ev
 from __future__ import annotations
 
 import random
+import tomllib
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 from stack import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository: Mallard's own recipe
 
 PROJECT = "mallard"
 BRANCH = "main"
@@ -223,7 +227,8 @@ def seed(base_url: str, token: str) -> Seeded:
     c.call(
         "PUT",
         f"/projects/{PROJECT}",
-        {"repo_url": "/srv/git/mallard.git", "default_branch": BRANCH},
+        {"repo_url": "/srv/git/mallard.git", "default_branch": BRANCH,
+         "recipe": tomllib.loads((ROOT / ".mallard.toml").read_text())["allocator"]},
     )
     for name, arch in RUNNERS.items():
         r = c.call(
