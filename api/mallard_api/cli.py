@@ -8,10 +8,10 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 import uvicorn
@@ -27,11 +27,14 @@ from mallard_api.auth import ROLES, hash_token, new_token
 from mallard_api.config import Settings
 from mallard_api.known import CatalogError
 from mallard_api.main import create_app
+from mallard_api.models.projects import Project
 from mallard_api.models.runners import Runner
 from mallard_api.peers import ALLOCATOR_NAME
 from mallard_api.schemas.projects import PeersIn
 from mallard_api.schemas.runners import RunnerProjectsIn
 from mallard_api.sql import projects, runners, tokens
+
+T = TypeVar("T")
 
 app = typer.Typer(help="Mallard API: serve, migrate, tokens.", no_args_is_help=True)
 token_app = typer.Typer(help="API tokens (stored hashed; printed once).", no_args_is_help=True)
@@ -314,14 +317,19 @@ def recipe_set(name: str, file: Annotated[Path, typer.Option(
     typer.echo(f"{name}\t{recipe.kind}\t{recipe.source or '.'}\t{recipe.library}")
 
 
+def _project_value(name: str, read: Callable[[Project], T]) -> T:
+    """`read` of project NAME, read in one session; an unknown project fails the command."""
+    with _session() as session:
+        project = projects.get(session, name)
+        if project is None:
+            raise _fail(f"no project named '{name}'")
+        return read(project)
+
+
 @recipe_app.command("show")
 def recipe_show(name: str) -> None:
     """Print project NAME's recipe as JSON (null: none set yet)."""
-    with _session() as session:
-        project = projects.get(session, name)
-        recipe = None if project is None else project.recipe
-    if project is None:
-        raise _fail(f"no project named '{name}'")
+    recipe = _project_value(name, lambda p: p.recipe)
     typer.echo("null" if recipe is None else recipe.model_dump_json(indent=2,
                                                                   exclude_defaults=True))
 
@@ -352,9 +360,5 @@ def peers_set(name: str, peers: Annotated[str, typer.Argument(
 @peers_app.command("show")
 def peers_show(name: str) -> None:
     """Print project NAME's peers ('default': MALLARD_PEERS)."""
-    with _session() as session:
-        project = projects.get(session, name)
-        peers = None if project is None else project.peers
-    if project is None:
-        raise _fail(f"no project named '{name}'")
+    peers = _project_value(name, lambda p: p.peers)
     typer.echo(f"{name}\t{'default' if peers is None else ','.join(peers)}")

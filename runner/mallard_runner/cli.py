@@ -245,6 +245,18 @@ def testbed(cpus: Annotated[str, typer.Option(help="pinned CPU set")] = "0",
 TOKEN_ENV = "MALLARD_RUNNER_TOKEN"
 
 
+def api_and_token(settings: RunnerSettings, api: str | None,
+                  token_file: Path | None) -> tuple[str, str]:
+    """The API's URL and the runner's token (agent_token), from the options or settings;
+    exit 2 when either is missing."""
+    token = agent_token(token_file or settings.token_file)
+    url = api or settings.api
+    if not url:
+        console.print("[red]error:[/] --api (or MALLARD_RUNNER_API) needed")
+        raise typer.Exit(2)
+    return url, token
+
+
 def agent_token(token_file: Path | None) -> str:
     """The runner's token, from a file only the agent may read; exit 2 with the reason when
     it is missing, readable by others, a placeholder, or given in the environment."""
@@ -284,11 +296,7 @@ def agent(
     set_non_dumpable()  # before the token is read: no process of this user reads our memory
     # a placeholder token, a bad allow-list entry, an emulated arch without qemu: exit 2
     settings = load_settings(arch)
-    token = agent_token(token_file or settings.token_file)
-    api = api or settings.api
-    if not api:
-        console.print("[red]error:[/] --api (or MALLARD_RUNNER_API) needed")
-        raise typer.Exit(2)
+    api, token = api_and_token(settings, api, token_file)
     if spool is not None:
         settings.spool_dir = spool
     try:
@@ -397,11 +405,7 @@ def upload(
     settings = load_settings(arch)
     raw = _upload_file(file, fmt)
     sha = _upload_commit(commit)
-    token = agent_token(token_file or settings.token_file)
-    api = api or settings.api
-    if not api:
-        console.print("[red]error:[/] --api (or MALLARD_RUNNER_API) needed")
-        raise typer.Exit(2)
+    api, token = api_and_token(settings, api, token_file)
     try:
         cpu_list = parse_cpus(cpus or settings.cpus)
     except ValueError as e:
