@@ -58,8 +58,6 @@ def bare_clone(source: str, name: str) -> Path:
     """A bare repository of `source` (a URL, a path or a bundle) under .mallard/allocators:
     what the runner fetches from, and what the push part pushes to."""
     bare = WORK / f"{name}.git"
-    if bare.exists():
-        shutil.rmtree(bare)
     WORK.mkdir(parents=True, exist_ok=True)
     step(f"cloning {name} from {source} into {bare.relative_to(ROOT)}")
     git(WORK, "clone", "-q", "--bare", source, str(bare))
@@ -87,9 +85,10 @@ def compare(client: httpx.Client, runner: Any, name: str, trials: int) -> str:
 
 def push_commits(client: httpx.Client, bare: Path, deadline: float) -> list[str]:
     """The branch `demo` starts at one mimalloc commit (measured alone), then the next
-    PUSHED first-parent commits of main are pushed at once; returns their shas."""
+    PUSHED first-parent commits of dev (a linear stretch: each the parent of the next)
+    are pushed at once; returns their shas."""
     chain = git(bare, "rev-list", "--first-parent", "--reverse", f"-{PUSHED + 1}",
-                "main").split()
+                "dev").split()
     work = WORK / "mimalloc-work"
     if work.exists():
         shutil.rmtree(work)
@@ -123,14 +122,17 @@ def verdicts(client: httpx.Client, shas: list[str], deadline: float) -> dict[str
 def main() -> int:
     args = parse_args()
     deadline = time.monotonic() + args.timeout
+    if WORK.exists():
+        shutil.rmtree(WORK)  # a fresh database and repositories, as on a fresh clone
     repos = {name: bare_clone(getattr(args, name), name) for name in PAIRS}
-    push_env = {"MALLARD_SUITE": "push", "MALLARD_PUSH_MAX_QUEUED": str(PUSHED),
+    push_env = {"MALLARD_DATA_DIR": str(WORK / "pgdata"), "MALLARD_SUITE": "push", "MALLARD_PUSH_MAX_QUEUED": str(PUSHED),
                 "MALLARD_PUSH_BACKFILL": "false", "MALLARD_PEERS": ""}
     with up(args.port, args.keep, env=push_env) as (st, client, runner):
         assert st.api_server is not None
         admin = st.api_server.token("admin")
         t0 = time.monotonic()
-        for name, branch in (("mimalloc", "main"), ("jemalloc", "dev")):
+        # the push part pushes to mimalloc's branch `demo`: the branch Mallard follows
+        for name, branch in (("mimalloc", "demo"), ("jemalloc", "dev")):
             register(st.api, admin, name, f"file://{repos[name]}", RECIPES / f"{name}.toml",
                      branch)
             step(f"registered {name} with docs/recipes/{name}.toml")
