@@ -1,6 +1,8 @@
 """Comparisons through the API end to end (real PostgreSQL); the report format's own
 tests are in analysis/test_report.py."""
 
+import itertools
+
 from comparison_data import (
     SHA_BASE,
     SHA_HEAD,
@@ -165,10 +167,10 @@ def test_unknown_asks_for_a_follow_up(client, user_headers, make_project, make_r
     assert "follow-ups: 1" in d["report"]
 
 
-def test_deterministic_counts_decide_with_one_run_a_side(client, user_headers, make_project,
-                                                         make_runner, fast_analysis):
-    """One cachegrind run a side: +0.5% instructions is REGRESSED, d1_misses is a
-    diagnostic, a 0.05% wobble in llc_misses is SAME."""
+def test_deterministic_counts_decide_with_two_runs_a_side(client, user_headers, make_project,
+                                                          make_runner, fast_analysis):
+    """Two cachegrind runs a side that agree: +0.5% instructions is REGRESSED, d1_misses is
+    a diagnostic, a 0.05% wobble in llc_misses is SAME."""
     project = make_project()
     runner, rheaders = make_runner()
     r = client.post("/api/v1/comparisons", headers=user_headers, json={
@@ -178,10 +180,11 @@ def test_deterministic_counts_decide_with_one_run_a_side(client, user_headers, m
     cid = r.json()["id"]
     job = claim(client, rheaders, runner)
     trials = comparison_trials(12, seed=5, shifts={1: 1.0})
-    for label, commit, scale in (("base", SHA_BASE, 1.0), ("head", SHA_HEAD, 1.005)):
+    for (label, commit, scale), seq in itertools.product(
+            (("base", SHA_BASE, 1.0), ("head", SHA_HEAD, 1.005)), (0, 1)):
         t = trial(label, "mallard", commit, None, 1,
                   {"instructions": 8_680_858.0 * scale, "d1_misses": 115_299.0 * scale,
-                   "llc_misses": 10_341.0 * (1.0005 if label == "head" else 1.0)}, 0)
+                   "llc_misses": 10_341.0 * (1.0005 if label == "head" else 1.0)}, seq)
         t["workload"]["params"] = {"threads": 1, "ops": 20000, "seed": 42}
         trials.append(t)
     post_results(client, rheaders, runner, project["name"], job["id"], trials)
@@ -189,7 +192,7 @@ def test_deterministic_counts_decide_with_one_run_a_side(client, user_headers, m
     v = {c["measure"]: c for c in d["cells"] if c["params"].get("ops") == 20000}
     assert v["instructions"]["verdict"] == "regressed", v["instructions"]["line"]
     assert v["instructions"]["line"] == (
-        "larson threads=1 ops=20000 instructions: +0.5% ±0.0% (p=n/a, 1 trials, 1 robust, "
+        "larson threads=1 ops=20000 instructions: +0.5% ±0.0% (p=n/a, 2 trials, 2 robust, "
         "mde 0.25%, band ±0.25%) REGRESSED")
     assert v["llc_misses"]["verdict"] == "same"
     assert v["d1_misses"]["verdict"] == "diagnostic"

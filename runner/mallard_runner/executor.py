@@ -42,6 +42,7 @@ so the guest's environment has the same size for every allocator. There is no ca
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import shlex
@@ -205,12 +206,13 @@ class Executor:
         return (cell.deterministic_params is not None and self.valgrind
                 and cell.target.label != "peer")
 
-    def run_deterministic(self, cell: Cell) -> TrialIn | None:
-        """One cachegrind run of the cell at its small params: deterministic counts."""
+    def run_deterministic(self, cell: Cell, seq: int = 0) -> TrialIn | None:
+        """Cachegrind run `seq` of the cell at its small params: counts that repeat when the
+        allocator is deterministic (a second run is how the verdict finds out: rule D2)."""
         if not self.wants_deterministic(cell):
             return None
         assert cell.deterministic_params is not None
-        trial_dir = self._fresh_dir(cell, "cachegrind")
+        trial_dir = self._fresh_dir(cell, "cachegrind" if seq == 0 else f"cachegrind-{seq}")
         cmd = self.commands.deterministic(cell)
         (trial_dir / "command").write_text(shlex.join(cmd) + "\n")
         started = _now()
@@ -238,7 +240,7 @@ class Executor:
             note = "no cachegrind summary" if counts is None else read_note
         limit = self.settings.stderr_tail_chars
         text = "" if ok else tail(trial_dir / "stderr", limit)
-        return self._record(trial_dir, cell, cell.deterministic_params, seq=0, warmup=False,
+        return self._record(trial_dir, cell, cell.deterministic_params, seq=seq, warmup=False,
                             started_at=started, ok=ok,
                             exit_code=rc if rc is not None and rc >= 0 else None,
                             signal=-rc if rc is not None and rc < 0 else (
@@ -251,10 +253,10 @@ class Executor:
             by_case: bool = False) -> RunOutput:
         out = RunOutput()
         rng = random.Random(seed)
-        for cell in cells:
+        for cell, seq in itertools.product(cells, range(self.settings.deterministic_runs)):
             if self.cancel.is_set():
                 raise Cancelled("cancelled")
-            t = self.run_deterministic(cell)
+            t = self.run_deterministic(cell, seq)
             if t is not None:
                 out.trials.append(t)
                 if self.on_trial:
@@ -278,7 +280,8 @@ class Executor:
         return out
 
     def trial_count(self, cells: list[Cell], trials: int, warmup: int) -> int:
-        return len(cells) * (trials + warmup) + sum(map(self.wants_deterministic, cells))
+        return len(cells) * (trials + warmup) + \
+            self.settings.deterministic_runs * sum(map(self.wants_deterministic, cells))
 
 
 def round_order(cells: list[Cell], rng: random.Random, by_case: bool = False) -> list[Cell]:

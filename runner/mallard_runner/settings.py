@@ -100,6 +100,10 @@ class RunnerSettings(BaseSettings):
     valgrind: str = "valgrind"
     perf: str = "perf"
     trial_timeout_seconds: float = 600.0
+    # cachegrind runs per cell with deterministic params: the second shows whether the
+    # counts repeat for this allocator (mimalloc's time-based purging makes its cache
+    # misses move run to run); a verdict needs two that agree (docs/statistics.md, D2)
+    deterministic_runs: int = Field(default=2, ge=1, le=10)
     noise_control: bool = True  # ASLR off (setarch -R) and a fixed minimal environment
     tune_cpus: bool = True  # set the pinned CPUs' governor to performance, turbo off
     stderr_tail_chars: int = 2000

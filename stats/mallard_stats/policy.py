@@ -16,7 +16,7 @@ class Policy:
     alpha: float = 0.05
     min_effect_pct: float = 1.0
     min_trials: int = 5
-    min_trials_deterministic: int = 1
+    min_trials_deterministic: int = 2
     deterministic_tolerance_pct: float = 0.1
     deterministic_min_effect_pct: float = 0.25
     deterministic_min_count: float = 20.0

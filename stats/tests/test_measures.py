@@ -10,13 +10,19 @@ from mallard_stats.stats import adjust_and_decide, compare_samples
 POLICY = Policy(n_resamples=2000)
 
 
-def test_deterministic_measure_settles_with_one_trial_a_side():
-    """cachegrind counts repeat: one run a side decides, without a rank test."""
+def test_deterministic_measure_settles_with_two_runs_a_side():
+    """cachegrind counts repeat: two runs a side that agree decide, without a rank test;
+    one run a side cannot show that they repeat (an allocator that purges by the clock
+    moves its counts), so it decides nothing."""
 
     def cell(base, head, deterministic=True):
-        c = compare_samples(base, head, higher_is_better=False, deterministic=deterministic,
-                            policy=POLICY)
+        c = compare_samples(base * 2, head * 2, higher_is_better=False,
+                            deterministic=deterministic, policy=POLICY)
         return adjust_and_decide([c], POLICY)[0]
+
+    lone = compare_samples([367_300_112.0], [367_300_112.0 * 1.03], higher_is_better=False,
+                           deterministic=True, policy=POLICY)
+    assert adjust_and_decide([lone], POLICY)[0].verdict == "unknown"
 
     base = [367_300_112.0]
     assert cell(base, [367_300_131.0]).verdict == "same"
@@ -28,15 +34,17 @@ def test_deterministic_measure_settles_with_one_trial_a_side():
     assert one.ci_low_pct == one.ci_high_pct == pytest.approx(0.5)
     assert one.mde_pct == power.deterministic_mde_pct(POLICY) == 0.25
     # the same numbers as a timing measure: too few trials to say anything
-    assert cell(base * 3, [base[0] * 1.03] * 3, deterministic=False).verdict == "unknown"
+    noisy = compare_samples(base * 3, [base[0] * 1.03] * 3, higher_is_better=False,
+                            policy=POLICY)
+    assert adjust_and_decide([noisy], POLICY)[0].verdict == "unknown"
     assert cell([], [base[0]]).verdict == "unknown"
 
 
 def test_half_a_percent_more_instructions_is_regressed_every_time():
     rng = np.random.default_rng(21)
     for count in rng.integers(100_000, 10_000_000_000, size=200):
-        c = compare_samples([float(count)], [float(count) * 1.005], higher_is_better=False,
-                            deterministic=True, policy=POLICY)
+        c = compare_samples([float(count)] * 2, [float(count) * 1.005] * 2,
+                            higher_is_better=False, deterministic=True, policy=POLICY)
         assert adjust_and_decide([c], POLICY)[0].verdict == "regressed", count
 
 
@@ -45,8 +53,8 @@ def test_small_counts_need_a_change_of_some_counts():
     +62 (+4%) is; the MDE says so."""
 
     def cell(base, head):
-        c = compare_samples([base], [head], higher_is_better=False, deterministic=True,
-                            policy=POLICY)
+        c = compare_samples([base] * 2, [head] * 2, higher_is_better=False,
+                            deterministic=True, policy=POLICY)
         return adjust_and_decide([c], POLICY)[0]
 
     assert cell(1538.0, 1542.0).verdict == "same"

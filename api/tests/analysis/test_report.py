@@ -47,10 +47,10 @@ def test_unknown_shows_the_mde_it_reached_and_deterministic_mde():
     few = cell(1.9, -2.0, 5.8, 0.3, n=3, robust=3, verdict="unknown", mde=None)
     assert format_line("rpc", "threads=1", "ops_per_sec", few).endswith(
         "(p=0.300, 3 trials, 3 robust, mde n/a) UNKNOWN")
-    det = adjust_and_decide([compare_samples([1e6], [1.005e6], higher_is_better=False,
+    det = adjust_and_decide([compare_samples([1e6] * 2, [1.005e6] * 2, higher_is_better=False,
                                              deterministic=True, policy=P)], P)[0]
     assert format_line("fastpath", "threads=1 ops=20000", "instructions", det) == (
-        "fastpath threads=1 ops=20000 instructions: +0.5% ±0.0% (p=n/a, 1 trials, 1 robust, "
+        "fastpath threads=1 ops=20000 instructions: +0.5% ±0.0% (p=n/a, 2 trials, 2 robust, "
         "mde 0.25%, band ±0.25%) REGRESSED"
     )
 
