@@ -215,7 +215,7 @@ class Agent:
         built = ", ".join(f"{b.commit[:12]} ({'cached' if b.cached else 'built'})"
                           for b in prep.resolved.builds.values())
         self.log(f"job {job.id}: {len(prep.cells)} cells, {prep.total} trials, interleaved"
-                 + (f"; mallard {built}" if built else ""))
+                 + (f"; builds {built}" if built else ""))
         return execute(prep)
 
     def post_results(self, job: ClaimedJob, results: ResultsIn, client: ApiClient) -> None:
