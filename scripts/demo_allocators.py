@@ -125,8 +125,9 @@ def main() -> int:
     if WORK.exists():
         shutil.rmtree(WORK)  # a fresh database and repositories, as on a fresh clone
     repos = {name: bare_clone(getattr(args, name), name) for name in PAIRS}
-    push_env = {"MALLARD_DATA_DIR": str(WORK / "pgdata"), "MALLARD_SUITE": "push", "MALLARD_PUSH_MAX_QUEUED": str(PUSHED),
-                "MALLARD_PUSH_BACKFILL": "false", "MALLARD_PEERS": ""}
+    push_env = {"MALLARD_DATA_DIR": str(WORK / "pgdata"), "MALLARD_SUITE": "push",
+                "MALLARD_PUSH_MAX_QUEUED": str(PUSHED), "MALLARD_PUSH_BACKFILL": "false",
+                "MALLARD_PEERS": ""}
     with up(args.port, args.keep, env=push_env) as (st, client, runner):
         assert st.api_server is not None
         admin = st.api_server.token("admin")
