@@ -44,7 +44,9 @@ JOB_TIMEOUT = float(os.environ.get("E2E_JOB_TIMEOUT", "600"))
 ALERT_TIMEOUT = float(os.environ.get("E2E_ALERT_TIMEOUT", "300"))
 PROJECT = "mallard"
 SUITE_WORKLOADS = ["larson", "rpc"]  # tests/e2e/suites/e2e.yaml, threads [1]
-DETERMINISTIC_WORKLOADS = ["larson"]  # its `deterministic` block: one cachegrind run a side
+DETERMINISTIC_WORKLOADS = ["larson"]  # its `deterministic` block: cachegrind runs a side
+# the runner's cachegrind runs per cell (its default: MALLARD_RUNNER_DETERMINISTIC_RUNS)
+DETERMINISTIC_RUNS = int(os.environ.get("MALLARD_RUNNER_DETERMINISTIC_RUNS", "2"))
 SLOW_FREE_SPINS = int(os.environ.get("E2E_SLOW_FREE_SPINS", "1500"))
 # commits before the slow one (SEGMENT) and after it (SEGMENT - 1): the slow commit is
 # judged by its own job, so no history is needed for it; the later commits show that no
@@ -365,10 +367,11 @@ def own_verdict(admin: str, runner: dict[str, Any], slow: str, base: str) -> Non
 def expected_trials(j: dict[str, Any]) -> int:
     """No peers: the first commit's job measures the head alone; every later commit's
     job is its verdict, the commit and the last measured one interleaved (2 sides).
-    Each side also gets one cachegrind run per workload with a deterministic block."""
+    Each side also gets DETERMINISTIC_RUNS cachegrind runs per workload with a
+    deterministic block."""
     sides = len([a for a in j["spec"]["allocators"] if a.get("label") != "peer"])
     return (len(SUITE_WORKLOADS) * len(j["spec"]["allocators"]) * (TRIALS + WARMUP)
-            + len(DETERMINISTIC_WORKLOADS) * sides)
+            + len(DETERMINISTIC_WORKLOADS) * sides * DETERMINISTIC_RUNS)
 
 
 def mallard_recipe() -> Any:
