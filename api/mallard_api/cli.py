@@ -15,6 +15,7 @@ from typing import Annotated, TypeVar
 
 import typer
 import uvicorn
+from mallard_wire.fields import ALLOCATOR_NAME
 from mallard_wire.recipes import Recipe, read_recipe_file
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
@@ -29,7 +30,6 @@ from mallard_api.known import CatalogError
 from mallard_api.main import create_app
 from mallard_api.models.projects import Project
 from mallard_api.models.runners import Runner
-from mallard_api.peers import ALLOCATOR_NAME
 from mallard_api.schemas.projects import PeersIn
 from mallard_api.schemas.runners import RunnerProjectsIn
 from mallard_api.sql import projects, runners, tokens

@@ -11,10 +11,10 @@ from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from mallard_wire.fields import ALLOCATOR_NAME
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from mallard_api.peers import ALLOCATOR_NAME
 from mallard_api.urls import parse_allow_list
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]

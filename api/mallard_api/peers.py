@@ -6,14 +6,11 @@ compared beside MALLARD_PEERS."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
+from mallard_wire.fields import ALLOCATOR_NAME
 from mallard_wire.refs import ref_problem
 from pydantic import AfterValidator, StringConstraints
-
-# a trial's allocator name (mallard_wire.fields.AllocatorName)
-ALLOCATOR_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,99}$")
 
 
 def split_peer(value: str) -> tuple[str, str | None]:

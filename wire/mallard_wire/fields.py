@@ -98,7 +98,8 @@ RelativePath = Annotated[str, StringConstraints(min_length=1, max_length=200),
 # What a trial's allocator is called: a project's name (a build of it) or an entry of the
 # node's catalogue of system allocators (glibc, the Debian peers, any library the node's
 # operator lists: runner/README.md).
-AllocatorName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,99}$")]
+ALLOCATOR_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,99}$")
+AllocatorName = Annotated[str, StringConstraints(pattern=ALLOCATOR_NAME.pattern)]
 # A name that is never a path or an option (suites, workloads, arches).
 Word = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")]
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from mallard_wire.fields import ALLOCATOR_NAME
 from mallard_wire.jobs import AllocatorBuild, JobSpec, SpecAllocator
 from mallard_wire.recipes import variant_env
 from sqlalchemy.orm import Session
 
 from mallard_api.models.projects import Project
 from mallard_api.models.records import Side
-from mallard_api.peers import ALLOCATOR_NAME, split_peer
+from mallard_api.peers import split_peer
 from mallard_api.sql import projects as project_sql
 
 

@@ -6,6 +6,7 @@ import hmac
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
+from mallard_wire.fields import ALLOCATOR_NAME
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import verdicts
@@ -15,7 +16,6 @@ from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute
 from mallard_api.models.projects import Project
-from mallard_api.peers import ALLOCATOR_NAME
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.commits import CommitDetail, CommitOut
 from mallard_api.schemas.projects import (
