@@ -175,6 +175,13 @@ FROM branches b WHERE b.id = :b FOR UPDATE OF b
 """)
 
 
+def add_to_branch(session: Session, branch_id: int, commit_ids: list[int]) -> set[int]:
+    """Put the commits not yet on the branch after its last one, in this order (the caller
+    holds the branch row's lock); returns the ids it added."""
+    return {int(r[0]) for r in session.execute(_ADD_TO_BRANCH, {"b": branch_id,
+                                                                "ids": commit_ids})}
+
+
 def record_push(session: Session, project: Project, branch_name: str, after: str,
                 commits: list[CommitInfo]) -> PushRecord:
     """Record the pushed commits (oldest first) on the branch, in a few statements
@@ -196,8 +203,7 @@ def record_push(session: Session, project: Project, branch_name: str, after: str
     infos.setdefault(after, CommitInfo(sha=after))
     ordered = list(infos.values())
     id_of = upsert_commits(session, project.id, ordered)
-    added = {int(r[0]) for r in session.execute(_ADD_TO_BRANCH, {
-        "b": branch_id, "ids": [id_of[c.sha] for c in ordered]})}
+    added = add_to_branch(session, branch_id, [id_of[c.sha] for c in ordered])
     session.execute(text("UPDATE branches SET head_sha = :h, updated_at = now() WHERE id = :b"),
                     {"h": after, "b": branch_id})
     return PushRecord(branch_id, [c.sha for c in ordered if id_of[c.sha] in added])

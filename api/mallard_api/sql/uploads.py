@@ -10,12 +10,6 @@ from mallard_api.sql import projects as project_sql
 # The branch row locked (as a push locks it), so concurrent uploads and pushes number
 # the branch consistently; the commit takes the next position unless it has one.
 _LOCK = text("SELECT id FROM branches WHERE id = :b FOR UPDATE")
-_ADD = text("""
-INSERT INTO branch_commits (branch_id, commit_id, position)
-SELECT :b, :c, (SELECT coalesce(max(position), 0) + 1 FROM branch_commits WHERE branch_id = :b)
-WHERE NOT EXISTS (SELECT 1 FROM branch_commits WHERE branch_id = :b AND commit_id = :c)
-RETURNING commit_id
-""")
 
 
 def on_branch(session: Session, project_id: int, branch: str, sha: str) -> bool:
@@ -26,4 +20,4 @@ def on_branch(session: Session, project_id: int, branch: str, sha: str) -> bool:
     session.execute(_LOCK, {"b": branch_id})
     commit_id = project_sql.upsert_commits(session, project_id,
                                            [project_sql.CommitInfo(sha=sha)])[sha]
-    return session.execute(_ADD, {"b": branch_id, "c": commit_id}).first() is not None
+    return bool(project_sql.add_to_branch(session, branch_id, [commit_id]))
