@@ -21,9 +21,11 @@ import os
 import shutil
 from pathlib import Path
 
+from mallard_wire.repo_urls import Prefix
+
 from .checkout import checkout, resolve
 from .cmake import generator
-from .guard import Refused, classify, inside
+from .guard import Refused, check_repo, classify, inside
 from .programs import Program, ProgramBuild
 from .sandbox import Sandbox
 from .suites import Case
@@ -52,9 +54,13 @@ def build_key(sha: str, build: ProgramBuild) -> str:
 class ProgramBuilder:
     """Builds program workloads from trees, once per (sha, build)."""
 
-    def __init__(self, cache_dir: Path, sandbox: Sandbox):
+    def __init__(self, cache_dir: Path, sandbox: Sandbox,
+                 repo_rules: tuple[Prefix, ...] | None = None):
         self.cache = Path(cache_dir)
         self.sandbox = sandbox
+        # a job's: a benchmark project's repository must be on the runner's allow-list,
+        # as every repository a job builds (None: a local run, git's refusals only)
+        self.repo_rules = repo_rules
         self.sandbox.guard(self.cache, *(self.cache / d for d in ("repos", "trees",
                                                                    "programs")))
 
@@ -66,7 +72,10 @@ class ProgramBuilder:
             source, ref = program.repo, program.ref
             assert source is not None
             try:
-                classify(source)  # refuses what git must never be given
+                if self.repo_rules is not None:
+                    check_repo(source, self.repo_rules)
+                else:
+                    classify(source)  # refuses what git must never be given
             except Refused as e:
                 raise BuildError(str(e), "") from e
         if source is None:

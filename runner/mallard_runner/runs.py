@@ -107,9 +107,9 @@ def prepare(settings: RunnerSettings, req: RunRequest,
     if target.emulated:
         cross_workloads(target, RUNNER_DIR / "workloads", settings.workloads_dir,
                         env=box.agent_env())
+    rules = settings.repo_rules() if req.job_id is not None else None  # a job's allow-list
     builder = Builder(settings.cache(), platform=target, sandbox=box,
-                      log_max_bytes=settings.build_log_max_bytes,
-                      repo_rules=settings.repo_rules() if req.job_id is not None else None)
+                      log_max_bytes=settings.build_log_max_bytes, repo_rules=rules)
     resolved = resolve_targets(req.selectors, builder, req.source, req.ref, target,
                                settings.catalogue_entries())
     notes = [f"peer {name} skipped: {why}" for name, why in resolved.missing.items()]
@@ -117,7 +117,7 @@ def prepare(settings: RunnerSettings, req: RunRequest,
         notes.append(f"emulated testbed: {target.arch} under {target.emulator_version} on "
                      f"{target.host}; timings are shown, never judged; no cachegrind or perf")
     notes += skipped(req.suite, req.workloads, target.emulated, target.arch)
-    bins = program_bins(cases, ProgramBuilder(settings.cache(), box),
+    bins = program_bins(cases, ProgramBuilder(settings.cache(), box, rules),
                         settings.programs_dir or settings.workloads_dir, req.source, req.ref)
     cells = make_cells(resolved.targets, cases, settings.workloads_dir, bins)
     executor = Executor(settings, req.cpus, req.raw_dir, on_trial=on_trial, cancel=cancel,

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from mallard_runner.cells import Cell, Target
 from mallard_runner.executor import Executor
+from mallard_runner.guard import parse_rules
 from mallard_runner.measures import read_output
 from mallard_runner.program_builds import ProgramBuilder, node_bin, program_bins
 from mallard_runner.programs import Program, ProgramError, read_gbench, read_regex
@@ -286,6 +287,25 @@ def test_a_program_build_that_fails_or_makes_no_program_is_a_build_error(make_se
         "kind": "command", "source": "bench", "commands": [["true"]]}})
     with pytest.raises(BuildError, match=r"made no \{bin\}/p"):
         builder.bin_dir(none, str(bench_repo), "main")
+
+
+def test_a_jobs_benchmark_project_must_be_on_the_runners_allow_list(make_settings,
+                                                                    bench_repo):
+    """In a job, a `from: project` repository is fetched only when the runner's
+    REPO_ALLOW has it, as every repository a job builds; nothing is fetched otherwise."""
+    settings = make_settings()
+    project = program(**{"argv": ["{bin}/mb"], "from": "project", "repo": str(bench_repo),
+                         "ref": "main",
+                         "build": {"kind": "cmake", "source": "bench", "targets": ["mb"]}})
+    refused = ProgramBuilder(settings.cache(), settings.sandbox(),
+                             parse_rules("file:///nonexistent-allowed"))
+    with pytest.raises(BuildError, match="not on this runner's allow-list"):
+        refused.bin_dir(project, None, None)
+    assert not (settings.cache() / "repos").exists() or not any(
+        (settings.cache() / "repos").iterdir())
+    allowed = ProgramBuilder(settings.cache(), settings.sandbox(),
+                             parse_rules(f"file://{bench_repo}"))
+    assert (allowed.bin_dir(project, None, None) / "mb").is_file()
 
 
 # -- the Google Benchmark program ------------------------------------------------------------
