@@ -1,10 +1,11 @@
-"""Bearer tokens: random, shown once, stored as sha256; roles runner, user, admin.
+"""Bearer tokens: random, shown once, stored as sha256; roles runner, user, admin, reader.
 
 A runner token names one runner and may act only for it (register, heartbeat, claim,
 lease, fail, post results); user tokens read everything and create projects, jobs and
 comparisons, except a job's attempts and logs, which a user token scoped to projects
 (`token create --project`) reads only for those (`may_read_job`); admin tokens may do
-anything. Webhooks are authenticated by their
+anything; reader tokens read what user tokens read and change nothing (no triage, no
+jobs). Webhooks are authenticated by their
 signature instead (routes/webhooks.py).
 """
 
@@ -24,7 +25,7 @@ from sqlalchemy.orm import Session
 from mallard_api.deps import get_session
 from mallard_api.sql import tokens as token_sql
 
-ROLES = ("runner", "user", "admin")
+ROLES = ("runner", "user", "admin", "reader")
 
 
 def new_token() -> str:
@@ -148,7 +149,7 @@ def require(*roles: str):  # type: ignore[no-untyped-def]
     return dependency
 
 
-AnyRole = Annotated[Principal, Depends(require("runner", "user", "admin"))]
+AnyRole = Annotated[Principal, Depends(require("runner", "user", "admin", "reader"))]
 UserOrAdmin = Annotated[Principal, Depends(require("user", "admin"))]
 RunnerOrAdmin = Annotated[Principal, Depends(require("runner", "admin"))]
 Admin = Annotated[Principal, Depends(require("admin"))]
@@ -165,6 +166,19 @@ def may_read_job(p: Principal, project: str | None, runner_names: set[str]) -> b
     if p.role != "user":
         return False
     return p.projects is None or (project is not None and project in p.projects)
+
+
+def may_triage(p: Principal, project: str) -> bool:
+    """Who may triage a project's alerts (and move its baselines): an admin, a user token of
+    the project (a token without projects: of every one); never a reader or a runner."""
+    if p.role == "admin":
+        return True
+    return p.role == "user" and (p.projects is None or project in p.projects)
+
+
+def actor_name(p: Principal) -> str:
+    """How audit rows and notes name who acted: the token's role and id."""
+    return f"{p.role} #{p.token_id}" if p.token_id is not None else f"{p.role} (bootstrap)"
 
 
 def check_runner(p: Principal, runner_name: str, loc: list[str | int]) -> None:

@@ -44,6 +44,7 @@ from mallard_api.metrics import REGISTRY, DatabaseCollector, MetricsMiddleware
 from mallard_api.redirects import PublicRedirects
 from mallard_api.routes import (
     alerts,
+    baselines,
     bisections,
     calibrations,
     comparisons,
@@ -64,7 +65,7 @@ from mallard_api.ui import routes as ui_routes
 API_PREFIX = "/api/v1"
 ROUTERS = (projects.router, runners.router, jobs.router, results.router, series.router,
            webhooks.router, comparisons.router, bisections.router, alerts.router,
-           calibrations.router, testbeds.router, uploads.router)
+           calibrations.router, testbeds.router, uploads.router, baselines.router)
 log = logging.getLogger("mallard_api")
 
 

@@ -4,7 +4,7 @@ each importing only the layers below it (grimp reads the import graph from the s
 
 The analysis wing, top to bottom:
 
-- the analysis worker takes the queue's items;
+- the analysis worker takes the queue's items; what people decide (triage);
 - a comparison's settle, which tells the listeners once; change detection (alerts);
 - the listeners of a comparison: commit verdicts, pull requests, calibrations;
 - bisections (a listener, and started by a regressed verdict);
@@ -30,7 +30,7 @@ ANALYSIS = "mallard_api.analysis"
 PURE = ("cells", "report", "moved", "joint", "curves", "explain", "extras", "canaries",
         "bisect_search")
 LAYERS = (
-    ("worker",),
+    ("worker", "triage"),
     ("settle", "alerts"),
     ("verdicts", "pull_requests", "calibrations"),
     ("bisections",),

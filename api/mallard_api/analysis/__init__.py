@@ -9,6 +9,7 @@ before), and a read never writes. Each module imports only modules listed below 
 The worker, the settle and its listeners:
 
 - `worker`        the analysis worker and the service that runs it in a process
+- `triage`        what people decide: triage, acknowledge, baselines, broken ranges
 - `settle`        one settle of a comparison, told once to its listeners below
 - `alerts`        branch history: change points, alerts opened and resolved
 - `verdicts`      commit verdicts: a commit against its branch's last measured one

@@ -9,8 +9,10 @@ per-commit medians in branch order) and searched with `changepoints`. Every
 confirmed change point is recorded once (``change_points``); one in the bad direction
 opens an alert, unless the series already has an alert whose first bad commit lies within
 ``min_segment`` commits of it (the same change seen one commit earlier or later as history
-grows). An open alert resolves itself when a later improvement brings the series back
-within the minimum magnitude of its median before the change.
+grows). A series is searched from its branch's newest baseline on (a change accepted as
+intended, analysis/triage.py), without the commits of broken ranges. An open alert resolves
+itself when a later improvement brings the series back within the minimum magnitude of its
+median before the change.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from mallard_api.analysis.policy import change_policy, stats_policy
 from mallard_api.config import Settings
 from mallard_api.models.alerts import Alert
 from mallard_api.sql import alerts as alert_sql
+from mallard_api.sql import baselines as baseline_sql
 from mallard_api.sql import series as series_sql
 
 
@@ -53,13 +56,16 @@ def detect_changes(session: Session, trial_ids: list[int], settings: Settings) -
     spol = stats_policy(settings)
     to = notify.targets(session, settings.alert_webhooks)
     opened: list[Alert] = []
-    for s in alert_sql.touched_series(session, trial_ids):
+    touched = alert_sql.touched_series(session, trial_ids)
+    left_out = {b: baseline_sql.excluded(session, b) for b in {s.branch_id for s in touched}}
+    for s in touched:
         if unjudged_reason(s.measure, s.emulated):  # a timing under emulation: never judged
             continue
         points = series_sql.medians(session, series_sql.SeriesCell(
             branch_id=s.branch_id, workload=s.workload, params_sha=s.params_sha,
             threads=None, allocator=s.allocator, variant=s.variant, measure=s.measure,
             arch=s.arch, testbed=s.testbed_fingerprint))
+        points = [p for p in points if p[0] not in left_out.get(s.branch_id, set())]
         if len(points) < 2 * cpol.min_segment:
             continue
         commits = [sha for sha, _ in points]

@@ -6,6 +6,7 @@ timestamp type, `records` the typed JSON values stored in jsonb columns."""
 from mallard_api.models import (
     alerts,
     analysis_queue,
+    baselines,
     bisections,
     calibrations,
     commits,
@@ -19,13 +20,14 @@ from mallard_api.models import (
     runners,
     testbeds,
     tokens,
+    triage,
     verdicts,
     webhooks,
 )
 from mallard_api.models.base import Base
 
 __all__ = [
-    "Base", "alerts", "analysis_queue", "bisections", "calibrations", "commits",
+    "Base", "alerts", "analysis_queue", "baselines", "bisections", "calibrations", "commits",
     "comparisons", "forges", "jobs", "outbox", "projects", "records", "results",
-    "runners", "testbeds", "tokens", "verdicts", "webhooks",
+    "runners", "testbeds", "tokens", "triage", "verdicts", "webhooks",
 ]

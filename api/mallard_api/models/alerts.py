@@ -49,6 +49,10 @@ class Alert(Base):
     cells: Mapped[list[AlertCell] | None] = mapped_column(Record(list[AlertCell]))
     culprit: Mapped[str | None] = mapped_column(Text)
     bisection_id: Mapped[int | None] = mapped_column(BigInteger)
+    # db/versions/0023: what people decided (analysis/triage.py); `state` is the lifecycle
+    triage: Mapped[str] = mapped_column(Text, server_default="untriaged")
+    assignee: Mapped[str | None] = mapped_column(Text)
+    bug_url: Mapped[str | None] = mapped_column(Text)
 
 
 class ChangePoint(Base):

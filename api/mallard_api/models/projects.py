@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from mallard_wire.recipes import Recipe
-from sqlalchemy import Integer, Text, func
+from sqlalchemy import Boolean, Integer, Text, func
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -26,4 +26,6 @@ class Project(Base):
     default_branch: Mapped[str] = mapped_column(Text, server_default="main")
     tracked_branches: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default="{}")
     webhook_secret: Mapped[str | None] = mapped_column(Text)
+    # readable without a token (its pages, badge and images; never its settings)
+    public: Mapped[bool] = mapped_column(Boolean, server_default="false")
     created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())

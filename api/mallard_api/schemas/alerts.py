@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from mallard_wire.fields import InModel, JsonDict
-from pydantic import BaseModel
+from pydantic import BaseModel, StringConstraints
 
 
 # --- alerts -------------------------------------------------------------------------------
@@ -20,6 +20,9 @@ class AlertOut(BaseModel):
     resolved_at: datetime | None
     state: str
     label: str | None
+    triage: str
+    assignee: str | None
+    bug_url: str | None
     project: str
     branch: str
     workload: str
@@ -55,3 +58,55 @@ class TriageOut(BaseModel):
     alerts: int
     true_positive: int
     false_positive: int
+
+
+# --- triage (analysis/triage.py) --------------------------------------------------------
+TriageState = Literal["untriaged", "acknowledged", "investigating", "fixed", "wont_fix",
+                      "invalid"]
+BugUrl = Annotated[str, StringConstraints(max_length=2000, pattern=r"^https?://[^\s\x00]+$")]
+Person = Annotated[str, StringConstraints(max_length=200, pattern=r"^[^\x00-\x1f]*$")]
+NoteText = Annotated[str, StringConstraints(min_length=1, max_length=4000,
+                                            pattern=r"^[^\x00]*$")]
+
+
+class TriageIn(InModel):
+    """What a person decided; only the fields sent change (null or "" clears one)."""
+
+    triage: TriageState | None = None
+    assignee: Person | None = None
+    bug_url: BugUrl | Literal[""] | None = None
+    label: Literal["true_positive", "false_positive", ""] | None = None
+    note: NoteText | None = None
+
+
+class NoteOut(BaseModel):
+    author: str
+    body: str
+    created_at: datetime
+
+
+class AuditOut(BaseModel):
+    actor: str
+    field: str
+    old_value: str | None
+    new_value: str | None
+    at: datetime
+
+
+class AlertTriageOut(BaseModel):
+    """An alert's triage: its decisions, its notes and every change made to them."""
+
+    alert_id: int
+    state: str
+    triage: str
+    assignee: str | None
+    bug_url: str | None
+    label: str | None
+    notes: list[NoteOut]
+    audit: list[AuditOut]
+
+
+class AcceptIn(InModel):
+    """Why the change is intended (a note on the alert and the baseline)."""
+
+    note: NoteText | None = None

@@ -152,6 +152,10 @@ def set_state(alert: Alert, state: str) -> None:
         alert.resolved_at = now
 
 
+def touch(alert: Alert) -> None:
+    alert.updated_at = datetime.now(UTC)
+
+
 def set_label(alert: Alert, label: str | None) -> None:
     alert.label = label
     alert.updated_at = datetime.now(UTC)

@@ -29,18 +29,34 @@ def position(session: Session, branch_id: int, project_id: int, sha: str) -> int
     return None if pos is None else int(pos)
 
 
-# The newest reachable commit before `pos` whose commit job on this arch did not fail.
+# The newest reachable commit before `pos` whose commit job on this arch did not fail, at or
+# after the newest baseline at or before `pos` and in no broken range (migration 0023).
 _LAST_MEASURED = text("""
+WITH newest AS (
+    SELECT max(bc.position) AS pos FROM baselines bl
+    JOIN branch_commits bc ON bc.branch_id = bl.branch_id AND bc.commit_id = bl.commit_id
+    WHERE bl.branch_id = :b AND bc.position <= :pos)
 SELECT c.sha FROM branch_commits bc JOIN commits c ON c.id = bc.commit_id
 WHERE bc.branch_id = :b AND bc.position < :pos AND bc.unreachable_at IS NULL
-  AND EXISTS (SELECT 1 FROM jobs j WHERE j.kind = 'commit' AND j.arch = :arch
-              AND j.project_id = c.project_id AND j.spec->>'commit' = c.sha
-              AND j.state <> 'failed' AND j.state <> 'cancelled')
+  AND bc.position >= coalesce((SELECT pos FROM newest), -1)
+  AND NOT EXISTS (
+    SELECT 1 FROM broken_ranges r
+    JOIN branch_commits f ON f.branch_id = r.branch_id AND f.commit_id = r.first_commit_id
+    JOIN branch_commits l ON l.branch_id = r.branch_id AND l.commit_id = r.last_commit_id
+    WHERE r.branch_id = :b
+      AND bc.position BETWEEN least(f.position, l.position) AND greatest(f.position, l.position))
+  AND (EXISTS (SELECT 1 FROM jobs j WHERE j.kind = 'commit' AND j.arch = :arch
+               AND j.project_id = c.project_id AND j.spec->>'commit' = c.sha
+               AND j.state <> 'failed' AND j.state <> 'cancelled')
+       OR bc.position = (SELECT pos FROM newest))
 ORDER BY bc.position DESC LIMIT 1
 """)
 
 
 def last_measured_before(session: Session, branch_id: int, pos: int, arch: str) -> str | None:
+    """The reference of a commit verdict at `pos`: the last measured commit before it since
+    the branch's newest baseline, outside broken ranges; the baseline commit itself when
+    none was measured since (a comparison measures both sides)."""
     sha = session.scalar(_LAST_MEASURED, {"b": branch_id, "pos": pos, "arch": arch})
     return None if sha is None else str(sha)
 

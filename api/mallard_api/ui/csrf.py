@@ -13,11 +13,18 @@ anything is done:
   whose field differs from its cookie (compared in constant time) is refused. Another
   site can neither read the cookie nor, SameSite=Strict, have the browser send it.
 
+The forms that change something (triage, baselines: `check_signed_in`) need a signed-in
+session, and their token is tied to it instead: HMAC-SHA256 over the session cookie keyed
+with MALLARD_UI_SESSION_SECRET, so it changes with every sign-in and cannot be computed
+without the (HttpOnly, SameSite=Strict) session cookie. A post authenticated by a bearer
+header (not a browser: no ambient credential to abuse) passes on its Origin alone.
+
 A refused post is a 403 page naming what was wrong; it logs nobody in or out.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
 import re
@@ -89,6 +96,30 @@ def check(request: Request, form: dict[str, str]) -> None:
         cookie, sent = request.cookies.get(COOKIE, ""), form.get(FIELD, "")
         if not cookie or not hmac.compare_digest(cookie.encode(), sent.encode()):
             reason, loc = "the form's token is missing or stale: reload the page", ["body", FIELD]
+    if reason is not None:
+        log.info("refused a cross-site post to %s: %s", request.url.path, reason)
+        raise field_error(403, loc, reason, "csrf")
+
+
+def session_token(settings: Settings, session_cookie: str | None) -> str:
+    """The form token of a signed-in session ('' without a session cookie)."""
+    if not session_cookie:
+        return ""
+    key = (settings.ui_session_secret or "").encode() + b"\0" + session_cookie.encode()
+    return hmac.new(key, b"mallard csrf v1", hashlib.sha256).hexdigest()
+
+
+def check_signed_in(request: Request, form: dict[str, str], session_cookie: str | None
+                    ) -> None:
+    """403 unless a form that changes something comes from our page of this session."""
+    settings: Settings = request.app.state.settings
+    reason = origin_refusal(request, settings.public_url)
+    loc: list[str | int] = ["header", "origin"]
+    if reason is None and not request.headers.get("authorization"):
+        want, sent = session_token(settings, session_cookie), form.get(FIELD, "")
+        if not want or not hmac.compare_digest(want.encode(), sent.encode()):
+            reason, loc = ("the form's token is missing or not of this session: reload the "
+                           "page"), ["body", FIELD]
     if reason is not None:
         log.info("refused a cross-site post to %s: %s", request.url.path, reason)
         raise field_error(403, loc, reason, "csrf")

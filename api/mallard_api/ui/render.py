@@ -19,6 +19,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from starlette.exceptions import HTTPException
 
 from mallard_api.ui import csrf, fmt, links
+from mallard_api.ui.login import COOKIE as SESSION
 from mallard_api.ui.login import LoginRequired
 
 if TYPE_CHECKING:
@@ -56,9 +57,10 @@ def page(request: Request, template: str, status: int = 200, *,
     if context is not None:
         ctx.update((f.name, getattr(context, f.name)) for f in fields(context))
     token, new = csrf.form_token(request)  # for the page's forms (csrf.py)
+    signed = csrf.session_token(request.app.state.settings, request.cookies.get(SESSION))
     html = ENV.get_template(template).render(
         url=lambda p: links.path(base, p), request_path=request.url.path,
-        viewer=ctx.pop("viewer", None), csrf=token, **ctx)
+        viewer=ctx.pop("viewer", None), csrf=token, session_csrf=signed, **ctx)
     resp = HTMLResponse(html, status_code=status, headers=HEADERS)
     if new:
         csrf.set_cookie(resp, request.app.state.settings, token)

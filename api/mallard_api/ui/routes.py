@@ -2,7 +2,8 @@
 static.
 
 Every page needs a read token: the bearer header, or the session cookie the login form
-sets (`login.py`). Pages only read; SQL lives in `mallard_api/sql/`.
+sets (`login.py`). The forms that change something (triage, baselines, broken ranges) are
+`forms.py`'s; SQL lives in `mallard_api/sql/`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
-from mallard_api.auth import Principal, field_error, may_read_job
+from mallard_api.auth import Principal, field_error, may_read_job, may_triage
 from mallard_api.deps import get_session
 from mallard_api.models.projects import Project
 from mallard_api.sql import alerts as alert_sql
@@ -25,10 +26,11 @@ from mallard_api.sql import bisections as bisection_sql
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import pages as pages_sql
 from mallard_api.sql import projects as project_sql
+from mallard_api.sql import triage as triage_sql
 from mallard_api.sql import verdicts as verdict_sql
 from mallard_api.ui import bisection as bisection_page
 from mallard_api.ui import commit as commit_page
-from mallard_api.ui import comparison, csrf, history, links, login
+from mallard_api.ui import comparison, csrf, forms, history, links, login
 from mallard_api.ui.render import HEADERS, PageRoute, error_page, page, public_url
 
 router = APIRouter(prefix=links.PREFIX, route_class=PageRoute, include_in_schema=False)
@@ -212,8 +214,33 @@ def alert_page(request: Request, alert_id: Id, session: DB, who: Viewer) -> HTML
     proj = project_sql.get(session, alert.project)
     branch = project_sql.get_branch(session, proj, alert.branch) if proj else None
     return page(request, "alert.html", viewer=who, alert=alert,
+                may_triage=may_triage(who, alert.project),
+                notes=triage_sql.notes(session, alert.id),
+                audit=triage_sql.audit_of(session, alert.id),
                 bisection=bisection_sql.of_alert(session, alert.id, alert.bisection_id),
                 context=history.alert_series(session, alert, branch, public_url(request)))
+
+
+async def _post(request: Request, act: forms.Act) -> Response:
+    body = await forms.read(request)
+    target = await run_in_threadpool(forms.handle, request, body, act)
+    return RedirectResponse(links.path(public_url(request), target), status_code=303,
+                            headers=HEADERS)
+
+
+@router.post("/alerts/{alert_id}/triage")
+async def alert_triage(request: Request, alert_id: Id) -> Response:
+    return await _post(request, forms.alert_triage(request, alert_id))
+
+
+@router.post("/projects/{project}/branches/{branch}/baselines")
+async def accept_baseline(request: Request, project: Name, branch: Name) -> Response:
+    return await _post(request, forms.branch_mark(request, project, branch, "baseline"))
+
+
+@router.post("/projects/{project}/branches/{branch}/broken")
+async def mark_broken(request: Request, project: Name, branch: Name) -> Response:
+    return await _post(request, forms.branch_mark(request, project, branch, "broken"))
 
 
 @router.get("/bisections/{bisection_id}")
