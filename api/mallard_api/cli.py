@@ -169,7 +169,7 @@ def _session() -> Iterator[Session]:
 
 @token_app.command("create")
 def token_create(
-    role: Annotated[str, typer.Option(help="runner, user or admin")],
+    role: Annotated[str, typer.Option(help="runner, user, admin or reader")],
     runner: Annotated[str | None, typer.Option(help="the runner's name (role runner)")] = None,
     description: Annotated[str | None, typer.Option()] = None,
     project: Annotated[list[str] | None, typer.Option(
