@@ -13,6 +13,7 @@ from mallard_api.models import (
     forges,
     jobs,
     outbox,
+    profiles,
     projects,
     records,
     results,
@@ -26,6 +27,6 @@ from mallard_api.models.base import Base
 
 __all__ = [
     "Base", "alerts", "analysis_queue", "bisections", "calibrations", "commits",
-    "comparisons", "forges", "jobs", "outbox", "projects", "records", "results",
+    "comparisons", "forges", "jobs", "outbox", "profiles", "projects", "records", "results",
     "runners", "testbeds", "tokens", "verdicts", "webhooks",
 ]
