@@ -46,11 +46,11 @@ def check_case(session: Session, comp: Comparison, case: ProfileCase) -> None:
     """SpecError naming the field unless the comparison has a cell of the case."""
     cells = comparison_sql.cells(session, comp.id)
     if not any(c.workload == case.workload for c in cells):
-        raise SpecError(["body", "workload"], f"comparison {comp.id} has no cell of workload "
+        raise SpecError(["workload"], f"comparison {comp.id} has no cell of workload "
                         f"{case.workload!r}", 404)
     if case.threads is not None and not any(
             c.workload == case.workload and c.threads == case.threads for c in cells):
-        raise SpecError(["body", "threads"], f"comparison {comp.id} has no cell of "
+        raise SpecError(["threads"], f"comparison {comp.id} has no cell of "
                         f"{case.workload} at threads={case.threads}", 404)
 
 
