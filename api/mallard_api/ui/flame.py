@@ -77,7 +77,8 @@ def flame_svg(p: ProfileIn) -> Markup:
             text = (f'<text x="{x + 3:.2f}" y="{y + 12}" font-size="11" '
                     f'font-family="monospace">{escape(shown)}</text>')
         body.append(
-            f'<g class="frame" data-i="{i}" data-base="{f.base}" data-head="{f.head}">'
+            f'<g class="frame" data-i="{i}" data-parent="{f.parent}" data-base="{f.base}" '
+            f'data-head="{f.head}">'
             f"<title>{escape(_label(f))}</title>"
             f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{ROW - 1}" '
             f'fill="{colour(f)}"/>{text}</g>')
