@@ -7,7 +7,9 @@ verdict: its cost is two callgrind runs per case, ~50x the program's native time
 
 from __future__ import annotations
 
+import struct
 import time
+from pathlib import Path
 
 from mallard_wire.profiles import (
     MAX_FRAMES,
@@ -27,6 +29,7 @@ from .runs import Prepared
 from .suites import SuiteError
 from .testbed import collect
 
+SHT_SYMTAB = 2
 MISSING_SYMBOLS_SHARE = 0.05  # of the library's own instructions in functions without a name
 
 
@@ -62,12 +65,40 @@ def frames(base: cg.Callgrind, head: cg.Callgrind) -> list[Frame]:
     return out[:MAX_FRAMES]
 
 
-def symbol_notes(label: str, run: cg.Callgrind, library: str) -> list[str]:
-    """A note when the allocator's library has no symbols for much of its own work."""
+def has_symtab(path: Path) -> bool:
+    """Whether an ELF file keeps its symbol table (`.symtab`, which `strip` removes; the
+    dynamic symbols of exported functions stay either way). True when it cannot tell."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF":
+                return True
+            end = "<" if head[5] == 1 else ">"
+            wide = head[4] == 2
+            shoff = struct.unpack_from(end + ("Q" if wide else "I"), head,
+                                       0x28 if wide else 0x20)[0]
+            size, count = struct.unpack_from(end + "HH", head, 0x3A if wide else 0x2E)
+            for i in range(count):
+                f.seek(shoff + i * size + 4)
+                if struct.unpack(end + "I", f.read(4))[0] == SHT_SYMTAB:
+                    return True
+    except (OSError, struct.error):
+        return True
+    return False
+
+
+def symbol_notes(label: str, run: cg.Callgrind, library: str, symtab: bool = True
+                 ) -> list[str]:
+    """A note when the allocator's library has no symbol table or no names for much of its
+    own work."""
     own = {k: v for k, v in run.exclusive.items() if k[1] == library}
     total = sum(own.values())
     if not library or total == 0:
         return [f"{label}: no instructions in {library or 'the allocator library'}"]
+    if not symtab:
+        return [f"{label}: {library} has no symbol table (a stripped build?): its internal "
+                "functions are charged to an exported one or show as addresses; build it "
+                "with symbols (not stripped) to name them"]
     unnamed = sum(v for k, v in own.items() if cg.UNNAMED.match(k[0]))
     if unnamed > MISSING_SYMBOLS_SHARE * total:
         return [f"{label}: {library} has no symbols for {100 * unnamed / total:.0f}% of its "
@@ -77,8 +108,10 @@ def symbol_notes(label: str, run: cg.Callgrind, library: str) -> list[str]:
 
 
 def diff(case: ProfileCase, params: Params, base: cg.Callgrind, head: cg.Callgrind,
-         library: str, seconds: float) -> ProfileIn:
-    notes = symbol_notes("base", base, library) + symbol_notes("head", head, library)
+         library: str, seconds: float, symtab: tuple[bool, bool] = (True, True)) -> ProfileIn:
+    """The profile of a case; `symtab`: whether each side's library has its symbol table."""
+    notes = symbol_notes("base", base, library, symtab[0]) + \
+        symbol_notes("head", head, library, symtab[1])
     return ProfileIn(case=case, params=dict(params), base_total=base.total,
                      head_total=head.total, functions=functions(base, head),
                      frames=frames(base, head), notes=list(dict.fromkeys(notes)),
@@ -115,7 +148,10 @@ def profile(prep: Prepared, case: ProfileCase, seq: int) -> ProfileIn:
         runs.append(cg.parse(text))
     preload = head_cell.target.preload
     library = preload.resolve().name if preload is not None else ""
-    return diff(case, params, runs[0], runs[1], library, time.monotonic() - started)
+    symtab = tuple(c.target.preload is None or has_symtab(c.target.preload)
+                   for c in (base_cell, head_cell))
+    return diff(case, params, runs[0], runs[1], library, time.monotonic() - started,
+                (symtab[0], symtab[1]))
 
 
 def run_profiles(prep: Prepared, cases: list[ProfileCase]) -> ResultsIn:
