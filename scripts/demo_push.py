@@ -7,7 +7,9 @@ with Mallard's post-receive hook; pushes one commit to start the branch's histor
 Every commit is judged against the branch's last measured commit (MALLARD_PUSH_MAX_QUEUED
 is 1 here, so only the newest is measured at first); its regression spans 8 commits, so
 the API bisects it. Prints `injected: <sha7>` before pushing, each commit status the
-receiver gets, and ends with the bisection's `culprit: ...` line.
+receiver gets, and ends with the bisection's `culprit: ...` line, once it carries its
+`why:` (the differential profile of the culprit's comparison: the function that moved most,
+`free`, where the injected loop sits).
 
 The bisection follows larson threads=1 `instructions` (cachegrind, deterministic): on
 this shared 2-core VM timed measures move by 17-36% run to run, instruction counts repeat.
@@ -198,6 +200,7 @@ def main() -> int:
                      deadline)
         injected = push_commits(client, work, deadline)
         b = wait_bisection(client, runner_proc, deadline, args)
+        b = wait_why(client, b, deadline)
         step(
             f"bisection #{b['id']}: {len(b['steps']) - 1} rounds, "
             f"{time.monotonic() - t0:.0f} s since the start; "
@@ -349,6 +352,16 @@ def push_commits(client: httpx.Client, work: Path, deadline: float) -> str:
     step("pushing 8 commits at once")
     git(work, "push", "-q", "origin", "main")
     return injected
+
+
+def wait_why(client: httpx.Client, b: dict[str, Any], deadline: float) -> dict[str, Any]:
+    """Until the culprit line carries its `why:` (the differential profile of the culprit's
+    comparison, a profile job queued after its verdict), or 5 minutes at most."""
+    until = min(deadline, time.monotonic() + 300)
+    while "; why: " not in (b.get("culprit_line") or "") and time.monotonic() < until:
+        time.sleep(2)
+        b = client.get(f"/api/v1/bisections/{b['id']}").raise_for_status().json()
+    return b
 
 
 def wait_bisection(client: httpx.Client, runner_proc: subprocess.Popen[bytes],

@@ -110,6 +110,9 @@ class Settings(BaseSettings):
     verdict_max_follow_ups: int = Field(default=0, ge=0, le=5)
     bisect_measures: str = "instructions,llc_misses,ops_per_sec,max_rss_bytes"
     bisect_max_commits: int = Field(default=10_000, ge=2)
+    # Differential profiles (analysis/profiles.py): a `profile` job per moved case of a
+    # settled comparison (at most this many cases; 0: only those asked for over REST).
+    profile_max_cases: int = Field(default=4, ge=0, le=20)
     # Where a project's forge (commit statuses) may be: `scheme://host[:port][/path]`
     # prefixes, comma-separated, as MALLARD_REPO_URL_ALLOW. Empty: no forge may be set.
     forge_url_allow: str = ""

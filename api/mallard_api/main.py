@@ -49,6 +49,7 @@ from mallard_api.routes import (
     calibrations,
     comparisons,
     jobs,
+    profiles,
     projects,
     results,
     runners,
@@ -65,7 +66,8 @@ from mallard_api.ui import routes as ui_routes
 API_PREFIX = "/api/v1"
 ROUTERS = (projects.router, runners.router, jobs.router, results.router, series.router,
            webhooks.router, comparisons.router, bisections.router, alerts.router,
-           calibrations.router, testbeds.router, uploads.router, baselines.router)
+           calibrations.router, testbeds.router, uploads.router, baselines.router,
+           profiles.router)
 log = logging.getLogger("mallard_api")
 
 

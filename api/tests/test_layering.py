@@ -28,11 +28,11 @@ from grimp import Layer
 
 ANALYSIS = "mallard_api.analysis"
 PURE = ("cells", "report", "moved", "joint", "curves", "explain", "extras", "canaries",
-        "bisect_search")
+        "bisect_search", "differential")
 LAYERS = (
     ("worker", "triage"),
     ("settle", "alerts"),
-    ("verdicts", "pull_requests", "calibrations"),
+    ("verdicts", "pull_requests", "calibrations", "profiles"),
     ("bisections",),
     ("comparisons",),
     ("specs", "culprits", "noise", "followups", "ingest", "policy"),

@@ -30,6 +30,7 @@ from .delivery import Delivery
 from .executor import Cancelled
 from .jobs import Progress, failure, request_for
 from .lease import Lease, keep_lease
+from .profiles import run_profiles
 from .runs import execute, prepare
 from .sandbox import Sandbox
 from .settings import RunnerSettings
@@ -209,19 +210,23 @@ class Agent:
         request = request_for(job, self.settings, self.cpus, self.runner_id)
         prep = prepare(self.settings, request, on_trial=progress, cancel=cancel,
                        sandbox=self.sandbox)
-        progress.total = prep.total
+        progress.total = 0 if job.spec.profile else prep.total
         for note in prep.notes:
             self.log(note)
         built = ", ".join(f"{b.commit[:12]} ({'cached' if b.cached else 'built'})"
                           for b in prep.resolved.builds.values())
-        self.log(f"job {job.id}: {len(prep.cells)} cells, {prep.total} trials, interleaved"
+        self.log(f"job {job.id}: {len(prep.cells)} cells, {progress.total} trials, interleaved"
                  + (f"; builds {built}" if built else ""))
+        if job.spec.profile:  # a profile job: callgrind of base and head, no trials
+            return run_profiles(prep, job.spec.profile)
         return execute(prep)
 
     def post_results(self, job: ClaimedJob, results: ResultsIn, client: ApiClient) -> None:
         n_ok = sum(1 for t in results.trials if t.ok)
         path = self.delivery.results(results)
-        self.log(f"job {job.id}: {len(results.trials)} trials ({n_ok} ok) spooled as {path.name}")
+        profiled = f", {len(results.profiles)} profiles" if results.profiles else ""
+        self.log(f"job {job.id}: {len(results.trials)} trials ({n_ok} ok){profiled} spooled as "
+                 f"{path.name}")
         self.delivery.flush(client)
 
     def report_error(self, job: ClaimedJob, client: ApiClient, e: Exception, lease_lost: bool,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .arch import Platform
-from .cells import Cell
+from .cells import Cell, Params
 from .measures import PERF_EVENTS
 from .settings import RunnerSettings
 from .testbed import setarch_prefix
@@ -85,3 +85,9 @@ class Commands:
         return [*pin, *env, self.settings.valgrind, "--tool=cachegrind", "--cache-sim=yes",
                 *caches, "--cachegrind-out-file=cachegrind.out",
                 *cell.argv(cell.deterministic_params)]
+
+    def callgrind(self, cell: Cell, params: Params) -> list[str]:
+        """callgrind at `params` (a profile job's), in the same fixed environment."""
+        pin, env = self.pinned(True, self.workload_env(cell, stats_file=False))
+        return [*pin, *env, self.settings.valgrind, "--tool=callgrind", "--dump-instr=no",
+                "--callgrind-out-file=callgrind.out", *cell.argv(params)]

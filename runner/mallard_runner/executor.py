@@ -214,23 +214,8 @@ class Executor:
         assert cell.deterministic_params is not None
         trial_dir = self._fresh_dir(cell, "cachegrind" if seq == 0 else f"cachegrind-{seq}")
         cmd = self.commands.deterministic(cell)
-        (trial_dir / "command").write_text(shlex.join(cmd) + "\n")
         started = _now()
-        note = ""
-        # opened before the folder is given: the agent keeps no DAC_OVERRIDE in a container
-        with open(trial_dir / "stdout", "wb") as so, open(trial_dir / "stderr", "wb") as se:
-            self.sandbox.give(trial_dir)
-            try:
-                proc = subprocess.run(cmd, stdout=so, stderr=se, stdin=subprocess.DEVNULL,
-                                      env=self.sandbox.env(), cwd=trial_dir,
-                                      timeout=self.settings.trial_timeout_seconds,
-                                      **self.sandbox.identity())
-                rc: int | None = proc.returncode
-            except subprocess.TimeoutExpired:
-                rc, note = None, (f"timed out after "
-                                  f"{self.settings.trial_timeout_seconds:g}s (killed)")
-            finally:
-                self.sandbox.take(trial_dir)
+        rc, note = self._valgrind(cmd, trial_dir)
         out_file = trial_dir / "cachegrind.out"
         counts = parse_cachegrind(out_file.read_text()) if out_file.exists() else None
         read_ok, read_note = read_output(cell.program, _read(trial_dir / "stdout"), True, "",
@@ -247,6 +232,38 @@ class Executor:
                                 signal.SIGKILL if rc is None else None),
                             stderr_tail=with_note(text, note, limit), measures=counts or {},
                             counters=None)
+
+    def _valgrind(self, cmd: list[str], trial_dir: Path) -> tuple[int | None, str]:
+        """Run a valgrind command line in `trial_dir` as the work user: (its exit status,
+        None when killed at the trial timeout; a note saying so)."""
+        (trial_dir / "command").write_text(shlex.join(cmd) + "\n")
+        # opened before the folder is given: the agent keeps no DAC_OVERRIDE in a container
+        with open(trial_dir / "stdout", "wb") as so, open(trial_dir / "stderr", "wb") as se:
+            self.sandbox.give(trial_dir)
+            try:
+                proc = subprocess.run(cmd, stdout=so, stderr=se, stdin=subprocess.DEVNULL,
+                                      env=self.sandbox.env(), cwd=trial_dir,
+                                      timeout=self.settings.trial_timeout_seconds,
+                                      **self.sandbox.identity())
+                return proc.returncode, ""
+            except subprocess.TimeoutExpired:
+                return None, (f"timed out after "
+                              f"{self.settings.trial_timeout_seconds:g}s (killed)")
+            finally:
+                self.sandbox.take(trial_dir)
+
+    def run_callgrind(self, cell: Cell, params: Params, name: str) -> tuple[str | None, str]:
+        """callgrind of the cell at `params` in the fixed environment: (the output file's
+        text, None when the run failed; what went wrong)."""
+        if self.target.emulated or not self.valgrind:
+            return None, "no valgrind on this node (or an emulated testbed): no profile"
+        trial_dir = self._fresh_dir(cell, name)
+        rc, note = self._valgrind(self.commands.callgrind(cell, params), trial_dir)
+        out_file = trial_dir / "callgrind.out"
+        if rc != 0 or not out_file.exists():
+            why = note or f"callgrind exited {rc}: " + tail(trial_dir / "stderr", 500)
+            return None, why
+        return out_file.read_text(errors="replace"), ""
 
     # -- the interleaved run ------------------------------------------------------
     def run(self, cells: list[Cell], trials: int, warmup: int, seed: int = 42,

@@ -28,6 +28,7 @@ from mallard_wire.fields import (
     Word,
     Workloads,
 )
+from mallard_wire.profiles import ProfileCase
 from mallard_wire.recipes import Recipe, Variant, variant_env
 
 
@@ -82,6 +83,8 @@ class JobSpec(InModel):
     round: Annotated[int, Field(ge=0, le=100)] | None = None
     # the bisection a comparison probes for (analysis/bisections.py)
     bisection_id: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
+    # a profile job (kind `profile`): callgrind of base and head at each case, no trials
+    profile: Annotated[list[ProfileCase], Field(min_length=1, max_length=20)] | None = None
 
 
 class ClaimedJob(BaseModel):

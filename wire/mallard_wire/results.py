@@ -38,6 +38,7 @@ from mallard_wire.fields import (
     Str500,
     Turbo,
 )
+from mallard_wire.profiles import ProfileIn
 
 
 class TestbedFields(InModel):
@@ -148,6 +149,8 @@ class ResultsIn(InModel):
     testbed: TestbedIn
     trials: Annotated[list[TrialIn], Field(max_length=20000)]
     artifacts: JsonDocument | None = None
+    # a profile job's differential profiles (its trials list is empty)
+    profiles: Annotated[list[ProfileIn], Field(max_length=20)] | None = None
 
     @field_validator("attempt")
     @classmethod

@@ -15,6 +15,7 @@ The worker, the settle and its listeners:
 - `verdicts`      commit verdicts: a commit against its branch's last measured one
 - `pull_requests` a pull/merge request's head against its merge base, status and comment
 - `calibrations`  a testbed's calibration: A/A comparisons, canaries, its SAME bands
+- `profiles`      differential profiles: a profile job per moved case, or one asked for
 - `bisections`    the culprit of a regression, bisected on the job queue
 
 The comparison lifecycle and what it reads and builds:
@@ -39,4 +40,5 @@ Pure functions (no database, no settings); the statistics themselves are `mallar
 - `cells`         one comparison cell as one record (`CellRow`), stored and answered as is
 - `canaries`      canary sizing: the nanoseconds per free that inject a given slowdown
 - `bisect_search` the bisection search over a range of commits (good, bad, skip)
+- `differential`  a differential profile read: functions that moved most, the `why:`
 """

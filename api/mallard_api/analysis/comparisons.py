@@ -52,7 +52,7 @@ from mallard_wire.fields import JsonDict
 from mallard_wire.jobs import JobSpec
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import culprits, explain, followups, noise, report, specs
+from mallard_api.analysis import culprits, differential, explain, followups, noise, report, specs
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.policy import stats_policy
 from mallard_api.analysis.specs import job_spec
@@ -65,6 +65,7 @@ from mallard_api.params import params_key
 from mallard_api.sql import bisections as bisection_sql
 from mallard_api.sql import comparisons as sql
 from mallard_api.sql import jobs as job_sql
+from mallard_api.sql import profiles as profile_sql
 from mallard_api.sql.comparisons import TrialRow
 from mallard_api.ui import links
 
@@ -354,6 +355,8 @@ def render_report(session: Session, settings: Settings, comp: Comparison,
     notes = [comp.note] if comp.note else []
     notes.insert(0, "page: " + links.absolute(settings.public_url, links.comparison(comp.id)))
     notes.extend(bisection_notes(session, settings, comp.id))
+    notes.extend(differential.summary(r.body) for r in profile_sql.of_comparisons(
+        session, [comp.id]) if r.body is not None)
     if not cells:
         notes.append("no results yet" if comp.state in ("queued", "running")
                      else "no results")

@@ -1,19 +1,23 @@
 """What a bisection says of its comparisons and its culprit, read from the stored cells:
 the judged cell of a comparison (`evidence`), the cell the culprit line quotes
-(`culprit_evidence`), a commit's subject and the culprit line itself. Bisections
+(`culprit_evidence`), a commit's subject and the culprit line itself, with the `why:` of
+the differential profile of that comparison once its profile job has posted it. Bisections
 (`bisections`) classify probes with it; the comparison report and the pages quote it."""
 
 from __future__ import annotations
 
 from mallard_stats.measures import SPEEDS
+from mallard_wire.profiles import ProfileIn
 from sqlalchemy.orm import Session
 
+from mallard_api.analysis import differential
 from mallard_api.analysis.cells import CellRow
 from mallard_api.models.bisections import Bisection
 from mallard_api.models.commits import Commit
 from mallard_api.models.comparisons import Comparison
 from mallard_api.models.records import Evidence
 from mallard_api.sql import comparisons as comparison_sql
+from mallard_api.sql import profiles as profile_sql
 
 
 def evidence(session: Session, comp: Comparison | None, b: Bisection,
@@ -80,5 +84,34 @@ def culprit_line(session: Session, b: Bisection) -> str | None:
         change = f" {e.diff_pct:+.1f}% ±{half:.1f}%"
     threads = f" threads={b.threads}" if b.threads is not None else ""
     measure = (e.measure if e is not None else None) or b.measure
+    reason = culprit_why(session, b, e)
     return (f"culprit: {b.culprit[:7]} {subject(session, b.project_id, b.culprit)} "
-            f"({b.workload}{threads} {measure}{change}, bisected in {b.builds} builds)")
+            f"({b.workload}{threads} {measure}{change}, bisected in {b.builds} builds)"
+            + (f"; why: {reason}" if reason else ""))
+
+
+def case_profile(session: Session, comparison_ids: list[int], workload: str,
+                 threads: int | None) -> ProfileIn | None:
+    """The stored differential profile of a case in the first of these comparisons that
+    has one (the settle-queued profile of the case, else one asked for)."""
+    rows = [r for r in profile_sql.of_comparisons(session, comparison_ids)
+            if r.body is not None and r.workload == workload
+            and (threads is None or r.threads in (None, threads))]
+    for cid in comparison_ids:
+        for r in sorted(rows, key=lambda r: (r.requested, r.id)):
+            if r.comparison_id == cid:
+                return r.body
+    return None
+
+
+def culprit_why(session: Session, b: Bisection, e: Evidence | None) -> str | None:
+    """The `why:` of the culprit line: the function that moved most in the profile of the
+    comparison the line quotes (else of any comparison across the culprit)."""
+    ids = [e.comparison_id] if e is not None else []
+    if b.culprit is not None:
+        at = b.commits.index(b.culprit)
+        ids += [cid for st in b.steps
+                for (lo, hi), cid in zip(st.spans(), st.comparisons, strict=False)
+                if lo < at <= hi and cid not in ids]
+    p = case_profile(session, ids, b.workload, b.threads)
+    return differential.why(p) if p is not None else None

@@ -8,7 +8,8 @@ listeners are told once, in this order, with the computed cells and the settings
   verdict, alerts, forge statuses, a bisection when the regression spans commits), the
   bisections it is a round of advance (`bisections.on_settled`), the pull requests that
   wait for it get its status and report (`pull_requests`, the report rendered from the
-  same cells, only when one waits), and its calibration advances (`calibrations`).
+  same cells, only when one waits), its calibration advances (`calibrations`), and its
+  moved cases get profile jobs, a second pass off the verdict's path (`profiles`).
 
 The listeners sit above the lifecycle and never call back into it: they open
 comparisons (`comparisons.open_comparison`), nothing more.
@@ -18,7 +19,14 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import bisections, calibrations, comparisons, pull_requests, verdicts
+from mallard_api.analysis import (
+    bisections,
+    calibrations,
+    comparisons,
+    profiles,
+    pull_requests,
+    verdicts,
+)
 from mallard_api.config import Settings
 from mallard_api.models.comparisons import Comparison
 
@@ -37,3 +45,4 @@ def settle(session: Session, settings: Settings, comp: Comparison) -> None:
         report = comparisons.render_report(session, settings, comp, computed)
         pull_requests.on_settled(session, settings, comp, computed.cells, report, waiting)
     calibrations.on_settled(session, settings, comp)
+    profiles.on_settled(session, settings, comp, computed.cells)

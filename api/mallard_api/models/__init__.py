@@ -14,6 +14,7 @@ from mallard_api.models import (
     forges,
     jobs,
     outbox,
+    profiles,
     projects,
     records,
     results,
@@ -28,6 +29,6 @@ from mallard_api.models.base import Base
 
 __all__ = [
     "Base", "alerts", "analysis_queue", "baselines", "bisections", "calibrations", "commits",
-    "comparisons", "forges", "jobs", "outbox", "projects", "records", "results",
+    "comparisons", "forges", "jobs", "outbox", "profiles", "projects", "records", "results",
     "runners", "testbeds", "tokens", "triage", "verdicts", "webhooks",
 ]

@@ -151,7 +151,7 @@ def check_spec(spec: JobSpec, settings: Settings, catalog: Catalog,
     reason = catalog.check_workloads(spec.suite, spec.workloads)
     if reason:
         raise field_error(422, [*loc, "workloads"], reason)
-    for field in ("comparison_id", "round", "bisection_id"):
+    for field in ("comparison_id", "round", "bisection_id", "profile"):
         if getattr(spec, field) is not None:
             raise field_error(422, [*loc, field], "set only by the API for a comparison's jobs")
 

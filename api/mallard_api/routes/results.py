@@ -25,6 +25,7 @@ from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.results import ResultsOut
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import measures as measure_sql
+from mallard_api.sql import profiles as profile_sql
 from mallard_api.sql import results as sql
 from mallard_api.sql import runners as runner_sql
 
@@ -126,7 +127,7 @@ def store(request: Request, session: Session, p: Principal, raw: bytes) -> Respo
                           f"{settings.max_results_body_values} JSON values "
                           "(MALLARD_MAX_RESULTS_BODY_VALUES)", "too_large")
     body = parse(ResultsIn, raw)
-    if body.job_id is not None and not body.trials:
+    if body.job_id is not None and not body.trials and not body.profiles:
         raise field_error(422, ["body", "trials"], "a job's results must carry its trials")
     if len(body.trials) > settings.max_trials_per_post:
         raise field_error(413, ["body", "trials"], f"{len(body.trials)} trials; a post carries "
@@ -152,6 +153,12 @@ def store(request: Request, session: Session, p: Principal, raw: bytes) -> Respo
             session.rollback()
             return answer(ResultsOut(stored=0, duplicates=len(body.trials), job_id=body.job_id))
     check_project(session, p, body, runner_id, project_id, job)
+    if body.profiles is not None:
+        if job is None or job.kind != "profile":
+            raise field_error(422, ["body", "profiles"], "profiles come only with the results "
+                              "of a profile job")
+        assert body.job_id is not None
+        profile_sql.store(session, body.job_id, body.profiles)
 
     caps = measure_sql.Caps(settings.max_new_measures_per_post,
                             settings.max_measures_per_project)

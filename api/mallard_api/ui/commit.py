@@ -32,6 +32,8 @@ from mallard_api.sql import series as series_sql
 from mallard_api.sql import verdicts as verdict_sql
 from mallard_api.ui import fmt, svg
 from mallard_api.ui.comparison import PRIMARY, measure_order
+from mallard_api.ui.profiles import ProfileView
+from mallard_api.ui.profiles import views as profile_views
 
 
 @dataclass
@@ -94,7 +96,12 @@ class Comparisons:
     comparisons: list[tuple[Comparison, dict[str, int]]]  # with its jobs per state
 
 
-Section = Summary | Verdicts | Bisections | Medians | Alerts | Comparisons
+@dataclass
+class Profiles:
+    profiles: list[ProfileView]  # of the comparisons naming the commit
+
+
+Section = Summary | Verdicts | Bisections | Medians | Alerts | Comparisons | Profiles
 
 
 def summary(ctx: SectionContext) -> Summary:
@@ -178,6 +185,12 @@ def comparisons(ctx: SectionContext) -> Comparisons | None:
     return Comparisons([(c, cmp_sql.counts(ctx.session, c.id)) for c in rows])
 
 
+def profiles(ctx: SectionContext) -> Profiles | None:
+    rows = pages_sql.commit_comparisons(ctx.session, ctx.project.id, ctx.commit.sha)
+    found = profile_views(ctx.session, [c.id for c in rows]) if rows else []
+    return Profiles(found) if found else None
+
+
 SECTIONS: list[tuple[str, Callable[[SectionContext], Section | None]]] = [
     ("summary", summary),
     ("verdicts", verdicts),
@@ -185,6 +198,7 @@ SECTIONS: list[tuple[str, Callable[[SectionContext], Section | None]]] = [
     ("alerts", alerts),
     ("medians", medians),
     ("comparisons", comparisons),
+    ("profiles", profiles),
 ]
 
 

@@ -31,6 +31,7 @@ from mallard_api.sql import verdicts as verdict_sql
 from mallard_api.ui import bisection as bisection_page
 from mallard_api.ui import commit as commit_page
 from mallard_api.ui import comparison, csrf, forms, history, links, login
+from mallard_api.ui import profiles as profile_views
 from mallard_api.ui.render import HEADERS, PageRoute, error_page, page, public_url
 
 router = APIRouter(prefix=links.PREFIX, route_class=PageRoute, include_in_schema=False)
@@ -137,7 +138,8 @@ def comparison_page(request: Request, comparison_id: Id, session: DB, who: Viewe
                           f"#{comparison_id}.", "not_found")
     context = comparison.build(session, request.app.state.settings, comp)
     return page(request, "comparison.html", viewer=who, context=context,
-                bisections=bisection_sql.of_comparison(session, comp.id))
+                bisections=bisection_sql.of_comparison(session, comp.id),
+                profiles=profile_views.views(session, [comp.id]))
 
 
 Measures = Annotated[list[str], Query(max_length=20)]
@@ -254,7 +256,9 @@ def bisection_view(request: Request, bisection_id: Id, session: DB, who: Viewer
         raise field_error(404, ["path", "bisection_id"],
                           f"There is no bisection #{bisection_id}.", "not_found")
     return page(request, "bisection.html", viewer=who,
-                context=bisection_page.build(session, b, public_url(request)))
+                context=bisection_page.build(session, b, public_url(request)),
+                profiles=profile_views.views(
+                    session, [cid for st in b.steps for cid in st.comparisons]))
 
 
 @router.get("/{rest:path}")
