@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -57,6 +58,19 @@ from mallard_api.ui import links
 KINDS = ("github", "gitlab", "gitea")
 GITLAB_STATE = {"pending": "pending", "success": "success", "failure": "failed",
                 "error": "failed"}
+# Answers that no retry changes: bad credentials, no access, a deleted repository, a body
+# the forge refuses. The delivery ends with the forge's message (shown on the project
+# page); anything else (5xx, 429, a timeout) is retried with backoff.
+PERMANENT = frozenset({400, 401, 403, 404, 422})
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a forge message was not delivered: the forge's status and message (never the
+    token); `permanent` ends the delivery (PERMANENT), else it is retried."""
+
+    error: str
+    permanent: bool = False
 
 
 def api_root(f: ProjectForge) -> str:
@@ -98,12 +112,24 @@ def enqueue_status(session: Session, settings: Settings, project_id: int, sha: s
     if page is None:
         page = links.comparison(comparison_id) if comparison_id is not None else links.PREFIX
     target = links.absolute(settings.public_url, page)
+    url = f"{api_root(f)}/statuses/{sha}"
+    payload = status_payload(f.kind, state, description, target, f"mallard/{arch}/{context}")
+    if f.kind == "gitlab" and payload["state"] == "pending" and _gitlab_started(
+            session, url, f"mallard/{arch}/{context}"):
+        payload["state"] = "running"  # GitLab refuses pending -> pending (HTTP 400)
     msg = outbox.add(session, event="forge.status", alert_id=None, kind=f"{f.kind}-status",
-                     url=f"{api_root(f)}/statuses/{sha}",
-                     payload=status_payload(f.kind, state, description, target,
-                                            f"mallard/{arch}/{context}"))
+                     url=url, payload=payload)
     msg.project_id = project_id
     return msg
+
+
+def _gitlab_started(session: Session, url: str, name: str) -> bool:
+    """Whether the commit's last status of that name (queued, not given up) is pending or
+    running: GitLab moves pending -> running -> success|failed and refuses a second
+    `pending` ("Cannot transition status via :enqueue from :pending"), so the next one
+    is sent as `running`."""
+    last = outbox.last_payload(session, url, "forge.status", lambda p: p.get("name") == name)
+    return last is not None and last.get("state") in ("pending", "running")
 
 
 def enqueue_comment(session: Session, project_id: int, number: int, body: str
@@ -122,7 +148,12 @@ def enqueue_comment(session: Session, project_id: int, number: int, body: str
 
 
 class ForgeError(RuntimeError):
-    """The forge did not answer a read (its status or why; never the token)."""
+    """The forge did not answer a read (its status or why; never the token); `permanent`
+    when its answer was one of PERMANENT."""
+
+    def __init__(self, msg: str, permanent: bool = False) -> None:
+        super().__init__(msg)
+        self.permanent = permanent
 
 
 MAX_ANSWER_BYTES = 4 << 20
@@ -135,7 +166,10 @@ def read_json(http: httpx.Client, url: str, headers: dict[str, str]) -> Any:
     try:
         with http.stream("GET", url, headers=headers) as resp:
             if resp.status_code != 200:
-                raise ForgeError(f"HTTP {resp.status_code}")
+                head = httpx.Response(resp.status_code,
+                                      content=next(resp.iter_bytes(4096), b""))
+                raise ForgeError(f"HTTP {resp.status_code}: {forge_message(head)}",
+                                 resp.status_code in PERMANENT)
             for chunk in resp.iter_bytes():
                 body += chunk
                 if len(body) > MAX_ANSWER_BYTES:
@@ -185,12 +219,31 @@ def superseded(session: Session, msg: OutboxMessage) -> bool:
                for p in outbox.newer_payloads(session, msg))
 
 
-def send(session: Session, http: httpx.Client, msg: OutboxMessage) -> str | None:
+def forge_message(resp: httpx.Response) -> str:
+    """The forge's own words for a refusal: GitHub's and Gitea's `message`, GitLab's
+    `message` or `error` (a string, a list or a field map), at most 300 characters."""
+    try:
+        data = resp.json()
+    except ValueError:
+        return resp.text[:300]
+    said = data.get("message", data.get("error")) if isinstance(data, dict) else data
+    text = said if isinstance(said, str) else json.dumps(said)
+    return "".join(ch if ch.isprintable() else " " for ch in text)[:300]
+
+
+def _already(msg: OutboxMessage, resp: httpx.Response, said: str) -> bool:
+    """GitLab's 400 for a `running` sent again: the status reads running already."""
+    return (msg.event == "forge.status" and msg.kind == "gitlab-status"
+            and resp.status_code == 400 and msg.payload.get("state") == "running"
+            and "from :running" in said)
+
+
+def send(session: Session, http: httpx.Client, msg: OutboxMessage) -> Failure | None:
     """Deliver one forge message; None on success (or when a newer message supersedes
-    it), else the error (never the token)."""
+    it), else the Failure (never the token): permanent for PERMANENT answers."""
     f = session.get(ProjectForge, msg.project_id) if msg.project_id is not None else None
     if f is None:
-        return "the project has no forge any more"
+        return Failure("the project has no forge any more", permanent=True)
     if superseded(session, msg):
         return None
     headers = auth_headers(f)
@@ -200,12 +253,15 @@ def send(session: Session, http: httpx.Client, msg: OutboxMessage) -> str | None
         else:
             resp = _comment(session, http, f, msg, headers)
     except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}"[:500]
+        return Failure(f"{type(exc).__name__}"[:500])
     except ForgeError as exc:
-        return f"listing the request's comments: {exc}"
+        return Failure(f"listing the request's comments: {exc}", exc.permanent)
     if 200 <= resp.status_code < 300:
         return None
-    return f"HTTP {resp.status_code}"
+    said = forge_message(resp)
+    if _already(msg, resp, said):
+        return None
+    return Failure(f"HTTP {resp.status_code}: {said}", resp.status_code in PERMANENT)
 
 
 def comment_marker(f: ProjectForge, number: int) -> str:
