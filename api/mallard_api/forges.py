@@ -132,19 +132,30 @@ def _gitlab_started(session: Session, url: str, name: str) -> bool:
     return last is not None and last.get("state") in ("pending", "running")
 
 
+def _comments_url(f: ProjectForge, number: int) -> str:
+    path = "merge_requests" if f.kind == "gitlab" else "issues"
+    return f"{api_root(f)}/{path}/{number}/" + ("notes" if f.kind == "gitlab" else "comments")
+
+
 def enqueue_comment(session: Session, project_id: int, number: int, body: str
                     ) -> OutboxMessage | None:
     """Queue the pull/merge request's comment: created the first time, then updated."""
     f = session.get(ProjectForge, project_id)
     if f is None:
         return None
-    path = "merge_requests" if f.kind == "gitlab" else "issues"
     msg = outbox.add(session, event="forge.comment", alert_id=None, kind=f"{f.kind}-comment",
-                     url=f"{api_root(f)}/{path}/{number}/"
-                     + ("notes" if f.kind == "gitlab" else "comments"),
-                     payload={"number": number, "body": body})
+                     url=_comments_url(f, number), payload={"number": number, "body": body})
     msg.project_id = project_id
     return msg
+
+
+def last_comment(session: Session, project_id: int, number: int) -> str | None:
+    """What the request's comment was last queued to say (None: nothing yet)."""
+    f = session.get(ProjectForge, project_id)
+    last = None if f is None else outbox.last_payload(
+        session, _comments_url(f, number), "forge.comment", lambda p: True)
+    body = None if last is None else last.get("body")
+    return body if isinstance(body, str) else None
 
 
 class ForgeError(RuntimeError):
@@ -202,6 +213,62 @@ def merge_base(session: Session, settings: Settings, project_id: int, kind: str,
     if not isinstance(data, str) or not FULL_SHA.match(data):
         raise ForgeError(f"answer has no {'.'.join(MERGE_BASE[kind])}")
     return data.lower()
+
+
+def _read(session: Session, settings: Settings, project_id: int, kind: str, path: str
+          ) -> tuple[ProjectForge, Any] | None:
+    """GET `path` under the project's forge API root; None when its forge is not `kind`."""
+    f = session.get(ProjectForge, project_id)
+    if f is None or f.kind != kind:
+        return None
+    with httpx.Client(timeout=settings.webhook_timeout_seconds) as http:
+        return f, read_json(http, f"{api_root(f)}/{path}", auth_headers(f))
+
+
+WRITE_PERMISSIONS = {"admin", "maintain", "write", "owner"}
+GITLAB_DEVELOPER = 30  # GitLab's access level that may push (Developer and above)
+
+
+def may_write(session: Session, settings: Settings, project_id: int, kind: str,
+              who: str | int) -> bool:
+    """Whether the commenter may push to the project's repository, asked of the forge:
+    GitHub's and Gitea's `GET .../collaborators/{login}/permission` (`permission` admin or
+    write; GitHub's `role_name` maintain), GitLab's `GET .../members/all/{user id}`
+    (`access_level` >= 30, Developer; a 404 for a non-member). False without a forge of
+    that kind; ForgeError when the forge does not answer."""
+    path = (f"members/all/{int(who)}" if kind == "gitlab"
+            else f"collaborators/{quote(str(who), safe='')}/permission")
+    try:
+        got = _read(session, settings, project_id, kind, path)
+    except ForgeError as exc:
+        if kind == "gitlab" and str(exc).startswith("HTTP 404"):
+            return False  # not a member
+        raise
+    if got is None or not isinstance(got[1], dict):
+        return False
+    data = got[1]
+    if kind == "gitlab":
+        level = data.get("access_level")
+        return isinstance(level, int) and level >= GITLAB_DEVELOPER
+    return bool({data.get("permission"), data.get("role_name")} & WRITE_PERMISSIONS)
+
+
+def pull_request_shas(session: Session, settings: Settings, project_id: int, number: int
+                      ) -> tuple[str, str] | None:
+    """A GitHub pull request's head and base tip (`GET .../pulls/{n}`: `head.sha`,
+    `base.sha`): what an `issue_comment` event does not carry. None without a GitHub
+    forge; ForgeError when the answer lacks them."""
+    got = _read(session, settings, project_id, "github", f"pulls/{number}")
+    if got is None:
+        return None
+    shas = []
+    for side in ("head", "base"):
+        part = got[1].get(side) if isinstance(got[1], dict) else None
+        sha = part.get("sha") if isinstance(part, dict) else None
+        if not isinstance(sha, str) or not FULL_SHA.match(sha):
+            raise ForgeError(f"the pull request's answer has no {side}.sha")
+        shas.append(sha.lower())
+    return shas[0], shas[1]
 
 
 def is_forge(msg: OutboxMessage) -> bool:

@@ -24,7 +24,7 @@ from mallard_stats.policy import ChangePolicy
 from sqlalchemy.orm import Session
 
 from mallard_api import notify
-from mallard_api.analysis import report
+from mallard_api.analysis import pull_requests, report
 from mallard_api.analysis.policy import change_policy, stats_policy
 from mallard_api.config import Settings
 from mallard_api.models.alerts import Alert
@@ -120,3 +120,10 @@ def resolve(session: Session, alert: Alert, to: list[notify.Target],
     if reason and reason not in alert.text:
         alert.text = f"{alert.text}; resolved: {reason}"
     notify.enqueue_alert_event(session, alert, "alert.resolved", to)
+
+
+def acknowledge(session: Session, settings: Settings, alert: Alert, by: str) -> None:
+    """Acknowledge an alert (REST and the alert page go through here): its state, and for
+    a pull request's regression its status turned green with a note (`by`: who)."""
+    alert_sql.set_state(alert, "acknowledged")
+    pull_requests.acknowledged(session, settings, alert, by)

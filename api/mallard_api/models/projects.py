@@ -26,4 +26,8 @@ class Project(Base):
     default_branch: Mapped[str] = mapped_column(Text, server_default="main")
     tracked_branches: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default="{}")
     webhook_secret: Mapped[str | None] = mapped_column(Text)
+    # db/versions/0024: retention (None: kept forever): pull-request and calibration
+    # trials, and every other raw trial (its values stay in series_points)
+    keep_pr_days: Mapped[int | None] = mapped_column(Integer)
+    keep_raw_days: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())

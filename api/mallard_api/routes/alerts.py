@@ -66,12 +66,14 @@ def get_alert(alert_id: AlertPath, session: DB, _: AnyRole) -> AlertOut:
 
 @router.post("/{alert_id}/acknowledge", response_model=AlertOut,
              responses={404: {"model": ErrorOut}, 409: {"model": ErrorOut}})
-def acknowledge(alert_id: AlertPath, session: DB, _: UserOrAdmin) -> AlertOut:
+def acknowledge(alert_id: AlertPath, session: DB, p: UserOrAdmin,
+                settings: Annotated[Settings, Depends(get_settings)]) -> AlertOut:
+    """Acknowledge (a pull request's regression: its status turns green with a note)."""
     a = _load(session, alert_id, lock=True)
     if a.state == "resolved":
         raise field_error(409, ["path", "alert_id"], f"alert {alert_id} is already resolved",
                           "conflict")
-    sql.set_state(a, "acknowledged")
+    alerts.acknowledge(session, settings, a, f"{p.role} token {p.token_id}")
     session.commit()
     return alert_out(a)
 
