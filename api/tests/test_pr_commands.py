@@ -32,7 +32,8 @@ from mallard_api.models.outbox import OutboxMessage
 from sqlalchemy.orm import Session
 
 MB, TIP, HEAD = "a1" * 20, "b2" * 20, "c3" * 20
-USERS = {"github": ("ada", "eve"), "gitea": ("ada", "eve"), "gitlab": (1, 2)}
+USERS: dict[str, tuple[str | int, str | int]] = {  # (a writer, a reader)
+    "github": ("ada", "eve"), "gitea": ("ada", "eve"), "gitlab": (1, 2)}
 
 
 @pytest.fixture
