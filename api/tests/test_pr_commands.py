@@ -186,6 +186,8 @@ def test_acknowledging_a_pull_requests_regression_turns_it_green(
                             headers=user_headers).json()
         (alert,) = [a for a in alerts if a["branch"] == "pull-request/7"]
         assert alert["first_bad_commit"] == HEAD and alert["state"] == "open"
+        page = client.get(f"/ui/alerts/{alert['alert_id']}", headers=user_headers)
+        assert page.status_code == 200 and "pull request #7" in page.text, page.text[:300]
         r = client.post(f"/api/v1/alerts/{alert['alert_id']}/acknowledge", headers=user_headers)
         assert r.status_code == 200 and r.json()["state"] == "acknowledged", r.text
         with app.state.background_sessionmaker() as fresh:

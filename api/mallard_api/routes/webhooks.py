@@ -191,8 +191,7 @@ def comment(forge: Forge, data: JsonDict, session: Session, settings: Settings,
                                         catalog.check_suite)
     except pull_requests.BadEvent as exc:
         raise field_error(exc.status, exc.field, str(exc)) from exc
-    except SpecError as exc:
-        session.commit()
+    except SpecError as exc:  # no recipe yet: nothing is kept, a later delivery may do
         return ignored(exc.msg)
     session.commit()
     if isinstance(out, str):
