@@ -1,6 +1,6 @@
 """The admin CLI: `mallard-api serve | analysis-worker | migrate | db-url |
 token create|list|revoke | runner list|retire|projects |
-project recipe set|show | project peers set|show`."""
+project recipe set|show | project peers set|show | retention run [--dry-run]`."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
-from mallard_api import db, server
+from mallard_api import db, retention, server
 from mallard_api.analysis.specs import SpecError, peer_sides
 from mallard_api.analysis.worker import AnalysisService, AnalysisWorker
 from mallard_api.auth import ROLES, hash_token, new_token
@@ -51,6 +51,9 @@ project_app.add_typer(recipe_app, name="recipe")
 peers_app = typer.Typer(help="What a project's builds are compared beside.",
                         no_args_is_help=True)
 project_app.add_typer(peers_app, name="peers")
+retention_app = typer.Typer(help="Retention: apply the projects' policies.",
+                            no_args_is_help=True)
+app.add_typer(retention_app, name="retention")
 
 
 @app.command()
@@ -362,3 +365,16 @@ def peers_show(name: str) -> None:
     """Print project NAME's peers ('default': MALLARD_PEERS)."""
     peers = _project_value(name, lambda p: p.peers)
     typer.echo(f"{name}\t{'default' if peers is None else ','.join(peers)}")
+
+
+@retention_app.command("run")
+def retention_run(dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="count what would be deleted; delete nothing")] = False) -> None:
+    """Apply every project's retention policy now (as the analysis worker does daily)."""
+    with _session() as session:
+        counts = retention.run(session, dry_run=dry_run)
+        if dry_run:
+            session.rollback()
+        else:
+            session.commit()
+    typer.echo(("dry run: nothing deleted\n" if dry_run else "") + retention.table(counts))

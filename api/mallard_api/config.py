@@ -134,6 +134,9 @@ class Settings(BaseSettings):
     # (and is woken by ingest in this process); 0: no worker in this process.
     analysis_poll_seconds: float = Field(default=1.0, ge=0)
     analysis_max_attempts: int = Field(default=5, ge=1)
+    # The analysis worker applies every project's retention policy this often (0: never;
+    # `mallard-api retention run` does it by hand).
+    retention_interval_seconds: float = Field(default=86_400.0, ge=0)
     # Background loops back off up to this long while the database is unreachable.
     background_max_backoff_seconds: float = Field(default=30.0, gt=0)
 

@@ -4,7 +4,9 @@ receiver at a time per thread, each message's state committed right after its PO
 A 2xx marks the row ``delivered``; anything else (refused connection, timeout, non-2xx)
 counts an attempt and schedules the next one with exponential backoff
 ``base * 2**(attempts-1)`` capped at ``max_delay``; after ``max_attempts`` the row is
-``failed`` (kept for inspection). A receiver that comes back gets every event once.
+``failed`` (kept for inspection). A forge's permanent refusal (401, 403, 404, 422, 400:
+forges.PERMANENT) ends the delivery at once, ``failed`` with the forge's message, shown
+on the project's page. A receiver that comes back gets every event once.
 Receivers are delivered concurrently, each POST bounded by
 ``MALLARD_WEBHOOK_TIMEOUT_SECONDS``, so a slow receiver delays only its own events (see
 :class:`OutboxWorker`).
@@ -52,15 +54,15 @@ class DeliveryResult:
     failed: int = 0
 
 
-def _record(msg: OutboxMessage, error: str | None, when: datetime, policy: DeliveryPolicy,
-            result: DeliveryResult) -> None:
+def _record(msg: OutboxMessage, failure: forges.Failure | None, when: datetime,
+            policy: DeliveryPolicy, result: DeliveryResult) -> None:
     msg.attempts += 1
-    msg.last_error = error
-    if error is None:
+    msg.last_error = None if failure is None else failure.error
+    if failure is None:
         msg.state = "delivered"
         msg.delivered_at = when
         result.delivered += 1
-    elif msg.attempts >= policy.max_attempts:
+    elif failure.permanent or msg.attempts >= policy.max_attempts:
         msg.state = "failed"
         result.failed += 1
     else:
@@ -82,8 +84,9 @@ def deliver_receiver(session: Session, url: str, *, http: httpx.Client, policy: 
         if msg is None:
             break
         session.commit()
-        error = forges.send(session, http, msg) if forges.is_forge(msg) else _post(http, msg)
-        _record(msg, error, now or datetime.now(UTC), policy, result)
+        failure = (forges.send(session, http, msg) if forges.is_forge(msg)
+                   else _post(http, msg))
+        _record(msg, failure, now or datetime.now(UTC), policy, result)
         session.commit()
     return result
 
@@ -108,16 +111,17 @@ def deliver_due(session: Session, *, client: httpx.Client | None = None,
     return total
 
 
-def _post(http: httpx.Client, msg: OutboxMessage) -> str | None:
+def _post(http: httpx.Client, msg: OutboxMessage) -> forges.Failure | None:
+    """POST an alert event to a receiver of ours: every failure is retried."""
     try:
         resp = http.post(msg.url, json=msg.payload,
                          headers={"X-Mallard-Event": msg.event,
                                   "X-Mallard-Delivery": str(msg.id)})
     except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}: {exc}"[:500]
+        return forges.Failure(f"{type(exc).__name__}: {exc}"[:500])
     if 200 <= resp.status_code < 300:
         return None
-    return f"HTTP {resp.status_code}: {resp.text[:200]}"
+    return forges.Failure(f"HTTP {resp.status_code}: {resp.text[:200]}")
 
 
 class OutboxWorker:

@@ -2,12 +2,13 @@
 header that names the event, the events read, the delivery-id headers (replays).
 
 * GitHub: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256(secret, body)>`,
-  `X-GitHub-Event: push | pull_request`, `X-GitHub-Delivery`.
+  `X-GitHub-Event: push | pull_request | issue_comment`, `X-GitHub-Delivery`.
 * GitLab: `X-Gitlab-Token: <the webhook's secret token>` (compared as is),
-  `X-Gitlab-Event: Push Hook | Merge Request Hook`, `X-Gitlab-Event-UUID` (or
-  `Idempotency-Key`).
+  `X-Gitlab-Event: Push Hook | Merge Request Hook | Note Hook`, `X-Gitlab-Event-UUID`
+  (or `Idempotency-Key`).
 * Gitea and Forgejo: `X-Gitea-Signature: <hex HMAC-SHA256(secret, body)>`,
-  `X-Gitea-Event: push | pull_request` (a new push to a pull request is `pull_request`
+  `X-Gitea-Event: push | pull_request | issue_comment` (a comment on a pull request has
+  `X-Gitea-Event-Type: pull_request_comment`; a new push to a pull request is `pull_request`
   too, with `X-Gitea-Event-Type: pull_request_sync`), `X-Gitea-Delivery`. Forgejo sends
   the same headers beside its own `X-Forgejo-*` ones.
 
@@ -32,6 +33,7 @@ class Forge:
     event_header: str
     push_events: tuple[str | None, ...]
     pull_request_event: str
+    comment_event: str
     delivery_headers: tuple[str, ...]
     deployment_secret: Callable[[Settings], str | None]
     matches: Callable[[bytes, bytes, str], bool]  # (secret, raw body, header value)
@@ -50,14 +52,14 @@ def _same_token(secret: bytes, raw: bytes, given: str) -> bool:
 
 
 GITHUB = Forge("github", "x-hub-signature-256", "x-github-event", (None, "push"),
-               "pull_request", ("x-github-delivery",), lambda s: s.github_webhook_secret,
-               _hmac_hex("sha256="))
+               "pull_request", "issue_comment", ("x-github-delivery",),
+               lambda s: s.github_webhook_secret, _hmac_hex("sha256="))
 GITLAB = Forge("gitlab", "x-gitlab-token", "x-gitlab-event", (None, "Push Hook"),
-               "Merge Request Hook", ("x-gitlab-event-uuid", "idempotency-key"),
+               "Merge Request Hook", "Note Hook", ("x-gitlab-event-uuid", "idempotency-key"),
                lambda s: s.gitlab_webhook_token, _same_token)
 GITEA = Forge("gitea", "x-gitea-signature", "x-gitea-event", (None, "push"),
-              "pull_request", ("x-gitea-delivery",), lambda s: s.gitea_webhook_secret,
-              _hmac_hex(""))
+              "pull_request", "issue_comment", ("x-gitea-delivery",),
+              lambda s: s.gitea_webhook_secret, _hmac_hex(""))
 
 
 def authentic(forge: Forge, secret: str | None, raw: bytes, given: str | None) -> bool:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -57,6 +58,19 @@ from mallard_api.ui import links
 KINDS = ("github", "gitlab", "gitea")
 GITLAB_STATE = {"pending": "pending", "success": "success", "failure": "failed",
                 "error": "failed"}
+# Answers that no retry changes: bad credentials, no access, a deleted repository, a body
+# the forge refuses. The delivery ends with the forge's message (shown on the project
+# page); anything else (5xx, 429, a timeout) is retried with backoff.
+PERMANENT = frozenset({400, 401, 403, 404, 422})
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a forge message was not delivered: the forge's status and message (never the
+    token); `permanent` ends the delivery (PERMANENT), else it is retried."""
+
+    error: str
+    permanent: bool = False
 
 
 def api_root(f: ProjectForge) -> str:
@@ -98,12 +112,29 @@ def enqueue_status(session: Session, settings: Settings, project_id: int, sha: s
     if page is None:
         page = links.comparison(comparison_id) if comparison_id is not None else links.PREFIX
     target = links.absolute(settings.public_url, page)
+    url = f"{api_root(f)}/statuses/{sha}"
+    payload = status_payload(f.kind, state, description, target, f"mallard/{arch}/{context}")
+    if f.kind == "gitlab" and payload["state"] == "pending" and _gitlab_started(
+            session, url, f"mallard/{arch}/{context}"):
+        payload["state"] = "running"  # GitLab refuses pending -> pending (HTTP 400)
     msg = outbox.add(session, event="forge.status", alert_id=None, kind=f"{f.kind}-status",
-                     url=f"{api_root(f)}/statuses/{sha}",
-                     payload=status_payload(f.kind, state, description, target,
-                                            f"mallard/{arch}/{context}"))
+                     url=url, payload=payload)
     msg.project_id = project_id
     return msg
+
+
+def _gitlab_started(session: Session, url: str, name: str) -> bool:
+    """Whether the commit's last status of that name (queued, not given up) is pending or
+    running: GitLab moves pending -> running -> success|failed and refuses a second
+    `pending` ("Cannot transition status via :enqueue from :pending"), so the next one
+    is sent as `running`."""
+    last = outbox.last_payload(session, url, "forge.status", lambda p: p.get("name") == name)
+    return last is not None and last.get("state") in ("pending", "running")
+
+
+def _comments_url(f: ProjectForge, number: int) -> str:
+    path = "merge_requests" if f.kind == "gitlab" else "issues"
+    return f"{api_root(f)}/{path}/{number}/" + ("notes" if f.kind == "gitlab" else "comments")
 
 
 def enqueue_comment(session: Session, project_id: int, number: int, body: str
@@ -112,17 +143,28 @@ def enqueue_comment(session: Session, project_id: int, number: int, body: str
     f = session.get(ProjectForge, project_id)
     if f is None:
         return None
-    path = "merge_requests" if f.kind == "gitlab" else "issues"
     msg = outbox.add(session, event="forge.comment", alert_id=None, kind=f"{f.kind}-comment",
-                     url=f"{api_root(f)}/{path}/{number}/"
-                     + ("notes" if f.kind == "gitlab" else "comments"),
-                     payload={"number": number, "body": body})
+                     url=_comments_url(f, number), payload={"number": number, "body": body})
     msg.project_id = project_id
     return msg
 
 
+def last_comment(session: Session, project_id: int, number: int) -> str | None:
+    """What the request's comment was last queued to say (None: nothing yet)."""
+    f = session.get(ProjectForge, project_id)
+    last = None if f is None else outbox.last_payload(
+        session, _comments_url(f, number), "forge.comment", lambda p: True)
+    body = None if last is None else last.get("body")
+    return body if isinstance(body, str) else None
+
+
 class ForgeError(RuntimeError):
-    """The forge did not answer a read (its status or why; never the token)."""
+    """The forge did not answer a read (its status or why; never the token); `permanent`
+    when its answer was one of PERMANENT."""
+
+    def __init__(self, msg: str, permanent: bool = False) -> None:
+        super().__init__(msg)
+        self.permanent = permanent
 
 
 MAX_ANSWER_BYTES = 4 << 20
@@ -135,7 +177,10 @@ def read_json(http: httpx.Client, url: str, headers: dict[str, str]) -> Any:
     try:
         with http.stream("GET", url, headers=headers) as resp:
             if resp.status_code != 200:
-                raise ForgeError(f"HTTP {resp.status_code}")
+                head = httpx.Response(resp.status_code,
+                                      content=next(resp.iter_bytes(4096), b""))
+                raise ForgeError(f"HTTP {resp.status_code}: {forge_message(head)}",
+                                 resp.status_code in PERMANENT)
             for chunk in resp.iter_bytes():
                 body += chunk
                 if len(body) > MAX_ANSWER_BYTES:
@@ -170,6 +215,62 @@ def merge_base(session: Session, settings: Settings, project_id: int, kind: str,
     return data.lower()
 
 
+def _read(session: Session, settings: Settings, project_id: int, kind: str, path: str
+          ) -> tuple[ProjectForge, Any] | None:
+    """GET `path` under the project's forge API root; None when its forge is not `kind`."""
+    f = session.get(ProjectForge, project_id)
+    if f is None or f.kind != kind:
+        return None
+    with httpx.Client(timeout=settings.webhook_timeout_seconds) as http:
+        return f, read_json(http, f"{api_root(f)}/{path}", auth_headers(f))
+
+
+WRITE_PERMISSIONS = {"admin", "maintain", "write", "owner"}
+GITLAB_DEVELOPER = 30  # GitLab's access level that may push (Developer and above)
+
+
+def may_write(session: Session, settings: Settings, project_id: int, kind: str,
+              who: str | int) -> bool:
+    """Whether the commenter may push to the project's repository, asked of the forge:
+    GitHub's and Gitea's `GET .../collaborators/{login}/permission` (`permission` admin or
+    write; GitHub's `role_name` maintain), GitLab's `GET .../members/all/{user id}`
+    (`access_level` >= 30, Developer; a 404 for a non-member). False without a forge of
+    that kind; ForgeError when the forge does not answer."""
+    path = (f"members/all/{int(who)}" if kind == "gitlab"
+            else f"collaborators/{quote(str(who), safe='')}/permission")
+    try:
+        got = _read(session, settings, project_id, kind, path)
+    except ForgeError as exc:
+        if kind == "gitlab" and str(exc).startswith("HTTP 404"):
+            return False  # not a member
+        raise
+    if got is None or not isinstance(got[1], dict):
+        return False
+    data = got[1]
+    if kind == "gitlab":
+        level = data.get("access_level")
+        return isinstance(level, int) and level >= GITLAB_DEVELOPER
+    return bool({data.get("permission"), data.get("role_name")} & WRITE_PERMISSIONS)
+
+
+def pull_request_shas(session: Session, settings: Settings, project_id: int, number: int
+                      ) -> tuple[str, str] | None:
+    """A GitHub pull request's head and base tip (`GET .../pulls/{n}`: `head.sha`,
+    `base.sha`): what an `issue_comment` event does not carry. None without a GitHub
+    forge; ForgeError when the answer lacks them."""
+    got = _read(session, settings, project_id, "github", f"pulls/{number}")
+    if got is None:
+        return None
+    shas = []
+    for side in ("head", "base"):
+        part = got[1].get(side) if isinstance(got[1], dict) else None
+        sha = part.get("sha") if isinstance(part, dict) else None
+        if not isinstance(sha, str) or not FULL_SHA.match(sha):
+            raise ForgeError(f"the pull request's answer has no {side}.sha")
+        shas.append(sha.lower())
+    return shas[0], shas[1]
+
+
 def is_forge(msg: OutboxMessage) -> bool:
     return msg.event.startswith("forge.")
 
@@ -185,12 +286,31 @@ def superseded(session: Session, msg: OutboxMessage) -> bool:
                for p in outbox.newer_payloads(session, msg))
 
 
-def send(session: Session, http: httpx.Client, msg: OutboxMessage) -> str | None:
+def forge_message(resp: httpx.Response) -> str:
+    """The forge's own words for a refusal: GitHub's and Gitea's `message`, GitLab's
+    `message` or `error` (a string, a list or a field map), at most 300 characters."""
+    try:
+        data = resp.json()
+    except ValueError:
+        return resp.text[:300]
+    said = data.get("message", data.get("error")) if isinstance(data, dict) else data
+    text = said if isinstance(said, str) else json.dumps(said)
+    return "".join(ch if ch.isprintable() else " " for ch in text)[:300]
+
+
+def _already(msg: OutboxMessage, resp: httpx.Response, said: str) -> bool:
+    """GitLab's 400 for a `running` sent again: the status reads running already."""
+    return (msg.event == "forge.status" and msg.kind == "gitlab-status"
+            and resp.status_code == 400 and msg.payload.get("state") == "running"
+            and "from :running" in said)
+
+
+def send(session: Session, http: httpx.Client, msg: OutboxMessage) -> Failure | None:
     """Deliver one forge message; None on success (or when a newer message supersedes
-    it), else the error (never the token)."""
+    it), else the Failure (never the token): permanent for PERMANENT answers."""
     f = session.get(ProjectForge, msg.project_id) if msg.project_id is not None else None
     if f is None:
-        return "the project has no forge any more"
+        return Failure("the project has no forge any more", permanent=True)
     if superseded(session, msg):
         return None
     headers = auth_headers(f)
@@ -200,12 +320,15 @@ def send(session: Session, http: httpx.Client, msg: OutboxMessage) -> str | None
         else:
             resp = _comment(session, http, f, msg, headers)
     except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}"[:500]
+        return Failure(f"{type(exc).__name__}"[:500])
     except ForgeError as exc:
-        return f"listing the request's comments: {exc}"
+        return Failure(f"listing the request's comments: {exc}", exc.permanent)
     if 200 <= resp.status_code < 300:
         return None
-    return f"HTTP {resp.status_code}"
+    said = forge_message(resp)
+    if _already(msg, resp, said):
+        return None
+    return Failure(f"HTTP {resp.status_code}: {said}", resp.status_code in PERMANENT)
 
 
 def comment_marker(f: ProjectForge, number: int) -> str:

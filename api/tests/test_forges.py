@@ -5,15 +5,13 @@ the token is never returned by the API nor stored in the outbox."""
 from __future__ import annotations
 
 import json
-import re
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
+from fake_forge import AUTH, COMMENT_PATHS, STATUS_PATH, TOKEN, Forge
 from fastapi.testclient import TestClient
 from mallard_api import delivery, forges
 from mallard_api.config import Settings
@@ -22,133 +20,12 @@ from mallard_api.models.forges import ProjectForge
 from mallard_api.models.outbox import OutboxMessage
 from sqlalchemy.orm import Session
 
-TOKEN = "s3cr3t-forge-token"
-
-
-class Forge:
-    """A forge's REST API as the tests need it, refusing what the real ones refuse.
-
-    Records (method, path, headers, body). Keeps the comments of each request
-    (`comments[list path]`, ids from 4242 up): a POST to a request's comments or notes
-    creates one (201 `{id, body}`), a PATCH/PUT of a comment updates it (404 for an id
-    it never gave), a GET of the list answers it a page at a time (GitHub's `per_page`,
-    Gitea's `limit`, GitLab's `per_page`, with `page`), oldest first. Other GETs are
-    answered from `answers` (path -> JSON). When `auth` (header, value) is set, every
-    request must carry it (401); a write without its field (`body`, or a status's
-    `state`) is a 422; the first `fail_first` writes get a 500."""
-
-    LIST = re.compile(r"(?P<list>.*/(?:issues|merge_requests)/\d+/(?:comments|notes))$")
-    ONE = re.compile(r"(?:.*/issues/comments|.*/merge_requests/\d+/notes)/(?P<id>\d+)$")
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str, dict[str, str], dict[str, Any]]] = []
-        self.answers: dict[str, Any] = {}
-        self.auth: tuple[str, str] | None = None
-        self.fail_first = 0
-        self.comments: dict[str, list[dict[str, Any]]] = {}
-        self.next_id = 4242
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _send(self, code: int, data: Any) -> None:
-                out = json.dumps(data).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def _authorized(self) -> bool:
-                header, value = outer.auth or ("", "")
-                if outer.auth is not None and self.headers.get(header) != value:
-                    self._send(401, {"message": "Bad credentials"})
-                    return False
-                return True
-
-            def _any(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.calls.append((self.command, self.path, dict(self.headers), body))
-                if not self._authorized():
-                    return
-                if outer.fail_first > 0:
-                    outer.fail_first -= 1
-                    self._send(500, {"message": "down"})
-                    return
-                self._send(*outer.write(self.command, self.path, body))
-
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                outer.calls.append(("GET", self.path, dict(self.headers), {}))
-                if outer.auth is None:  # reads are always authenticated here
-                    self._send(401, {"message": "Bad credentials"})
-                elif self._authorized():
-                    self._send(*outer.read(self.path))
-
-            do_POST = do_PATCH = do_PUT = _any
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def write(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-        if "/statuses/" in path:
-            return (201, {"id": 1}) if "state" in body else (422, {"message": "state"})
-        if not isinstance(body.get("body"), str) or not body["body"]:
-            return 422, {"message": "body is missing"}
-        listed, one = self.LIST.match(path), self.ONE.match(path)
-        if method == "POST" and listed:
-            comment = {"id": self.next_id, "body": body["body"]}
-            self.next_id += 1
-            self.comments.setdefault(listed["list"], []).append(comment)
-            return 201, comment
-        if method in ("PATCH", "PUT") and one:
-            for comment in (c for cs in self.comments.values() for c in cs):
-                if comment["id"] == int(one["id"]):
-                    comment["body"] = body["body"]
-                    return 200, comment
-            return 404, {"message": "Not Found"}
-        return 404, {"message": "Not Found"}
-
-    def read(self, path: str) -> tuple[int, Any]:
-        if path in self.answers:
-            return 200, self.answers[path]
-        where = urlsplit(path)
-        listed = self.LIST.match(where.path)
-        if listed is None:
-            return 404, {"message": "Not Found"}
-        query = parse_qs(where.query)
-        size = int((query.get("per_page") or query.get("limit") or ["30"])[0])
-        page = int(query.get("page", ["1"])[0])
-        items = self.comments.get(listed["list"], [])
-        return 200, items[(page - 1) * size:page * size]
-
-    def bodies(self) -> list[str]:
-        """Every comment's body, on every request."""
-        return [c["body"] for cs in self.comments.values() for c in cs]
-
 
 @pytest.fixture
 def forge() -> Iterator[Forge]:
     f = Forge()
     yield f
     f.server.shutdown()
-
-
-AUTH = {"github": ("Authorization", f"Bearer {TOKEN}"),
-        "gitea": ("Authorization", f"token {TOKEN}"),
-        "gitlab": ("Private-Token", TOKEN)}
-STATUS_PATH = {"github": "/repos/acme/mallard/statuses/{sha}",
-               "gitea": "/api/v1/repos/acme/mallard/statuses/{sha}",
-               "gitlab": "/api/v4/projects/acme%2Fmallard/statuses/{sha}"}
-COMMENT_PATHS = {
-    "github": ("/repos/acme/mallard/issues/7/comments",
-               "/repos/acme/mallard/issues/comments/4242", "PATCH"),
-    "gitea": ("/api/v1/repos/acme/mallard/issues/7/comments",
-              "/api/v1/repos/acme/mallard/issues/comments/4242", "PATCH"),
-    "gitlab": ("/api/v4/projects/acme%2Fmallard/merge_requests/7/notes",
-               "/api/v4/projects/acme%2Fmallard/merge_requests/7/notes/4242", "PUT")}
 
 
 @pytest.mark.parametrize("kind", ["github", "gitea", "gitlab"])
@@ -316,3 +193,85 @@ def test_a_forge_repository_is_owner_and_name(kind: str, repo: str, client: Test
         assert r.status_code == 200 and r.json()["repo"] == ok, r.text
     finally:
         app.dependency_overrides.pop(get_settings, None)
+
+
+def _gitlab_project(db_session: Session, make_project: Any, forge: Forge) -> dict[str, Any]:
+    project: dict[str, Any] = make_project()
+    db_session.add(ProjectForge(project_id=project["id"], kind="gitlab", base_url=forge.url,
+                                repo="acme/mallard", token=TOKEN))
+    db_session.commit()
+    forge.auth = AUTH["gitlab"]
+    return project
+
+
+def test_the_fake_gitlab_refuses_a_second_pending_as_gitlab_does(forge: Forge) -> None:
+    url = f"{forge.url}{STATUS_PATH['gitlab'].format(sha='e' * 40)}"
+    forge.auth = AUTH["gitlab"]
+    post = lambda state: httpx.post(url, json={"state": state, "name": "mallard/x/verdict"},  # noqa: E731
+                                    headers=dict([AUTH["gitlab"]]))
+    assert post("pending").status_code == 201
+    again = post("pending")
+    assert again.status_code == 400
+    assert again.json() == {"message": "Cannot transition status via :enqueue from :pending"}
+    assert post("running").status_code == 201
+    assert post("running").json()["message"] == "Cannot transition status via :run from :running"
+    assert post("success").status_code == 201 and post("pending").status_code == 201
+    forge.deleted = True
+    gone = post("failed")
+    assert gone.status_code == 404 and gone.json() == {"message": "404 Project Not Found"}
+
+
+def test_gitlab_gets_running_for_the_second_pending(
+        forge: Forge, settings: Settings, db_session: Session, make_project: Any) -> None:
+    """`measuring against ...` then `running against ...`: the second is sent as
+    `running` (GitLab refuses pending -> pending), a third as `running` too, whose 400
+    (`from :running`) means the status already says so; then the verdict."""
+    project = _gitlab_project(db_session, make_project, forge)
+    sha = "d" * 40
+    for state, text in [("pending", "measuring against aaaaaaa"),
+                        ("pending", "running against aaaaaaa"),
+                        ("pending", "running against aaaaaaa again"),
+                        ("failure", "1 regressed vs aaaaaaa")]:
+        forges.enqueue_status(db_session, settings, project["id"], sha, "x86_64", state,
+                              text, 3)
+        db_session.commit()
+        assert delivery.deliver_due(db_session).delivered == 1
+    sent = [c[3]["state"] for c in forge.calls if "/statuses/" in c[1]]
+    assert sent == ["pending", "running", "running", "failed"]
+    left = db_session.query(OutboxMessage).filter_by(project_id=project["id"]).all()
+    assert [m.state for m in left] == ["delivered"] * 4 and not any(m.last_error for m in left)
+    assert forge.gitlab_states == {}  # finished
+
+
+@pytest.mark.parametrize(("why", "code", "said"), [
+    ("deleted", 404, "404 Project Not Found"), ("token", 401, "401 Unauthorized")])
+def test_a_permanent_refusal_ends_the_delivery_with_the_forges_words(
+        why: str, code: int, said: str, forge: Forge, client: TestClient, settings: Settings,
+        db_session: Session, make_project: Any, user_headers: dict[str, str]) -> None:
+    """A deleted repository (404) or a revoked token (401) is not retried 25 times: one
+    attempt, `failed`, the forge's message kept and shown on the project page; a 500
+    (transient) is retried with backoff."""
+    project = _gitlab_project(db_session, make_project, forge)
+    if why == "deleted":
+        forge.deleted = True
+    else:
+        forge.auth = ("Private-Token", "another-token")
+    forges.enqueue_status(db_session, settings, project["id"], "b" * 40, "x86_64",
+                          "pending", "measuring against aaaaaaa", 3)
+    forges.enqueue_comment(db_session, project["id"], 7, "the verdict")
+    db_session.commit()
+    result = delivery.deliver_due(db_session)
+    assert (result.failed, result.retried, result.delivered) == (2, 0, 0)
+    rows = db_session.query(OutboxMessage).filter_by(project_id=project["id"]).all()
+    assert {(m.state, m.attempts) for m in rows} == {("failed", 1)}
+    assert all(f"HTTP {code}: {said}" in (m.last_error or "") for m in rows), rows
+    page = client.get(f"/ui/projects/{project['name']}", headers=user_headers)
+    assert page.status_code == 200 and 'id="forge-failures"' in page.text
+    assert page.text.count(f"HTTP {code}: {said}") == 2
+    forge.deleted, forge.auth, forge.fail_first = False, AUTH["gitlab"], 1
+    forges.enqueue_status(db_session, settings, project["id"], "c" * 40, "x86_64",
+                          "pending", "measuring against aaaaaaa", 3)
+    db_session.commit()
+    assert delivery.deliver_due(db_session).retried == 1  # a 500: tried again later
+    later = datetime.now(UTC) + timedelta(minutes=5)
+    assert delivery.deliver_due(db_session, now=later).delivered == 1

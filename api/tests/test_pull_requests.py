@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 from conftest import GITEA_SECRET, GITHUB_SECRET, GITLAB_TOKEN
+from fake_forge import AUTH, COMMENT_PATHS, STATUS_PATH, TOKEN, Forge
 from fastapi.testclient import TestClient
 from helpers import results, run_analysis, trial
 from mallard_api import delivery
 from mallard_api.config import Settings
 from mallard_api.deps import get_settings
-from test_forges import AUTH, COMMENT_PATHS, STATUS_PATH, TOKEN, Forge
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from mallard_api import notify
-from mallard_api.analysis import alerts
+from mallard_api.analysis import alerts, pull_requests
 from mallard_api.config import Settings
 from mallard_api.models.alerts import Alert
 from mallard_api.models.commits import Branch
@@ -59,8 +59,7 @@ def acknowledge(session: Session, settings: Settings, alert: Alert, actor: str,
                 note: str | None = None) -> Alert:
     """Acknowledge `alert` (the one place it happens): open -> acknowledged, triage
     untriaged -> acknowledged, audited; a note when given. `settings` is for what
-    acknowledging tells others (a pull request's status)."""
-    del settings  # nothing is told yet
+    acknowledging tells others: a pull request's regression turns its status green."""
     if alert.state == "resolved":
         raise Refused(409, "alert_id", f"alert {alert.id} is already resolved")
     if alert.state != "acknowledged":
@@ -70,6 +69,7 @@ def acknowledge(session: Session, settings: Settings, alert: Alert, actor: str,
         _set(session, alert, actor, "triage", "acknowledged")
     if note:
         add_note(session, alert, actor, note)
+    pull_requests.acknowledged(session, settings, alert, actor)
     return alert
 
 

@@ -7,6 +7,9 @@ runs it outside any request.
 - `changes`: change detection over every series the queued trials touched
   (alerts.detect_changes); alerts it opens queue their webhook events.
 
+Once every MALLARD_RETENTION_INTERVAL_SECONDS the poll also applies the projects'
+retention policies (mallard_api/retention.py), in a transaction of its own.
+
 Each item is taken with SKIP LOCKED and done, and deleted, in one transaction; a failure
 rolls back and counts an attempt (retried after `30 s * attempts`, kept as failed after
 MALLARD_ANALYSIS_MAX_ATTEMPTS, with its error). A process runs it in a background loop
@@ -17,10 +20,12 @@ every MALLARD_ANALYSIS_POLL_SECONDS and when woken by its own ingest; tests call
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
+from mallard_api import retention
 from mallard_api.analysis import alerts
 from mallard_api.analysis.settle import settle
 from mallard_api.background import BackgroundLoop
@@ -38,6 +43,7 @@ class AnalysisWorker:
         self.factory = factory
         self.settings = settings
         self.on_commit = on_commit  # e.g. wake the outbox after alerts were opened
+        self.retained_at: float | None = None  # monotonic time of the last retention run
 
     def run(self, session: Session, task: queue.Task) -> None:
         if task.kind == "comparison":
@@ -48,6 +54,20 @@ class AnalysisWorker:
         else:
             alerts.detect_changes(session, sorted(set(task.trial_ids)), self.settings)
 
+    def retain(self) -> None:
+        """Apply the retention policies when the interval has passed since the last run."""
+        every = self.settings.retention_interval_seconds
+        now = time.monotonic()
+        if every <= 0 or (self.retained_at is not None and now - self.retained_at < every):
+            return
+        self.retained_at = now
+        with self.factory() as session:
+            for c in retention.run(session, dry_run=False):
+                if c.short_lived or c.raw:
+                    log.info("retention %s: %d pull-request/calibration and %d raw trials "
+                             "deleted, %d kept", c.project, c.short_lived, c.raw, c.kept)
+            session.commit()
+
     def step(self) -> bool:
         """Take and run one item; False when none is due."""
         return self._step() is not None
@@ -57,6 +77,7 @@ class AnalysisWorker:
         is queued for it meanwhile waits for the next poll, so results streaming in get
         one pass per touched series per poll, not passes back to back (api/README.md,
         "Benchmark"). False: nothing more to do before the next poll or wake-up."""
+        self.retain()
         changes = True
         for _ in range(10_000):
             kind = self._step(changes=changes)

@@ -22,6 +22,8 @@ class ProjectForge(Base):
     base_url: Mapped[str] = mapped_column(Text)
     repo: Mapped[str] = mapped_column(Text)
     token: Mapped[str] = mapped_column(Text)
+    # db/versions/0024: when the one comment is written (always | on-change | never)
+    comment_mode: Mapped[str] = mapped_column(Text, server_default="always")
     updated_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
 
 
@@ -36,4 +38,7 @@ class ForgeComment(Base):
     comment_id: Mapped[str | None] = mapped_column(Text)
     head_sha: Mapped[str | None] = mapped_column(Text)
     base_sha: Mapped[str | None] = mapped_column(Text)
+    # db/versions/0024: what the comment said last; the head a `/mallard bench` asked for
+    summary: Mapped[str | None] = mapped_column(Text)
+    asked_head: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())

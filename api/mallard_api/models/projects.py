@@ -28,4 +28,8 @@ class Project(Base):
     webhook_secret: Mapped[str | None] = mapped_column(Text)
     # readable without a token (its pages, badge and images; never its settings)
     public: Mapped[bool] = mapped_column(Boolean, server_default="false")
+    # db/versions/0024: retention (None: kept forever): pull-request and calibration
+    # trials, and every other raw trial (its values stay in series_points)
+    keep_pr_days: Mapped[int | None] = mapped_column(Integer)
+    keep_raw_days: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())

@@ -103,6 +103,7 @@ Conf = Annotated[Settings, Depends(get_settings)]
              responses={404: {"model": ErrorOut}, 409: {"model": ErrorOut}})
 def acknowledge(alert_id: AlertPath, session: DB, who: UserOrAdmin, settings: Conf
                 ) -> AlertOut:
+    """Acknowledge (a pull request's regression: its status turns green with a note)."""
     a = _load(session, alert_id, lock=True)
     try:
         triage.acknowledge(session, settings, a, _may_triage(who, a))

@@ -4,7 +4,7 @@ verdicts.py and forges.py."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, cast
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from mallard_wire.fields import INT32_MAX
@@ -22,7 +22,7 @@ from mallard_api.routes.checks import buildable_project
 from mallard_api.schemas.alerts import TriageOut
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.bisections import BisectionIn, BisectionOut
-from mallard_api.schemas.forges import ForgeIn, ForgeOut
+from mallard_api.schemas.forges import CommentMode, ForgeIn, ForgeOut
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import verdicts as sql
@@ -97,7 +97,8 @@ def get_bisection(bisection_id: Annotated[int, Path(ge=1, le=INT32_MAX)], sessio
 
 
 def _forge_out(f: ProjectForge) -> ForgeOut:
-    return ForgeOut(kind=f.kind, base_url=f.base_url, repo=f.repo, token_set=bool(f.token))
+    return ForgeOut(kind=f.kind, base_url=f.base_url, repo=f.repo, token_set=bool(f.token),
+                    comment_mode=cast(CommentMode, f.comment_mode))
 
 
 @router.put("/projects/{name}/forge", response_model=ForgeOut,
@@ -116,10 +117,11 @@ def put_forge(name: ProjectName, body: ForgeIn, session: DB, settings: Conf,
     f = session.get(ProjectForge, project.id)
     if f is None:
         f = ProjectForge(project_id=project.id, kind=body.kind, base_url=body.base_url,
-                         repo=body.repo, token=body.token)
+                         repo=body.repo, token=body.token, comment_mode=body.comment_mode)
         session.add(f)
     else:
         f.kind, f.base_url, f.repo, f.token = body.kind, body.base_url, body.repo, body.token
+        f.comment_mode = body.comment_mode
     session.commit()
     return _forge_out(f)
 

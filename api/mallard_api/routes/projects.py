@@ -27,6 +27,8 @@ from mallard_api.schemas.projects import (
     ProjectOut,
     RecipeIn,
     RecipeOut,
+    RetentionIn,
+    RetentionOut,
 )
 from mallard_api.sql import projects as sql
 from mallard_api.sql import verdicts as verdict_sql
@@ -165,6 +167,29 @@ def put_peers(name: ProjectName, body: PeersIn, session: DB, _: UserOrAdmin,
     sql.set_peers(session, project, None if body.peers is None else list(body.peers))
     session.commit()
     return peers_out(project, settings)
+
+
+def retention_out(project: Project) -> RetentionOut:
+    return RetentionOut(project=project.name, keep_pr_days=project.keep_pr_days,
+                        keep_raw_days=project.keep_raw_days)
+
+
+@router.get("/{name}/retention", response_model=RetentionOut,
+            responses={404: {"model": ErrorOut}})
+def get_retention(name: ProjectName, session: DB, _: AnyRole) -> RetentionOut:
+    return retention_out(load(session, name))
+
+
+@router.put("/{name}/retention", response_model=RetentionOut,
+            responses={404: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+def put_retention(name: ProjectName, body: RetentionIn, session: DB, _: Admin
+                  ) -> RetentionOut:
+    """Set how long the project's trials are kept (admins: it deletes data); the analysis
+    worker applies it (`mallard-api retention run --dry-run` shows what it would do)."""
+    project = load(session, name)
+    sql.set_retention(session, project, body.keep_pr_days, body.keep_raw_days)
+    session.commit()
+    return retention_out(project)
 
 
 @router.get("/{name}/branches", response_model=list[BranchOut],

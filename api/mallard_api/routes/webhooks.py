@@ -6,7 +6,9 @@ Forge webhooks carry no bearer token: the signature (HMAC-SHA256 of the raw body
 GitLab's token authenticates them (forge_hooks.py), and it is checked over the raw bytes
 before the body is parsed. A push records its commits and queues their verdicts; a pull
 or merge request event (GitHub and Gitea `pull_request`, GitLab `Merge Request Hook`)
-queues its head against its merge base (analysis/pull_requests.py). Two addresses per
+queues its head against its merge base (analysis/pull_requests.py), and so does a
+`/mallard bench [suite]` comment on one (GitHub and Gitea `issue_comment`, GitLab `Note
+Hook`) from a user the forge lets push. Two addresses per
 forge, for both kinds of event:
 
 - `/webhooks/{forge}/{project}`: the project is named by the URL; its own
@@ -41,6 +43,7 @@ from mallard_api.config import Settings
 from mallard_api.deps import get_session, get_settings
 from mallard_api.errors import StrictJsonRoute, printable, strict_json
 from mallard_api.forge_hooks import GITEA, GITHUB, GITLAB, Forge, authentic
+from mallard_api.known import Catalog
 from mallard_api.models.projects import Project
 from mallard_api.pushes import chain, handle_push
 from mallard_api.schemas.base import ErrorOut
@@ -171,6 +174,32 @@ def pull_request(forge: Forge, data: JsonDict, session: Session, settings: Setti
                    jobs=[] if out.job_id is None else [out.job_id], note=out.note)
 
 
+def comment(forge: Forge, data: JsonDict, session: Session, settings: Settings,
+            project: Project, catalog: Catalog) -> PushOut:
+    """A comment on a pull/merge request: a `/mallard bench [suite]` command from someone
+    the forge lets push queues the request's comparison (analysis/pull_requests.py); a
+    comment answered before (by its id, whatever the delivery id) queues nothing."""
+    try:
+        cmd = pull_requests.parse_command(forge.name, data)
+        if cmd is None:
+            return ignored("a comment without a /mallard command")
+        if not webhook_sql.first_time(session, forge.name,
+                                      f"comment:{project.id}:{cmd.comment_id}"):
+            session.commit()
+            return ignored(f"comment {cmd.comment_id} was answered before")
+        out = pull_requests.run_command(session, settings, project, forge.name, cmd,
+                                        catalog.check_suite)
+    except pull_requests.BadEvent as exc:
+        raise field_error(exc.status, exc.field, str(exc)) from exc
+    except SpecError as exc:  # no recipe yet: nothing is kept, a later delivery may do
+        return ignored(exc.msg)
+    session.commit()
+    if isinstance(out, str):
+        return ignored(out)
+    return PushOut(project=project.name, branch=None, commits=0,
+                   jobs=[] if out.job_id is None else [out.job_id], note=out.note)
+
+
 def ignored(reason: str) -> PushOut:
     return PushOut(project=None, branch=None, commits=0, jobs=[], ignored=reason)
 
@@ -189,11 +218,12 @@ def deliver(forge: Forge, request: Request, raw: bytes, session: Session, settin
         raise denied(forge)
     event = request.headers.get(forge.event_header)
     is_pr = event is not None and event == forge.pull_request_event
-    if not is_pr and event not in forge.push_events:
+    is_comment = event is not None and event == forge.comment_event
+    if not (is_pr or is_comment) and event not in forge.push_events:
         return ignored(f"event {printable(event or '', 100)!r} is neither a push nor a "
-                       "pull/merge request")
+                       "pull/merge request nor a comment")
     data = json_object(raw)
-    push = None if is_pr else _validated(ForgePush, data, ["body"])
+    push = None if is_pr or is_comment else _validated(ForgePush, data, ["body"])
     if project is None:
         project = find_project(session, data)
         if project.webhook_secret:
@@ -206,6 +236,8 @@ def deliver(forge: Forge, request: Request, raw: bytes, session: Session, settin
     if delivery and not webhook_sql.first_time(session, forge.name, delivery[:200]):
         session.commit()
         return ignored(f"delivery {printable(delivery, 100)} was received before")
+    if is_comment:
+        return comment(forge, data, session, settings, project, request.app.state.catalog)
     if push is None:  # a pull/merge request event
         return pull_request(forge, data, session, settings, project)
     return run_push(session, settings, project, push)

@@ -15,6 +15,10 @@ from pydantic import BaseModel, StringConstraints, ValidationInfo, field_validat
 _SEGMENT = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,98}[A-Za-z0-9_-])?")
 _ENDINGS = (".git", ".atom")
 # GitHub and Gitea: owner/name; GitLab: group[/subgroup...]/name
+# When the one pull-request comment is written: on every result, only when a cell moved
+# or the result differs from what the comment says, or never (the status is always sent;
+# a `/mallard bench` command is always answered).
+CommentMode = Literal["always", "on-change", "never"]
 SEGMENTS = {"github": (2, 2), "gitea": (2, 2), "gitlab": (2, 20)}
 
 
@@ -40,6 +44,7 @@ class ForgeIn(InModel):
     repo: Annotated[str, StringConstraints(max_length=300)]
     token: Annotated[str, StringConstraints(min_length=1, max_length=500,
                                             pattern=r"^[\x21-\x7e]+$")]
+    comment_mode: CommentMode = "always"
 
     @field_validator("repo")
     @classmethod
@@ -57,3 +62,4 @@ class ForgeOut(BaseModel):
     base_url: str
     repo: str
     token_set: bool
+    comment_mode: CommentMode

@@ -68,6 +68,21 @@ class PeersOut(BaseModel):
     default: bool  # True: MALLARD_PEERS (the project has none of its own)
 
 
+class RetentionIn(InModel):
+    """PUT /projects/{name}/retention (admins): days the trials of pull requests and
+    calibrations are kept, and days every other raw trial is kept (its values stay in the
+    series); null: kept forever."""
+
+    keep_pr_days: Annotated[int, Field(ge=1, le=36_500)] | None = None
+    keep_raw_days: Annotated[int, Field(ge=1, le=36_500)] | None = None
+
+
+class RetentionOut(BaseModel):
+    project: str
+    keep_pr_days: int | None
+    keep_raw_days: int | None
+
+
 class BranchOut(BaseModel):
     id: int
     project: str

@@ -25,10 +25,14 @@ def get(session: Session, comparison_id: int) -> Comparison | None:
     return session.get(Comparison, comparison_id)
 
 
-def of_pair(session: Session, project_id: int, arch: str, base: str, head: str
-            ) -> Comparison | None:
-    """The newest comparison of two commits (whole suite, no variants) that did not fail."""
-    rows = session.scalars(select(Comparison).where(
+def of_pair(session: Session, project_id: int, arch: str, base: str, head: str,
+            suite: str | None = None) -> Comparison | None:
+    """The newest comparison of two commits (whole suite, no variants; in `suite` when
+    given) that did not fail."""
+    q = select(Comparison)
+    if suite is not None:
+        q = q.where(Comparison.suite == suite)
+    rows = session.scalars(q.where(
         Comparison.project_id == project_id, Comparison.arch == arch,
         Comparison.base["commit"].astext == base, Comparison.head["commit"].astext == head,
         Comparison.base["variant"].astext.is_(None),

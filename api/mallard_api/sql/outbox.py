@@ -7,6 +7,7 @@ workers without sending one message twice, and no transaction is open during a P
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from mallard_wire.fields import JsonDict
@@ -62,6 +63,24 @@ def newer_payloads(session: Session, msg: OutboxMessage) -> list[JsonDict]:
     return list(session.scalars(select(OutboxMessage.payload).where(
         OutboxMessage.url == msg.url, OutboxMessage.event == msg.event,
         OutboxMessage.id > msg.id, OutboxMessage.state != "failed")))
+
+
+def last_payload(session: Session, url: str, event: str,
+                 matches: Callable[[JsonDict], bool]) -> JsonDict | None:
+    """The payload of the newest message for `url` and `event` that matches and was not
+    given up (pending or delivered)."""
+    rows = session.scalars(select(OutboxMessage.payload).where(
+        OutboxMessage.url == url, OutboxMessage.event == event,
+        OutboxMessage.state != "failed").order_by(OutboxMessage.id.desc()).limit(50))
+    return next((p for p in rows if matches(p)), None)
+
+
+def forge_failures(session: Session, project_id: int, limit: int = 10) -> list[OutboxMessage]:
+    """The project's forge messages given up (newest first): why, in the forge's words."""
+    return list(session.scalars(select(OutboxMessage).where(
+        OutboxMessage.project_id == project_id, OutboxMessage.state == "failed",
+        OutboxMessage.event.startswith("forge.")).order_by(OutboxMessage.id.desc())
+        .limit(limit)))
 
 
 def list_messages(session: Session, *, alert_id: int | None = None) -> list[OutboxMessage]:

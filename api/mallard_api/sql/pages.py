@@ -52,11 +52,17 @@ class Point(Where):
 
 # The last :last_n commits of the branch, then their trials of one allocator (name) and
 # the measures asked for. Trials of comparison and calibrate jobs (A/B experiments, canaries)
-# are not the branch's history. trials_commit_idx finds a commit's trials.
+# are not the branch's history. trials_commit_idx finds a commit's trials. A commit whose
+# raw trials retention deleted (sql/retention.py) is read from its `series_points`, the
+# same values summarised when they were ingested (with, there, the values of any
+# comparison job run on that commit).
 _RECENT = """
 WITH recent AS (
   SELECT bc.commit_id, bc.position FROM branch_commits bc
   WHERE bc.branch_id = :branch_id ORDER BY bc.position DESC LIMIT :last_n
+), summarised AS (
+  SELECT r.commit_id, r.position FROM recent r
+  WHERE NOT EXISTS (SELECT 1 FROM trials t WHERE t.commit_id = r.commit_id)
 )"""
 
 BRANCH_POINTS_SQL = text(_RECENT + """
@@ -74,17 +80,33 @@ CROSS JOIN LATERAL jsonb_each(t.measures) AS m(key, value)
 WHERE m.key = ANY(CAST(:measures AS text[])) AND jsonb_typeof(m.value) = 'number'
   AND COALESCE(j.kind, '') NOT IN ('comparison', 'calibrate')
 GROUP BY w.id, tb.id, a.variant, m.key, c.id, r.position
-ORDER BY w.name, w.params_sha256, m.key, r.position
+UNION ALL
+SELECT w.name, w.params, w.params_sha256, tb.arch, tb.fingerprint, tb.cpu_model,
+       a.variant, sp.measure, c.sha, s.position,
+       (SELECT array_agg(v ORDER BY v) FROM unnest(mallard_array_cat(sp.vals)) v)
+FROM summarised s
+JOIN commits c ON c.id = s.commit_id
+JOIN series_points sp ON sp.commit_id = s.commit_id
+JOIN allocators a ON a.id = sp.allocator_id AND a.name = :allocator
+JOIN workloads w ON w.id = sp.workload_id
+JOIN testbeds tb ON tb.id = sp.testbed_id
+WHERE sp.measure = ANY(CAST(:measures AS text[]))
+GROUP BY w.id, tb.id, a.variant, sp.measure, c.id, s.position
+ORDER BY 1, 3, 8, 10
 """)
 
 BRANCH_MEASURES_SQL = text(_RECENT + """
-SELECT DISTINCT m.key
+SELECT m.key
 FROM recent r
 JOIN trials t ON t.commit_id = r.commit_id AND t.ok AND NOT t.warmup
 JOIN allocators a ON a.id = t.allocator_id AND a.name = :allocator
 LEFT JOIN jobs j ON j.id = t.job_id
 CROSS JOIN LATERAL jsonb_object_keys(t.measures) AS m(key)
 WHERE COALESCE(j.kind, '') NOT IN ('comparison', 'calibrate')
+UNION
+SELECT sp.measure FROM summarised s
+JOIN series_points sp ON sp.commit_id = s.commit_id
+JOIN allocators a ON a.id = sp.allocator_id AND a.name = :allocator
 ORDER BY 1
 """)
 

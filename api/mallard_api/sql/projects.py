@@ -268,3 +268,9 @@ def below(session: Session, project_id: int, shas: list[str], cap: int) -> dict[
     recorded descendants of `shas` that are not among them)."""
     return {str(r[0]): str(r[1]) for r in session.execute(
         _BELOW, {"p": project_id, "s": shas, "cap": cap})}
+
+
+def set_retention(session: Session, project: Project, keep_pr_days: int | None,
+                  keep_raw_days: int | None) -> None:
+    project.keep_pr_days, project.keep_raw_days = keep_pr_days, keep_raw_days
+    session.flush()

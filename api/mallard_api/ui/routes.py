@@ -24,6 +24,7 @@ from mallard_api.models.projects import Project
 from mallard_api.sql import alerts as alert_sql
 from mallard_api.sql import bisections as bisection_sql
 from mallard_api.sql import comparisons as cmp_sql
+from mallard_api.sql import outbox as outbox_sql
 from mallard_api.sql import pages as pages_sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.sql import triage as triage_sql
@@ -176,7 +177,8 @@ def project_page(request: Request, project: Name, session: DB, who: Viewer,
                     session, project=proj.name, state=None, limit=10, offset=0)],
                 alerts=alert_sql.list_alerts(session, state="open", project=proj.name,
                                              workload=None, limit=20, offset=0),
-                bisections=verdict_sql.list_bisections(session, proj.name, 10))
+                bisections=verdict_sql.list_bisections(session, proj.name, 10),
+                forge_failures=outbox_sql.forge_failures(session, proj.id))
 
 
 @router.get("/projects/{project}/branches/{branch}")
