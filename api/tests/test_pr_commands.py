@@ -199,7 +199,7 @@ def test_acknowledging_a_pull_requests_regression_turns_it_green(
     assert [s for s, _ in statuses] == ["failure", "success"]  # the pending superseded
     assert statuses[-1][1].startswith("acknowledged: ")
     (body,) = forge.bodies()
-    assert "regression acknowledged by user token" in body and "1 regressed" in body
+    assert "regression acknowledged by user #" in body and "1 regressed" in body
     left = db_session.query(OutboxMessage).filter_by(project_id=project["id"]).all()
     assert {m.state for m in left} == {"delivered"}
 
