@@ -60,7 +60,8 @@ def page(request: Request, template: str, status: int = 200, *,
     signed = csrf.session_token(request.app.state.settings, request.cookies.get(SESSION))
     html = ENV.get_template(template).render(
         url=lambda p: links.path(base, p), request_path=request.url.path,
-        viewer=ctx.pop("viewer", None), csrf=token, session_csrf=signed, **ctx)
+        viewer=ctx.pop("viewer", None), csrf=token, session_csrf=signed,
+        signed_in=bool(signed or request.headers.get("authorization")), **ctx)
     resp = HTMLResponse(html, status_code=status, headers=HEADERS)
     if new:
         csrf.set_cookie(resp, request.app.state.settings, token)
