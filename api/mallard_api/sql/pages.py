@@ -148,6 +148,15 @@ def commits_by_prefix(session: Session, prefix: str, limit: int = 20
     return [(c, p) for c, p in rows]
 
 
+def commits_of(session: Session, project_id: int, shas: list[str]
+               ) -> list[tuple[Commit, Project]]:
+    """The project's commits with these full shas."""
+    rows = session.execute(
+        select(Commit, Project).join(Project, Project.id == Commit.project_id)
+        .where(Commit.project_id == project_id, Commit.sha.in_(shas)).order_by(Commit.sha))
+    return [(c, p) for c, p in rows]
+
+
 @dataclass
 class CommitCell(Where):
     """One allocator configuration's trials of one workload cell at a commit, one measure."""

@@ -66,6 +66,7 @@ class BranchTrends:
     last_n: int
     commits: int
     alerts: list[Alert]
+    shas: list[str]  # the plotted commits, in branch order
 
 
 @dataclass
@@ -151,7 +152,8 @@ def branch_trends(session: Session, project: Project, branch: Branch, public_url
         workloads.append(WorkloadTrends(f"{key[0]} {fmt.params(params_of[key])}".strip(), plots,
                                         key[0], key[1]))
     return BranchTrends(workloads=workloads, measures=chosen, available=available,
-                        last_n=last_n, commits=len(commits), alerts=alerts)
+                        last_n=last_n, commits=len(commits), alerts=alerts,
+                        shas=[sha for _, sha in commits])
 
 
 def branch_plot(session: Session, project: Project, branch: Branch, public_url: str | None,

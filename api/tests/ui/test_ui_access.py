@@ -37,8 +37,10 @@ def page_paths(d: dict[str, Any]) -> list[str]:
 
 
 def test_without_a_token_every_page_sends_to_the_login_form(app, pages_data):
+    """The overview and comparison pages; a private project's pages are a 404 instead
+    (test_ui_sharing.py), as if it did not exist."""
     c = fresh(app)
-    for path in page_paths(pages_data):
+    for path in (page_paths(pages_data)[0], "/ui/"):
         r = c.get(path)
         assert r.status_code == 303, path
         assert r.headers["location"].startswith("/ui/login?next=%2Fui%2F")
