@@ -114,6 +114,9 @@ def test_badges_and_series_images(app, client, pages_data, admin_headers, bisect
         assert texts == [pages_data["project"], "no verdict"]  # its commits came by upload
         regressed = _svg(c.get(f"/ui/projects/{bisect_data['project']}/badge.svg"))
         assert [t.text for t in regressed.iter(f"{SVG}text")][1] == "regressed"
+        html = c.get(f"/ui/commits/{bisect_data['commits'][7]}").text
+        assert "REGRESSED" in html  # the verdict, without its comparison or bisection
+        assert "/ui/comparisons/" not in html and "/ui/bisections/" not in html
         value = _svg(c.get(series_badge))
         label, message = (t.text or "" for t in value.iter(f"{SVG}text"))
         assert "larson" in label and "ops_per_sec" in label and re.search(r"\d", message)
