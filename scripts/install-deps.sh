@@ -24,6 +24,8 @@ REQUIRED=(
   prometheus prometheus-alertmanager
   # the page tests: headless Chromium (driven by Playwright from the venv; never downloaded)
   chromium
+  # the series images' PNG (CairoSVG rasterises the SVG on libcairo)
+  libcairo2
 )
 OPTIONAL=(
   # arm64: cross compiler and user-mode emulation (the arm64 tests skip without them)

@@ -1,6 +1,7 @@
 """The admin CLI: `mallard-api serve | analysis-worker | migrate | db-url |
 token create|list|revoke | runner list|retire|projects |
-project recipe set|show | project peers set|show | retention run [--dry-run]`."""
+project recipe set|show | project peers set|show | project public | project export |
+retention run [--dry-run]`."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from mallard_api.models.runners import Runner
 from mallard_api.schemas.projects import PeersIn
 from mallard_api.schemas.runners import RunnerProjectsIn
 from mallard_api.sql import projects, runners, tokens
+from mallard_api.ui import export
 
 T = TypeVar("T")
 
@@ -42,7 +44,7 @@ app.add_typer(token_app, name="token")
 runner_app = typer.Typer(help="Runners: list them, retire one, the projects one may write.",
                          no_args_is_help=True)
 app.add_typer(runner_app, name="runner")
-project_app = typer.Typer(help="Projects: the recipe their allocator builds by, their peers.",
+project_app = typer.Typer(help="Projects: their recipe, their peers, sharing, a static export.",
                           no_args_is_help=True)
 app.add_typer(project_app, name="project")
 recipe_app = typer.Typer(help="A project's build recipe (what PUT .../recipe sets).",
@@ -378,3 +380,36 @@ def retention_run(dry_run: Annotated[bool, typer.Option(
         else:
             session.commit()
     typer.echo(("dry run: nothing deleted\n" if dry_run else "") + retention.table(counts))
+
+
+@project_app.command("public")
+def project_public(name: str, off: Annotated[bool, typer.Option(
+        "--off", help="make it private again: its pages need a token")] = False) -> None:
+    """Make project NAME's read-only pages, badges and series images readable without a
+    token (as PUT /api/v1/projects/NAME/public)."""
+    with _session() as session:
+        project = projects.get(session, name)
+        if project is None:
+            raise _fail(f"no project named '{name}'")
+        projects.set_public(session, project, not off)
+        session.commit()
+    typer.echo(f"{name}\t{'private' if off else 'public'}")
+
+
+@project_app.command("export")
+def project_export(name: str, out: Annotated[Path, typer.Option(
+        "--out", help="the folder to write (created; files in it are replaced)")],
+        commits: Annotated[int, typer.Option(min=2, max=500,
+                                             help="the last N commits of each branch")] = 60
+        ) -> None:
+    """Write project NAME's branch, commit and series pages as static HTML with relative
+    links under --out, for offline reading (as a visitor sees a public project)."""
+    settings = load_settings()
+    with _session() as session:
+        try:
+            done = export.export(session, name, out, public_url=settings.public_url,
+                                 last_n=commits)
+        except LookupError as exc:
+            raise _fail(str(exc)) from exc
+    pages = sum(1 for f in done.files if f.endswith(".html"))
+    typer.echo(f"{name}\t{pages} pages, {len(done.files) - pages} series images\t{out}")

@@ -61,6 +61,7 @@ from mallard_api.routes import (
 from mallard_api.schemas.base import ErrorOut, Health
 from mallard_api.sql import jobs as job_sql
 from mallard_api.sql import webhooks as webhook_sql
+from mallard_api.ui import images as ui_images
 from mallard_api.ui import routes as ui_routes
 
 API_PREFIX = "/api/v1"
@@ -135,6 +136,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     add_middleware(app, settings)
     errors.install(app, settings.retry_after_seconds)
     app.include_router(api_router())
+    app.include_router(ui_images.router)  # badges and series images under /ui
     app.include_router(ui_routes.router)  # the web pages under /ui
     json_error_responses(app)
     add_metrics(app, background_engine)

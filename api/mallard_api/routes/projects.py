@@ -25,6 +25,7 @@ from mallard_api.schemas.projects import (
     PeersOut,
     ProjectIn,
     ProjectOut,
+    PublicIn,
     RecipeIn,
     RecipeOut,
     RetentionIn,
@@ -44,7 +45,8 @@ def project_out(p: Project) -> ProjectOut:
     return ProjectOut(id=p.id, name=p.name, repo_url=p.repo_url, recipe=p.recipe,
                       peers=None if p.peers is None else list(p.peers),
                       default_branch=p.default_branch, tracked_branches=list(p.tracked_branches),
-                      has_webhook_secret=bool(p.webhook_secret), created_at=p.created_at)
+                      has_webhook_secret=bool(p.webhook_secret), public=bool(p.public),
+                      created_at=p.created_at)
 
 
 def load(session: Session, name: str) -> Project:
@@ -139,6 +141,19 @@ def put_recipe(name: ProjectName, body: RecipeIn, session: DB, _: Admin) -> Reci
     sql.set_recipe(session, project, body.recipe)
     session.commit()
     return RecipeOut(project=project.name, recipe=project.recipe)
+
+
+@router.put("/{name}/public", response_model=ProjectOut,
+            responses={404: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+def put_public(name: ProjectName, body: PublicIn, session: DB, _: Admin) -> ProjectOut:
+    """Make the project's read-only pages (project, branch, commit, alert), its badges and
+    series images readable without a token, or not (admins: it publishes its history).
+    A visitor never sees tokens, forge settings, comparisons or bisections; a private
+    project's pages are a 404 to one."""
+    project = load(session, name)
+    sql.set_public(session, project, body.public)
+    session.commit()
+    return project_out(project)
 
 
 def peers_out(project: Project, settings: Settings) -> PeersOut:

@@ -41,7 +41,15 @@ class ProjectOut(BaseModel):
     default_branch: str
     tracked_branches: list[str]
     has_webhook_secret: bool
+    public: bool  # its pages, badges and images are readable without a token
     created_at: datetime
+
+
+class PublicIn(InModel):
+    """PUT /projects/{name}/public (admins): whether its read-only pages, badges and images
+    are served without a token."""
+
+    public: bool
 
 
 class RecipeIn(InModel):

@@ -96,3 +96,34 @@ ORDER BY created_at
 
 def marks(session: Session, branch_id: int) -> list[Mark]:
     return [Mark(**r._mapping) for r in session.execute(_MARKS, {"b": branch_id})]
+
+
+@dataclass(frozen=True)
+class Span:
+    """A baseline (lo == hi: its commit's position) or a broken range, by branch position,
+    as the trend plots draw them."""
+
+    kind: str  # baseline | broken
+    lo: int
+    hi: int
+    note: str
+
+
+_SPANS = text("""
+SELECT 'baseline' AS kind, bc.position AS lo, bc.position AS hi, bl.note
+FROM baselines bl
+JOIN branch_commits bc ON bc.branch_id = bl.branch_id AND bc.commit_id = bl.commit_id
+WHERE bl.branch_id = :b
+UNION ALL
+SELECT 'broken', least(f.position, l.position), greatest(f.position, l.position), r.reason
+FROM broken_ranges r
+JOIN branch_commits f ON f.branch_id = r.branch_id AND f.commit_id = r.first_commit_id
+JOIN branch_commits l ON l.branch_id = r.branch_id AND l.commit_id = r.last_commit_id
+WHERE r.branch_id = :b
+ORDER BY lo
+""")
+
+
+def spans(session: Session, branch_id: int) -> list[Span]:
+    return [Span(str(r.kind), int(r.lo), int(r.hi), str(r.note))
+            for r in session.execute(_SPANS, {"b": branch_id})]

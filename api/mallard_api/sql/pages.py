@@ -14,6 +14,7 @@ from mallard_api.models.commits import Commit
 from mallard_api.models.comparisons import Comparison
 from mallard_api.models.projects import Project
 from mallard_api.models.tokens import ApiToken
+from mallard_api.models.verdicts import CommitVerdict
 
 
 def token_by_id(session: Session, token_id: int) -> ApiToken | None:
@@ -169,6 +170,15 @@ def commits_by_prefix(session: Session, prefix: str, limit: int = 20
     return [(c, p) for c, p in rows]
 
 
+def commits_of(session: Session, project_id: int, shas: list[str]
+               ) -> list[tuple[Commit, Project]]:
+    """The project's commits with these full shas."""
+    rows = session.execute(
+        select(Commit, Project).join(Project, Project.id == Commit.project_id)
+        .where(Commit.project_id == project_id, Commit.sha.in_(shas)).order_by(Commit.sha))
+    return [(c, p) for c, p in rows]
+
+
 @dataclass
 class CommitCell(Where):
     """One allocator configuration's trials of one workload cell at a commit, one measure."""
@@ -224,3 +234,17 @@ def commit_alerts(session: Session, project_id: int, sha: str) -> list[Alert]:
         Alert.project_id == project_id,
         or_(Alert.first_bad_commit == sha, Alert.last_good_commit == sha))
         .order_by(Alert.id.desc())))
+
+
+def latest_verdicts(session: Session, project_id: int, branch: str) -> list[CommitVerdict]:
+    """The finished verdicts (one per arch) of the branch's newest commit that has one."""
+    newest = session.scalars(select(CommitVerdict.commit_sha).where(
+        CommitVerdict.project_id == project_id, CommitVerdict.branch == branch,
+        CommitVerdict.verdict.is_not(None)).order_by(
+        CommitVerdict.finished_at.desc().nulls_last(), CommitVerdict.id.desc()).limit(1)
+    ).first()
+    if newest is None:
+        return []
+    return list(session.scalars(select(CommitVerdict).where(
+        CommitVerdict.project_id == project_id, CommitVerdict.commit_sha == newest,
+        CommitVerdict.verdict.is_not(None)).order_by(CommitVerdict.arch)))

@@ -77,6 +77,11 @@ def set_peers(session: Session, project: Project, peers: list[str] | None) -> No
     session.flush()
 
 
+def set_public(session: Session, project: Project, public: bool) -> None:
+    project.public = public
+    session.flush()
+
+
 def find_by_repo(session: Session, names: list[str], urls: list[str]) -> Project | None:
     """The project a forge's push is for: by repository URL first, then by name."""
     urls = [u for u in urls if u]

@@ -202,11 +202,14 @@ SECTIONS: list[tuple[str, Callable[[SectionContext], Section | None]]] = [
 ]
 
 
-def build(session: Session, commit: Commit, project: Project, public_url: str | None
-          ) -> list[tuple[str, Section]]:
+def build(session: Session, commit: Commit, project: Project, public_url: str | None,
+          skip: tuple[str, ...] = ()) -> list[tuple[str, Section]]:
+    """The page's sections for the commit in `project`, but those named in `skip`."""
     ctx = SectionContext(session, project, commit, public_url)
     out: list[tuple[str, Section]] = []
     for name, fn in SECTIONS:
+        if name in skip:
+            continue
         data = fn(ctx)
         if data is not None:
             out.append((name, data))

@@ -1,10 +1,13 @@
 """What the project, branch and alert pages show: mallard's history along a branch, per
-workload x measure a trend of per-commit medians with their p25-p75 spread, change points
-and alerts marked, every point a link to its commit's page."""
+workload x measure a trend of per-commit medians with their p25-p75 spread, change points,
+alerts and baselines marked, broken ranges greyed, every point a link to its commit's
+page."""
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mallard_wire.fields import JsonDict
@@ -16,6 +19,7 @@ from mallard_api.models.commits import Branch
 from mallard_api.models.projects import Project
 from mallard_api.params import params_key, params_sha256
 from mallard_api.sql import alerts as alert_sql
+from mallard_api.sql import baselines as baseline_sql
 from mallard_api.sql import pages as pages_sql
 from mallard_api.sql import series as series_sql
 from mallard_api.ui import fmt, links, svg, trend
@@ -40,6 +44,8 @@ class Plot:
 class WorkloadTrends:
     title: str
     plots: list[Plot]
+    workload: str
+    params: str  # params_key: canonical JSON
 
 
 def choose_measures(available: list[str], asked: list[str]) -> list[str]:
@@ -60,6 +66,7 @@ class BranchTrends:
     last_n: int
     commits: int
     alerts: list[Alert]
+    shas: list[str]  # the plotted commits, in branch order
 
 
 @dataclass
@@ -70,6 +77,34 @@ class AlertSeries:
     points: int
     changes: list[pages_sql.ChangeMark]
     unit: str = ""
+
+
+@dataclass
+class Marks:
+    """A branch's baselines and broken ranges on a plot's x axis."""
+
+    markers: list[trend.Marker]
+    spans: list[trend.Span]
+
+
+def branch_marks(session: Session, branch_id: int, positions: Sequence[int]) -> Marks:
+    """The branch's baselines (a marker at the first plotted commit from it on) and broken
+    ranges (the plotted commits inside them) for a plot of the commits at `positions`
+    (ascending branch positions, one per x index)."""
+    out = Marks([], [])
+    if not positions:
+        return out
+    for s in baseline_sql.spans(session, branch_id):
+        first = bisect.bisect_left(positions, s.lo)
+        last = bisect.bisect_right(positions, s.hi) - 1
+        why = f": {s.note}" if s.note else ""
+        if s.kind == "baseline" and positions[0] <= s.lo <= positions[-1]:
+            out.markers.append(trend.Marker(first, "baseline",
+                                            title=f"new baseline from here{why}"))
+        elif s.kind == "broken" and first <= last:
+            out.spans.append(trend.Span(first, last, f"broken range, left out of "
+                                                     f"analysis{why}"))
+    return out
 
 
 def branch_trends(session: Session, project: Project, branch: Branch, public_url: str | None,
@@ -83,6 +118,7 @@ def branch_trends(session: Session, project: Project, branch: Branch, public_url
     commits = sorted({(p.position, p.sha) for p in points})
     index = {sha: i for i, (_, sha) in enumerate(commits)}
     axis = trend.TrendAxis([sha[:7] for _, sha in commits])
+    drawn = branch_marks(session, branch.id, [pos for pos, _ in commits])
     marks: dict[tuple[str, str, str], list[trend.Marker]] = defaultdict(list)
     for cp in pages_sql.change_points(session, project.name, branch.name):
         if cp.allocator == own and cp.commit_sha in index:
@@ -110,16 +146,33 @@ def branch_trends(session: Session, project: Project, branch: Branch, public_url
         plots = []
         for measure in sorted(by_cell[key], key=measure_order):
             unit = units.get(measure, "")
-            plots.append(_plot(by_cell[key][measure], measure, unit, axis, index,
-                               marks.get((key[0], key[1], measure), []), many, public_url))
-        workloads.append(WorkloadTrends(f"{key[0]} {fmt.params(params_of[key])}".strip(), plots))
+            plots.append(_plot(by_cell[key][measure], measure, unit, axis, index, Marks(
+                drawn.markers + marks.get((key[0], key[1], measure), []), drawn.spans),
+                many, public_url))
+        workloads.append(WorkloadTrends(f"{key[0]} {fmt.params(params_of[key])}".strip(), plots,
+                                        key[0], key[1]))
     return BranchTrends(workloads=workloads, measures=chosen, available=available,
-                        last_n=last_n, commits=len(commits), alerts=alerts)
+                        last_n=last_n, commits=len(commits), alerts=alerts,
+                        shas=[sha for _, sha in commits])
+
+
+def branch_plot(session: Session, project: Project, branch: Branch, public_url: str | None,
+                *, workload: str, params: str | None, measure: str, last_n: int
+                ) -> tuple[WorkloadTrends, Plot] | None:
+    """The branch page's plot of `measure` for `workload` (its params as params_key; None:
+    the first measured), as the series images draw it; None: nothing measured."""
+    trends = branch_trends(session, project, branch, public_url, measures=[measure],
+                           last_n=last_n)
+    for w in trends.workloads:
+        if w.workload == workload and params in (None, w.params):
+            for p in w.plots:
+                if p.measure == measure:
+                    return w, p
+    return None
 
 
 def _plot(points: list[pages_sql.Point], measure: str, unit: str, axis: trend.TrendAxis,
-          index: dict[str, int], markers: list[trend.Marker], many: bool,
-          public_url: str | None) -> Plot:
+          index: dict[str, int], marks: Marks, many: bool, public_url: str | None) -> Plot:
     groups: dict[tuple[str, str, str], list[pages_sql.Point]] = defaultdict(list)
     for p in points:
         groups[(p.variant, p.arch, p.fingerprint)].append(p)
@@ -146,7 +199,8 @@ def _plot(points: list[pages_sql.Point], measure: str, unit: str, axis: trend.Tr
             last = max(pts, key=lambda q: q.index)
             latest = fmt.value(last.median, measure, unit)
     return Plot(measure, unit, svg.trend_plot(series, axis, measure=measure, unit=unit,
-                                              markers=markers, label=f"{measure} along the branch"),
+                                              markers=marks.markers, spans=marks.spans,
+                                              label=f"{measure} along the branch"),
                 legend, latest)
 
 
@@ -166,6 +220,8 @@ def alert_series(session: Session, alert: Alert, branch: Branch | None,
     markers = [trend.Marker(index[c.commit_sha], "change", fmt.pct(c.change_pct),
                           title=f"change point at {c.commit_sha[:7]}: {fmt.pct(c.change_pct)}")
                for c in changes if c.commit_sha in index]
+    drawn = branch_marks(session, branch.id, [p.position for p in points])
+    markers += drawn.markers
     levels = []
     at = index.get(alert.first_bad_commit)
     if at is not None:
@@ -186,7 +242,8 @@ def alert_series(session: Session, alert: Alert, branch: Branch | None,
         for i, p in enumerate(points)]
     plot = svg.trend_plot([trend.TrendSeries(alert.variant or "default", pts, "s0")], axis,
                           measure=alert.measure, unit=unit, markers=markers, levels=levels,
-                          width=760, height=220, label=f"{alert.measure} along {alert.branch}")
+                          spans=drawn.spans, width=760, height=220,
+                          label=f"{alert.measure} along {alert.branch}")
     return AlertSeries(plot=plot if points else None, points=len(points), changes=changes,
                        unit=unit)
 

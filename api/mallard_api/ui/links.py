@@ -7,7 +7,7 @@ an API served behind a proxy under /some/prefix). Reports, webhooks and dashboar
 
 from __future__ import annotations
 
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 PREFIX = "/ui"
 
@@ -34,6 +34,13 @@ def project(name: str) -> str:
 
 def branch(project_name: str, branch_name: str) -> str:
     return f"{project(project_name)}/branches/{quote(branch_name, safe='')}"
+
+
+def series_image(project_name: str, branch_name: str, workload: str, params: str,
+                 measure: str, ext: str = "svg") -> str:
+    """A series image (`images.py`): `ext` svg or png; `params` the workload's params_key."""
+    query = urlencode({"workload": workload, "measure": measure, "params": params})
+    return f"{branch(project_name, branch_name)}/series.{ext}?{query}"
 
 
 def path(public_url: str | None, page: str) -> str:

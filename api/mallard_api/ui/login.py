@@ -113,6 +113,15 @@ def page_principal(request: Request, session: Session) -> auth.Principal:
     return who
 
 
+def page_visitor(request: Request, session: Session) -> auth.Principal | None:
+    """As `page_principal`, but None for a visitor without credentials: the pages of a
+    public project read without a token (`ui/public.py`)."""
+    try:
+        return page_principal(request, session)
+    except LoginRequired:
+        return None
+
+
 def cookie_secure(settings: Settings) -> bool:
     return bool(settings.public_url and settings.public_url.startswith("https://"))
 

@@ -49,18 +49,27 @@ def public_url(request: Request) -> str | None:
     return url
 
 
+def render(template: str, base: str | None, **ctx: Any) -> str:
+    """`template` with `ctx`, links under the public URL `base`'s path; a page without a
+    request (the static export, `export.py`) leaves out the forms and pickers."""
+    defaults = dict(request_path="", viewer=None, csrf="", session_csrf="", signed_in=False,
+                    static=True)
+    return ENV.get_template(template).render(url=lambda p: links.path(base, p),
+                                             **(defaults | ctx))
+
+
 def page(request: Request, template: str, status: int = 200, *,
          context: DataclassInstance | None = None, **ctx: Any) -> HTMLResponse:
     """Render `template` with `ctx` and, when given, the fields of `context` (a page's
     dataclass, e.g. `comparison.ComparisonPage`) as its variables."""
-    base = public_url(request)
     if context is not None:
         ctx.update((f.name, getattr(context, f.name)) for f in fields(context))
     token, new = csrf.form_token(request)  # for the page's forms (csrf.py)
     signed = csrf.session_token(request.app.state.settings, request.cookies.get(SESSION))
-    html = ENV.get_template(template).render(
-        url=lambda p: links.path(base, p), request_path=request.url.path,
-        viewer=ctx.pop("viewer", None), csrf=token, session_csrf=signed, **ctx)
+    html = render(template, public_url(request), request_path=request.url.path,
+                  viewer=ctx.pop("viewer", None), csrf=token, session_csrf=signed,
+                  signed_in=bool(signed or request.headers.get("authorization")),
+                  static=False, **ctx)
     resp = HTMLResponse(html, status_code=status, headers=HEADERS)
     if new:
         csrf.set_cookie(resp, request.app.state.settings, token)

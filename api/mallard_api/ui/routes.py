@@ -1,9 +1,11 @@
 """The pages under /ui: index, login, comparison, project, branch, commit, alert, bisection,
 static.
 
-Every page needs a read token: the bearer header, or the session cookie the login form
-sets (`login.py`). The forms that change something (triage, baselines, broken ranges) are
-`forms.py`'s; SQL lives in `mallard_api/sql/`.
+Every page needs a read token (the bearer header, or the session cookie the login form
+sets: `login.py`) but a public project's project, branch, commit and alert pages, which
+a visitor reads without one (`public.py`; a private one's are a 404 to it). The forms
+that change something (triage, baselines, broken ranges) are `forms.py`'s; badges and
+images `images.py`'s; SQL lives in `mallard_api/sql/`.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
-from mallard_api.auth import Principal, field_error, may_read_job, may_triage
+from mallard_api.auth import Principal, field_error, may_read_job
 from mallard_api.deps import get_session
 from mallard_api.models.projects import Project
 from mallard_api.sql import alerts as alert_sql
+from mallard_api.sql import baselines as baseline_sql
 from mallard_api.sql import bisections as bisection_sql
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import outbox as outbox_sql
@@ -31,8 +34,9 @@ from mallard_api.sql import triage as triage_sql
 from mallard_api.sql import verdicts as verdict_sql
 from mallard_api.ui import bisection as bisection_page
 from mallard_api.ui import commit as commit_page
-from mallard_api.ui import comparison, csrf, forms, history, links, login
+from mallard_api.ui import comparison, csrf, forms, history, links, login, public
 from mallard_api.ui import profiles as profile_views
+from mallard_api.ui.public import Visitor
 from mallard_api.ui.render import HEADERS, PageRoute, error_page, page, public_url
 
 router = APIRouter(prefix=links.PREFIX, route_class=PageRoute, include_in_schema=False)
@@ -147,12 +151,8 @@ Measures = Annotated[list[str], Query(max_length=20)]
 Commits = Annotated[int, Query(ge=2, le=500, description="how many recent commits")]
 
 
-def _project(session: Session, name: str) -> Project:
-    proj = project_sql.get(session, name)
-    if proj is None:
-        raise field_error(404, ["path", "project"], f"There is no project '{name}'.",
-                          "not_found")
-    return proj
+def _project(session: Session, name: str, who: Principal | None) -> Project:
+    return public.visible(who, project_sql.get(session, name), name)
 
 
 def _measures(asked: list[str]) -> list[str]:
@@ -163,10 +163,10 @@ def _measures(asked: list[str]) -> list[str]:
 
 
 @router.get("/projects/{project}")
-def project_page(request: Request, project: Name, session: DB, who: Viewer,
+def project_page(request: Request, project: Name, session: DB, who: Visitor,
                  measure: Measures = [], commits: Commits = 60  # noqa: B006
                  ) -> HTMLResponse:
-    proj = _project(session, project)
+    proj = _project(session, project, who)
     branch = project_sql.get_branch(session, proj, proj.default_branch)
     trends = history.branch_trends(session, proj, branch, public_url(request),
                                    measures=_measures(measure), last_n=commits) \
@@ -174,54 +174,61 @@ def project_page(request: Request, project: Name, session: DB, who: Viewer,
     return page(request, "project.html", viewer=who, project=proj, branch=branch,
                 branches=project_sql.branches(session, proj), trends=trends,
                 comparisons=[(c, cmp_sql.counts(session, c.id)) for c in cmp_sql.list_all(
-                    session, project=proj.name, state=None, limit=10, offset=0)],
+                    session, project=proj.name, state=None, limit=10, offset=0)] if who else [],
                 alerts=alert_sql.list_alerts(session, state="open", project=proj.name,
                                              workload=None, limit=20, offset=0),
-                bisections=verdict_sql.list_bisections(session, proj.name, 10),
-                forge_failures=outbox_sql.forge_failures(session, proj.id))
+                bisections=verdict_sql.list_bisections(session, proj.name, 10) if who else [],
+                forge_failures=outbox_sql.forge_failures(session, proj.id) if who else [])
 
 
 @router.get("/projects/{project}/branches/{branch}")
-def branch_page(request: Request, project: Name, branch: Name, session: DB, who: Viewer,
+def branch_page(request: Request, project: Name, branch: Name, session: DB, who: Visitor,
                 measure: Measures = [], commits: Commits = 60  # noqa: B006
                 ) -> HTMLResponse:
-    proj = _project(session, project)
+    proj = _project(session, project, who)
     b = project_sql.get_branch(session, proj, branch)
     if b is None:
         raise field_error(404, ["path", "branch"],
                           f"There is no branch '{branch}' in '{proj.name}'.", "not_found")
     trends = history.branch_trends(session, proj, b, public_url(request),
                                    measures=_measures(measure), last_n=commits)
-    return page(request, "branch.html", viewer=who, project=proj, branch=b, trends=trends)
+    return page(request, "branch.html", viewer=who, project=proj, branch=b, trends=trends,
+                marks=baseline_sql.marks(session, b.id),
+                may_change=public.may_change(who, proj.name))
 
 
 @router.get("/commits/{sha}")
-def commit_view(request: Request, session: DB, who: Viewer,
+def commit_view(request: Request, session: DB, who: Visitor,
                 sha: Annotated[str, Path(pattern=r"^[0-9a-fA-F]{4,64}$")]) -> HTMLResponse:
-    found = pages_sql.commits_by_prefix(session, sha.lower())
+    found = [(c, p) for c, p in pages_sql.commits_by_prefix(session, sha.lower())
+             if public.may_see(who, p)]
     if not found:
         raise field_error(404, ["path", "sha"], f"No project has a commit {sha}.", "not_found")
     shas = {c.sha for c, _ in found}
     if len(shas) > 1:  # an ambiguous prefix: list the candidates
         return page(request, "commits.html", viewer=who, prefix=sha, found=found)
-    sections = [(proj, commit_page.build(session, c, proj, public_url(request)))
+    skip = () if who else public.HIDDEN_SECTIONS
+    sections = [(proj, commit_page.build(session, c, proj, public_url(request), skip))
                 for c, proj in found]
-    return page(request, "commit.html", viewer=who, sha=found[0][0].sha, projects=sections)
+    return page(request, "commit.html", viewer=who, sha=found[0][0].sha, projects=sections,
+                changeable={p.name for _, p in found if public.may_change(who, p.name)})
 
 
 @router.get("/alerts/{alert_id}")
-def alert_page(request: Request, alert_id: Id, session: DB, who: Viewer) -> HTMLResponse:
+def alert_page(request: Request, alert_id: Id, session: DB, who: Visitor) -> HTMLResponse:
     alert = history.alert_of(session, alert_id)
-    if alert is None:
+    proj = project_sql.get(session, alert.project) if alert is not None else None
+    if alert is None or (proj is not None and not public.may_see(who, proj)) or (
+            proj is None and who is None):
         raise field_error(404, ["path", "alert_id"], f"There is no alert #{alert_id}.",
                           "not_found")
-    proj = project_sql.get(session, alert.project)
     branch = project_sql.get_branch(session, proj, alert.branch) if proj else None
     return page(request, "alert.html", viewer=who, alert=alert,
-                may_triage=may_triage(who, alert.project),
+                may_triage=public.may_change(who, alert.project),
+                bisection=bisection_sql.of_alert(session, alert.id, alert.bisection_id)
+                if who else None,
                 notes=triage_sql.notes(session, alert.id),
                 audit=triage_sql.audit_of(session, alert.id),
-                bisection=bisection_sql.of_alert(session, alert.id, alert.bisection_id),
                 context=history.alert_series(session, alert, branch, public_url(request)))
 
 

@@ -8,7 +8,8 @@ where a mark sits, a person can hover to read it.
 * `strip_plot`: a row per group of trials (base, head; or allocators), a dot per trial
   (hollow when not robust), the median a tick; an interval band, a reference line.
 * `trend_plot`: a series along a branch's commits (what it draws: `trend.py`), the p25-p75
-  spread as a bar at each point, every point a link; change points dashed, alerts linked.
+  spread as a bar at each point, every point a link; change points dashed, alerts linked,
+  a baseline's start a solid line, broken ranges a grey band behind the points.
 * `ratio_bars`: horizontal bars of ratios to a reference (peers' throughput vs glibc).
 """
 
@@ -22,7 +23,7 @@ from xml.sax.saxutils import escape, quoteattr
 from markupsafe import Markup
 
 from mallard_api.ui import fmt
-from mallard_api.ui.trend import Level, Marker, TrendAxis, TrendSeries
+from mallard_api.ui.trend import Level, Marker, Span, TrendAxis, TrendSeries
 
 SVG_NS = "http://www.w3.org/2000/svg"
 
@@ -221,7 +222,8 @@ def strip_plot(rows: Sequence[StripRow], *, measure: str, unit: str = "",
 # -- trend plot -----------------------------------------------------------------------------
 def trend_plot(series: Sequence[TrendSeries], axis: TrendAxis, *, measure: str,
                unit: str = "", markers: Sequence[Marker] = (), levels: Sequence[Level] = (),
-               width: int = 400, height: int = 150, label: str = "") -> Markup:
+               spans: Sequence[Span] = (), width: int = 400, height: int = 150,
+               label: str = "") -> Markup:
     left, right, top, bottom = 58, 10, 14, 18
     n = max(1, len(axis.labels))
     x = Scale(-0.5, n - 0.5, left, width - right)
@@ -239,22 +241,10 @@ def trend_plot(series: Sequence[TrendSeries], axis: TrendAxis, *, measure: str,
         anchor = "start" if i == 0 else "end" if i == n - 1 else "middle"
         body.append(_el("text", escape(text), x=x(i), y=height - bottom + 12, class_="tick",
                         text_anchor=anchor))
+    body += _spans(spans, x, top, height - bottom)
     for m in markers:
-        if not 0 <= m.index < n:
-            continue
-        if m.kind == "change":
-            mx = x(m.index - 0.5)
-            body.append(_el("line", _title(m.title or m.label), x1=mx, x2=mx, y1=top,
-                            y2=height - bottom, class_="changepoint", data_i=m.index))
-            if m.label:  # right of the alert triangle that may sit on the next commit
-                body.append(_el("text", escape(m.label), x=x(m.index) + 7, y=top - 3,
-                                class_="marklabel"))
-        else:
-            mx = x(m.index)
-            tri = _el("path", _title(m.title or m.label),
-                      d=f"M{_num(mx - 5)},{_num(top - 11)} L{_num(mx + 5)},{_num(top - 11)} "
-                        f"L{_num(mx)},{_num(top - 2)} Z", class_="alertmark", data_i=m.index)
-            body.append(_el("a", tri, href=m.href) if m.href else tri)
+        if 0 <= m.index < n:
+            body += _marker(m, x, top, height - bottom)
     for lv in levels:
         body.append(_el("line", _title(lv.title) if lv.title else "", x1=x(lv.i0 - 0.4),
                         x2=x(lv.i1 + 0.4), y1=y(lv.value), y2=y(lv.value), class_="level",
@@ -274,6 +264,36 @@ def trend_plot(series: Sequence[TrendSeries], axis: TrendAxis, *, measure: str,
                       data_i=p.index)
             body.append(_el("a", dot, href=p.href) if p.href else dot)
     return _svg(width, height, label or f"{measure} along the branch", body, "trend")
+
+
+def _marker(m: Marker, x: Scale, top: float, bottom: float) -> list[str]:
+    """A baseline's start (solid), a change point (dashed, labelled) or an alert (a linked
+    triangle above the plot)."""
+    body: list[str] = []
+    if m.kind == "baseline":
+        mx = x(m.index - 0.5)
+        body.append(_el("line", _title(m.title or "baseline"), x1=mx, x2=mx, y1=top,
+                        y2=bottom, class_="baseline", data_i=m.index))
+    elif m.kind == "change":
+        mx = x(m.index - 0.5)
+        body.append(_el("line", _title(m.title or m.label), x1=mx, x2=mx, y1=top,
+                        y2=bottom, class_="changepoint", data_i=m.index))
+        if m.label:  # right of the alert triangle that may sit on the next commit
+            body.append(_el("text", escape(m.label), x=x(m.index) + 7, y=top - 3,
+                            class_="marklabel"))
+    else:
+        mx = x(m.index)
+        tri = _el("path", _title(m.title or m.label),
+                  d=f"M{_num(mx - 5)},{_num(top - 11)} L{_num(mx + 5)},{_num(top - 11)} "
+                    f"L{_num(mx)},{_num(top - 2)} Z", class_="alertmark", data_i=m.index)
+        body.append(_el("a", tri, href=m.href) if m.href else tri)
+    return body
+
+
+def _spans(spans: Sequence[Span], x: Scale, y0: float, y1: float) -> list[str]:
+    return [_el("rect", _title(s.title or "broken range: left out of analysis"),
+                x=x(s.i0 - 0.5), y=y0, width=x(s.i1 + 0.5) - x(s.i0 - 0.5), height=y1 - y0,
+                class_="broken", data_i0=s.i0, data_i1=s.i1) for s in spans if s.i1 >= s.i0]
 
 
 # -- ratio bars -----------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """What a trend plot draws (`svg.trend_plot`): the medians of a series along a branch's
-commits, the change points and alerts marked on it, and level segments."""
+commits, the change points, alerts and baselines marked on it, level segments, and the
+broken ranges greyed."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ class TrendSeries:
 
 @dataclass
 class Marker:
-    index: int  # the first bad commit's index
-    kind: str  # "change" (a change point) or "alert"
+    index: int  # the first bad commit's index (a baseline's: its first commit's)
+    kind: str  # "change" (a change point), "alert" or "baseline" (a series restarts)
     label: str = ""
     href: str | None = None
     title: str = ""
@@ -49,3 +50,12 @@ class TrendAxis:
 
     labels: Sequence[str]
     extra: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass
+class Span:
+    """Commits i0..i1 (both included) left out of analysis: a broken range, drawn grey."""
+
+    i0: int
+    i1: int
+    title: str = ""

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fastapi.testclient import TestClient
 from mallard_api.ui import csrf, login
@@ -39,8 +40,10 @@ def chromium() -> Iterator[Any]:
 
 
 def sign_in(ctx: Any, live_server: str, token: str, path: str) -> Any:
+    """Through the login form, then on to `path` (a private project's page is a 404
+    without a session, not a redirect: public.py)."""
     page = ctx.new_page()
-    page.goto(f"{live_server}{path}")
+    page.goto(f"{live_server}/ui/login?next={quote(path, safe='')}")
     page.fill("input[name=token]", token)
     page.click("button[type=submit]")
     page.wait_for_load_state("networkidle")
