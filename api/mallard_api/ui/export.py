@@ -101,6 +101,7 @@ def _plan(session: Session, proj: Project, ex: Export, last_n: int
             todo.append(("index.html", "project.html", dict(
                 project=proj, branch=b, trends=trends,
                 branches=project_sql.branches(session, proj), comparisons=[], bisections=[],
+                forge_failures=[],
                 alerts=alert_sql.list_alerts(session, state="open", project=proj.name,
                                              workload=None, limit=20, offset=0))))
     for sha in shas:
@@ -118,7 +119,7 @@ def export(session: Session, project: str, out: Path, *, public_url: str | None,
     todo, shas = _plan(session, proj, ex, last_n)
     if not any(name == "index.html" for name, _, _ in todo):
         todo.append(("index.html", "project.html", dict(
-            project=proj, branch=None, trends=None, comparisons=[], bisections=[],
+            project=proj, branch=None, trends=None, comparisons=[], bisections=[], forge_failures=[],
             branches=project_sql.branches(session, proj), alerts=[])))
     for commit, owner in pages_sql.commits_of(session, proj.id, sorted(shas)):
         todo.append((f"commits/{commit.sha}.html", "commit.html", dict(
