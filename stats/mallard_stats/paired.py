@@ -64,7 +64,7 @@ def compare_paired(
         head_median=float(np.median(h)) if n else None,
         ratio=None, diff_pct=None, ci_low_pct=None, ci_high_pct=None, p_value=None,
         higher_is_better=higher_is_better, deterministic=False, primary=primary,
-        noise_pct=noise, mde_pct=mde_pct(n, noise, policy))
+        noise_pct=noise, mde_pct=mde_pct(n, noise, policy), paired=True)
     if n == 0:
         return out
     ratio = math.exp(float(np.median(logs)))
