@@ -18,9 +18,10 @@ needs to settle it would be the fewest ``N0`` of:
   when ``d >= m``;
 * the target MDE (``stats_target_mde_pct``, default 2%): ``trials_for_mde(sigma)``.
 
-**How fast the MDE falls**: with at least ``FALL_MIN`` pairs the noise of the first half of
-the pairs is set against the noise of all of them; a noise that grows with the trials
-(a drift the pairs do not cancel) as ``n^beta`` makes the MDE fall as ``n^(beta - 1/2)``,
+**How fast the MDE falls**: with at least ``FALL_MIN`` pairs, and when the second half of
+the pairs scatters more than the first by a test (``falling``), the noise of the first half
+is set against the noise of all of them; a noise that grows with the trials (a drift the
+pairs do not cancel) as ``n^beta`` makes the MDE fall as ``n^(beta - 1/2)``,
 and the trials needed become ``n x (N0 / n)^(1 / (1 - 2 beta))`` (``beta`` kept within
 ``[0, MAX_BETA]``; 0 with fewer pairs). Times ``SAFETY`` (the interval measured on few
 trials is itself uncertain), and at least ``step`` (the comparison's own trial count) more
@@ -50,11 +51,13 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 from mallard_stats.measures import floor_pct, is_deterministic, min_effect_abs
 from mallard_stats.paired import compare_paired
 from mallard_stats.policy import Policy
 from mallard_stats.power import trials_for_mde
 from mallard_stats.stats import CellStats
+from scipy import stats as sps  # type: ignore[import-untyped]
 
 from mallard_api.analysis import pairs, report
 from mallard_api.analysis.cells import CellRow
@@ -95,6 +98,7 @@ def mde_reached(cells: list[CellRow], target: float) -> str:
 SAFETY = 1.25  # planned trials over the estimate: an interval from few trials is uncertain
 FALL_MIN = 16  # the fewest pairs whose halves say how fast the MDE falls
 MAX_BETA = 0.4  # the noise's growth with the trials kept below 1/2 (where nothing falls)
+FALL_ALPHA = 0.05  # the test that the noise grows (``falling``)
 HOPELESS_NAMED = 6  # the hopeless cells a note names
 Key = pairs.Key
 
@@ -122,8 +126,8 @@ class Need:
 
 def _options(c: CellRow, n: int, noise: float, band: float, calibrated: bool,
              policy: Policy) -> list[tuple[float, str]]:
-    """Trials a side that settle cell ``c`` if its MDE fell as 1/sqrt(n), each with what it
-    reaches (module doc)."""
+    """Trials a side (pairs for a paired cell) that settle cell ``c`` if its MDE fell as
+    1/sqrt(n), each with what it reaches (module doc)."""
     options: list[tuple[float, str]] = []
     d = abs(c.diff_pct) if c.diff_pct is not None and math.isfinite(c.diff_pct) else None
     hw = (None if c.ci_low_pct is None or c.ci_high_pct is None
@@ -136,25 +140,35 @@ def _options(c: CellRow, n: int, noise: float, band: float, calibrated: bool,
                                 policy.settle_trials),
                             f"interval ±{policy.settle_max_half_width_pct:.1f}%"))
     if d is not None and d >= policy.min_effect_pct:
-        sig = trials_for_mde(noise, d, policy=policy)
+        sig = trials_for_mde(noise, d, policy=policy, paired=c.paired)
         if sig is not None:
             options.append((sig, f"mde {d:.1f}%"))
-    target = trials_for_mde(noise, policy=policy)
+    target = trials_for_mde(noise, policy=policy, paired=c.paired)
     if target is not None:
         options.append((target, f"mde {policy.target_mde_pct:.1f}%"))
     return options
 
 
 def falling(sides: pairs.Sides, s: CellStats, policy: Policy) -> float:
-    """``beta``: how much faster than 1/sqrt(n) the noise keeps the MDE from falling (the
-    noise of all pairs against that of the first half, module doc); 0 with few pairs."""
+    """``beta``: how much the growth of the noise keeps the MDE from falling as 1/sqrt(n)
+    (the noise of all pairs against that of the first half, module doc); 0 with fewer than
+    ``FALL_MIN`` pairs, or unless the second half's log ratios scatter more than the first
+    half's by a Brown-Forsythe test at ``FALL_ALPHA`` (with a steady noise the halves alone
+    would say beta >= 0.4 in a fifth of the cells at 16-40 pairs)."""
     base, head = sides.pairs()
     n = len(base)
     if not s.paired or n < FALL_MIN or not s.noise_pct:
         return 0.0
+    logs = np.log(np.asarray(head)) - np.log(np.asarray(base))
+    first, second = logs[:n // 2], logs[n // 2:]
+    if np.ptp(first) == 0.0 or np.ptp(second) == 0.0:
+        return 0.0
+    test = sps.levene(first, second, center="median")
+    if not (test.pvalue < FALL_ALPHA and np.std(second) > np.std(first)):
+        return 0.0
     half = compare_paired(base[:n // 2], head[:n // 2], policy=policy)
     if not half.noise_pct:
-        return 0.0
+        return MAX_BETA
     beta = math.log(s.noise_pct / half.noise_pct) / math.log(n / (n // 2))
     return min(max(beta, 0.0), MAX_BETA)
 
