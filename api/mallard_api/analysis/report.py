@@ -105,13 +105,13 @@ def _side(lo: float, hi: float) -> int:
     return 1 if lo > 0 else -1 if hi < 0 else 0
 
 
-def interval_text(s: CellStats) -> str:
-    """``±1.3%``, the interval's half-width; its bounds, ``[-17.0%, -0.2%]``, where change
-    ± half-width and the interval disagree on the side of zero (module doc); "" without an
-    interval."""
-    hw, d, lo, hi = s.half_width_pct, s.diff_pct, s.ci_low_pct, s.ci_high_pct
-    if hw is None or not math.isfinite(hw) or d is None or lo is None or hi is None:
+def interval_text(d: float | None, lo: float | None, hi: float | None) -> str:
+    """``±1.3%``, the half-width of the interval ``[lo, hi]`` of change ``d``; its bounds,
+    ``[-17.0%, -0.2%]``, where change ± half-width and the interval disagree on the side of
+    zero (module doc); "" without an interval."""
+    if d is None or lo is None or hi is None or not math.isfinite(hi - lo):
         return ""
+    hw = (hi - lo) / 2.0
     if _side(d - hw, d + hw) != _side(lo, hi):
         return f"[{_pct(lo)}, {_pct(hi)}]"
     return f"±{hw:.1f}%"
@@ -119,7 +119,8 @@ def interval_text(s: CellStats) -> str:
 
 def change_text(s: CellStats) -> str:
     """``-5.9% ±1.3%`` or ``-5.9% [-17.0%, -0.2%]`` (``interval_text``)."""
-    return " ".join(filter(None, (_pct(s.diff_pct), interval_text(s))))
+    return " ".join(filter(None, (_pct(s.diff_pct),
+                                  interval_text(s.diff_pct, s.ci_low_pct, s.ci_high_pct))))
 
 
 def count_text(s: CellStats) -> str:

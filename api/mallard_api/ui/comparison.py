@@ -118,7 +118,7 @@ def cell_view(cell: CellRow, unit: str, anchor: str) -> CellView:
         change=fmt.pct(cell.diff_pct),
         interval=(f"[{fmt.pct(cell.ci_low_pct)}, {fmt.pct(cell.ci_high_pct)}]"
                   if cell.ci_low_pct is not None else "n/a"),
-        half_width=report.interval_text(s),
+        half_width=report.interval_text(s.diff_pct, s.ci_low_pct, s.ci_high_pct),
         p=fmt.pvalue(cell.p_adjusted),
         trials=(f"{cell.n_base} pairs" if cell.paired else f"{cell.n_base} / {cell.n_head}"),
         robust=f"{cell.robust_base} / {cell.robust_head}",
