@@ -18,11 +18,15 @@ def trial(label, name, commit, variant, threads, measures, seq, counters=None):
     }
 
 
-def comparison_trials(n, *, seed, shifts, noise=0.01, peers=(), warmup=True):
-    """Interleaved base/head trials per threads value; shifts: threads -> head/base ratio."""
+def comparison_trials(n, *, seed, shifts, noise=0.01, peers=(), warmup=True, drift=None):
+    """Interleaved base/head trials per threads value; shifts: threads -> head/base ratio.
+    Every trial its own seq (two samples), unless ``drift`` (round -> factor on both sides)
+    is given: then a round's base and head share their seq, a pair, as a runner's do."""
     rng = np.random.default_rng(seed)
     out = []
     seq = 0
+    if drift is not None:
+        return paired_trials(n, rng, shifts, noise, drift)
     for threads, shift in shifts.items():
         if warmup:
             for label, commit in (("base", SHA_BASE), ("head", SHA_HEAD)):
@@ -45,6 +49,18 @@ def comparison_trials(n, *, seed, shifts, noise=0.01, peers=(), warmup=True):
                 out.append(trial("peer", peer, None, None, threads,
                                  {"ops_per_sec": 1e6 * level}, seq))
                 seq += 1
+    return out
+
+
+def paired_trials(n, rng, shifts, noise, drift):
+    """Round i's base and head with seq i and the round's drift on both (a runner's block)."""
+    out = []
+    for threads, shift in shifts.items():
+        for i in range(n):
+            for label, commit, level in (("base", SHA_BASE, 1.0), ("head", SHA_HEAD, shift)):
+                ops = 1e6 * level * drift(i) * (1 + noise * rng.standard_normal())
+                out.append(trial(label, "mallard", commit, None, threads,
+                                 {"ops_per_sec": ops}, i))
     return out
 
 

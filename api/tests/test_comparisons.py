@@ -13,6 +13,7 @@ from comparison_data import (
 )
 from helpers import claim_job as claim
 from helpers import run_analysis
+from mallard_stats import stats
 
 
 def test_comparison_end_to_end(client, user_headers, make_project, make_runner, fast_analysis):
@@ -255,3 +256,34 @@ def test_reads_never_write(client, app, user_headers, make_project, make_runner,
     assert writes == []
     assert client.get(f"/api/v1/comparisons/{cid}",
                       headers=user_headers).json()["state"] == "running"  # the worker settles
+
+
+def test_a_drift_the_pairs_cancel_is_judged_paired(client, user_headers, make_project,
+                                                  make_runner, fast_analysis):
+    """Round i's base and head share their seq (a runner's block): the cell is judged on
+    the 12 pairs, its line says so, and a drift of +-15% between rounds, which hides a 3%
+    regression from the two-sample form, cancels in the pairs' ratios; the regression's
+    interval lies wholly below zero, in the JSON, the report and the page."""
+    project = make_project()
+    runner, rheaders = make_runner()
+    cid = larson_comparison(client, user_headers, project, runner, threads=[1], trials=12,
+                            max_follow_ups=0)
+    job = claim(client, rheaders, runner)
+    trials = comparison_trials(12, seed=5, shifts={1: 0.97}, noise=0.003,
+                               drift=lambda i: 1.0 + 0.15 * (-1) ** i * (i % 3))
+    post_results(client, rheaders, runner, project["name"], job["id"], trials)
+    d = client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json()
+    cell = next(c for c in d["cells"] if c["measure"] == "ops_per_sec")
+    assert cell["paired"] is True and cell["n_base"] == cell["n_head"] == 12
+    assert cell["verdict"] == "regressed", d["report"]
+    assert cell["ci_low_pct"] < -2.0 and cell["ci_high_pct"] < 0  # -3% within its interval
+    assert cell["mde_pct"] < 2.0
+    assert ", paired, 12 pairs, 12 robust, mde " in cell["line"]
+    report = client.get(f"/api/v1/comparisons/{cid}/report", headers=user_headers).text
+    assert any(ln.startswith("larson threads=1 ops_per_sec: -3.") and "paired, 12 pairs" in ln
+               and ln.endswith("REGRESSED") for ln in report.splitlines()), report
+    # the same values as two samples (no shared seq): the drift is noise, nothing decided
+    sides = {lb: [t["measures"]["ops_per_sec"] for t in trials if t["label"] == lb]
+             for lb in ("base", "head")}
+    two = stats.compare_samples(sides["base"], sides["head"])
+    assert two.mde_pct is not None and two.mde_pct > 5.0

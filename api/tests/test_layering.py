@@ -36,6 +36,7 @@ LAYERS = (
     ("bisections",),
     ("comparisons",),
     ("specs", "culprits", "noise", "followups", "ingest", "policy"),
+    ("pairs",),
 )
 # what pure modules may import of mallard_api besides each other, and what never
 PURE_MAY_IMPORT = {"mallard_api.params"}

@@ -7,14 +7,14 @@ stored here as the row's `body`. A profile job is not one of the comparison's jo
 (`comparison_jobs`): its end never re-opens the verdict.
 
 Revision ID: 0026
-Revises: 0024
+Revises: 0025
 Create Date: 2026-12-02
 """
 
 from alembic import op
 
 revision = "0026"
-down_revision = "0024"
+down_revision = "0025"
 branch_labels = None
 depends_on = None
 

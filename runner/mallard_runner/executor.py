@@ -23,12 +23,14 @@ of every allocator (argv and environment sit at the top of the stack).
 
 Cells run INTERLEAVED: round i runs trial i of every cell, in an order shuffled
 by a seeded RNG, before round i+1 starts. Warm-up rounds come first and are
-recorded with warmup=true. `by_case` (runner/bench/allocators.py) keeps the cells of one
-case (workload and params) together within a round, in a shuffled order of cases and a
-shuffled order of allocators within each: the trials a paired comparison sets side by
-side then run seconds apart rather than anywhere in a long round, so a slow spell of the
-machine moves both (`round_order`). Before them, every cell with deterministic params (and
-not a `peer`: a comparison judges base against head) gets one run under valgrind's
+recorded with warmup=true. `by_case` (every job, and runner/bench/allocators.py) keeps the
+cells of one case (workload and params) together within a round, a block, in a shuffled
+order of cases and a shuffled order of allocators within each, a comparison's base and head
+back to back: the trials a paired comparison sets side by side (same job, same `seq`) run
+seconds apart rather than anywhere in a long round, so a slow spell of the machine moves
+both (`round_order`). The seed and every round's order go into the artifacts.
+Before them, every cell with deterministic params (and not a `peer`: a comparison
+judges base against head) gets one run under valgrind's
 cachegrind: `instructions`, `d1_misses`, `llc_misses`, the same on every run. When
 `perf stat` counts on the node, every timed trial also gets `hw_instructions`,
 `hw_cycles` and `hw_llc_misses`: hardware counts, as noisy as a timing.
@@ -301,9 +303,14 @@ class Executor:
             self.settings.deterministic_runs * sum(map(self.wants_deterministic, cells))
 
 
+PAIRED = ("base", "head")  # the labels a comparison sets side by side, round by round
+
+
 def round_order(cells: list[Cell], rng: random.Random, by_case: bool = False) -> list[Cell]:
-    """One round's order: every cell once, shuffled; `by_case`: the cases shuffled, and the
-    cells of each case (one per allocator) shuffled and run one after another."""
+    """One round's order: every cell once, shuffled; `by_case`: the cases (blocks) shuffled,
+    and the cells of each run one after another in a shuffled order, a case's base and head
+    back to back (in a shuffled order of the two, the peers before or after them): the pair
+    a comparison judges (`paired.compare_paired`) runs seconds apart."""
     if not by_case:
         order = list(cells)
         rng.shuffle(order)
@@ -313,6 +320,17 @@ def round_order(cells: list[Cell], rng: random.Random, by_case: bool = False) ->
         groups.setdefault(c.case, []).append(c)
     cases = list(groups.values())
     rng.shuffle(cases)
-    for g in cases:
-        rng.shuffle(g)
-    return [c for g in cases for c in g]
+    return [c for g in cases for c in _block_order(g, rng)]
+
+
+def _block_order(group: list[Cell], rng: random.Random) -> list[Cell]:
+    """A case's cells shuffled, its base and head (when it has both) kept together."""
+    pair = [c for c in group if c.target.label in PAIRED]
+    if len(pair) != len(PAIRED) or {c.target.label for c in pair} != set(PAIRED):
+        order = list(group)
+        rng.shuffle(order)
+        return order
+    rng.shuffle(pair)
+    units: list[list[Cell]] = [pair] + [[c] for c in group if c.target.label not in PAIRED]
+    rng.shuffle(units)
+    return [c for u in units for c in u]

@@ -60,7 +60,8 @@ def selectors_for(job: ClaimedJob, settings: RunnerSettings) -> list[AllocatorSe
 
 def request_for(job: ClaimedJob, settings: RunnerSettings, cpus: list[int],
                 runner_id: int | None) -> RunRequest:
-    """The run a job asks for, every value of its spec checked first (guard.py)."""
+    """The run a job asks for, every value of its spec checked first (guard.py); its rounds
+    in blocks by case, base and head back to back (`executor.round_order`)."""
     spec = job.spec
     suite = load_suite(spec.suite, settings.suites_dir)  # a name, never a path
     if spec.commit is not None:
@@ -74,7 +75,7 @@ def request_for(job: ClaimedJob, settings: RunnerSettings, cpus: list[int],
                       trials=spec.trials, warmup=spec.warmup, workloads=spec.workloads,
                       threads=spec.threads, project=spec.project,
                       branch=spec.branch, job_id=job.id, attempt=job.attempt,
-                      runner_id=runner_id)
+                      runner_id=runner_id, by_case=True)
 
 
 def failure(e: Exception, trials_run: int) -> tuple[str, bool]:

@@ -388,6 +388,10 @@ def test_results_carry_the_claimed_attempt(api, agent_env, toy_repo, tmp_path):
     job = api.get_job(job_id)
     assert post.status == 201 and post.body["job_id"] == job_id
     assert post.body["attempt"] == job["attempt"] == 1 and job["state"] == "done"
+    # a job's rounds run in blocks by case (its pairs back to back), seeded and recorded
+    artifacts = post.body["artifacts"]
+    assert artifacts["order_by_case"] is True and isinstance(artifacts["seed"], int)
+    assert artifacts["order"]
 
 
 def test_results_of_a_lost_lease_are_dropped_not_retried(api, agent_env, toy_repo, tmp_path):

@@ -126,10 +126,39 @@ def test_round_order_by_case_and_shuffled_are_both_permutations(tiny_dir):
         runs = [[c.case for c in r] for r in rounds]
         grouped = [all(run[i] == run[i - i % 5] for i in range(len(run))) for run in runs]
         assert all(grouped) if by_case else not any(grouped)
-    # the service's order is today's: the seeded shuffle of the whole list
+    # without blocks: the seeded shuffle of the whole list
     rng, ref = random.Random(3), list(cells)
     random.Random(3).shuffle(ref)
     assert round_order(cells, rng) == ref
+
+
+def test_by_case_runs_a_cases_base_and_head_back_to_back_in_a_shuffled_order(tiny_dir):
+    """A comparison's blocks: in every round each case's base and head run one right after
+    the other (the pair the service judges), which of the two first varies with the seeded
+    RNG, and the peers of the case run before or after the pair, never between."""
+    import random
+
+    targets = [Target(label, AllocatorIn(name="glibc")) for label in ("base", "head")]
+    targets += [Target("peer", AllocatorIn(name=n)) for n in ("jemalloc", "tcmalloc")]
+    cells = [cell(tiny_dir, t, ops=n) for n in (1, 2, 3) for t in targets]
+    rng = random.Random(11)
+    rounds = [round_order(cells, rng, by_case=True) for _ in range(40)]
+    firsts: Counter[str] = Counter()
+    positions: set[int] = set()
+    for r in rounds:
+        assert sorted(c.key for c in r) == sorted(c.key for c in cells)
+        labels = [c.target.label for c in r]
+        for i in range(0, len(r), 4):  # one block per case, four cells each
+            block = labels[i:i + 4]
+            assert len({c.case for c in r[i:i + 4]}) == 1
+            j = next(k for k, lb in enumerate(block) if lb in ("base", "head"))
+            assert {block[j], block[j + 1]} == {"base", "head"}
+            firsts[block[j]] += 1
+            positions.add(j)
+    assert firsts["base"] > 20 and firsts["head"] > 20  # both orders, about as often
+    assert positions == {0, 1, 2}  # the pair first, between the peers, or last
+    again = random.Random(11)
+    assert [round_order(cells, again, by_case=True) for _ in range(40)] == rounds
 
 
 def test_allocator_that_crashes_is_a_failed_trial_not_a_crashed_runner(

@@ -37,17 +37,21 @@ MEDIAN_SE = math.sqrt(math.pi / 2.0)  # a median's standard error over a mean's 
 RANK_SE = math.sqrt(math.pi / 3.0)  # Mann-Whitney's asymptotic relative efficiency is 3/pi
 
 
-def mde_pct(n: int, noise_pct: float | None, policy: Policy = DEFAULT_POLICY) -> float | None:
+def mde_pct(n: int, noise_pct: float | None, policy: Policy = DEFAULT_POLICY, *,
+            paired: bool = False) -> float | None:
     """The minimum detectable effect (percent) of the noisy rule with ``n`` robust trials a
-    side and noise ``noise_pct`` (robust CV, percent): the formula of the module doc."""
+    side and noise ``noise_pct`` (robust CV, percent): the formula of the module doc.
+    ``paired``: ``n`` pairs, judged as one sample of ratios (``paired``; ``noise_pct`` the
+    ratios' scatter over sqrt(2)): ``n - 1`` degrees of freedom and a t-test's factor 1 in
+    place of the rank test's."""
     if noise_pct is None or not math.isfinite(noise_pct) or n < max(2, policy.min_trials):
         return None
     unit = noise_pct * math.sqrt(2.0 / n)
-    df = 2 * n - 2
+    df = n - 1 if paired else 2 * n - 2
     q = sps.t.ppf
     se = MEDIAN_SE * unit
     crit = max(float(q((1.0 + policy.confidence) / 2.0, df)) * se,
-               float(q(1.0 - policy.alpha / 2.0, df)) * RANK_SE * unit)
+               float(q(1.0 - policy.alpha / 2.0, df)) * (1.0 if paired else RANK_SE) * unit)
     return max(crit, policy.min_effect_pct) + float(q(policy.power, df)) * se
 
 
@@ -58,19 +62,19 @@ def deterministic_mde_pct(policy: Policy = DEFAULT_POLICY, base: float | None = 
 
 
 def trials_for_mde(noise_pct: float, target_pct: float | None = None,
-                   policy: Policy = DEFAULT_POLICY) -> int | None:
-    """Trials a side needs so that the MDE is at most ``target_pct`` (default the policy's
-    ``target_mde_pct``) at this noise; ``None`` when no count up to ``max_trials`` reaches it
-    (a target at or below ``min_effect_pct`` never is)."""
+                   policy: Policy = DEFAULT_POLICY, *, paired: bool = False) -> int | None:
+    """Trials a side (``paired``: pairs) needs so that the MDE is at most ``target_pct``
+    (default the policy's ``target_mde_pct``) at this noise; ``None`` when no count up to
+    ``max_trials`` reaches it (a target at or below ``min_effect_pct`` never is)."""
     target = policy.target_mde_pct if target_pct is None else target_pct
     lo = max(2, policy.min_trials)
     hi = policy.max_trials
-    top = mde_pct(hi, noise_pct, policy)
+    top = mde_pct(hi, noise_pct, policy, paired=paired)
     if top is None or top > target:
         return None
     while lo < hi:  # the MDE falls as n grows: the first n at or under the target
         mid = (lo + hi) // 2
-        m = mde_pct(mid, noise_pct, policy)
+        m = mde_pct(mid, noise_pct, policy, paired=paired)
         if m is not None and m <= target:
             hi = mid
         else:

@@ -80,6 +80,7 @@ class CellNumbers:
     verdict: str = "unknown"
     higher_is_better: bool = True
     mde_pct: float | None = None
+    paired: bool = False  # judged on pairs of rounds (``paired``): the counts are pairs
 
 
 @dataclass

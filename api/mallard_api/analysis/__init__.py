@@ -27,6 +27,7 @@ The comparison lifecycle and what it reads and builds:
 - `followups`     the follow-up round that settles the most unknown cells in a budget
 - `ingest`        the hooks the core calls when results arrive or jobs end: they queue work
 - `policy`        the statistics' tunable numbers filled from the settings
+- `pairs`         a cell's trials by round, judged on pairs (or as two samples)
 
 Pure functions (no database, no settings); the statistics themselves are `mallard_stats`
 (stats/), which docs/statistics.md explains:

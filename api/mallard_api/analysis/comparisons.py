@@ -8,13 +8,16 @@ here knows who opened a comparison: ``settle.py`` tells them when it settles.
 A comparison's cells are recomputed from *all* valid, non-warm-up trials of all its jobs
 (the first job and its follow-ups), base against head by trial label, grouped by
 workload x params x measure, on one testbed (the first one results came from; trials of
-another testbed are left out and the report says so). When every job has reported:
+another testbed are left out and the report says so); a cell is judged on its pairs (base
+and head of one job's round, run back to back) wherever it has them (``pairs.py``). When
+every job has reported:
 
 * no ``unknown`` among the follow-up cells (every measure except allocator counters):
   ``done``;
 * some ``unknown`` and fewer than ``max_follow_ups`` follow-ups so far: queue follow-up
   jobs sized to the target MDE within the time budget (``followups.py``), one per unknown
-  workload x threads (no peers); state stays ``running``;
+  workload x threads (no peers); state stays ``running``; a cell out of reach of the
+  budget gets none and its line says what it would take;
 * otherwise (or when the budget is spent) ``done``, the unknowns reported as they are with
   the MDE they reached (the comparison's note says why the follow-ups stopped).
 
@@ -52,7 +55,16 @@ from mallard_wire.fields import JsonDict
 from mallard_wire.jobs import JobSpec
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import culprits, differential, explain, followups, noise, report, specs
+from mallard_api.analysis import (
+    culprits,
+    differential,
+    explain,
+    followups,
+    noise,
+    pairs,
+    report,
+    specs,
+)
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.policy import stats_policy
 from mallard_api.analysis.specs import job_spec
@@ -144,9 +156,6 @@ def _direction(measure: str, known: dict[str, bool]) -> bool:
     return known.get(measure, higher_is_better(measure))
 
 
-Samples = dict[tuple[str, str, str], dict[str, list[float]]]
-
-
 def _testbed_rows(session: Session, comp: Comparison, rows: list[TrialRow]
                   ) -> tuple[list[TrialRow], str | None, bool, bool]:
     """The rows of the comparison's testbed (the first one results came from), the note
@@ -172,22 +181,19 @@ def _testbed_rows(session: Session, comp: Comparison, rows: list[TrialRow]
 
 
 def _samples(rows: list[TrialRow]) -> tuple[
-        Samples, dict[tuple[str, str], tuple[JsonDict, int | None]],
+        dict[tuple[str, str, str], pairs.Sides],
+        dict[tuple[str, str], tuple[JsonDict, int | None]],
         dict[tuple[str, str, str], list[float]]]:
-    """Base's and head's values per (workload, params key, measure), each workload x
-    params' (params, threads), and the peers' throughput values per allocator."""
-    sides: Samples = defaultdict(lambda: {"base": [], "head": []})
+    """Base's and head's values per (workload, params key, measure) by round, each workload
+    x params' (params, threads), and the peers' throughput values per allocator."""
     params_of: dict[tuple[str, str], tuple[JsonDict, int | None]] = {}
     peer_values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for r in rows:
         pk = params_key(r.params)
         params_of[(r.workload, pk)] = (r.params, r.threads)
-        for m, v in r.measures.items():
-            if r.label in ("base", "head"):
-                sides[(r.workload, pk, m)][r.label].append(float(v))
-            elif r.label == "peer" and m == THROUGHPUT:
-                peer_values[(r.workload, pk, r.allocator)].append(float(v))
-    return sides, params_of, peer_values
+        if r.label == "peer" and THROUGHPUT in r.measures:
+            peer_values[(r.workload, pk, r.allocator)].append(float(r.measures[THROUGHPUT]))
+    return pairs.by_round(rows), params_of, peer_values
 
 
 def compute_cells(session: Session, comp: Comparison, policy: Policy) -> Computed:
@@ -199,16 +205,14 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy) -> Compute
     rows, note, emulated, isolated = _testbed_rows(session, comp, rows)
     sides, params_of, peer_values = _samples(rows)
     known = sql.measure_directions(session)
-    keys = sorted(k for k, v in sides.items() if v["base"] or v["head"])
+    keys = sorted(k for k, v in sides.items() if v.base or v.head)
     requested = [comp.hypothesis_measure] if comp.hypothesis_measure else []
     unjudged = [unjudged_reason(k[2], emulated, isolated) for k in keys]
     raw = [
-        stats.compare_samples(sides[k]["base"], sides[k]["head"],
-                              higher_is_better=_direction(k[2], known),
-                              deterministic=is_deterministic(k[2]),
-                              primary=is_primary(k[2], requested) and why is None,
-                              policy=policy,
-                              min_effect_abs=min_effect_abs(k[2], policy.min_effect_bytes))
+        pairs.judge(sides[k], higher_is_better=_direction(k[2], known),
+                    deterministic=is_deterministic(k[2]),
+                    primary=is_primary(k[2], requested) and why is None, policy=policy,
+                    min_effect_abs=min_effect_abs(k[2], policy.min_effect_bytes))
         for k, why in zip(keys, unjudged, strict=True)
     ]
     bands, calibrations = noise.bands(session, comp.testbed_fingerprint)
@@ -239,11 +243,11 @@ def update_comparison(session: Session, settings: Settings, comp: Comparison) ->
     """Recompute the cells and store them; settle the state or queue a follow-up (module
     doc). The cells as computed, for whoever is told next (``settle.py``)."""
     computed = compute_cells(session, comp, stats_policy(settings))
-    sql.replace_cells(session, comp.id, computed.cells)
     comp.peer_medians = computed.peers
     comp.note = computed.note
     comp.updated_at = datetime.now(UTC)
     refresh_state(session, settings, comp, computed)
+    sql.replace_cells(session, comp.id, computed.cells)  # with what refresh_state added
     return computed
 
 
@@ -270,7 +274,11 @@ def refresh_state(session: Session, settings: Settings, comp: Comparison,
         plan = followups.plan(unknown, computed.trials, step=comp.trials, warmup=comp.warmup,
                               budget_left=left, policy=stats_policy(settings),
                               bands=computed.bands)
+        for need in plan.hopeless:  # settled at once: its line says what it would take
+            need.cell.line = f"{need.cell.line} ({need.text()})"
         if plan.groups:
+            if plan.note:
+                comp.note = "; ".join(filter(None, [comp.note, plan.note]))
             queue_follow_up(session, comp, plan.groups, jobs)
             comp.state = "running"
             return

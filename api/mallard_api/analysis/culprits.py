@@ -10,7 +10,7 @@ from mallard_stats.measures import SPEEDS
 from mallard_wire.profiles import ProfileIn
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import differential
+from mallard_api.analysis import differential, report
 from mallard_api.analysis.cells import CellRow
 from mallard_api.models.bisections import Bisection
 from mallard_api.models.commits import Commit
@@ -78,10 +78,8 @@ def culprit_line(session: Session, b: Bisection) -> str | None:
     e = culprit_evidence(session, b)
     change = ""
     if e is not None and e.diff_pct is not None:
-        half = 0.0
-        if e.ci_low_pct is not None and e.ci_high_pct is not None:
-            half = (e.ci_high_pct - e.ci_low_pct) / 2
-        change = f" {e.diff_pct:+.1f}% ±{half:.1f}%"
+        interval = report.interval_text(e.diff_pct, e.ci_low_pct, e.ci_high_pct) or "±0.0%"
+        change = f" {e.diff_pct:+.1f}% {interval}"
     threads = f" threads={b.threads}" if b.threads is not None else ""
     measure = (e.measure if e is not None else None) or b.measure
     reason = culprit_why(session, b, e)

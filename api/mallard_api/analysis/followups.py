@@ -1,34 +1,46 @@
-"""Follow-ups that settle the most unknown cells within a time budget (issue 11 item 5).
+"""Follow-ups that settle the most unknown cells within a time budget, and that know when
+to stop (issue 11 item 5, issue 29 item 4).
 
 When a comparison's jobs have all reported and some primary cells are ``unknown``, the
 next round is planned from the trials so far, per unknown cell (workload x params x
-measure; allocator counters and diagnostics never ask for one). With ``n`` its trials (the
-smaller side), ``sigma`` its noise (robust CV, root mean square of the sides), ``d`` its
-change, ``h`` its interval's half-width and ``B`` its SAME band (the calibrated band of the
-series, else the minimum effect ``m``; for a byte measure at least its floor), the trials
-a side needs to settle it are the fewest of:
+measure; allocator counters and diagnostics never ask for one). The cell is judged again
+as the comparison judges it (``pairs.judge``: on its pairs where it has them), giving ``n``
+its trials (pairs, or the smaller side), ``sigma`` its noise (the pairs' ratio scatter over
+sqrt(2), else the sides' robust CV), ``d`` its change, ``h`` its interval's half-width and
+``B`` its SAME band (the calibrated band of the series, else the minimum effect ``m``; for
+a byte measure at least its floor). If the MDE fell as ``1/sqrt(n)``, the trials a side
+needs to settle it would be the fewest ``N0`` of:
 
-* **same** (rule 2): the interval inside ``(-B, B)``: ``h`` shrinks as ``1/sqrt(n)``, so
-  ``n x (h / (B - d))^2`` when ``d < B``; or rule 4 (no calibrated band, ``d < m``):
-  ``n x (h / settle_max_half_width)^2`` and at least ``settle_trials``;
+* **same** (rule 2): the interval inside ``(-B, B)``: ``n x (h / (B - d))^2`` when
+  ``d < B``; or rule 4 (no calibrated band, ``d < m``): ``n x (h / settle_max_half_width)^2``
+  and at least ``settle_trials``;
 * **improved/regressed** (rule 3): the MDE down to the change, ``trials_for_mde(sigma, d)``
   when ``d >= m``;
-* the target MDE (``stats_target_mde_pct``, default 2%): ``trials_for_mde(sigma)``;
+* the target MDE (``stats_target_mde_pct``, default 2%): ``trials_for_mde(sigma)``.
 
-times ``SAFETY`` (the interval measured on few trials is itself uncertain), and at least
-``step`` (the comparison's own trial count) more than it has; ``max_trials`` when nothing
-reaches. A deterministic cell without a value on a side gets ``step``.
+**How fast the MDE falls**: with at least ``FALL_MIN`` pairs, and when the second half of
+the pairs scatters more than the first by a test (``falling``), the noise of the first half
+is set against the noise of all of them; a noise that grows with the trials (a drift the
+pairs do not cancel) as ``n^beta`` makes the MDE fall as ``n^(beta - 1/2)``,
+and the trials needed become ``n x (N0 / n)^(1 / (1 - 2 beta))`` (``beta`` kept within
+``[0, MAX_BETA]``; 0 with fewer pairs). Times ``SAFETY`` (the interval measured on few
+trials is itself uncertain), and at least ``step`` (the comparison's own trial count) more
+than it has.
 
-Cells are then taken **closest to settling first** (fewest seconds), each raising its
-workload x threads group to the trials it needs (a group's trials serve every cell of it,
-so a later cell of a planned group costs only the difference), while the comparison's
-runner-time budget (``comparison_follow_up_budget_seconds``; what earlier rounds took is
-the wall time of their trials) allows; a cell that does not fit is left for the note. A
-group's cost is ``trials x 2 sides x`` the median ``wall_seconds`` of its trials (plus the
-warm-ups). Each round is planned afresh from all trials, so the comparison stops as soon as
-every cell is settled; the count of rounds stays capped by ``max_follow_ups``. Nothing
-fits: the comparison is ``done`` and its note says why and which MDE each unknown cell
-reached. One follow-up job per workload x threads group, each with its own trial count.
+A cell's **cost** is its trials times ``2 sides x`` the median ``wall_seconds`` of its
+workload x threads (plus the warm-ups): the cost per trial measured on this testbed. A cell
+that needs more than ``max_trials`` or whose trials would cost more than the whole budget
+left is **hopeless**: it gets no trials at all and is settled at once as ``unknown``, its
+line and the comparison's note saying the MDE it would need and the trials (and seconds)
+that would take (``Hopeless``). The others are taken **closest to settling first** (fewest
+seconds), each raising its workload x threads group to the trials it needs (a group's
+trials serve every cell of it, so a later cell of a planned group costs only the
+difference), while the comparison's runner-time budget
+(``comparison_follow_up_budget_seconds``; what earlier rounds took is the wall time of
+their trials) allows; a cell that does not fit is left for the note. Each round is planned
+afresh from all trials, so the comparison stops as soon as every cell is settled or
+hopeless; the count of rounds stays capped by ``max_follow_ups``. One follow-up job per
+workload x threads group, each with its own trial count.
 """
 
 from __future__ import annotations
@@ -39,12 +51,15 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 from mallard_stats.measures import floor_pct, is_deterministic, min_effect_abs
+from mallard_stats.paired import compare_paired
 from mallard_stats.policy import Policy
 from mallard_stats.power import trials_for_mde
-from mallard_stats.stats import robust_cv_pct
+from mallard_stats.stats import CellStats
+from scipy import stats as sps  # type: ignore[import-untyped]
 
-from mallard_api.analysis import report
+from mallard_api.analysis import pairs, report
 from mallard_api.analysis.cells import CellRow
 from mallard_api.params import params_key
 from mallard_api.sql.comparisons import TrialRow
@@ -63,6 +78,7 @@ class Plan:
     groups: list[Group] = field(default_factory=list)
     seconds: float = 0.0
     note: str | None = None  # why no (or a smaller) follow-up, when that is the case
+    hopeless: list[Need] = field(default_factory=list)  # settled at once as unknown
 
 
 def unknown_primary(cells: list[CellRow]) -> list[CellRow]:
@@ -80,70 +96,119 @@ def mde_reached(cells: list[CellRow], target: float) -> str:
 
 
 SAFETY = 1.25  # planned trials over the estimate: an interval from few trials is uncertain
-Key = tuple[str, str, str]  # workload, params key, measure
+FALL_MIN = 16  # the fewest pairs whose halves say how fast the MDE falls
+MAX_BETA = 0.4  # the noise's growth with the trials kept below 1/2 (where nothing falls)
+FALL_ALPHA = 0.05  # the test that the noise grows (``falling``)
+HOPELESS_NAMED = 6  # the hopeless cells a note names
+Key = pairs.Key
 
 
-def _needed(c: CellRow, n: int, noise: float, band: float, calibrated: bool,
-            policy: Policy) -> int:
-    """Trials a side that settle cell ``c`` (module doc), ``max_trials`` when none do."""
-    options: list[float] = []
+@dataclass
+class Need:
+    """What an unknown cell needs: ``trials`` a side in all (it has ``have``), to bring its
+    MDE (or interval) to ``goal`` (``mde 2.0%``, ``interval ±0.8%``), costing ``seconds``."""
+
+    cell: CellRow
+    group: tuple[str, int | None]
+    have: int
+    trials: int
+    goal: str
+    seconds: float = 0.0
+
+    @property
+    def extra(self) -> int:
+        return max(self.trials - self.have, 0)
+
+    def text(self) -> str:
+        return (f"would need {self.goal}: about {self.trials} trials a side, "
+                f"{self.seconds:.0f} s")
+
+
+def _options(c: CellRow, n: int, noise: float, band: float, calibrated: bool,
+             policy: Policy) -> list[tuple[float, str]]:
+    """Trials a side (pairs for a paired cell) that settle cell ``c`` if its MDE fell as
+    1/sqrt(n), each with what it reaches (module doc)."""
+    options: list[tuple[float, str]] = []
     d = abs(c.diff_pct) if c.diff_pct is not None and math.isfinite(c.diff_pct) else None
     hw = (None if c.ci_low_pct is None or c.ci_high_pct is None
           else (c.ci_high_pct - c.ci_low_pct) / 2.0)
     if d is not None and hw is not None and math.isfinite(hw) and hw > 0:
         if d < band:
-            options.append(n * (hw / (band - d)) ** 2)
+            options.append((n * (hw / (band - d)) ** 2, f"interval ±{band - d:.1f}%"))
         if not calibrated and d < policy.min_effect_pct:
-            options.append(max(n * (hw / policy.settle_max_half_width_pct) ** 2,
-                               policy.settle_trials))
+            options.append((max(n * (hw / policy.settle_max_half_width_pct) ** 2,
+                                policy.settle_trials),
+                            f"interval ±{policy.settle_max_half_width_pct:.1f}%"))
     if d is not None and d >= policy.min_effect_pct:
-        sig = trials_for_mde(noise, d, policy=policy)
+        sig = trials_for_mde(noise, d, policy=policy, paired=c.paired)
         if sig is not None:
-            options.append(sig)
-    target = trials_for_mde(noise, policy=policy)
+            options.append((sig, f"mde {d:.1f}%"))
+    target = trials_for_mde(noise, policy=policy, paired=c.paired)
     if target is not None:
-        options.append(target)
-    if not options:
-        return policy.max_trials
-    return min(policy.max_trials, math.ceil(min(options) * SAFETY))
+        options.append((target, f"mde {policy.target_mde_pct:.1f}%"))
+    return options
 
 
-def _sides_and_wall(rows: list[TrialRow]) -> tuple[
-        dict[Key, dict[str, list[float]]], dict[tuple[str, int | None], list[float]]]:
-    """Base's and head's values per cell key, and the wall seconds of their trials per
-    workload x threads (what a trial costs)."""
-    sides: dict[Key, dict[str, list[float]]] = defaultdict(lambda: {"base": [], "head": []})
-    wall: dict[tuple[str, int | None], list[float]] = defaultdict(list)
-    for r in rows:
-        if r.label not in ("base", "head"):
-            continue
-        pk = params_key(r.params)
-        for m, v in r.measures.items():
-            sides[(r.workload, pk, m)][r.label].append(float(v))
-        w = r.measures.get("wall_seconds")
-        if w is not None and math.isfinite(w):
-            wall[(r.workload, r.threads)].append(float(w))
-    return sides, wall
+def falling(sides: pairs.Sides, s: CellStats, policy: Policy) -> float:
+    """``beta``: how much the growth of the noise keeps the MDE from falling as 1/sqrt(n)
+    (the noise of all pairs against that of the first half, module doc); 0 with fewer than
+    ``FALL_MIN`` pairs, or unless the second half's log ratios scatter more than the first
+    half's by a Brown-Forsythe test at ``FALL_ALPHA`` (with a steady noise the halves alone
+    would say beta >= 0.4 in a fifth of the cells at 16-40 pairs)."""
+    base, head = sides.pairs()
+    n = len(base)
+    if not s.paired or n < FALL_MIN or not s.noise_pct:
+        return 0.0
+    logs = np.log(np.asarray(head)) - np.log(np.asarray(base))
+    first, second = logs[:n // 2], logs[n // 2:]
+    if np.ptp(first) == 0.0 or np.ptp(second) == 0.0:
+        return 0.0
+    test = sps.levene(first, second, center="median")
+    if not (test.pvalue < FALL_ALPHA and np.std(second) > np.std(first)):
+        return 0.0
+    half = compare_paired(base[:n // 2], head[:n // 2], policy=policy)
+    if not half.noise_pct:
+        return MAX_BETA
+    beta = math.log(s.noise_pct / half.noise_pct) / math.log(n / (n // 2))
+    return min(max(beta, 0.0), MAX_BETA)
 
 
-def _extra_trials(c: CellRow, sides: Mapping[Key, dict[str, list[float]]],
-                  bands: Mapping[Key, float], step: int, policy: Policy) -> int:
-    """The trials a side an unknown cell wants next: what its noise says it needs to
-    settle, at least one step."""
+def _need(c: CellRow, sides: Mapping[Key, pairs.Sides], bands: Mapping[Key, float],
+          step: int, policy: Policy) -> Need:
+    """The trials an unknown cell needs (module doc): a step for a deterministic cell or one
+    without both sides."""
     key = (c.workload, params_key(c.params), c.measure)
+    group = (c.workload, c.threads)
     s = sides.get(key)
-    if not (s and s["base"] and s["head"]) or is_deterministic(c.measure):
-        return step
-    b = [v for v in s["base"] if math.isfinite(v)]
-    h = [v for v in s["head"] if math.isfinite(v)]
-    noises = [n for n in (robust_cv_pct(b), robust_cv_pct(h)) if n is not None]
-    if not noises:
-        return step
-    noise = math.sqrt(sum(n * n for n in noises) / len(noises))
-    n = min(len(b), len(h))
+    if s is None or not (s.base and s.head) or is_deterministic(c.measure):
+        return Need(c, group, 0, step, "another step")
+    judged = pairs.judge(s, higher_is_better=c.higher_is_better, deterministic=False,
+                         primary=True, policy=policy)
+    n = min(judged.n_base, judged.n_head)
+    if judged.noise_pct is None:
+        return Need(c, group, n, n + step, "another step")
     band = max(bands.get(key, policy.min_effect_pct), floor_pct(
         min_effect_abs(c.measure, policy.min_effect_bytes), c.base_median))
-    return max(_needed(c, n, noise, band, key in bands, policy) - n, step)
+    options = _options(c, n, judged.noise_pct, band, key in bands, policy)
+    if not options:
+        return Need(c, group, n, policy.max_trials + 1, f"mde {policy.target_mde_pct:.1f}%")
+    n0, goal = min(options)
+    beta = falling(s, judged, policy)
+    if n0 > n > 0 and beta > 0.0:
+        n0 = n * (n0 / n) ** (1.0 / (1.0 - 2.0 * beta))
+    total = math.ceil(min(n0, 1e9) * SAFETY)
+    return Need(c, group, n, max(total, n + step), goal)
+
+
+def _wall(rows: list[TrialRow]) -> dict[tuple[str, int | None], list[float]]:
+    """The wall seconds of base's and head's trials per workload x threads (what a trial
+    costs)."""
+    wall: dict[tuple[str, int | None], list[float]] = defaultdict(list)
+    for r in rows:
+        w = r.measures.get("wall_seconds")
+        if r.label in ("base", "head") and w is not None and math.isfinite(w):
+            wall[(r.workload, r.threads)].append(float(w))
+    return wall
 
 
 def plan(unknown: list[CellRow], rows: list[TrialRow], *, step: int, warmup: int,
@@ -151,41 +216,48 @@ def plan(unknown: list[CellRow], rows: list[TrialRow], *, step: int, warmup: int
          ) -> Plan:
     """The next round for ``unknown`` cells from the comparison's trials (module doc);
     ``bands`` are the calibrated SAME bands by (workload, params key, measure)."""
-    bands = bands or {}
-    sides, wall = _sides_and_wall(rows)
-    # (group, extra trials a side)
-    wants = [((c.workload, c.threads), _extra_trials(c, sides, bands, step, policy))
-             for c in unknown]
-
-    def per_trial(g: tuple[str, int | None]) -> float:
-        return 2 * (statistics.median(wall[g]) if wall.get(g) else 1.0)
+    sides, wall = pairs.by_round(rows), _wall(rows)
 
     def cost(g: tuple[str, int | None], n: int) -> float:
-        return 0.0 if n == 0 else (n + warmup) * per_trial(g)
+        per_trial = 2 * (statistics.median(wall[g]) if wall.get(g) else 1.0)
+        return 0.0 if n == 0 else (n + warmup) * per_trial
 
-    wants.sort(key=lambda w: (cost(w[0], w[1]), w[0][0], w[0][1] or 0))
+    needs = [_need(c, sides, bands or {}, step, policy) for c in unknown]
+    for w in needs:
+        w.seconds = cost(w.group, w.extra)
+    hopeless = [w for w in needs if w.trials > policy.max_trials or w.seconds > budget_left]
+    wants = sorted((w for w in needs if w not in hopeless),
+                   key=lambda w: (w.seconds, w.group[0], w.group[1] or 0))
     trials: dict[tuple[str, int | None], int] = {}
     spent = 0.0
-    left_out = 0
-    for g, add in wants:
-        have = trials.get(g, 0)
-        more = cost(g, max(have, add)) - cost(g, have)
+    left_out = []
+    for w in wants:
+        have = trials.get(w.group, 0)
+        more = cost(w.group, max(have, w.extra)) - cost(w.group, have)
         if spent + more <= budget_left:
-            trials[g] = max(have, add)
+            trials[w.group] = max(have, w.extra)
             spent += more
         else:
-            left_out += 1
+            left_out.append(w)
     groups = [Group(w, th, n, cost((w, th), n))
               for (w, th), n in sorted(trials.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))]
-    total = sum(g.seconds for g in groups)
-    if not left_out:
-        return Plan(groups, total)
-    need = sum(cost(g, a) for g, a in wants)
-    if groups:
-        note = (f"follow-ups cut to the time budget ({budget_left:.0f} s left of the budget; "
-                f"{left_out} unknown cells need more, about {need:.0f} s in all)")
-    else:
-        cheapest = min(cost(g, a) for g, a in wants)
-        note = (f"follow-ups stopped: the time budget is spent ({budget_left:.0f} s left; "
-                f"the cell closest to settling needed about {cheapest:.0f} s)")
-    return Plan(groups, total, note)
+    return Plan(groups, sum(g.seconds for g in groups),
+                _note(left_out, hopeless, budget_left), hopeless)
+
+
+def _note(left_out: list[Need], hopeless: list[Need], budget_left: float) -> str | None:
+    """Why the plan is smaller than what the unknown cells want, or None."""
+    parts = []
+    if hopeless:
+        noun = "cell" if len(hopeless) == 1 else "cells"
+        named = "; ".join(f"{w.cell.workload} threads={w.cell.threads} {w.cell.measure} "
+                          f"{w.text()}" for w in hopeless[:HOPELESS_NAMED])
+        more = len(hopeless) - HOPELESS_NAMED
+        parts.append(f"{len(hopeless)} unknown {noun} settled at once, out of reach of the "
+                     f"budget ({budget_left:.0f} s left) or of the trial cap: {named}"
+                     + (f"; and {more} more" if more > 0 else ""))
+    if left_out:  # each fits the budget alone (else hopeless): the first always goes
+        need = sum(w.seconds for w in left_out)
+        parts.append(f"follow-ups cut to the time budget ({budget_left:.0f} s left of the "
+                     f"budget; {len(left_out)} unknown cells need more, about {need:.0f} s)")
+    return "; ".join(parts) or None

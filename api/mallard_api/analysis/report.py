@@ -8,10 +8,15 @@ The line of a primary cell (``format_line`` builds every line; nothing else does
 * the change is ``(median(head) / median(base) - 1) * 100`` with one decimal and a sign;
 * ``±`` is the half-width of the bootstrap interval, ``(hi - lo) / 2`` (the interval of a
   ratio is not symmetric; the exact bounds are in the JSON and ``v_comparison_cells``);
+  where the interval is so lopsided that change ± half-width would say otherwise than the
+  interval about zero (``-5.9% ±8.6%`` of an interval ``[-17.0%, -0.2%]``), the line shows
+  the bounds instead, ``-5.9% [-17.0%, -0.2%]`` (``change_text``): a REGRESSED or IMPROVED
+  line never shows an interval that includes zero;
 * ``p`` is the Benjamini-Hochberg *adjusted* p-value (``n/a`` for a deterministic cell,
   which needs none);
 * ``trials``/``robust`` are **per side, the smaller side**: base and head run interleaved
-  with the same number of trials, and the weaker side is what limits the verdict;
+  with the same number of trials, and the weaker side is what limits the verdict; a cell
+  judged on pairs of rounds (``pairs.py``) says ``paired, 40 pairs, 39 robust`` instead;
 * ``mde`` is the cell's minimum detectable effect at its trials and noise (80% power;
   ``mde n/a`` while too few robust trials ran to detect anything);
 * ``band`` is the half-width of the cell's SAME band (``stats.same_band``: the series'
@@ -95,22 +100,48 @@ def _mde(v: float | None) -> str:
     return f"{v:.1f}%" if v >= 1.0 else f"{v:.2f}%"
 
 
+def _side(lo: float, hi: float) -> int:
+    """Which side of zero ``[lo, hi]`` lies on: 1 above, -1 below, 0 across."""
+    return 1 if lo > 0 else -1 if hi < 0 else 0
+
+
+def interval_text(d: float | None, lo: float | None, hi: float | None) -> str:
+    """``±1.3%``, the half-width of the interval ``[lo, hi]`` of change ``d``; its bounds,
+    ``[-17.0%, -0.2%]``, where change ± half-width and the interval disagree on the side of
+    zero (module doc); "" without an interval."""
+    if d is None or lo is None or hi is None or not math.isfinite(hi - lo):
+        return ""
+    hw = (hi - lo) / 2.0
+    if _side(d - hw, d + hw) != _side(lo, hi):
+        return f"[{_pct(lo)}, {_pct(hi)}]"
+    return f"±{hw:.1f}%"
+
+
+def change_text(s: CellStats) -> str:
+    """``-5.9% ±1.3%`` or ``-5.9% [-17.0%, -0.2%]`` (``interval_text``)."""
+    return " ".join(filter(None, (_pct(s.diff_pct),
+                                  interval_text(s.diff_pct, s.ci_low_pct, s.ci_high_pct))))
+
+
+def count_text(s: CellStats) -> str:
+    """``8 trials, 7 robust`` (the smaller side), or ``paired, 40 pairs, 39 robust``."""
+    robust = min(s.robust_base, s.robust_head)
+    if s.paired:
+        return f"paired, {min(s.n_base, s.n_head)} pairs, {robust} robust"
+    return f"{min(s.n_base, s.n_head)} trials, {robust} robust"
+
+
 def format_line(workload: str, params: str, measure: str, s: CellStats) -> str:
     """The line for one cell (see module doc): primary cells with p, MDE and verdict;
     diagnostic cells without."""
     name = f"{workload} {params}".strip()
-    hw = s.half_width_pct
-    change = _pct(s.diff_pct)
-    if hw is not None and math.isfinite(hw) and s.diff_pct is not None:
-        change += f" ±{hw:.1f}%"
-    trials = min(s.n_base, s.n_head)
-    robust = min(s.robust_base, s.robust_head)
+    change = change_text(s)
     if not s.primary:
-        return f"{name} {measure}: {change} ({trials} trials, {robust} robust) {DIAGNOSTIC}"
+        return f"{name} {measure}: {change} ({count_text(s)}) {DIAGNOSTIC}"
     p = "n/a" if s.p_adjusted is None else f"{s.p_adjusted:.3f}"
     band = "" if s.band_pct is None else f", band ±{_mde(s.band_pct)}"
     return (
-        f"{name} {measure}: {change} (p={p}, {trials} trials, {robust} robust, "
+        f"{name} {measure}: {change} (p={p}, {count_text(s)}, "
         f"mde {_mde(s.mde_pct)}{band}) {s.verdict.upper()}"
     )
 

@@ -91,6 +91,8 @@ class ComparisonCell(Base):
     robust_head: Mapped[int] = mapped_column(Integer)
     verdict: Mapped[str] = mapped_column(Text)
     mde_pct: Mapped[float | None] = mapped_column(Float)  # db/versions/0007_cell_mde.py
+    # judged on pairs of rounds, its counts pairs (db/versions/0025_paired_cells.py)
+    paired: Mapped[bool] = mapped_column(Boolean, server_default="false")
     # why a cell has no verdict whatever it measures ("emulated testbed"); 0011
     unjudged_reason: Mapped[str | None] = mapped_column(Text)
     line: Mapped[str] = mapped_column(Text)

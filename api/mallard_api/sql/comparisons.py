@@ -118,6 +118,8 @@ class TrialRow:
     cpu_model: str | None
     measures: dict[str, float]
     emulated: bool = False  # the testbed ran another architecture under qemu-user
+    job_id: int | None = None  # with seq, the round it ran in: base and head of one are a pair
+    seq: int | None = None
 
 
 TRIALS_SQL = text("""
@@ -126,7 +128,8 @@ SELECT t.label,
                       THEN '@' || left(a.commit_sha, 7) ELSE '' END AS allocator,
        a.variant, w.name AS workload, w.params, w.threads,
        tb.fingerprint, tb.cpu_model, t.measures,
-       COALESCE((tb.fields->>'emulated')::boolean, false) AS emulated
+       COALESCE((tb.fields->>'emulated')::boolean, false) AS emulated,
+       t.job_id, t.seq
 FROM comparison_jobs cj
 JOIN trials t ON t.job_id = cj.job_id
 JOIN allocators a ON a.id = t.allocator_id
@@ -141,7 +144,8 @@ def trials(session: Session, comparison_id: int) -> list[TrialRow]:
     """Every valid, non-warm-up trial of every job of the comparison."""
     return [
         TrialRow(r.label, r.allocator, r.variant, r.workload, dict(r.params), r.threads,
-                 r.fingerprint, r.cpu_model, dict(r.measures or {}), bool(r.emulated))
+                 r.fingerprint, r.cpu_model, dict(r.measures or {}), bool(r.emulated),
+                 int(r.job_id), int(r.seq))
         for r in session.execute(TRIALS_SQL, {"id": comparison_id})
     ]
 

@@ -6,7 +6,6 @@ thread-scaling curves (base and head against threads) with their verdicts."""
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -112,7 +111,6 @@ def _mde(cell: CellRow) -> str | None:
 
 def cell_view(cell: CellRow, unit: str, anchor: str) -> CellView:
     s = cell.stats()
-    hw = s.half_width_pct
     return CellView(
         measure=cell.measure, unit=unit, verdict=cell.verdict,
         base=fmt.value(cell.base_median, cell.measure, unit),
@@ -120,9 +118,10 @@ def cell_view(cell: CellRow, unit: str, anchor: str) -> CellView:
         change=fmt.pct(cell.diff_pct),
         interval=(f"[{fmt.pct(cell.ci_low_pct)}, {fmt.pct(cell.ci_high_pct)}]"
                   if cell.ci_low_pct is not None else "n/a"),
-        half_width="" if hw is None or not math.isfinite(hw) else f"±{hw:.1f}%",
+        half_width=report.interval_text(s.diff_pct, s.ci_low_pct, s.ci_high_pct),
         p=fmt.pvalue(cell.p_adjusted),
-        trials=f"{cell.n_base} / {cell.n_head}", robust=f"{cell.robust_base} / {cell.robust_head}",
+        trials=(f"{cell.n_base} pairs" if cell.paired else f"{cell.n_base} / {cell.n_head}"),
+        robust=f"{cell.robust_base} / {cell.robust_head}",
         mde=_mde(cell), line=cell.line, anchor=anchor)
 
 

@@ -9,12 +9,13 @@ import pytest
 from comparison_data import SHA_BASE, SHA_HEAD, comparison_trials, post_results
 from helpers import claim_job as claim
 from helpers import patch_analysis_settings, run_analysis
-from mallard_api.analysis import followups
+from mallard_api.analysis import followups, pairs
 from mallard_api.analysis.cells import CellRow
 from mallard_api.params import params_key
 from mallard_api.sql.comparisons import TrialRow
 from mallard_stats import power, stats
 from mallard_stats.policy import DEFAULT_POLICY
+from scipy.stats import norm as sps_norm
 
 POLICY = DEFAULT_POLICY
 
@@ -40,9 +41,10 @@ def unknown(workload="larson", threads=1, measure="ops_per_sec", mde=9.0, diff=0
 
 
 def noise_of(trial_rows):
+    """The noise the cell is judged with: rows without a round are two samples."""
     b = [r.measures["ops_per_sec"] for r in trial_rows if r.label == "base"]
     h = [r.measures["ops_per_sec"] for r in trial_rows if r.label == "head"]
-    return float(np.sqrt((stats.robust_cv_pct(b) ** 2 + stats.robust_cv_pct(h) ** 2) / 2))
+    return stats.compare_samples(b, h).noise_pct
 
 
 def test_plan_asks_for_the_fewest_trials_that_settle_the_cell():
@@ -72,7 +74,7 @@ def test_a_calibrated_band_and_a_real_change_size_the_plan():
                            budget_left=1e6, policy=POLICY)
     sig = power.trials_for_mde(noise_of(trial_rows), 2.5, policy=POLICY)
     target = power.trials_for_mde(noise_of(trial_rows), policy=POLICY)
-    assert sig is not None and target is not None and 10 < sig < target
+    assert sig is not None and target is not None and 5 < sig < target
     assert [g.trials for g in moved.groups] == [math.ceil(sig * followups.SAFETY) - 5]
 
 
@@ -83,13 +85,21 @@ def test_plan_takes_the_cells_closest_to_settling_first_or_stops():
                           policy=POLICY)
     assert [g.workload for g in full.groups] == ["larson", "rpc"] and full.note is None
     cheap = next(g for g in full.groups if g.workload == "larson")
+    dear = next(g for g in full.groups if g.workload == "rpc")
+    assert cheap.seconds < dear.seconds
+    # each fits the budget alone, not both: the closest first, the other left for the note
     cut = followups.plan([far, near], trial_rows, step=5, warmup=1,
-                         budget_left=cheap.seconds + 0.1, policy=POLICY)
+                         budget_left=dear.seconds + 0.1, policy=POLICY)
     assert [(g.workload, g.trials) for g in cut.groups] == [("larson", cheap.trials)]
-    assert cut.note.startswith("follow-ups cut to the time budget")
+    assert cut.note.startswith("follow-ups cut to the time budget") and not cut.hopeless
+    # the dearer one out of reach of the whole budget: settled at once, not cut
+    alone = followups.plan([far, near], trial_rows, step=5, warmup=1,
+                           budget_left=cheap.seconds + 0.1, policy=POLICY)
+    assert [g.workload for g in alone.groups] == ["larson"]
+    assert [w.cell.workload for w in alone.hopeless] == ["rpc"]
     none = followups.plan([far, near], trial_rows, step=5, warmup=1, budget_left=3.0,
                           policy=POLICY)
-    assert none.groups == [] and none.note.startswith("follow-ups stopped: the time budget")
+    assert none.groups == [] and none.note.startswith("2 unknown cells settled at once")
 
 
 def test_a_cell_at_the_edge_and_a_deterministic_cell_get_a_step():
@@ -128,7 +138,119 @@ def test_comparison_stops_when_the_budget_is_spent(client, user_headers, make_pr
     run_analysis(client.app)
     d = client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json()
     assert d["state"] == "done" and d["follow_ups"] == 0, d["report"]
-    assert "follow-ups stopped: the time budget is spent" in d["note"]
+    assert "1 unknown cell settled at once" in d["note"]
     assert "1 unknown primary cell reached mde" in d["note"] and "(target 2.0%)" in d["note"]
     line = next(c["line"] for c in d["cells"] if c["measure"] == "ops_per_sec")
-    assert line.endswith("UNKNOWN") and "mde " in line
+    assert "UNKNOWN (would need " in line and "trials a side" in line and "mde " in line
+
+
+def paired_rows(ratios, *, drift=0.1, wall=0.5, job=7, seed=1):
+    """A runner's blocks: round i's base and head share (job, seq), the machine drifting
+    by ``drift`` between rounds (cancelled in the pair), head/base = ``ratios[i]``."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i, ratio in enumerate(ratios):
+        level = 1e6 * (1 + drift * rng.standard_normal())
+        for label, v in (("base", level), ("head", level * ratio)):
+            out.append(TrialRow(label, "mallard", "", "larson", {"threads": 1}, 1, "fp", None,
+                                {"ops_per_sec": v, "wall_seconds": wall}, job_id=job, seq=i))
+    return out
+
+
+def scattered(n, change_pct, cv_pct, seed=0):
+    """n ratios around 1 + change whose scatter is exactly cv (normal quantiles, shuffled)."""
+    q = sps_norm.ppf((np.arange(n) + 0.5) / n)
+    np.random.default_rng(seed).shuffle(q)
+    return list((1 + change_pct / 100) * (1 + cv_pct / 100 * q))
+
+
+def judged_cell(trial_rows):
+    """The cell as the comparison judges it (pairs.judge, the verdict rule)."""
+    sides = pairs.by_round(trial_rows)[("larson", params_key({"threads": 1}), "ops_per_sec")]
+    s = stats.adjust_and_decide([pairs.judge(sides, higher_is_better=True,
+                                             deterministic=False, primary=True,
+                                             policy=POLICY)], POLICY)[0]
+    return CellRow.of(s, workload="larson", params={"threads": 1}, threads=1,
+                      measure="ops_per_sec", line=""), s
+
+
+def test_a_hopeless_cell_is_settled_at_once_with_what_it_would_take():
+    """Pairs that scatter by 12% around no change at 10 rounds: SAME or the 2% target need
+    hundreds of pairs, more than a 60 s budget buys at 1 s a pair: no trials at all, the
+    cell's need named."""
+    trial_rows = paired_rows(scattered(10, 0.0, 12.0))
+    cell, _ = judged_cell(trial_rows)
+    assert cell.paired and cell.verdict == "unknown"
+    plan = followups.plan([cell], trial_rows, step=5, warmup=1, budget_left=60.0,
+                          policy=POLICY)
+    assert plan.groups == [] and [w.cell for w in plan.hopeless] == [cell]
+    [need] = plan.hopeless
+    assert need.trials > 60 and need.seconds > 60.0
+    assert need.text().startswith("would need interval ±3.0%: about ")
+    assert plan.note.startswith("1 unknown cell settled at once, out of reach of the budget "
+                                "(60 s left) or of the trial cap: larson threads=1 "
+                                "ops_per_sec would need interval ±3.0%")
+    # with the budget it needs, the same cell gets its trials
+    rich = followups.plan([cell], trial_rows, step=5, warmup=1,
+                          budget_left=need.seconds + 10, policy=POLICY)
+    assert not rich.hopeless and rich.groups[0].trials == need.extra
+
+
+def test_a_cell_near_its_target_gets_the_pairs_it_needs():
+    """A +1.5% change in pairs scattered by 2.8% (noise 2%) at 10 rounds, the drift of 10%
+    between rounds cancelled: unknown; the plan asks for the pairs the paired MDE needs
+    (the 2% target, fewer than an MDE of 1.5%), times the safety factor, at the measured
+    cost of a pair."""
+    trial_rows = paired_rows(scattered(10, 1.5, 2.83), wall=0.8)
+    cell, s = judged_cell(trial_rows)
+    assert cell.paired and cell.verdict == "unknown" and cell.mde_pct > 2.0
+    assert s.noise_pct == pytest.approx(2.0, rel=0.15)
+    target = power.trials_for_mde(s.noise_pct, policy=POLICY, paired=True)
+    sig = power.trials_for_mde(s.noise_pct, abs(cell.diff_pct), policy=POLICY, paired=True)
+    assert target is not None and sig is not None and 10 < target < sig
+    plan = followups.plan([cell], trial_rows, step=5, warmup=1, budget_left=1e4,
+                          policy=POLICY)
+    assert not plan.hopeless and plan.note is None
+    [g] = plan.groups
+    assert g.trials == math.ceil(target * followups.SAFETY) - 10
+    assert g.seconds == pytest.approx((g.trials + 1) * 2 * 0.8)
+
+
+def test_a_noise_that_grows_with_the_rounds_slows_the_fall_of_the_mde(monkeypatch):
+    """Rounds whose first half scattered a quarter as much as the second (a drift the
+    pairs do not cancel): the halves say the MDE falls slower than 1/sqrt(n), and the plan
+    asks for more pairs than the 1/sqrt(n) estimate; a steady scatter gives none of it."""
+    steady = paired_rows(scattered(24, 0.0, 8.0))
+    calm = [1 + (r - 1) * 0.4 for r in scattered(12, 0.0, 16.0, seed=1)]
+    growing = paired_rows(calm + [1 + (r - 1) * 1.6 for r in scattered(12, 0.0, 16.0, seed=2)])
+    key = ("larson", params_key({"threads": 1}), "ops_per_sec")
+    betas = [followups.falling(pairs.by_round(r)[key], judged_cell(r)[1], POLICY)
+             for r in (steady, growing)]
+    assert betas[0] < 0.1 and betas[1] > 0.3
+
+    def planned(r):
+        return followups.plan([judged_cell(r)[0]], r, step=5, warmup=0, budget_left=1e6,
+                              policy=POLICY)
+
+    # the steady cell gets its pairs; the growing one would need more than the trial cap:
+    # settled at once (the case of a cell that took 103 trials and never fell)
+    steady_plan, growing_plan = planned(steady), planned(growing)
+    assert steady_plan.groups[0].trials > 5 and not steady_plan.hopeless
+    assert growing_plan.groups == [] and growing_plan.hopeless[0].trials > POLICY.max_trials
+    monkeypatch.setattr(followups, "FALL_MIN", 10**6)  # every cell 1/sqrt(n)
+    assert planned(steady).groups == steady_plan.groups
+    assert 5 < planned(growing).groups[0].trials < POLICY.max_trials
+
+
+def test_a_steady_noise_is_rarely_taken_for_a_growing_one():
+    """By simulation: pairs of one steady 2% scatter, 16-40 of them: the fall estimate
+    stays at 1/sqrt(n) (beta 0) in at least 92% of cells."""
+    rng = np.random.default_rng(5)
+    key = ("larson", params_key({"threads": 1}), "ops_per_sec")
+    flagged = 0
+    sims = 200
+    for i in range(sims):
+        n = 16 + i % 25
+        r = paired_rows(list(1 + 0.02 * rng.standard_normal(n)), seed=i)
+        flagged += followups.falling(pairs.by_round(r)[key], judged_cell(r)[1], POLICY) > 0
+    assert flagged / sims <= 0.08

@@ -7,6 +7,7 @@ from mallard_api.analysis.report import (
     ReportHeader,
     format_line,
     format_report,
+    interval_text,
 )
 from mallard_api.params import params_key
 from mallard_stats.hypothesis import parse_hypothesis
@@ -38,6 +39,27 @@ def test_line_format_exact():
         "larson threads=2 ops_per_sec: -0.4% ±2.1% (p=0.610, 20 trials, 19 robust, mde 2.8%) "
         "SAME"
     )
+
+
+def test_a_decided_line_never_shows_an_interval_across_zero():
+    """A lopsided interval wholly below zero reads as change ± half-width across zero
+    (`-5.9% ±8.4%`): the line shows its bounds instead; the page's interval column too."""
+    s = cell(-5.9, -17.0, -0.2, 0.0001, n=39, robust=31, mde=5.6)
+    line = format_line("xmalloc", "threads=2", "ops_per_cpu_sec", s)
+    assert line == ("xmalloc threads=2 ops_per_cpu_sec: -5.9% [-17.0%, -0.2%] (p=0.000, "
+                    "39 trials, 31 robust, mde 5.6%) REGRESSED")
+    assert interval_text(-5.9, -17.0, -0.2) == "[-17.0%, -0.2%]"
+    # the other way round: an interval across zero that change ± half-width would not cross
+    assert interval_text(4.0, -0.5, 5.0) == "[-0.5%, +5.0%]"
+    assert interval_text(-17.3, -18.6, -16.0) == "±1.3%" and interval_text(1.0, None, 2.0) == ""
+
+
+def test_a_paired_cell_counts_pairs():
+    s = cell(-3.1, -3.6, -2.6, 0.0001, n=40, robust=38, mde=1.2)
+    s.paired = True
+    assert format_line("larson", "threads=1", "ops_per_sec", s) == (
+        "larson threads=1 ops_per_sec: -3.1% ±0.5% (p=0.000, paired, 40 pairs, 38 robust, "
+        "mde 1.2%) REGRESSED")
 
 
 def test_unknown_shows_the_mde_it_reached_and_deterministic_mde():
