@@ -38,6 +38,7 @@ from mallard_wire.fields import (
     Str500,
     Turbo,
 )
+from mallard_wire.timelines import LatencyHistogram, MemoryTimeline
 
 
 class TestbedFields(InModel):
@@ -132,6 +133,9 @@ class TrialIn(InModel):
     measures: Annotated[dict[MeasureName, FiniteFloat], Field(max_length=MAX_MEASURES)] = {}
     counters: Annotated[JsonObject, Field(max_length=MAX_COUNTERS),
                         _bounded(MAX_COUNTERS)] | None = None
+    # what the job asked to record besides the measures (mallard_wire/timelines.py)
+    memory: MemoryTimeline | None = None
+    latency: LatencyHistogram | None = None
 
 
 class ResultsIn(InModel):
