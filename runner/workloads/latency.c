@@ -103,14 +103,16 @@ static inline void record(int call, uint64_t t0, uint64_t t1)
     lat_record(&hist, call, ns > clock_cost ? ns - clock_cost : 0);
 }
 
-void *malloc(size_t n)
+/* The slow paths, out of line so that the fast ones save no registers: the call that is
+ * timed, a call before the next allocator is known, and (free) a block of the boot arena. */
+__attribute__((noinline)) static void *malloc_slow(size_t n)
 {
-    if (__builtin_expect(next_malloc == NULL, 0)) {
+    if (next_malloc == NULL) {
         resolve();
         if (next_malloc == NULL)
             return boot_malloc(n);
     }
-    if (__builtin_expect((++tick[LAT_MALLOC] & mask) != 0 || !recording, 1))
+    if (!recording)
         return next_malloc(n);
     uint64_t t0 = now_ns();
     void *p = next_malloc(n);
@@ -118,20 +120,43 @@ void *malloc(size_t n)
     return p;
 }
 
-void free(void *p)
+__attribute__((noinline)) static void free_slow(void *p)
 {
-    if (__builtin_expect((char *)p >= boot && (char *)p < boot + sizeof boot, 0))
+    if ((char *)p >= boot && (char *)p < boot + sizeof boot)
         return;
-    if (__builtin_expect(next_free == NULL, 0)) {
+    if (next_free == NULL) {
         resolve();
         if (next_free == NULL)
             return;
     }
-    if (__builtin_expect((++tick[LAT_FREE] & mask) != 0 || !recording, 1)) {
+    if (!recording) {
         next_free(p);
         return;
     }
     uint64_t t0 = now_ns();
     next_free(p);
     record(LAT_FREE, t0, now_ns());
+}
+
+static int in_boot(const void *p)
+{
+    return (const char *)p >= boot && (const char *)p < boot + sizeof boot;
+}
+
+void *malloc(size_t n)
+{
+    void *(*next)(size_t) = next_malloc;
+    if (__builtin_expect(next != NULL && (++tick[LAT_MALLOC] & mask) != 0, 1))
+        return next(n);
+    return malloc_slow(n);
+}
+
+void free(void *p)
+{
+    void (*next)(void *) = next_free;
+    if (__builtin_expect(next != NULL && (++tick[LAT_FREE] & mask) != 0 && !in_boot(p), 1)) {
+        next(p);
+        return;
+    }
+    free_slow(p);
 }

@@ -35,6 +35,7 @@ from mallard_api.ui import fmt
 from mallard_api.ui.svg import SVG_NS, Scale, nice_ticks
 
 SIDES = (("base", "s0"), ("head", "s1"))
+MIB = 2.0**20  # the memory axis ticks at round MiB
 WIDTH, HEIGHT = 400, 170
 LEFT, RIGHT, TOP, BOTTOM = 62, 10, 10, 30
 
@@ -79,7 +80,8 @@ def memory_plot(sides: dict[str, list[MemoryTimeline]], label: str) -> Markup:
     top = max((max(t.rss_bytes) for _, _, t in lines), default=1) * 1.05
     x, y = Scale(0.0, end, LEFT, WIDTH - RIGHT), Scale(0.0, top, HEIGHT - BOTTOM, TOP)
     body = _axes(x, y, [(t, fmt.value(t, "", "s", 2)) for t in nice_ticks(0.0, end, 4)],
-                 [(t, fmt.value(t, "rss_bytes")) for t in nice_ticks(0.0, top, 4)[1:]],
+                 [(t * MIB, fmt.value(t * MIB, "rss_bytes")) for t in
+                  nice_ticks(0.0, top / MIB, 4)[1:]],
                  "seconds since start")
     for i, (side, css, t) in enumerate(lines):
         step = t.interval_ms / 1000
