@@ -7,7 +7,7 @@
  * MALLARD_LATENCY_FILE (%p: the process id).
  *
  * Off means not preloaded: a trial that did not ask for latency runs exactly the command
- * it ran before (runner/README.md states the cost when on, in instructions). Only malloc
+ * it ran before (docs/timelines.md states the cost when on, in instructions). Only malloc
  * and free are wrapped: calloc, realloc and the aligned calls go straight to the
  * allocator, which also owns what they return. A forked child starts its histogram
  * empty. */
