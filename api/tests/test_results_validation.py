@@ -8,8 +8,8 @@ import secrets
 import pytest
 from helpers import claim_job as claim
 from helpers import queue_job, results, stored, trial
-from sqlalchemy import text
 from mallard_wire.fields import MAX_MEASURES
+from sqlalchemy import text
 
 
 def test_unknown_job_names_the_field(client, make_runner):
