@@ -5,7 +5,7 @@ static/mallard.css, every mark with its number in `data-v` and a `<title>`).
 
 * `memory_plot`: RSS against time, one line per trial (base s0, head s1);
 * `latency_plot`: the sampled latency histogram of one call (malloc or free), base and
-  head each summed over their trials, as steps over log-spaced buckets with the share of
+  head each summed over their trials, as bars over log-spaced buckets with the share of
   calls on a log axis (so the tail shows), p99 and p99.9 of each side marked.
 """
 
@@ -48,6 +48,14 @@ class TimelinesView:
 
 def _n(v: float) -> str:
     return f"{v:.2f}".rstrip("0").rstrip(".")
+
+
+def _ns(v: int) -> str:
+    """A power of ten of nanoseconds as a tick reads it: 100 ns, 10 µs, 1 ms."""
+    for scale, unit in ((10**9, "s"), (10**6, "ms"), (10**3, "µs")):
+        if v >= scale:
+            return f"{v // scale} {unit}"
+    return f"{v} ns"
 
 
 def _svg(label: str, body: list[str], css: str) -> Markup:
@@ -114,8 +122,7 @@ def latency_plot(sides: dict[str, list[LatencyHistogram]], call: str, label: str
     exp_lo = math.floor(math.log10(floor))
     x = Scale(math.log10(lo), math.log10(max(hi, lo * 10)), LEFT, WIDTH - RIGHT)
     y = Scale(float(exp_lo), 0.0, HEIGHT - BOTTOM, TOP)
-    xt = [(float(e), fmt.value(10.0**e, "", "ns")) for e in
-          range(math.ceil(x.d0), math.floor(x.d1) + 1)]
+    xt = [(float(e), _ns(10**e)) for e in range(math.ceil(x.d0), math.floor(x.d1) + 1)]
     yt = [(float(e), f"{10.0**e:g}") for e in range(exp_lo, 1)]
     body = _axes(x, y, xt, yt, f"{call} latency (share of sampled calls)")
     for side, css in SIDES:
@@ -127,10 +134,11 @@ def latency_plot(sides: dict[str, list[LatencyHistogram]], call: str, label: str
             b0, b1 = bucket_bounds(b)
             share = n / total
             x0, x1 = x(math.log10(max(b0, lo))), x(math.log10(b1))
-            body.append(f'<line class="hist {css}" data-side="{side}" data-v="{n}" '
-                        f'x1="{_n(x0)}" x2="{_n(max(x1, x0 + 1))}" y1="{_n(y(math.log10(share)))}"'
-                        f' y2="{_n(y(math.log10(share)))}"><title>{side}: {n} calls in '
-                        f"[{b0}, {b1}) ns ({share:.2%})</title></line>")
+            top = y(math.log10(share))
+            body.append(f'<rect class="hist {css}" data-side="{side}" data-v="{n}" '
+                        f'x="{_n(x0)}" width="{_n(max(x1 - x0, 1.5))}" y="{_n(top)}" '
+                        f'height="{_n(max(HEIGHT - BOTTOM - top, 1.0))}"><title>{side}: {n} '
+                        f"calls in [{b0}, {b1}) ns ({share:.2%})</title></rect>")
         for q, name in ((0.99, "p99"), (0.999, "p99.9")):
             v = percentile(hist, q)
             if v is None:

@@ -53,7 +53,8 @@ def test_the_latency_plot_marks_each_sides_percentiles_where_the_histogram_puts_
         buckets = timelines.summed(sides[side], "malloc")
         assert marks[(side, "p99.9:")] == percentile(buckets, 0.999)
     assert marks[("head", "p99:")] > 100 * marks[("base", "p99:")]  # the heavier tail
-    bars = [ln for ln in svg.findall("s:line", NS) if "hist" in (ln.get("class") or "")]
+    bars = svg.findall("s:rect", NS)
+    assert {b.get("class") for b in bars} == {"hist s0", "hist s1"}
     assert sum(int(b.get("data-v", 0)) for b in bars) == 3 * (2 * (5000 + 3000 + 40) + 10 + 100)
 
 
