@@ -122,6 +122,8 @@ def prepare(settings: RunnerSettings, req: RunRequest,
                         settings.programs_dir or settings.workloads_dir, req.source, req.ref)
     cells = make_cells(resolved.targets, cases, settings.workloads_dir, bins)
     record = req.suite.record if req.record is None else req.record
+    if target.emulated and record:
+        notes.append(f"emulated testbed: {', '.join(record)} not recorded (timelines.py)")
     executor = Executor(settings, req.cpus, req.raw_dir, on_trial=on_trial, cancel=cancel,
                         target=target, sandbox=box, record=frozenset(record))
     trials = req.trials if req.trials is not None else req.suite.trials
