@@ -122,7 +122,7 @@ class Executor:
         self.record = frozenset() if emulated else record
         shim = settings.shim() if "latency" in self.record else None
         if shim is not None and not shim.is_file():
-            raise RuntimeError(f"the latency shim {shim} is not built: make workloads")
+            raise FileNotFoundError(f"the latency shim {shim} is not built: make workloads")
         self.commands = Commands(settings, cpus, self.target, self.use_perf, shim)
         self.valgrind = not emulated and shutil.which(settings.valgrind) is not None
         for tool in (settings.hyperfine, settings.taskset):
