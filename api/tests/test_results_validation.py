@@ -8,6 +8,7 @@ import secrets
 import pytest
 from helpers import claim_job as claim
 from helpers import queue_job, results, stored, trial
+from mallard_wire.fields import MAX_MEASURES
 from sqlalchemy import text
 
 
@@ -77,9 +78,9 @@ def test_unknown_project_names_the_field(client, make_runner):
 
 def test_largest_measures_object_is_stored(client, make_runner):
     runner, headers = make_runner()
-    # incompressible names of the longest length, the most of them: the index entry fits
+    # incompressible names of the longest length, the most of them (MAX_MEASURES)
     measures = {f"m{i:02d}_" + secrets.token_hex(30): -1.2345678901234567e-300
-                for i in range(24)}
+                for i in range(MAX_MEASURES)}
     t = trial(measures=measures)
     r = client.post("/api/v1/results", headers=headers, json=results([t], runner_id=runner["id"]))
     assert r.status_code == 201, r.text

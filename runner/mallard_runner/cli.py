@@ -15,7 +15,7 @@ import threading
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import httpx
 import typer
@@ -23,6 +23,7 @@ from mallard_wire.formats import READERS, FormatError
 from mallard_wire.recipes import MAX_RECIPE_FILE, read_recipe_file
 from mallard_wire.refs import FULL_SHA
 from mallard_wire.results import ResultsIn, TestbedIn, TrialIn
+from mallard_wire.timelines import Recording
 from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import (
@@ -59,6 +60,15 @@ def _ints(text: str | None) -> list[int] | None:
 
 def _names(text: str | None) -> list[str] | None:
     return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+def _recordings(text: str | None) -> list[str] | None:
+    names = _names(text)
+    unknown = sorted(set(names or ()) - set(get_args(Recording)))
+    if unknown:
+        raise typer.BadParameter(f"unknown {', '.join(unknown)} (known: memory, latency)",
+                                 param_hint="--record")
+    return names
 
 
 def progress_bar() -> Progress:
@@ -115,6 +125,9 @@ def bench(
     workloads: Annotated[str | None, typer.Option(help="comma list of workloads")] = None,
     threads: Annotated[str | None, typer.Option(help="comma list of thread counts")] = None,
     seed: Annotated[int | None, typer.Option(help="seed of the interleaving order")] = None,
+    record: Annotated[str | None, typer.Option(
+        help="comma list of what trials record besides measures: memory (RSS over time), "
+             "latency (sampled malloc/free histograms) (default: the suite's)")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write ResultsIn JSON here")]
     = None,
     markdown: Annotated[Path | None, typer.Option(help="write a markdown table here")] = None,
@@ -132,7 +145,8 @@ def bench(
     source = allocator_source or default_source()
     req = RunRequest(suite=s, selectors=selectors, cpus=cpu_list, raw_dir=raw, source=source,
                      ref=commit, trials=trials, warmup=warmup,
-                     workloads=_names(workloads), threads=_ints(threads), seed=seed)
+                     workloads=_names(workloads), threads=_ints(threads), seed=seed,
+                     record=_recordings(record))
     results = _bench_run(settings, req)
     base = baseline if baseline is not None else s.baseline
     _bench_report(results, base, json_out=json_out, markdown=markdown, csv_out=csv_out)

@@ -12,6 +12,7 @@ from .cells import Cell, Params
 from .measures import PERF_EVENTS
 from .settings import RunnerSettings
 from .testbed import setarch_prefix
+from .timelines import LATENCY_FILE
 
 # Fixed simulated caches, so the counts do not depend on the host's cache sizes.
 CACHEGRIND_CACHES = {"I1": "32768,8,64", "D1": "32768,8,64", "LL": "8388608,16,64"}
@@ -30,8 +31,9 @@ class Commands:
     """Builds the trial and cachegrind command lines for one node's CPUs and target."""
 
     def __init__(self, settings: RunnerSettings, cpus: list[int], target: Platform,
-                 use_perf: bool):
+                 use_perf: bool, latency_shim: Path | None = None):
         self.settings = settings
+        self.latency_shim = latency_shim  # preloaded first in timed trials (timelines.py)
         self.cpus = cpus
         self.target = target
         self.use_perf = use_perf
@@ -67,9 +69,21 @@ class Commands:
             return [*pin, *self.setarch], ["env", "-i", *env, *guest]
         return pin, ["env", *env, *guest]
 
+    def latency_env(self, pairs: list[str], trial_dir: Path) -> list[str]:
+        """`pairs` with the latency shim preloaded before the allocator (its first
+        definition of malloc and free wins) and told where to write and how often to time."""
+        if self.latency_shim is None:
+            return pairs
+        preload = [p.removeprefix("LD_PRELOAD=") for p in pairs if p.startswith("LD_PRELOAD=")]
+        rest = [p for p in pairs if not p.startswith("LD_PRELOAD=")]
+        return [f"LD_PRELOAD={' '.join([str(self.latency_shim), *preload])}", *rest,
+                f"MALLARD_LATENCY_FILE={trial_dir / LATENCY_FILE}",
+                f"MALLARD_LATENCY_EVERY={self.settings.latency_every}"]
+
     def trial(self, cell: Cell, trial_dir: Path) -> list[str]:
         """The command hyperfine times for one trial (stderr kept, pinned, preloaded)."""
-        pin, env = self.pinned(self.noise_control, self.workload_env(cell))
+        pairs = self.latency_env(self.workload_env(cell), trial_dir)
+        pin, env = self.pinned(self.noise_control, pairs)
         perf: list[str] = []
         if self.use_perf:
             perf = [self.settings.perf, "stat", "-x", ",", "-e", ",".join(PERF_EVENTS),

@@ -78,6 +78,7 @@ from .measures import (
 )
 from .sandbox import Sandbox
 from .settings import RunnerSettings
+from .timelines import RssSampler, Timeline, latency_of
 
 
 class Cancelled(RuntimeError):
@@ -104,7 +105,8 @@ class Executor:
     def __init__(self, settings: RunnerSettings, cpus: list[int], raw_dir: Path,
                  on_trial: Callable[[TrialIn, Cell], None] | None = None,
                  cancel: threading.Event | None = None, use_perf: bool | None = None,
-                 target: Platform | None = None, sandbox: Sandbox | None = None):
+                 target: Platform | None = None, sandbox: Sandbox | None = None,
+                 record: frozenset[str] = frozenset()):
         self.settings = settings
         # the workload runs the allocator under test: as the work user (sandbox.py)
         self.sandbox = sandbox if sandbox is not None else settings.sandbox()
@@ -118,7 +120,12 @@ class Executor:
         self.use_perf = not emulated and (
             perf_works(settings.perf, self.sandbox.env(), self.sandbox.identity())
             if use_perf is None else use_perf)
-        self.commands = Commands(settings, cpus, self.target, self.use_perf)
+        # what trials record besides measures (timelines.py): never under emulation
+        self.record = frozenset() if emulated else record
+        shim = settings.shim() if "latency" in self.record else None
+        if shim is not None and not shim.is_file():
+            raise FileNotFoundError(f"the latency shim {shim} is not built: make workloads")
+        self.commands = Commands(settings, cpus, self.target, self.use_perf, shim)
         self.valgrind = not emulated and shutil.which(settings.valgrind) is not None
         for tool in (settings.hyperfine, settings.taskset):
             if not shutil.which(tool):
@@ -145,16 +152,32 @@ class Executor:
         hyperfine, the workload's result line, the allocator's counters and perf left."""
         trial_dir = self._fresh_dir(cell, f"warmup-{seq}" if warmup else f"trial-{seq}")
         started = _now()
-        timed = read_hyperfine(trial_dir, self._hyperfine(cell, trial_dir))
+        hf_note, rss = self._hyperfine(cell, trial_dir)
+        timed = read_hyperfine(trial_dir, hf_note)
         ok, note = read_output(cell.program, _read(trial_dir / "stdout"), timed.clean,
                                timed.note, timed.measures)
         counters = self._counters(cell, trial_dir, timed.measures)
+        recorded = self._recorded(trial_dir, rss, timed.measures)
         limit = self.settings.stderr_tail_chars
         trial = self._record(trial_dir, cell, cell.params, seq=seq, warmup=warmup,
                              started_at=started, ok=ok, exit_code=timed.exit_code,
                              signal=timed.signal, measures=timed.measures, counters=counters,
-                             stderr_tail=with_note(tail(trial_dir / "stderr", limit), note, limit))
+                             stderr_tail=with_note(tail(trial_dir / "stderr", limit), note, limit),
+                             **recorded)
         return trial, timed.export
+
+    def _recorded(self, trial_dir: Path, rss: Timeline | None,
+                  measures: dict[str, float]) -> dict[str, Any]:
+        """The memory timeline and latency histogram the job asked for (timelines.py),
+        their measures into `measures` (a workload's own final_rss_bytes wins)."""
+        out: dict[str, Any] = {}
+        if rss is not None:
+            out["memory"] = rss.timeline()
+            for k, v in rss.measures().items():
+                measures.setdefault(k, v)
+        if "latency" in self.record:
+            out["latency"] = latency_of(trial_dir, self.settings.latency_every, measures)
+        return out
 
     def _counters(self, cell: Cell, trial_dir: Path,
                   measures: dict[str, float]) -> JsonDict | None:
@@ -168,9 +191,10 @@ class Executor:
             measures.update(parse_perf_stat((trial_dir / "perf.txt").read_text()))
         return counters
 
-    def _hyperfine(self, cell: Cell, trial_dir: Path) -> str:
+    def _hyperfine(self, cell: Cell, trial_dir: Path) -> tuple[str, Timeline | None]:
         """Run the trial's command once under hyperfine (killed at the trial timeout);
-        return what went wrong ("" when hyperfine itself succeeded)."""
+        return what went wrong ("" when hyperfine itself succeeded) and, when the job asked,
+        the workload's RSS over time."""
         command = shlex.join(self.commands.trial(cell, trial_dir))
         (trial_dir / "command").write_text(command + "\n")
         hf_cmd = [self.settings.hyperfine, "-N", "--runs", "1", "-i", "--style", "none",
@@ -182,25 +206,35 @@ class Executor:
         finally:
             self.sandbox.take(trial_dir)
 
-    def _timed(self, hf_cmd: list[str], trial_dir: Path) -> str:
+    def _timed(self, hf_cmd: list[str], trial_dir: Path) -> tuple[str, Timeline | None]:
         """hyperfine as the work user (switched in the child before exec: outside what
-        hyperfine times), in its own session, killed whole at the trial timeout."""
+        hyperfine times), in its own session, killed whole at the trial timeout; its
+        workload's RSS sampled meanwhile when the job asked (timelines.RssSampler)."""
         try:
             proc: subprocess.Popen[bytes] = subprocess.Popen(
                 hf_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL, env=self.sandbox.env(), cwd=trial_dir,
                 start_new_session=True, **self.sandbox.identity())
-            try:
-                _, hf_err = proc.communicate(timeout=self.settings.trial_timeout_seconds)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.communicate()
-                return f"timed out after {self.settings.trial_timeout_seconds:g}s (killed)"
-            if proc.returncode != 0:
-                return f"hyperfine failed ({proc.returncode}): " + hf_err.decode(
-                    errors="replace")[-1000:]
         except OSError as e:
-            return f"cannot run hyperfine: {e}"
+            return f"cannot run hyperfine: {e}", None
+        sampler = (RssSampler(proc.pid, self.settings.memory_interval_ms / 1000)
+                   if "memory" in self.record else None)
+        if sampler is not None:
+            with sampler:
+                note = self._wait(proc)
+            return note, sampler.series
+        return self._wait(proc), None
+
+    def _wait(self, proc: subprocess.Popen[bytes]) -> str:
+        try:
+            _, hf_err = proc.communicate(timeout=self.settings.trial_timeout_seconds)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return f"timed out after {self.settings.trial_timeout_seconds:g}s (killed)"
+        if proc.returncode != 0:
+            return f"hyperfine failed ({proc.returncode}): " + hf_err.decode(
+                errors="replace")[-1000:]
         return ""
 
     # -- deterministic counts (cachegrind) ------------------------------------------

@@ -73,7 +73,7 @@ def request_for(job: ClaimedJob, settings: RunnerSettings, cpus: list[int],
     return RunRequest(suite=suite, selectors=selectors, cpus=cpus, raw_dir=Path(raw),
                       source=spec.repo_url, ref=spec.commit,
                       trials=spec.trials, warmup=spec.warmup, workloads=spec.workloads,
-                      threads=spec.threads, project=spec.project,
+                      threads=spec.threads, record=spec.record, project=spec.project,
                       branch=spec.branch, job_id=job.id, attempt=job.attempt,
                       runner_id=runner_id, by_case=True)
 

@@ -86,7 +86,7 @@ def read_numbers(result: JsonDict | None, measures: dict[str, float]) -> tuple[b
 
 # Raw counts that become diagnostic measures as they are (contracts §2): what explains a
 # hit ratio that moved (the API ranks them under each cell).
-# Few, because a trial carries at most 24 measures (the API's MAX_MEASURES).
+# Few, because a trial carries at most 32 measures (the API's MAX_MEASURES).
 COUNT_MEASURES = ("transfer_insert_inflight_misses", "transfer_remove_inflight_misses",
                   "transfer_waits", "central_refills", "pages_reclaimed")
 

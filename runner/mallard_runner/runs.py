@@ -17,7 +17,7 @@ with the toolchain file, takes the target's peers, and runs everything under qem
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
@@ -72,6 +72,7 @@ class RunRequest:
     workloads: list[str] | None = None
     threads: list[int] | None = None
     seed: int | None = None
+    record: Sequence[str] | None = None  # memory, latency (timelines.py); None: the suite's
     by_case: bool = False  # a round's cells grouped by case (executor.round_order)
     project: str | None = "mallard"  # a job's: its spec's (None: a job of no project)
     branch: str | None = None
@@ -120,8 +121,11 @@ def prepare(settings: RunnerSettings, req: RunRequest,
     bins = program_bins(cases, ProgramBuilder(settings.cache(), box, rules),
                         settings.programs_dir or settings.workloads_dir, req.source, req.ref)
     cells = make_cells(resolved.targets, cases, settings.workloads_dir, bins)
+    record = req.suite.record if req.record is None else req.record
+    if target.emulated and record:
+        notes.append(f"emulated testbed: {', '.join(record)} not recorded (timelines.py)")
     executor = Executor(settings, req.cpus, req.raw_dir, on_trial=on_trial, cancel=cancel,
-                        target=target, sandbox=box)
+                        target=target, sandbox=box, record=frozenset(record))
     trials = req.trials if req.trials is not None else req.suite.trials
     warmup = req.warmup if req.warmup is not None else req.suite.warmup
     iso = isolation(req.cpus)
@@ -150,7 +154,7 @@ def execute(prep: Prepared) -> ResultsIn:
         "order": [[r, k] for r, k in out.order], "notes": [*prep.notes],
         "missing_peers": as_json(prep.resolved.missing), "raw_dir": str(req.raw_dir),
         "seed": seed, "trials": prep.trials, "warmup": prep.warmup,
-        "order_by_case": req.by_case,
+        "order_by_case": req.by_case, "record": as_json(sorted(prep.executor.record)),
         "noise_control": as_json(prep.noise),
         "oversubscribed": as_json(oversubscribed(prep.cells, req.cpus))}
     return ResultsIn(

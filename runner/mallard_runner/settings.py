@@ -108,6 +108,13 @@ class RunnerSettings(BaseSettings):
     tune_cpus: bool = True  # set the pinned CPUs' governor to performance, turbo off
     stderr_tail_chars: int = 2000
     seed: int = 42
+    # what a job may ask to record (timelines.py): the RSS of its workload every this many
+    # milliseconds (at most MAX_TIMELINE_POINTS kept: a longer trial's are halved), and one
+    # malloc/free in this many timed by the latency shim (a power of two; default: the
+    # shim's libmallard_latency.so next to the workloads)
+    memory_interval_ms: float = Field(default=10.0, ge=1.0, le=60_000.0)
+    latency_every: int = Field(default=64, ge=1, le=1 << 20)
+    latency_shim: Path | None = None
 
     # the agent
     api: str | None = None
@@ -141,6 +148,13 @@ class RunnerSettings(BaseSettings):
     # what a job may name: repositories (comma list of scheme://host[:port] and
     # file:///folder entries; empty: none, only the runner's own checkout)
     repo_allow: str = ""
+
+    @field_validator("latency_every")
+    @classmethod
+    def _power_of_two(cls, v: int) -> int:
+        if v & (v - 1):
+            raise ValueError("must be a power of two (1, 2, 4, ... 1048576)")
+        return v
 
     @field_validator("arch")
     @classmethod
@@ -180,6 +194,9 @@ class RunnerSettings(BaseSettings):
 
     def repo_rules(self) -> tuple[Prefix, ...]:
         return parse_rules(self.repo_allow)
+
+    def shim(self) -> Path:
+        return self.latency_shim or self.workloads_dir / "libmallard_latency.so"
 
     def cache(self) -> Path:
         return self.cache_dir or self.state_dir / "cache"

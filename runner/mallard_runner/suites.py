@@ -29,6 +29,9 @@ output is read (jsonline, regex, gbench) and its fixed `work`, which joins every
 params. Without it a workload is the built-in program of that name (runner/workloads/),
 run as `<name> --threads N --<param> <value> ...`. Program workloads are skipped on an
 emulated testbed (`skipped`): they have no cross build.
+
+`record: [memory, latency]` makes every timed trial record its RSS over time and its
+sampled malloc/free latency histograms (timelines.py); a job's `record` overrides it.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import Any
 
 import yaml
 from mallard_wire.recipes import check_arg
+from mallard_wire.timelines import Record
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -110,6 +114,7 @@ class Suite(BaseModel):
     threads: list[int] = Field(default_factory=lambda: [1])
     allocators: list[str] = Field(default_factory=lambda: ["mallard", "glibc"])
     baseline: str | None = "glibc"
+    record: Record = []  # what trials record besides measures (timelines.py); a job may say
     workloads: dict[str, SuiteWorkload]
 
     @field_validator("workloads")

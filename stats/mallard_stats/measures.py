@@ -11,7 +11,10 @@ directions are contracts section 4's.
   ``instructions``, ``llc_misses``, and the main measure of each harness whose results
   are uploaded: ``items_per_second`` and ``real_time_ns`` of Google Benchmark,
   hyperfine's ``run_seconds``, pytest-benchmark's ``round_seconds``, Bencher's
-  ``latency_ns`` and ``throughput``) plus any measure the request names (a comparison's
+  ``latency_ns`` and ``throughput``; what a job asked to record: ``rss_area_byte_seconds``
+  of the memory timeline (its ``final_rss_bytes`` is a diagnostic, as the fragmentation
+  workload's own), ``malloc_p50_ns`` ... ``free_p999_ns``
+  of the latency histograms) plus any measure the request names (a comparison's
   hypothesis names one);
 * every other measure is a **diagnostic** (wall/user/sys seconds, ``ns_per_op``, the
   other RSS figures, ``d1_misses``, the ``hw_*`` counters, allocator counters): its
@@ -50,6 +53,11 @@ MEASURES: dict[str, tuple[str, bool]] = {
     "max_rss_bytes": ("bytes", False),
     "final_rss_bytes": ("bytes", False),
     "peak_rss_bytes": ("bytes", False),
+    # the runner's memory timeline (mallard_wire/timelines.py): the area under the RSS curve
+    "rss_area_byte_seconds": ("byte·s", False),
+    # the latency shim's sampled histograms (runner/workloads/latency.c)
+    **{f"{call}_{q}_ns": ("ns", False) for call in ("malloc", "free")
+       for q in ("p50", "p99", "p999")},
     "instructions": ("count", False),
     "d1_misses": ("count", False),
     "llc_misses": ("count", False),
@@ -84,7 +92,11 @@ PRIMARY_MEASURES = frozenset({"ops_per_sec", "ops_per_cpu_sec", "max_rss_bytes",
                               "llc_misses", "items_per_second",
                               # the main measure of each upload format (MEASURES above)
                               "real_time_ns", "run_seconds", "round_seconds", "latency_ns",
-                              "throughput"})
+                              "throughput",
+                              # what a job asked to record (mallard_wire/timelines.py)
+                              "rss_area_byte_seconds",
+                              *(f"{call}_{q}_ns" for call in ("malloc", "free")
+                                for q in ("p50", "p99", "p999"))})
 
 LOWER_IS_BETTER_SUFFIXES = ("_seconds", "_bytes", "_ns", "_per_op", "_misses", "_instructions",
                             "_cycles")

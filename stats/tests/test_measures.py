@@ -99,6 +99,18 @@ def test_primary_and_diagnostic_measures():
     assert measures.measure_role("wall_seconds", ["wall_seconds"]) == "primary"  # requested
 
 
+def test_recorded_measures_are_judged_lower_is_better_and_timed():
+    for call in ("malloc", "free"):
+        for q in ("p50", "p99", "p999"):
+            m = f"{call}_{q}_ns"
+            assert measures.measure_role(m) == "primary" and not measures.higher_is_better(m)
+            assert measures.unjudged_reason(m, emulated=True) == measures.EMULATED_REASON
+            assert measures.unjudged_reason(m, emulated=False) is None
+    assert measures.measure_role("rss_area_byte_seconds") == "primary"
+    assert not measures.higher_is_better("rss_area_byte_seconds")
+    assert measures.measure_role("final_rss_bytes") == "diagnostic"
+
+
 PAGE = 4096.0
 
 

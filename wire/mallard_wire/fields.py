@@ -140,7 +140,7 @@ Name = Annotated[
 ]
 Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{4,64}$")]
 MeasureName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.]{0,63}$")]
-MAX_MEASURES = 24  # per trial: the measures object is kept inside the series index entry
+MAX_MEASURES = 32  # per trial (~25 with perf's counts, the memory and latency measures)
 
 
 

@@ -30,6 +30,7 @@ from mallard_wire.fields import (
 )
 from mallard_wire.profiles import ProfileCase
 from mallard_wire.recipes import Recipe, Variant, variant_env
+from mallard_wire.timelines import Record
 
 
 class AllocatorBuild(InModel):
@@ -75,6 +76,7 @@ class JobSpec(InModel):
     threads: Threads | None = None
     trials: Annotated[int, Field(ge=1, le=1000)] | None = None
     warmup: Warmup | None = None
+    record: Record | None = None  # memory timelines, latency histograms (None: the suite's)
     branch: BranchName | None = None
     commit: GitRef | None = None
     allocators: Annotated[list[SpecAllocator], Field(min_length=1, max_length=20)]

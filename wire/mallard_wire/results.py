@@ -39,6 +39,7 @@ from mallard_wire.fields import (
     Turbo,
 )
 from mallard_wire.profiles import ProfileIn
+from mallard_wire.timelines import LatencyHistogram, MemoryTimeline
 
 
 class TestbedFields(InModel):
@@ -133,6 +134,9 @@ class TrialIn(InModel):
     measures: Annotated[dict[MeasureName, FiniteFloat], Field(max_length=MAX_MEASURES)] = {}
     counters: Annotated[JsonObject, Field(max_length=MAX_COUNTERS),
                         _bounded(MAX_COUNTERS)] | None = None
+    # what the job asked to record besides the measures (mallard_wire/timelines.py)
+    memory: MemoryTimeline | None = None
+    latency: LatencyHistogram | None = None
 
 
 class ResultsIn(InModel):

@@ -85,6 +85,9 @@ class Trial(Base):
     ingested_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     measures: Mapped[dict[str, float]] = mapped_column(JSONB, server_default="{}")
     counters: Mapped[JsonDict | None] = mapped_column(JSONB)
+    # what the job asked to record (mallard_wire/timelines.py; migration 0027)
+    memory: Mapped[JsonDict | None] = mapped_column(JSONB)
+    latency: Mapped[JsonDict | None] = mapped_column(JSONB)
 
 
 class ResultArtifacts(Base):

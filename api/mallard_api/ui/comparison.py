@@ -23,7 +23,7 @@ from mallard_api.models.comparisons import Comparison
 from mallard_api.params import params_key
 from mallard_api.sql import comparisons as cmp_sql
 from mallard_api.sql import pages as pages_sql
-from mallard_api.ui import fmt, svg, trend
+from mallard_api.ui import fmt, svg, timelines, trend
 
 # Measures that get a verdict (the rest are diagnostics shown under them), in page order.
 PRIMARY = ("ops_per_sec", "max_rss_bytes", "instructions", "llc_misses")
@@ -175,6 +175,7 @@ class ComparisonPage:
     testbed: str | None
     curves: list[CurveView]
     report: str
+    timelines: dict[str, timelines.TimelinesView]  # group anchor -> its recorded figures
 
 
 def build(session: Session, settings: Settings, comp: Comparison) -> ComparisonPage:
@@ -203,6 +204,8 @@ def build(session: Session, settings: Settings, comp: Comparison) -> ComparisonP
     by_key = {(j.workload, params_key(j.params)): j.text() for j in joint.joint_labels(rcells)}
     for g, key in zip(groups, sorted(grouped), strict=True):
         g.joint = by_key.get(key)
+    figures = timelines.views(session, comp, {key: g.title for g, key in
+                                              zip(groups, sorted(grouped), strict=True)})
     cpus = cmp_sql.testbed_cpus(session, comp.testbed_fingerprint)
     counts = cmp_sql.counts(session, comp.id)
     return ComparisonPage(
@@ -212,7 +215,9 @@ def build(session: Session, settings: Settings, comp: Comparison) -> ComparisonP
         testbed=(f"{comp.cpu_model or 'unknown CPU'} ({comp.testbed_fingerprint[:12]})"
                  if comp.testbed_fingerprint else None),
         curves=curve_views(cells, cpus),
-        report=comparisons.render_report(session, settings, comp))
+        report=comparisons.render_report(session, settings, comp),
+        timelines={g.anchor: figures[key] for g, key in zip(groups, sorted(grouped),
+                                                            strict=True) if key in figures})
 
 
 TrialValues = dict[tuple[str, str, str, str], list[float]]

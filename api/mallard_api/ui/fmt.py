@@ -11,7 +11,10 @@ _BIN = ((2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"))
 
 
 def kind(measure: str, unit: str = "") -> str:
-    """How a measure's values are written: bytes, seconds, ratio, rate or count."""
+    """How a measure's values are written: bytes, byte-seconds, seconds, ratio, rate or
+    count."""
+    if unit == "byte·s" or measure.endswith("_byte_seconds"):
+        return "byte_seconds"
     if unit == "bytes" or measure.endswith("_bytes"):
         return "bytes"
     if unit == "s" or measure.endswith("_seconds"):
@@ -36,6 +39,8 @@ def value(v: float | None, measure: str = "", unit: str = "", digits: int = 3) -
         return "n/a"
     k = kind(measure, unit)
     a = abs(v)
+    if k == "byte_seconds":  # the area under an RSS curve
+        return value(v, "bytes", digits=digits) + "·s"
     if k == "bytes":
         for size, name in _BIN:
             if a >= size:

@@ -3,7 +3,9 @@
 - `pages_data` (module) a project with a 30-commit `main` whose larson throughput drops
   8% at commit 20 (an alert opens), peers measured beside the last commit, and a finished
   comparison (larson at 1 and 2 threads, 12 trials a side, head 6% slower at 2 threads,
-  glibc and jemalloc as peers, a hypothesis); returns a dict of their ids, shas, tokens.
+  glibc and jemalloc as peers, a hypothesis; at 2 threads base and head recorded memory
+  timelines and latency histograms: `recorded`); returns a dict of their ids, shas,
+  tokens.
 - `bisect_data` (session) a push whose commit verdict regresses, its alert and the
   bisection it starts, run to its culprit with one probe's build failing
   (`bisect_data.py`); returns the project, shas, verdict, bisection and alert.
@@ -48,6 +50,19 @@ def _trial(label: str, name: str, commit: str | None, variant: str | None, workl
             "allocator": {"name": name, "commit": commit, "variant": variant},
             "workload": {"name": workload, "params": {"threads": threads, "seed": 42}},
             "seq": seq, "warmup": False, "ok": True, "exit_code": 0, "measures": measures}
+
+
+def recorded(label: str) -> dict[str, Any]:
+    """What a trial that recorded memory and latency posts (mallard_wire/timelines.py): RSS
+    that grows to 10 MiB and is purged (head: 80 ms later), malloc/free latency around
+    20 ns with a tail (head's: ten times as many calls at ~10 us)."""
+    purge = 30 if label == "base" else 38
+    rss = [min(k, 20) * 512 * 1024 if k < purge else 2 * 1024 * 1024 for k in range(40)]
+    tail = 10 if label == "base" else 100
+    return {"memory": {"interval_ms": 10.0, "rss_bytes": rss},
+            "latency": {"sample_every": 64, "malloc": [[20, 5000], [24, 3000], [64, 40],
+                                                       [106, tail]],
+                        "free": [[16, 6000], [60, 20], [100, tail // 2]]}}
 
 
 def _post(client: Any, headers: dict[str, str], runner: dict[str, Any], project: str,
@@ -148,6 +163,9 @@ def _build(client: Any, make_token: Any, user_token: str) -> dict[str, Any]:
                 trials.append(_trial("peer", peer, None, None, "larson", threads,
                                      {"ops_per_sec": 1e6 * level}, seq))
                 seq += 1
+    for t in trials:  # threads=2 recorded memory and latency (ui/timelines.py)
+        if t["label"] in ("base", "head") and t["workload"]["params"]["threads"] == 2:
+            t.update(recorded(t["label"]))
     # one wild trial, marked as an outlier on the page
     trials[5]["measures"]["ops_per_sec"] *= 0.5
     _post(client, runner_headers, runner, project, trials, job_id=job["id"])

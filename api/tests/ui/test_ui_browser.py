@@ -49,7 +49,7 @@ def _pages(d: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
     return [
         ("comparison", f"/ui/comparisons/{d['comparison']}",
          ["REGRESSED", "SAME", "Decided changes", "transfer_insert_hit_ratio",
-          "relative to glibc", "held in 0 of 2 cells"]),
+          "relative to glibc", "held in 0 of 2 cells", "RSS over time", "malloc latency"]),
         ("project", f"/ui/projects/{d['project']}", ["History of main", "ops_per_sec",
                                                     "Open alerts"]),
         ("branch", f"/ui/projects/{d['project']}/branches/main",

@@ -18,7 +18,7 @@ Scalar = str | int | float | bool
 # imports nothing of formats, and a test checks both agree
 WORKLOAD_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 MEASURE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,63}$")
-MAX_MEASURES = 24
+MAX_MEASURES = 32
 MAX_PARAMS = 64
 MAX_PARAM_TEXT = 200  # characters of a param's key or text value
 
