@@ -119,7 +119,8 @@ def export(session: Session, project: str, out: Path, *, public_url: str | None,
     todo, shas = _plan(session, proj, ex, last_n)
     if not any(name == "index.html" for name, _, _ in todo):
         todo.append(("index.html", "project.html", dict(
-            project=proj, branch=None, trends=None, comparisons=[], bisections=[], forge_failures=[],
+            project=proj, branch=None, trends=None, comparisons=[], bisections=[],
+            forge_failures=[],
             branches=project_sql.branches(session, proj), alerts=[])))
     for commit, owner in pages_sql.commits_of(session, proj.id, sorted(shas)):
         todo.append((f"commits/{commit.sha}.html", "commit.html", dict(
