@@ -91,7 +91,7 @@ demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--ke
 
 bench: bench-allocator bench-runner bench-verdicts bench-api ## every benchmark
 
-bench-allocator: python allocator workloads ## allocator vs peers on every full-suite workload + transfer + redis, 12 rounds by case (~18 min), each cell with the API's verdict (table in allocator/README.md; ARGS="--cpus 0,1")
+bench-allocator: python allocator workloads ## allocator vs peers on both suites: the standard one (mimalloc-bench, 5 rounds, ~50 min) and Mallard's own (full + transfer + redis, 12 rounds, ~18 min), each cell with the API's verdict (one table per suite in allocator/README.md; ARGS="--cpus 0,1 --suite standard|mallard --quick")
 	@$(PY) runner/bench/allocators.py $(ARGS)
 
 bench-transfer: python allocator workloads ## the transfer cache's micro tier: mutex vs ring vs naive at threads 1..64 (ARGS=--scaling) and over threads x batch x size (--grid) (tables in allocator/README.md)

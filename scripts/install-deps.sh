@@ -9,8 +9,8 @@ set -euo pipefail
 REQUIRED=(
   # build: allocator, workloads
   build-essential cmake ninja-build git pkg-config
-  # runner: timing engine, instruction counts, pinning
-  hyperfine valgrind util-linux
+  # runner: timing engine, instruction counts, pinning, GNU time (a program's peak RSS)
+  hyperfine valgrind util-linux time
   # other allocators' builds (jemalloc's autogen.sh) and Google Benchmark program workloads
   autoconf automake libbenchmark-dev
   # peers measured beside mallard (LD_PRELOAD)

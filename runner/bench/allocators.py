@@ -46,13 +46,13 @@ from mallard_runner.cells import Cell
 from mallard_runner.peers import CATALOGUE_NAMES
 from mallard_runner.runs import RunRequest, execute, prepare
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
-from mallard_runner.suites import Suite, load_suite
+from mallard_runner.suites import Scalar, Suite, load_suite
 from mallard_runner.summary import CellSummary, summarize
 from mallard_runner.testbed import cpu_model, parse_cpus
 from mallard_runner.tools import BuildError
 from mallard_runner.variants import parse_selectors
 from mallard_stats import stats
-from mallard_stats.measures import THROUGHPUT
+from mallard_stats.measures import THROUGHPUT, higher_is_better
 from mallard_stats.paired import compare_paired
 from mallard_stats.policy import DEFAULT_POLICY, Policy
 from mallard_wire.results import ResultsIn, TrialIn
@@ -79,14 +79,15 @@ TRIALS = 12
 WORDS = {"improved": "faster", "same": "same", "regressed": "slower", "unknown": "unknown"}
 
 
-def bench_suite(suites_dir: Path, trials: int) -> Suite:
-    """The full suite's workloads and params, plus transfer, at threads 1 and 2."""
-    full = load_suite("full", suites_dir)
+def bench_suite(suites_dir: Path, trials: int, quick: bool = False) -> Suite:
+    """The full suite's workloads and params, plus transfer, at threads 1 and 2 (`quick`:
+    the quick suite's)."""
+    full = load_suite("quick" if quick else "full", suites_dir)
     transfer = load_suite("transfer", suites_dir)
     macro = load_suite("macro", suites_dir)
-    workloads = dict(full.workloads) | dict(transfer.workloads)
+    workloads = dict(full.workloads) | ({} if quick else dict(transfer.workloads))
     # redis: a real server; without redis-server its trials fail, saying so
-    if "redis" in macro.workloads:
+    if "redis" in macro.workloads and not quick:
         redis = macro.workloads["redis"]
         workloads["redis"] = redis.model_copy(update={
             "threads": [1, 2], "params": redis.params | {"requests": REDIS_REQUESTS}})
@@ -118,6 +119,7 @@ class Row:
     jemalloc: CellSummary | None
     spread: float | None
     judged: dict[str, stats.CellStats] = field(default_factory=dict)  # measure -> verdict
+    measures: tuple[str, ...] = JUDGED  # what it is judged on; the first is its cost
 
 
 def summary_rows(cells: list[CellSummary]) -> tuple[list[Row], dict[str, CellSummary | None]]:
@@ -156,9 +158,10 @@ def judge(rows: list[Row], policy: Policy = DEFAULT_POLICY) -> list[Row]:
     (`paired.compare_paired`: the runner interleaves, so a drift of the machine moves both
     trials of a round); the p-values adjusted (Benjamini-Hochberg) over all of them at
     once, as a comparison's cells are."""
-    keys = [(r, m) for r in rows for m in JUDGED]
-    raw = [compare_paired(*by_round(r.fastest, r.mallard, m), higher_is_better=True,
-                          policy=policy) for r, m in keys]
+    keys = [(r, m) for r in rows for m in r.measures]
+    raw = [compare_paired(*by_round(r.fastest, r.mallard, m),
+                          higher_is_better=higher_is_better(m), policy=policy)
+           for r, m in keys]
     for (r, m), s in zip(keys, stats.adjust_and_decide(raw, policy), strict=True):
         r.judged[m] = s
     return rows
@@ -295,6 +298,185 @@ def table(results: ResultsIn, trials: int, cpus: list[int], load: tuple[float, f
     return "\n".join(out)
 
 
+# -- the standard suite (runner/suites/standard.yaml: mimalloc-bench's programs) -------------
+STANDARD_ALLOCATORS = ["mallard", "glibc", "jemalloc", "mimalloc", "tcmalloc"]
+STANDARD_MARKERS = ("<!-- bench-allocator-standard:begin -->",
+                    "<!-- bench-allocator-standard:end -->")
+FULL = REPO_ROOT / "docs" / "benchmarks.md"  # the full tables (every allocator of every cell)
+FULL_MARKERS = {"mallard": ("<!-- bench-allocator-full:begin -->",
+                            "<!-- bench-allocator-full:end -->"),
+                "standard": ("<!-- bench-allocator-standard-full:begin -->",
+                             "<!-- bench-allocator-standard-full:end -->")}
+FULL_HEADER = "| workload | params | threads | allocator |"  # where a table's full part starts
+STANDARD_TRIALS = 5  # as the issue's runs: 5 interleaved rounds
+QUICK_TRIALS = 3
+# a standard program's cost: the first of these its cells have (throughput, the program's
+# own operations per CPU-second, else the run's seconds); CPU time is judged beside it
+COSTS = (THROUGHPUT, PER_CPU, "run_seconds")
+CPU_TIME = "cpu_seconds"
+# --quick (and the test): the standard programs at tiny work, a trial well under a second
+# where the program allows (rptest sleeps ~16 s, alloc-test and espresso run ~4 s fixed)
+QUICK_WORK: dict[str, dict[str, Scalar]] = {
+    "cfrac": {"n": "175451865205073170563711388363"},
+    "larson": {"seconds": 1, "chunks": 500, "rounds": 10},
+    "larson-sized": {"seconds": 1, "chunks": 500, "rounds": 10},
+    "mstress": {"load": 5, "iterations": 2},
+    "rptest": {"loops": 5, "allocs": 100, "ops": 10},
+    "xmalloc-test": {"seconds": 1},
+    "cache-scratch": {"iterations": 100, "repetitions": 2000},
+    "cache-thrash": {"iterations": 100, "repetitions": 2000},
+    "mleak": {"n": 1},
+}
+
+
+def standard_bundle() -> Path:
+    """mimalloc-bench's bundle in ../shared/benchmarks/ (from a worktree: one level up)."""
+    paths = [root / "shared" / "benchmarks" / "mimalloc-bench.bundle"
+             for root in (REPO_ROOT.parent, REPO_ROOT.parent.parent)]
+    return next((p for p in paths if p.exists()), paths[0])
+
+
+def standard_suite(suites_dir: Path, repo: str, trials: int, quick: bool = False) -> Suite:
+    """The standard suite with its programs fetched from `repo` (default the bundle), at
+    its bench.sh's work or (`quick`) at QUICK_WORK."""
+    suite = load_suite("standard", suites_dir)
+    workloads = {}
+    for name, wl in suite.workloads.items():
+        assert wl.program is not None
+        tiny = QUICK_WORK.get(name, {}) if quick else {}
+        work = {k: tiny.get(k, v) for k, v in wl.program.work.items()}
+        params = {k: tiny.get(k, v) for k, v in wl.params.items()}
+        program = wl.program.model_copy(update={"repo": repo, "work": work})
+        workloads[name] = wl.model_copy(update={"params": params, "program": program})
+    return suite.model_copy(update={"trials": trials, "allocators": STANDARD_ALLOCATORS,
+                                    "workloads": workloads})
+
+
+def cost_measure(group: list[CellSummary]) -> str | None:
+    return next((m for m in COSTS if any(c.median(m) for c in group)), None)
+
+
+def standard_rows(cells: list[CellSummary]
+                  ) -> tuple[list[Row], dict[str, tuple[str, CellSummary | None]]]:
+    """(rows, (cost measure, fastest peer) per case): the fastest peer has the lowest median
+    cost (the highest throughput)."""
+    by_case: dict[str, list[CellSummary]] = {}
+    for s in cells:
+        by_case.setdefault(s.case, []).append(s)
+    rows: list[Row] = []
+    fastest_of: dict[str, tuple[str, CellSummary | None]] = {}
+    for case, group in by_case.items():
+        measure = cost_measure(group)
+        if measure is None:
+            continue
+        sign = 1.0 if higher_is_better(measure) else -1.0
+        peers = [c for c in group if c.name in CATALOGUE_NAMES and c.median(measure)]
+        fastest = max(peers, key=lambda c: sign * (c.median(measure) or 0.0), default=None)
+        fastest_of[case] = (measure, fastest)
+        mallard = next((c for c in group if c.name == "mallard" and not c.variant), None)
+        if mallard is None or fastest is None:
+            continue
+        rows.append(Row(mallard, fastest, next((c for c in group if c.name == "jemalloc"), None),
+                        None, measures=(measure, CPU_TIME)))
+    return rows, fastest_of
+
+
+def cost_ratio(cell: CellSummary, fastest: CellSummary, measure: str) -> float | None:
+    """cell's cost over the fastest's: seconds over seconds, or the inverse of throughput."""
+    a, b = cell.median(measure), fastest.median(measure)
+    if not a or not b:
+        return None
+    return b / a if higher_is_better(measure) else a / b
+
+
+def cost_interval(s: stats.CellStats, measure: str) -> str:
+    """The per-round ratio as a cost (mallard's over the peer's) with its interval."""
+    if s.ratio is None or s.ci_low_pct is None or s.ci_high_pct is None:
+        return "-"
+    lo, hi, r = 1 + s.ci_low_pct / 100, 1 + s.ci_high_pct / 100, s.ratio
+    if higher_is_better(measure):
+        lo, hi, r = 1 / hi, 1 / lo, 1 / r
+    return f"{r:.3f}x ({lo:.3f}-{hi:.3f})"
+
+
+def standard_summary(rows: list[Row], policy: Policy) -> list[str]:
+    ahead = sum(1 for r in rows if (cost_ratio(r.mallard, r.fastest, r.measures[0]) or 9) <= 1)
+    slower = sum(1 for r in rows if r.judged[r.measures[0]].verdict == "regressed")
+    out = [f"Cells: {len(rows)}; mallard at or ahead of the fastest peer by the medians on "
+           f"{ahead}, behind on {len(rows) - ahead}; judged slower on {slower}.", "",
+           "| program | params | threads | cost | fastest peer | mallard's cost / fastest's | "
+           f"per round ({policy.confidence:.0%} CI) | verdict | CPU time | "
+           "RSS mallard / jemalloc |", "|---|---|---:|---|---|---:|---:|---|---|---:|"]
+    for r in rows:
+        m, f, measure = r.mallard, r.fastest, r.measures[0]
+        ratio = cost_ratio(m, f, measure)
+        rss = m.median("max_rss_bytes")
+        je_rss = r.jemalloc.median("max_rss_bytes") if r.jemalloc else None
+        out.append(
+            f"| {m.workload} | {short_case(m)} | {m.params.get('threads')} | "
+            f"{'1/' if higher_is_better(measure) else ''}{measure} | {f.name} | "
+            f"{'-' if ratio is None else f'{ratio:.2f}x'} | "
+            f"{cost_interval(r.judged[measure], measure)} | {verdict(r.judged[measure])} | "
+            f"{verdict(r.judged[CPU_TIME])} | "
+            f"{'-' if not rss or not je_rss else f'{rss / je_rss:.2f}x'} |")
+    return out
+
+
+def standard_full(cells: list[CellSummary],
+                  fastest_of: dict[str, tuple[str, CellSummary | None]]) -> list[str]:
+    out = [FULL_HEADER + " cost (median) | vs fastest peer | peak RSS (median) | ok / n |",
+           "|---|---|---:|---|---:|---:|---:|---:|"]
+    for c in sorted(cells, key=lambda c: (c.case, c.name != "mallard", c.allocator)):
+        measure, fastest = fastest_of.get(c.case, (None, None))
+        med = c.median(measure) if measure else None
+        vs = cost_ratio(c, fastest, measure) if measure and fastest else None
+        rss = c.median("max_rss_bytes")
+        out.append(
+            f"| {c.workload} | {short_case(c)} | {c.params.get('threads')} | {c.allocator} | "
+            f"{'-' if med is None else f'{med:,.4g} {measure}'} | "
+            f"{'-' if vs is None else f'{vs:.2f}x'}{' (fastest)' if c is fastest else ''} | "
+            f"{'-' if rss is None else f'{rss / 2**20:.1f} MiB'} | {c.n_ok} / {c.n} |")
+    return out
+
+
+def standard_table(results: ResultsIn, trials: int, load: tuple[float, float],
+                   missing: dict[str, str], policy: Policy = DEFAULT_POLICY) -> str:
+    """The standard suite's table: mallard's cost over the fastest peer's per program and
+    threads, judged paired by round on the cost and on CPU time; then every cell."""
+    cells = summarize(results.trials, baseline="glibc")
+    rows, fastest_of = standard_rows(cells)
+    judge(rows, policy)
+    tb = results.testbed
+    out = [f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M UTC} by `make bench-allocator` on "
+           f"{platform.machine()}, {cpu_model()}, {os.cpu_count()} cores (pinned to CPU "
+           f"{tb.cpus}), kernel {tb.kernel}, {tb.compiler}, {tb.libc}: mimalloc-bench's "
+           f"programs at its bench.sh's arguments, the median of {trials} interleaved trials "
+           f"after a warm-up. 1-minute load average {load[0]:.1f} before and {load[1]:.1f} "
+           f"after{' (CPUs not isolated)' if tb.isolated is False else ''}. `cost`: the "
+           f"measure a program is judged on (`1/` a throughput); `verdict` on it and `CPU "
+           f"time` on cpu_seconds, by the service's statistics paired by round "
+           f"(docs/statistics.md); every cell in docs/benchmarks.md.", "",
+           *standard_summary(rows, policy), "", *standard_full(cells, fastest_of)]
+    out += [f"Peer {name} was not measured: {why}." for name, why in missing.items()]
+    failed = [t for t in results.trials if not t.ok]
+    if failed:
+        out.append(f"{len(failed)} trials failed (kept in the raw results): " + ", ".join(
+            sorted({f"{t.allocator.name} {t.workload.name}" for t in failed}))[:300] + ".")
+    return "\n".join(out)
+
+
+def write_tables(suite: str, block: str) -> None:
+    """The summary into allocator/README.md, the full table (from FULL_HEADER) into
+    docs/benchmarks.md, each between its suite's markers."""
+    summary, sep, full = block.partition("\n" + FULL_HEADER)
+    markers = (BEGIN, END) if suite == "mallard" else STANDARD_MARKERS
+    export.write_block(README, markers, summary.rstrip(), "Performance")
+    if sep:
+        export.write_block(FULL, FULL_MARKERS[suite], (sep + full).strip(), "Full tables")
+    console.print(f"wrote {README.relative_to(REPO_ROOT)} and {FULL.relative_to(REPO_ROOT)} "
+                  f"({suite})")
+
+
 def runner_cpu(before: resource.struct_rusage, after: resource.struct_rusage,
                wall: float) -> str:
     """The CPU time of this process (not its children) over the run: what we ourselves put
@@ -306,9 +488,19 @@ def runner_cpu(before: resource.struct_rusage, after: resource.struct_rusage,
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--suite", choices=("both", "mallard", "standard"), default="both",
+                   help="which suite: Mallard's own workloads, the standard one "
+                        "(mimalloc-bench), or both (default), one table each")
+    p.add_argument("--quick", action="store_true",
+                   help=f"a quick look: {QUICK_TRIALS} trials, the standard programs at tiny "
+                        f"work, Mallard's `quick` suite instead of `full`")
+    p.add_argument("--standard-repo", default=None,
+                   help="mimalloc-bench's repository (URL or path; default its bundle in "
+                        "../shared/benchmarks/)")
     p.add_argument("--cpus", default=None, help="CPUs to pin to (default: the last one)")
-    p.add_argument("--trials", type=int, default=TRIALS,
-                   help=f"trials per cell (default {TRIALS}; >= 10 lets a tie read `same`)")
+    p.add_argument("--trials", type=int, default=None,
+                   help=f"trials per cell (default {TRIALS}, the standard suite "
+                        f"{STANDARD_TRIALS}; >= 10 lets a tie read `same`)")
     p.add_argument("--workloads", default=None, help="comma list: only these workloads")
     p.add_argument("--threads", default=None, help="comma list: only these thread counts")
     p.add_argument("--allocators", default=None, help="comma list of selectors (default: all)")
@@ -321,31 +513,39 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def request(args: argparse.Namespace, settings: RunnerSettings) -> RunRequest:
-    """The run the arguments ask for."""
-    suite = bench_suite(settings.suites_dir, args.trials)
+def request(args: argparse.Namespace, settings: RunnerSettings,
+            suite_name: str = "mallard") -> RunRequest:
+    """The run the arguments ask for, of one suite."""
+    if suite_name == "standard":
+        trials = args.trials or (QUICK_TRIALS if args.quick else STANDARD_TRIALS)
+        suite = standard_suite(settings.suites_dir, args.standard_repo or str(standard_bundle()),
+                               trials, quick=args.quick)
+    else:
+        trials = args.trials or (QUICK_TRIALS if args.quick else TRIALS)
+        suite = bench_suite(settings.suites_dir, trials, quick=args.quick)
     cpus = parse_cpus(args.cpus or str(sorted(os.sched_getaffinity(0))[-1]))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    wanted = args.workloads.split(",") if args.workloads else None
     return RunRequest(suite=suite,
                       selectors=parse_selectors(args.allocators or ",".join(suite.allocators)),
-                      cpus=cpus, raw_dir=settings.raw() / f"bench-allocator-{stamp}",
-                      source=str(REPO_ROOT), ref=args.commit, trials=args.trials,
-                      workloads=args.workloads.split(",") if args.workloads else None,
+                      cpus=cpus, raw_dir=settings.raw() / f"bench-allocator-{suite_name}-{stamp}",
+                      source=str(REPO_ROOT), ref=args.commit, trials=trials,
+                      workloads=[w for w in wanted if w in suite.workloads] if wanted else None,
                       threads=[int(t) for t in args.threads.split(",")] if args.threads else None,
                       by_case=args.order == "case")
 
 
-def main() -> int:
-    args = parser().parse_args()
-    settings = RunnerSettings()
-    req = request(args, settings)
-    cpus = req.cpus
+def run_suite(args: argparse.Namespace, settings: RunnerSettings, suite_name: str) -> int:
+    """One suite's run and table."""
+    req = request(args, settings, suite_name)
+    if req.workloads == []:
+        return 0  # --workloads named none of this suite's
     load_before = os.getloadavg()[0]
     # redrawn between trials only (no refresh thread): nothing of ours runs on the other
     # vCPU while a trial runs
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, auto_refresh=False) as progress:
-        task = progress.add_task("building mallard, finding peers", total=None)
+        task = progress.add_task(f"{suite_name}: building, finding peers", total=None)
 
         def tick(t: TrialIn, cell: Cell) -> None:
             progress.update(task, advance=1, description=f"{cell.target.display} {cell.case}",
@@ -355,22 +555,30 @@ def main() -> int:
             prep = prepare(settings, req, on_trial=tick)
         except BuildError as e:
             progress.stop()
-            console.print(f"[red]mallard does not build at {args.commit}:[/] {e}")
+            console.print(f"[red]{suite_name}: a build failed at {args.commit}:[/] {e}")
             return 1
         progress.update(task, total=prep.total, refresh=True)
         started, own = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
         results = execute(prep)
         console.print(runner_cpu(own, resource.getrusage(resource.RUSAGE_SELF),
                                  time.monotonic() - started))
-    block = table(results, prep.trials, cpus, (load_before, os.getloadavg()[0]),
-                  prep.resolved.missing, DEFAULT_POLICY)
+    load = (load_before, os.getloadavg()[0])
+    block = (standard_table(results, prep.trials, load, prep.resolved.missing)
+             if suite_name == "standard" else
+             table(results, prep.trials, req.cpus, load, prep.resolved.missing))
     print(block)
     if args.json:
-        export.write_atomic(args.json, export.to_json(results))
+        export.write_atomic(args.json.with_suffix(f".{suite_name}.json"), export.to_json(results))
     if not args.no_write:
-        export.write_block(README, (BEGIN, END), block, "Performance")
-        console.print(f"wrote {README.relative_to(REPO_ROOT)}")
+        write_tables(suite_name, block)
     return 0
+
+
+def main() -> int:
+    args = parser().parse_args()
+    settings = RunnerSettings()
+    names = ["standard", "mallard"] if args.suite == "both" else [args.suite]
+    return max(run_suite(args, settings, name) for name in names)
 
 
 if __name__ == "__main__":

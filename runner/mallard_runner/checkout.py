@@ -69,8 +69,8 @@ def resolve(cache: Path, source: str, ref: str, log: list[str], env: Mapping[str
     except Refused as e:
         log.append(str(e))
         raise BuildError(str(e), "\n".join(log)) from e
-    local = Path(source).exists()
-    src = str(Path(source).resolve()) if local else source
+    local = Path(source).is_dir()  # a repository here (a bundle file is fetched like a URL)
+    src = str(Path(source).resolve()) if Path(source).exists() else source
     bare = cache / "repos" / f"{_source_key(source)}.git"
     with locked(bare.with_suffix(".lock")):
         _fetch_all(bare, src, log, env)

@@ -5,6 +5,8 @@ The executor's module docstring shows a whole command."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 from .arch import Platform
@@ -17,6 +19,7 @@ from .timelines import LATENCY_FILE
 # Fixed simulated caches, so the counts do not depend on the host's cache sizes.
 CACHEGRIND_CACHES = {"I1": "32768,8,64", "D1": "32768,8,64", "LL": "8388608,16,64"}
 MINIMAL_ENV = ("PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C")
+PEAK_RSS_FILE = "peak-rss.txt"  # GNU time's -o file in a program workload's trial folder
 ENV_BLOCK = 512  # the workload's environment is padded to a multiple of this many bytes
 
 
@@ -39,6 +42,8 @@ class Commands:
         self.use_perf = use_perf
         self.noise_control = settings.noise_control
         self.setarch = list(setarch_prefix() or ())
+        # a program workload's peak RSS: GNU time around it (the built-ins report their own)
+        self.gnu_time = shutil.which(settings.gnu_time)
 
     def _cpu_list(self) -> str:
         return ",".join(str(c) for c in self.cpus)
@@ -88,8 +93,15 @@ class Commands:
         if self.use_perf:
             perf = [self.settings.perf, "stat", "-x", ",", "-e", ",".join(PERF_EVENTS),
                     "-o", str(trial_dir / "perf.txt"), "--"]
-        return ["sh", "-c", 'f=$1; shift; exec "$@" 2>"$f"', "sh", str(trial_dir / "stderr"),
-                *pin, *perf, *env, *cell.argv()]
+        if cell.program is None:
+            return ["sh", "-c", 'f=$1; shift; exec "$@" 2>"$f"', "sh",
+                    str(trial_dir / "stderr"), *pin, *perf, *env, *cell.argv()]
+        assert cell.bin_dir is not None
+        stdin = cell.program.stdin_path(cell.bin_dir) or Path(os.devnull)
+        rss = ([self.gnu_time, "-f", "%M", "-o", str(trial_dir / PEAK_RSS_FILE)]
+               if self.gnu_time and not self.target.emulated else [])
+        return ["sh", "-c", 'f=$1; i=$2; shift 2; exec "$@" 2>"$f" <"$i"', "sh",
+                str(trial_dir / "stderr"), str(stdin), *pin, *rss, *perf, *env, *cell.argv()]
 
     def deterministic(self, cell: Cell) -> list[str]:
         """cachegrind at the cell's small params, always in the fixed environment."""

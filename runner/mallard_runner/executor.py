@@ -13,7 +13,10 @@ in the trial's directory:
 `sh` only redirects stderr and execs, so the workload is hyperfine's direct
 child's image: its exit status or signal (hyperfine reports 128+N) is the
 workload's. The preload is set by `env` after `taskset`, so only the workload
-runs with the allocator under test. Every file of every trial is kept under the
+runs with the allocator under test. A program workload (programs.py) runs as `sh -c
+'f=$1; i=$2; shift 2; exec "$@" 2>"$f" <"$i"' sh <stderr> <stdin> taskset ... /usr/bin/time
+-f %M -o peak-rss.txt env -i ...`: its stdin file (or /dev/null), and GNU time for its peak
+RSS (the built-ins report their own). Every file of every trial is kept under the
 raw directory; the per-trial record is a `TrialIn` (contracts §5).
 
 Noise control (setting `noise_control`, on by default): `setarch -R` turns address-space
@@ -64,7 +67,7 @@ from mallard_wire.results import TrialIn, WorkloadIn
 
 from .arch import Platform
 from .cells import Cell, Params
-from .commands import Commands
+from .commands import PEAK_RSS_FILE, Commands
 from .counters import read_counters
 from .measures import (
     derive_ratios,
@@ -73,6 +76,7 @@ from .measures import (
     perf_works,
     read_hyperfine,
     read_output,
+    read_peak_rss,
     tail,
     with_note,
 )
@@ -156,6 +160,9 @@ class Executor:
         timed = read_hyperfine(trial_dir, hf_note)
         ok, note = read_output(cell.program, _read(trial_dir / "stdout"), timed.clean,
                                timed.note, timed.measures)
+        rss = read_peak_rss(trial_dir / PEAK_RSS_FILE) if cell.program is not None else None
+        if ok and rss is not None:
+            timed.measures.setdefault("max_rss_bytes", rss)
         counters = self._counters(cell, trial_dir, timed.measures)
         recorded = self._recorded(trial_dir, rss, timed.measures)
         limit = self.settings.stderr_tail_chars

@@ -60,14 +60,29 @@ def read_output(program: Program | None, stdout: str, ok: bool, note: str,
         return ok, note  # a program that failed: its output is not a measurement
     try:
         if program.reader == "regex":
-            measures.update(read_regex(program.measures, stdout))
+            measures.update(read_regex(program.measures, stdout, program.scale))
         elif program.reader == "gbench":
             measures.update(read_gbench(stdout))
+        elif program.reader == "time":
+            measures["run_seconds"] = measures["wall_seconds"]
         else:
-            return read_numbers(last_json_line(stdout), measures)
+            ok, note = read_numbers(last_json_line(stdout), measures)
     except ProgramError as e:
         return False, str(e)
-    return True, ""
+    if ok and "cpu_seconds" not in measures and "user_seconds" in measures:
+        measures["cpu_seconds"] = measures["user_seconds"] + measures.get("sys_seconds", 0.0)
+    return ok, note
+
+
+def read_peak_rss(path: Path) -> float | None:
+    """GNU time's `-f %M` file (its last line: the peak RSS in KiB) in bytes; None when
+    there is none (it also writes "Command exited with non-zero status N" first)."""
+    try:
+        last = path.read_text(errors="replace").strip().splitlines()[-1]
+        kib = int(last.strip())
+    except (OSError, IndexError, ValueError):
+        return None
+    return float(kib) * 1024 if kib > 0 else None
 
 
 def read_numbers(result: JsonDict | None, measures: dict[str, float]) -> tuple[bool, str]:

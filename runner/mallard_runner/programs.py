@@ -28,6 +28,12 @@
   with `--benchmark_filter` built from the cell's params, one cell per benchmark), its
   `items_per_second`, `real_time_ns`, `cpu_time_ns` and counters are the measures; an
   errored benchmark is a failed trial.
+  `time`, the program prints no measure of its own (many standard benchmarks print only
+  what they computed): its cost is the run, `run_seconds` (the timed run's wall time).
+  Every program's trial also has `cpu_seconds` (user + system of the process) and
+  `max_rss_bytes` (its peak RSS, by GNU time) unless it prints them. `scale` multiplies a
+  regex measure (a program printing millions per second, or a count over a fixed time).
+- `stdin`: a file inside `{bin}` fed to the program's standard input (default none).
 - `work`: the program's fixed work, added to every cell's params (so a cell says how much
   work it did) and usable in `argv`.
 
@@ -133,8 +139,11 @@ class Program(InModel):
     repo: Annotated[str, StringConstraints(min_length=1, max_length=2000)] | None = None
     ref: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
     build: ProgramBuild | None = None
-    reader: Literal["jsonline", "regex", "gbench"] = "jsonline"
+    reader: Literal["jsonline", "regex", "gbench", "time"] = "jsonline"
     measures: Annotated[dict[MeasureName, str], Field(max_length=24)] = {}
+    scale: Annotated[dict[MeasureName, Annotated[float, Field(gt=0, allow_inf_nan=False)]],
+                     Field(max_length=24)] = {}
+    stdin: Template | None = None
     work: dict[str, Scalar] = {}
 
     @field_validator("argv")
@@ -149,6 +158,15 @@ class Program(InModel):
                 raise ValueError(f"argv item {item[:60]!r}: {{bin}} only at the start of an "
                                  f"item or after = , : and followed by / or the end")
             render_item(shape, {}, None)  # the shape: no shell syntax, no .., no /abs
+        return v
+
+    @field_validator("stdin")
+    @classmethod
+    def _stdin_in_bin(cls, v: str | None) -> str | None:
+        if v is not None:
+            if not re.fullmatch(r"\{bin\}/[A-Za-z0-9_][A-Za-z0-9_.+/-]*", v):
+                raise ValueError("stdin must be {bin}/<file>: a file of the program's folder")
+            render_item(v, {}, None)
         return v
 
     @field_validator("measures")
@@ -170,6 +188,10 @@ class Program(InModel):
             raise ValueError("reader regex needs measures (measure -> regex with one group)")
         if self.reader != "regex" and self.measures:
             raise ValueError(f"measures (regexes) are for reader regex, not {self.reader}")
+        unscaled = sorted(set(self.scale) - set(self.measures))
+        if unscaled:
+            raise ValueError(f"scale names {unscaled}, which are not measures of the regex "
+                             f"reader")
         if self.origin == "node" and (self.build or self.repo or self.ref):
             raise ValueError("a program from the node has no build, repo or ref")
         if self.origin != "node" and self.build is None:
@@ -190,13 +212,18 @@ class Program(InModel):
     def render(self, values: ParamValues, bin_dir: Path) -> list[str]:
         return [render_item(t, values, bin_dir) for t in self.argv]
 
+    def stdin_path(self, bin_dir: Path) -> Path | None:
+        return None if self.stdin is None else Path(render_item(self.stdin, {}, bin_dir))
+
     def binary(self, bin_dir: Path) -> Path:
         return bin_dir / self.argv[0].removeprefix("{bin}/")
 
 
 # -- readers ------------------------------------------------------------------------------
-def read_regex(measures: dict[str, str], stdout: str) -> dict[str, float]:
-    """Each measure from its regex's one group on stdout; ProgramError names a missing one."""
+def read_regex(measures: dict[str, str], stdout: str,
+               scale: dict[str, float] | None = None) -> dict[str, float]:
+    """Each measure from its regex's one group on stdout (times its `scale`); ProgramError
+    names a missing one."""
     out: dict[str, float] = {}
     for name, pattern in measures.items():
         m = re.search(pattern, stdout, re.MULTILINE)
@@ -204,7 +231,7 @@ def read_regex(measures: dict[str, str], stdout: str) -> dict[str, float]:
             raise ProgramError(f"measure {name}: its regex {pattern[:80]!r} matched nothing "
                                f"on stdout")
         try:
-            out[name] = float(m.group(1))
+            out[name] = float(m.group(1)) * (scale or {}).get(name, 1.0)
         except (TypeError, ValueError) as e:
             raise ProgramError(f"measure {name}: matched {str(m.group(1))[:40]!r}, not a "
                                f"number") from e

@@ -99,6 +99,8 @@ class RunnerSettings(BaseSettings):
     taskset: str = "taskset"
     valgrind: str = "valgrind"
     perf: str = "perf"
+    # GNU time: a program workload's peak RSS (its %M), the one figure hyperfine does not give
+    gnu_time: str = "/usr/bin/time"
     trial_timeout_seconds: float = 600.0
     # cachegrind runs per cell with deterministic params: the second shows whether the
     # counts repeat for this allocator (mimalloc's time-based purging makes its cache

@@ -101,6 +101,12 @@ def test_argv_templates_that_could_leave_their_folder_or_reach_a_shell_are_refus
         "kind": "command", "commands": [["sh", "-c", "make"]]}}, {}, "never a shell"),
     ({"argv": ["{bin}/p"], "from": "elsewhere"}, {}, "from"),
     ({"argv": ["{bin}/p"], "work": {"n": 1}}, {"params": {"n": 2}}, "both set"),
+    ({"argv": ["{bin}/p"], "stdin": "/etc/passwd"}, {}, "stdin must be"),
+    ({"argv": ["{bin}/p"], "stdin": "{bin}/a/../x"}, {}, r"\.\."),
+    ({"argv": ["{bin}/p"], "reader": "regex", "measures": {"rate": "(x)"},
+      "scale": {"other": 2}}, {}, "not measures"),
+    ({"argv": ["{bin}/p"], "reader": "regex", "measures": {"rate": "(x)"},
+      "scale": {"rate": 0}}, {}, "greater than 0"),
 ])
 def test_bad_program_workloads_are_refused_naming_the_problem(tmp_path, program, workload, why):
     with pytest.raises(SuiteError, match=why):
@@ -212,6 +218,33 @@ def test_a_node_program_with_the_regex_reader_runs_as_trials(make_settings, tmp_
     assert good.measures["wall_seconds"] > 0  # the runner's own timing still applies
     assert good.workload.params == {"threads": 1, "speed": 2.5, "n": 40}
     assert not bad.ok and "measure rate" in (bad.stderr_tail or "")
+
+
+def test_a_program_that_prints_no_measure_is_timed_with_its_stdin_and_peak_rss(
+        make_settings, tmp_path):
+    """reader `time`: run_seconds is the run; stdin is the file of its folder; every program
+    trial has cpu_seconds and max_rss_bytes (GNU time), and `scale` multiplies a regex's."""
+    bin_dir = script(tmp_path / "programs", "eat",
+                     'read n; head -c "$n" /dev/zero | sort >/dev/null; echo "rate: 3 M"\n')
+    (bin_dir / "input").write_text("30000000\n")
+    settings = make_settings(programs_dir=bin_dir)
+    rows = []
+    for reader in ({"reader": "time"},
+                   {"reader": "regex", "measures": {"ops_per_sec": r"rate: (\d+) M"},
+                    "scale": {"ops_per_sec": 1e6}}):
+        s = load(tmp_path, {"argv": ["{bin}/eat"], "stdin": "{bin}/input", **reader})
+        cases = expand(s)
+        cells = make_cells([GLIBC], cases, settings.workloads_dir, program_bins(
+            cases, ProgramBuilder(settings.cache(), settings.sandbox()), bin_dir, None, None))
+        (t,) = Executor(settings, [first_cpu()], tmp_path / "raw", use_perf=False).run(
+            cells, trials=1, warmup=0).trials
+        assert t.ok, t.stderr_tail
+        rows.append(t.measures)
+    timed, scaled = rows
+    assert timed["run_seconds"] == timed["wall_seconds"] > 0 and "ops_per_sec" not in timed
+    assert scaled["ops_per_sec"] == 3e6 and "run_seconds" not in scaled
+    for m in rows:  # sort holds the bytes stdin counts: the peak RSS (a descendant's) shows it
+        assert m["max_rss_bytes"] > 25e6 and m["cpu_seconds"] > 0
 
 
 def test_a_node_program_must_be_an_executable_inside_the_programs_folder(tmp_path):

@@ -233,6 +233,20 @@ def test_larson_hands_slices_to_new_threads(release: Path) -> None:
     assert data["thread_generations"] == str(11 + 10 + 10)
 
 
+def test_larson_hands_off_as_hoards_does_with_the_same_work(release: Path, tsan: Path) -> None:
+    """handoff=1 (each thread starts its successor as it exits) does the same steps on the
+    same slices as handoff=0 (main joins, then starts it): the same digest and generations;
+    and TSan finds no race in it."""
+    params = {"threads": 3, "ops": 30001, "blocks": 100, "rounds": 1000}
+    joined = result(run(release / "larson", params))
+    handed = result(run(release / "larson", {**params, "handoff": 1}))
+    assert handed["thread_generations"] == joined["thread_generations"] == str(11 + 10 + 10)
+    assert handed["digest"] == joined["digest"] and handed["operations"] == 30001
+    proc = run(tsan / "larson", {**params, "handoff": 1},
+               env={"TSAN_OPTIONS": "halt_on_error=1:exitcode=66"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
 def test_rpc_splits_roles_and_counts_requests(release: Path) -> None:
     for threads, clients, servers in ((1, 1, 0), (2, 1, 1), (3, 2, 1), (4, 2, 2)):
         data = result(run(release / "rpc", {"threads": threads, "requests": 999}))

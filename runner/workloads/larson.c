@@ -13,8 +13,13 @@
  * exiting (the allocator's thread-exit hook: heap abandoned, arena returned)
  * is up to the scheduler, and it changes what the allocator does: between
  * runs, 2 to 36 generations were alive at once and instruction counts under
- * valgrind moved by up to 10% (runner/README.md). Joining first makes the
- * hand-over the same in every run: exactly `threads` generations alive. */
+ * valgrind moved by up to 10% (runner/README.md). Joining first (`handoff`
+ * 0) makes the hand-over the same in every run: exactly `threads` generations
+ * alive, what the deterministic counts need. `handoff` 1 is Hoard's (and
+ * mimalloc-bench's): the finishing thread creates its successor (detached)
+ * and exits, so the successor frees its predecessor's blocks while that
+ * thread's exit hook runs and after it is gone: the server pattern the
+ * standard larson is quoted for. */
 #include "common.h"
 
 #include <stdlib.h>
@@ -35,7 +40,7 @@ typedef struct slice {
     pthread_t thread;    /* the generation working on it (set by main) */
 } slice;
 
-static uint64_t g_min, g_max, g_rounds;
+static uint64_t g_min, g_max, g_rounds, g_handoff;
 /* Finished generations post their slice here; main joins the thread and
  * starts the slice's next generation. */
 static wl_queue g_reap;
@@ -72,6 +77,12 @@ static void *generation(void *arg)
     }
     s->remaining -= steps;
     s->generations++;
+    if (g_handoff && s->remaining) { /* Hoard's: the successor starts as this one exits */
+        pthread_t next;
+        wl_thread_create(&next, generation, s);
+        pthread_detach(next);
+        return NULL;
+    }
     wl_queue_push(&g_reap, s);
     return NULL;
 }
@@ -84,6 +95,7 @@ static wl_param params[] = {
     {"rounds", 10000, 1, "steps a thread does before handing its slice to a new thread"},
     {"ops", 5000000, 1, "total steps (free + malloc) across all threads"},
     {"seed", 42, 0, "PRNG seed"},
+    {"handoff", 0, 0, "0: main joins a thread, then starts its successor; 1: a thread starts its own successor as it exits (Hoard's)"},
 };
 
 int main(int argc, char **argv)
@@ -97,6 +109,7 @@ int main(int argc, char **argv)
     g_rounds = (uint64_t)wl_opt(&run, "rounds");
     uint64_t ops = (uint64_t)wl_opt(&run, "ops");
     uint64_t seed = (uint64_t)wl_opt(&run, "seed");
+    g_handoff = (uint64_t)wl_opt(&run, "handoff");
     if (g_max <= g_min || g_max > UINT32_MAX)
         wl_fail("need min < max <= 2^32-1 (min %llu, max %llu)", (unsigned long long)g_min,
                 (unsigned long long)g_max);
@@ -114,9 +127,10 @@ int main(int argc, char **argv)
             new_block(s, &s->slots[i]);
     }
 
-    uint64_t expected = 0; /* threads that will run, all generations */
+    uint64_t expected = 0; /* threads main joins: all generations, or (handoff) the first */
     for (long t = 0; t < threads; t++)
-        expected += (slices[t].remaining + g_rounds - 1) / g_rounds;
+        expected += g_handoff ? (slices[t].remaining > 0)
+                              : (slices[t].remaining + g_rounds - 1) / g_rounds;
     /* One entry per slice is ever queued: a finished thread never blocks on a
      * full reap queue (alive, holding its allocator state). */
     wl_queue_init(&g_reap, (size_t)threads + 1);
@@ -127,9 +141,13 @@ int main(int argc, char **argv)
         if (slices[t].remaining == 0)
             continue;
         wl_thread_create(&slices[t].thread, generation, &slices[t]);
+        if (g_handoff) /* its generations run on by themselves; the last one posts it */
+            pthread_detach(slices[t].thread);
     }
     for (uint64_t i = 0; i < expected; i++) {
         slice *s = wl_queue_pop(&g_reap);
+        if (g_handoff)
+            continue;
         wl_thread_join(s->thread);
         if (s->remaining)
             wl_thread_create(&s->thread, generation, s);
