@@ -160,9 +160,9 @@ class Executor:
         timed = read_hyperfine(trial_dir, hf_note)
         ok, note = read_output(cell.program, _read(trial_dir / "stdout"), timed.clean,
                                timed.note, timed.measures)
-        rss = read_peak_rss(trial_dir / PEAK_RSS_FILE) if cell.program is not None else None
-        if ok and rss is not None:
-            timed.measures.setdefault("max_rss_bytes", rss)
+        peak = read_peak_rss(trial_dir / PEAK_RSS_FILE) if cell.program is not None else None
+        if ok and peak is not None:
+            timed.measures.setdefault("max_rss_bytes", peak)
         counters = self._counters(cell, trial_dir, timed.measures)
         recorded = self._recorded(trial_dir, rss, timed.measures)
         limit = self.settings.stderr_tail_chars
