@@ -540,6 +540,7 @@ extern MLD_HIDDEN size_t _mld_os_page_size;
 MLD_HIDDEN void _mld_os_init(void);
 MLD_HIDDEN void* _mld_os_map(size_t size);
 MLD_HIDDEN void* _mld_os_map_aligned(size_t size, size_t alignment);
+MLD_HIDDEN bool _mld_os_move(void* from, size_t size, void* to);
 MLD_HIDDEN void _mld_os_unmap(void* p, size_t size);
 MLD_HIDDEN void _mld_os_purge(void* p, size_t size);
 MLD_HIDDEN void _mld_os_no_huge_pages(void* p, size_t size);
