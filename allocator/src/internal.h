@@ -147,6 +147,10 @@ typedef struct mld_page_s {
   uint8_t* area_start;         /* the page's memory */
   size_t area_size;
   uint64_t freed_at_ms;
+  /* blocks pushed onto thread_free and not yet subtracted from used: each
+   * remote free (or run of them: _mld_page_free_remote_chain) adds after
+   * its push, so a collect need not walk the list to count it */
+  _Atomic(uint32_t) thread_freed;
 } __attribute__((aligned(128))) mld_page_t;   /* a power of two: page index -> address is one shift */
 _Static_assert(sizeof(mld_page_t) == 128, "mld_page_t should be 128 bytes");
 _Static_assert(offsetof(mld_page_t, purged) < MLD_CACHE_LINE && offsetof(mld_page_t, thread_free) == MLD_CACHE_LINE,
@@ -392,6 +396,7 @@ MLD_HIDDEN uint32_t _mld_page_take(mld_page_t* page, uint32_t n, void** out);
 #endif
 MLD_HIDDEN uint32_t _mld_page_take_lists(mld_page_t** pages, unsigned k, uint32_t n, void** out);
 MLD_HIDDEN void _mld_page_free_remote(mld_page_t* page, mld_block_t* b);
+MLD_HIDDEN void _mld_page_free_remote_chain(mld_page_t* page, mld_block_t* first, mld_block_t* last, uint32_t n);
 MLD_HIDDEN void _mld_page_list_push(mld_page_list_t* l, mld_page_t* p);
 MLD_HIDDEN void _mld_page_list_push_back(mld_page_list_t* l, mld_page_t* p);
 MLD_HIDDEN void _mld_page_list_remove(mld_page_list_t* l, mld_page_t* p);
