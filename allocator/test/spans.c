@@ -9,7 +9,7 @@
  *   from its own address on (split at 4 MiB multiples); freed again, the two
  *   coalesce and a 19 MiB malloc gets the start back; two separate used
  *   spans serve one 16 MiB malloc (assembled: writing it grows resident
- *   memory by under 2 MiB), then an 18 MiB calloc (assembled from used
+ *   memory by under 8 MiB, not 16), then an 18 MiB calloc (assembled from used
  *   pages: it must read zero); 40 freed 10 MiB blocks leave at most the
  *   cache's bound mapped.
  * threads: threads allocate huge blocks of random sizes (130 KiB..12 MiB,
@@ -99,7 +99,8 @@ static void test_assemble(void) {
   fill(c, 16 * MIB, 0x77);
   long grown = resident_bytes() - before;
 #ifndef MLD_TEST_TSAN   /* there writing grows TSan's shadow memory too */
-  CHECKF(grown < (long)(2 * MIB), "writing 16 MiB assembled from cached spans faulted in %ld bytes", grown);
+  /* a fresh mapping grows by 16 MiB; under qemu the emulator's own memory grows too (3 MiB seen) */
+  CHECKF(grown < (long)(8 * MIB), "writing 16 MiB assembled from cached spans faulted in %ld bytes", grown);
 #else
   (void)grown;
 #endif
