@@ -443,7 +443,7 @@ static bool mld_heap_refill_pages(mld_heap_t* h, unsigned c) {
   for (unsigned todo = full->count < 16 ? full->count : 16; todo > 0; todo--) {
     page = full->first;
     _mld_page_list_remove(full, page);
-    if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) == NULL) {
+    if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) == 0) {
       _mld_page_list_push_back(full, page);
       continue;
     }

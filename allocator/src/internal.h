@@ -138,7 +138,10 @@ typedef struct mld_page_s {
   uint8_t inv_rot;
   /* second line: frees by other threads (one CAS each: kept off the line
    * every free reads), carving, lists, and what free pages need */
-  _Atomic(mld_block_t*) thread_free;
+  /* the thread-free list: its first block's address in the low
+   * MLD_VA_BITS, the blocks on it counted above them (one CAS pushes a run
+   * and its count: _mld_page_free_remote_chain); 0 when empty */
+  _Atomic(uintptr_t) thread_free;
   uint32_t reserved;           /* blocks that fit */
   uint32_t capacity;           /* blocks carved so far (lazy) */
   struct mld_page_s* next;
@@ -147,12 +150,10 @@ typedef struct mld_page_s {
   uint8_t* area_start;         /* the page's memory */
   size_t area_size;
   uint64_t freed_at_ms;
-  /* blocks pushed onto thread_free and not yet subtracted from used: each
-   * remote free (or run of them: _mld_page_free_remote_chain) adds after
-   * its push, so a collect need not walk the list to count it */
-  _Atomic(uint32_t) thread_freed;
 } __attribute__((aligned(128))) mld_page_t;   /* a power of two: page index -> address is one shift */
 _Static_assert(sizeof(mld_page_t) == 128, "mld_page_t should be 128 bytes");
+#define MLD_TF_PTR(x)   ((mld_block_t*)((x) & (((uintptr_t)1 << MLD_VA_BITS) - 1)))
+#define MLD_TF_COUNT(x) ((uint32_t)((x) >> MLD_VA_BITS))   /* a page holds < 2^16 blocks */
 _Static_assert(offsetof(mld_page_t, purged) < MLD_CACHE_LINE && offsetof(mld_page_t, thread_free) == MLD_CACHE_LINE,
                "free's fields in the first cache line of a page struct, thread_free in the second");
 #define MLD_PAGE_STRUCT_SHIFT 7

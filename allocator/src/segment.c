@@ -68,7 +68,9 @@ static void mld_span_link(mld_segment_t* s, uint64_t freed_at) {
 void _mld_segment_init(void) {
   unsigned os_shift = (unsigned)__builtin_ctzll((unsigned long long)_mld_os_page_size);
   unsigned small = os_shift > 16 ? os_shift : 16, medium = os_shift > 20 ? os_shift : 20;
-  if (medium >= MLD_SEGMENT_SHIFT) _mld_report_fatal("mallard: OS page size larger than 1 MiB is not supported\n");
+  /* small <= 512 KiB: a page's thread-free count (16 bits: MLD_TF_COUNT) holds its blocks */
+  if (medium >= MLD_SEGMENT_SHIFT || small > 19)
+    _mld_report_fatal("mallard: OS page size larger than 512 KiB is not supported\n");
   mld_kinds[MLD_KIND_SMALL].page_shift = small;
   mld_kinds[MLD_KIND_MEDIUM].page_shift = medium;
   for (int k = 0; k < MLD_KINDS; k++) mld_kinds[k].page_size = (size_t)1 << mld_kinds[k].page_shift;

@@ -1,6 +1,6 @@
 /* remote_runs.c: remote frees pushed a run at a time onto a page's
- * thread-free list, and collects that count them from the page's
- * thread_freed instead of walking the list (page.c, heap.c:
+ * thread-free list with their count in the same word, and collects that
+ * take the count from it instead of walking the list (page.c, heap.c:
  * mld_heap_return_blocks).
  *
  *   remote_runs [pairs] [rounds]
