@@ -235,9 +235,26 @@ static inline void mld_heap_return_to(mld_heap_t* h, mld_page_t* page, mld_block
 
 /* n blocks back to their pages (the transfer cache was full, or a bin is
  * drained), each page found through the segment byte map (no segment
- * header read). */
+ * header read); a run of blocks of one other heap's page is pushed onto
+ * its thread-free list at once (xmalloc-test's releasers free blocks in
+ * the order they were carved: runs of a page's blocks). */
 static void mld_heap_return_blocks(mld_heap_t* h, void** batch, unsigned n) {
-  for (unsigned i = 0; i < n; i++) mld_heap_return_to(h, mld_page_of_known(batch[i]), (mld_block_t*)batch[i]);
+  for (unsigned i = 0; i < n;) {
+    mld_page_t* page = mld_page_of_known(batch[i]);
+    mld_block_t* first = (mld_block_t*)batch[i++];
+    if (atomic_load_explicit(&page->owner, memory_order_relaxed) == h) {
+      mld_heap_return_to(h, page, first);
+      continue;
+    }
+    /* another heap's page: the run of its blocks that follows goes in one push */
+    mld_block_t* last = first;
+    uint32_t k = 1;
+    for (; i < n && mld_page_of_known(batch[i]) == page; i++, k++) {
+      last->next = (mld_block_t*)batch[i];
+      last = last->next;
+    }
+    _mld_page_free_remote_chain(page, first, last, k);
+  }
 }
 
 /* page was just taken over from the central list (owner is h). */
@@ -426,7 +443,7 @@ static bool mld_heap_refill_pages(mld_heap_t* h, unsigned c) {
   for (unsigned todo = full->count < 16 ? full->count : 16; todo > 0; todo--) {
     page = full->first;
     _mld_page_list_remove(full, page);
-    if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) == NULL) {
+    if (atomic_load_explicit(&page->thread_free, memory_order_relaxed) == 0) {
       _mld_page_list_push_back(full, page);
       continue;
     }

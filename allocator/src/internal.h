@@ -138,7 +138,10 @@ typedef struct mld_page_s {
   uint8_t inv_rot;
   /* second line: frees by other threads (one CAS each: kept off the line
    * every free reads), carving, lists, and what free pages need */
-  _Atomic(mld_block_t*) thread_free;
+  /* the thread-free list: its first block's address in the low
+   * MLD_VA_BITS, the blocks on it counted above them (one CAS pushes a run
+   * and its count: _mld_page_free_remote_chain); 0 when empty */
+  _Atomic(uintptr_t) thread_free;
   uint32_t reserved;           /* blocks that fit */
   uint32_t capacity;           /* blocks carved so far (lazy) */
   struct mld_page_s* next;
@@ -149,6 +152,8 @@ typedef struct mld_page_s {
   uint64_t freed_at_ms;
 } __attribute__((aligned(128))) mld_page_t;   /* a power of two: page index -> address is one shift */
 _Static_assert(sizeof(mld_page_t) == 128, "mld_page_t should be 128 bytes");
+#define MLD_TF_PTR(x)   ((mld_block_t*)((x) & (((uintptr_t)1 << MLD_VA_BITS) - 1)))
+#define MLD_TF_COUNT(x) ((uint32_t)((x) >> MLD_VA_BITS))   /* a page holds < 2^16 blocks */
 _Static_assert(offsetof(mld_page_t, purged) < MLD_CACHE_LINE && offsetof(mld_page_t, thread_free) == MLD_CACHE_LINE,
                "free's fields in the first cache line of a page struct, thread_free in the second");
 #define MLD_PAGE_STRUCT_SHIFT 7
@@ -392,6 +397,7 @@ MLD_HIDDEN uint32_t _mld_page_take(mld_page_t* page, uint32_t n, void** out);
 #endif
 MLD_HIDDEN uint32_t _mld_page_take_lists(mld_page_t** pages, unsigned k, uint32_t n, void** out);
 MLD_HIDDEN void _mld_page_free_remote(mld_page_t* page, mld_block_t* b);
+MLD_HIDDEN void _mld_page_free_remote_chain(mld_page_t* page, mld_block_t* first, mld_block_t* last, uint32_t n);
 MLD_HIDDEN void _mld_page_list_push(mld_page_list_t* l, mld_page_t* p);
 MLD_HIDDEN void _mld_page_list_push_back(mld_page_list_t* l, mld_page_t* p);
 MLD_HIDDEN void _mld_page_list_remove(mld_page_list_t* l, mld_page_t* p);
@@ -540,6 +546,7 @@ extern MLD_HIDDEN size_t _mld_os_page_size;
 MLD_HIDDEN void _mld_os_init(void);
 MLD_HIDDEN void* _mld_os_map(size_t size);
 MLD_HIDDEN void* _mld_os_map_aligned(size_t size, size_t alignment);
+MLD_HIDDEN bool _mld_os_move(void* from, size_t size, void* to);
 MLD_HIDDEN void _mld_os_unmap(void* p, size_t size);
 MLD_HIDDEN void _mld_os_purge(void* p, size_t size);
 MLD_HIDDEN void _mld_os_no_huge_pages(void* p, size_t size);

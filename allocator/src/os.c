@@ -70,6 +70,19 @@ void* _mld_os_map_aligned(size_t size, size_t alignment) {
   return (void*)start;
 }
 
+/* Move the pages of [from, from + size) to the same size at to (both page
+ * aligned; what was mapped at to is replaced): page tables move, the
+ * memory is neither copied nor faulted. False (nothing moved) if the kernel
+ * refuses. */
+bool _mld_os_move(void* from, size_t size, void* to) {
+  int saved = errno;
+  void* q = mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+  errno = saved;
+  if (q != to) return false;
+  mld_os_account(-(int64_t)size);   /* the pages replaced part of to's mapping, counted there */
+  return true;
+}
+
 void _mld_os_unmap(void* p, size_t size) {
   if (p == NULL || size == 0) return;
   if (munmap(p, size) == 0) mld_os_account(-(int64_t)size);

@@ -4,8 +4,9 @@
  * recognised without touching their memory. Its first 64 KiB (or one OS page
  * if larger) hold the header and the page table; the rest is cut into pages:
  * 64 KiB pages for small classes, 1 MiB pages for medium ones. Huge blocks
- * (> 128 KiB) get a segment of their own; a freed one is cached (at most 16,
- * 64 MiB) for reuse until the decay expires, then unmapped.
+ * (> 128 KiB) get a span of their own (a mapping with a segment header); a
+ * freed one waits in the span cache for reuse until the decay expires (see
+ * "huge blocks and the span cache" below), then is unmapped.
  *
  * Free pages stay committed for MALLARD_DECAY_MS, then are purged
  * (madvise MADV_DONTNEED); a segment whose pages are all free and purged is
@@ -31,11 +32,6 @@ static size_t mld_header_size;
 static uint64_t mld_last_purge_ms;
 static _Atomic(uint64_t) mld_purge_due_ms;   /* 0: nothing committed waits for a purge */
 static uint64_t mld_decay_ms;
-static mld_segment_t* mld_huge_cache;      /* freed huge segments kept for reuse until the decay */
-static size_t mld_huge_cache_bytes;
-static unsigned mld_huge_cache_count;
-#define MLD_HUGE_CACHE_MAX_COUNT 16
-#define MLD_HUGE_CACHE_MAX_BYTES ((size_t)64 << 20)
 
 /* Register (the segment's page shift) or forget a segment. */
 static void mld_segmap_set(uintptr_t seg, bool on) {
@@ -43,10 +39,38 @@ static void mld_segmap_set(uintptr_t seg, bool on) {
   atomic_store_explicit(&_mld_segmap[seg >> MLD_SEGMENT_SHIFT], shift, memory_order_relaxed);
 }
 
+#define MLD_SPAN_CACHE_MAX_COUNT 64
+#define MLD_SPAN_CACHE_MIN_BYTES ((size_t)128 << 20)
+#define MLD_SPAN_CACHE_LIVE_SHARE 4
+
+static mld_segment_t* mld_span_cache;
+static size_t mld_span_cache_bytes;
+static unsigned mld_span_cache_count;
+static size_t mld_huge_live_bytes;   /* spans holding a block (lock held) */
+
+static void mld_span_unlink(mld_segment_t* s) {
+  if (s->prev) s->prev->next = s->next; else mld_span_cache = s->next;
+  if (s->next) s->next->prev = s->prev;
+  mld_span_cache_bytes -= s->size;
+  mld_span_cache_count--;
+}
+
+static void mld_span_link(mld_segment_t* s, uint64_t freed_at) {
+  s->pages[0].freed_at_ms = freed_at;
+  s->prev = NULL;
+  s->next = mld_span_cache;
+  if (mld_span_cache) mld_span_cache->prev = s;
+  mld_span_cache = s;
+  mld_span_cache_bytes += s->size;
+  mld_span_cache_count++;
+}
+
 void _mld_segment_init(void) {
   unsigned os_shift = (unsigned)__builtin_ctzll((unsigned long long)_mld_os_page_size);
   unsigned small = os_shift > 16 ? os_shift : 16, medium = os_shift > 20 ? os_shift : 20;
-  if (medium >= MLD_SEGMENT_SHIFT) _mld_report_fatal("mallard: OS page size larger than 1 MiB is not supported\n");
+  /* small <= 512 KiB: a page's thread-free count (16 bits: MLD_TF_COUNT) holds its blocks */
+  if (medium >= MLD_SEGMENT_SHIFT || small > 19)
+    _mld_report_fatal("mallard: OS page size larger than 512 KiB is not supported\n");
   mld_kinds[MLD_KIND_SMALL].page_shift = small;
   mld_kinds[MLD_KIND_MEDIUM].page_shift = medium;
   for (int k = 0; k < MLD_KINDS; k++) mld_kinds[k].page_size = (size_t)1 << mld_kinds[k].page_shift;
@@ -138,15 +162,12 @@ static void mld_purge_locked(uint64_t now, bool force) {
       if (cur == 0 || due < cur) atomic_store_explicit(&mld_purge_due_ms, due, memory_order_relaxed);
     }
   }
-  /* huge segments cached longer than the decay */
-  mld_segment_t* hs = mld_huge_cache;
+  /* spans cached longer than the decay */
+  mld_segment_t* hs = mld_span_cache;
   while (hs != NULL) {
     mld_segment_t* next = hs->next;
     if (force || now - hs->pages[0].freed_at_ms >= mld_decay_ms) {
-      if (hs->prev) hs->prev->next = hs->next; else mld_huge_cache = hs->next;
-      if (hs->next) hs->next->prev = hs->prev;
-      mld_huge_cache_bytes -= hs->size;
-      mld_huge_cache_count--;
+      mld_span_unlink(hs);
       mld_segmap_set((uintptr_t)hs, false);
       _mld_os_unmap(hs, hs->size);
     }
@@ -220,8 +241,133 @@ void _mld_segment_purge(bool force) {
   pthread_mutex_unlock(&mld_segment_lock);
 }
 
-/* A huge block: its own segment, one page; the block starts after the
- * header, at the requested alignment. */
+/* ---- huge blocks and the span cache ----------------------------------------
+ * A huge block is a span: a mapping that starts 4 MiB aligned, its header
+ * (segment + one page struct) first, the block after it. A freed span waits
+ * in the span cache for reuse while younger than the decay: its pages stay
+ * faulted in, and on this VM a 4 KiB page fault costs more than writing the
+ * page (malloc-large: 12 of its 13 s were the kernel's). A huge malloc takes
+ * the smallest cached span that holds it, and a span larger by 4 MiB or more
+ * is split at the 4 MiB multiple past the block: the rest is a span of its
+ * own (its header written at that boundary). Freed spans coalesce with
+ * cached neighbours. A malloc that no span holds maps anew and moves the
+ * pages of the largest cached spans that fit into the new mapping (mremap
+ * moves page tables: nothing is faulted or zeroed), so spans of any sizes
+ * serve it and only the rest is faulted in. Bounded: at most
+ * MLD_SPAN_CACHE_MAX_COUNT spans and max(MLD_SPAN_CACHE_MIN_BYTES, live huge
+ * bytes / MLD_SPAN_CACHE_LIVE_SHARE) bytes, the oldest unmapped first.
+ * Blocks under 4 MiB take only a span that fits them closely (no split). */
+
+/* Write the header of a free span of size bytes at s (registered: a free
+ * of a pointer to its start is reported, not taken for a block). */
+static void mld_span_init(mld_segment_t* s, size_t size) {
+  s->size = size;
+  s->kind = MLD_KIND_HUGE;
+  s->page_shift = 63;
+  s->page_count = 1;
+  s->usable_pages = 1;
+  s->used_pages = 0;
+  mld_page_t* page = &s->pages[0];
+  page->kind = MLD_KIND_HUGE;
+  mld_page_set_blocks(page, 0, 0);
+  mld_page_set_class(page, MLD_CLASS_NONE);
+  mld_segmap_set((uintptr_t)s, true);
+}
+
+/* The cached span for a block needing need bytes (split if much larger),
+ * or NULL. Lock held. */
+static mld_segment_t* mld_span_take(size_t need) {
+  mld_segment_t* best = NULL;
+  for (mld_segment_t* s = mld_span_cache; s != NULL; s = s->next)
+    if (s->size >= need && (best == NULL || s->size < best->size)) best = s;
+  if (best == NULL || (need < MLD_SEGMENT_SIZE && best->size - need > need / 4 + (256u << 10))) return NULL;
+  mld_span_unlink(best);
+  size_t cut = (need + MLD_SEGMENT_MASK) & ~MLD_SEGMENT_MASK;
+  if (best->size >= cut + MLD_SEGMENT_SIZE) {
+    mld_segment_t* rest = (mld_segment_t*)((uint8_t*)best + cut);
+    mld_span_init(rest, best->size - cut);
+    mld_span_link(rest, best->pages[0].freed_at_ms);
+    best->size = cut;
+  }
+  return best;
+}
+
+/* Pieces of cached spans that add up to need bytes, or to all the cache
+ * holds if less, out of the cache (a list through next, each with its size
+ * in a header of its own) for mld_span_assemble: whole spans, largest first
+ * while their sum stays within need, then the tail of the smallest span
+ * longer than what is left (the span keeps its start, shorter). Lock held. */
+static mld_segment_t* mld_span_gather(size_t need) {
+  mld_segment_t* out = NULL;
+  size_t sum = 0;
+  for (;;) {
+    mld_segment_t* pick = NULL;
+    for (mld_segment_t* s = mld_span_cache; s != NULL; s = s->next)
+      if (sum + s->size <= need && (pick == NULL || s->size > pick->size)) pick = s;
+    if (pick == NULL) break;
+    mld_span_unlink(pick);
+    mld_segmap_set((uintptr_t)pick, false);
+    sum += pick->size;
+    pick->next = out;
+    out = pick;
+  }
+  size_t rest = need - sum;
+  mld_segment_t* from = NULL;
+  for (mld_segment_t* s = mld_span_cache; s != NULL && rest > 0; s = s->next)
+    if (s->size > rest && (from == NULL || s->size < from->size)) from = s;
+  if (from != NULL) {
+    from->size -= rest;
+    mld_span_cache_bytes -= rest;
+    mld_segment_t* tail = (mld_segment_t*)((uint8_t*)from + from->size);
+    tail->size = rest;
+    tail->next = out;
+    out = tail;
+  }
+  return out;
+}
+
+/* Put gathered pieces (a list through next) back into the cache; a tail
+ * piece (not 4 MiB aligned, so no span) is unmapped. */
+static void mld_span_return(mld_segment_t* spans) {
+  uint64_t now = _mld_os_now_ms();
+  while (spans != NULL) {
+    mld_segment_t* next = spans->next;
+    if (((uintptr_t)spans & MLD_SEGMENT_MASK) != 0) {
+      _mld_os_unmap(spans, spans->size);
+    } else {
+      pthread_mutex_lock(&mld_segment_lock);
+      mld_span_init(spans, spans->size);
+      mld_span_link(spans, now);
+      pthread_mutex_unlock(&mld_segment_lock);
+    }
+    spans = next;
+  }
+}
+
+/* Move the pages of the gathered spans into the new mapping seg (mremap:
+ * page tables move, nothing is faulted or zeroed), one after another from
+ * its start; a span that does not move goes back to the cache. Whether any
+ * moved (the block is then not zero). */
+static bool mld_span_assemble(mld_segment_t* seg, mld_segment_t* spans) {
+  size_t off = 0;
+  bool moved = false;
+  while (spans != NULL) {
+    mld_segment_t* next = spans->next;
+    size_t size = spans->size;
+    if (_mld_os_move(spans, size, (uint8_t*)seg + off)) {
+      off += size;
+      moved = true;
+    } else {
+      spans->next = NULL;
+      mld_span_return(spans);
+    }
+    spans = next;
+  }
+  return moved;
+}
+
+/* A huge block: a span of its own; the block starts after the header, at
+ * the requested alignment. */
 mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment) {
   size_t ps = _mld_os_page_size;
   if (alignment < ps) alignment = ps;
@@ -230,77 +376,106 @@ mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment) {
   if (offset >= MLD_SEGMENT_SIZE) return NULL;   /* giant alignment: see below */
   if (size > SIZE_MAX / 2 - offset - ps) return NULL;
   size_t total = (offset + size + ps - 1) & ~(ps - 1);
-  mld_segment_t* seg = NULL;
+  pthread_mutex_lock(&mld_segment_lock);
+  mld_segment_t* seg = mld_span_take(total);
+  mld_segment_t* spans = NULL;
+  if (seg != NULL) total = seg->size;
+  else spans = mld_span_gather(total);
+  mld_huge_live_bytes += total;
+  pthread_mutex_unlock(&mld_segment_lock);
   bool fresh = false;
-  {
-    pthread_mutex_lock(&mld_segment_lock);
-    for (mld_segment_t* hs = mld_huge_cache; hs != NULL; hs = hs->next) {
-      if (hs->size >= total && hs->size - total <= total / 4 + (256u << 10)) {
-        if (hs->prev) hs->prev->next = hs->next; else mld_huge_cache = hs->next;
-        if (hs->next) hs->next->prev = hs->prev;
-        mld_huge_cache_bytes -= hs->size;
-        mld_huge_cache_count--;
-        seg = hs;
-        total = hs->size;
-        break;
-      }
-    }
-    pthread_mutex_unlock(&mld_segment_lock);
-  }
   if (seg == NULL) {
     seg = (mld_segment_t*)_mld_os_map_aligned(total, MLD_SEGMENT_SIZE);
-    if (seg == NULL) return NULL;
-    if (((uintptr_t)seg + total - 1) >> MLD_VA_BITS) {
+    if (seg != NULL && ((uintptr_t)seg + total - 1) >> MLD_VA_BITS) {
       _mld_os_unmap(seg, total);
+      seg = NULL;
+    }
+    if (seg == NULL) {
+      pthread_mutex_lock(&mld_segment_lock);
+      mld_huge_live_bytes -= total;
+      pthread_mutex_unlock(&mld_segment_lock);
+      mld_span_return(spans);
       return NULL;
     }
-    fresh = true;
+    fresh = !mld_span_assemble(seg, spans);
+    mld_span_init(seg, total);
   }
-  seg->size = total;
-  seg->kind = MLD_KIND_HUGE;
-  seg->page_shift = 63;
-  seg->page_count = 1;
-  seg->usable_pages = seg->used_pages = 1;
+  seg->used_pages = 1;
   mld_page_t* page = &seg->pages[0];
-  page->kind = MLD_KIND_HUGE;
   page->start = (uint8_t*)seg + offset;
-  page->block_size = total - offset;
-  mld_page_set_blocks(page, 0, 0);   /* not a page of small blocks: free takes its slow path */
+  page->block_size = seg->size - offset;
   page->reserved = 1;
   mld_page_set_class(page, MLD_CLASS_HUGE);
   page->area_start = page->start;
   page->area_size = page->block_size;
   page->fresh = fresh;
-  if (fresh) mld_segmap_set((uintptr_t)seg, true);
   return page;
 }
 
-/* A freed huge block: cached for reuse (bounded) until the decay, else unmapped. */
+/* Merge a freed span with its cached neighbours; the span that holds it
+ * all (no longer in the cache). Lock held. */
+static mld_segment_t* mld_span_coalesce(mld_segment_t* seg) {
+  mld_segment_t *before = NULL, *after = NULL;
+  for (mld_segment_t* s = mld_span_cache; s != NULL; s = s->next) {
+    if ((uint8_t*)s + s->size == (uint8_t*)seg) before = s;
+    else if ((uint8_t*)seg + seg->size == (uint8_t*)s) after = s;
+  }
+  if (after != NULL) {
+    mld_span_unlink(after);
+    mld_segmap_set((uintptr_t)after, false);
+    seg->size += after->size;
+  }
+  if (before != NULL) {
+    mld_span_unlink(before);
+    mld_segmap_set((uintptr_t)seg, false);
+    before->size += seg->size;
+    seg = before;
+  }
+  return seg;
+}
+
+/* Take the oldest spans out of the cache until it is within its bounds;
+ * they are returned as a list (through next) to unmap. Lock held. */
+static mld_segment_t* mld_span_evict(void) {
+  size_t share = mld_huge_live_bytes / MLD_SPAN_CACHE_LIVE_SHARE;
+  size_t max = share > MLD_SPAN_CACHE_MIN_BYTES ? share : MLD_SPAN_CACHE_MIN_BYTES;
+  mld_segment_t* out = NULL;
+  while (mld_span_cache != NULL && (mld_span_cache_bytes > max || mld_span_cache_count > MLD_SPAN_CACHE_MAX_COUNT)) {
+    mld_segment_t* oldest = mld_span_cache;
+    for (mld_segment_t* s = mld_span_cache; s != NULL; s = s->next)
+      if (s->pages[0].freed_at_ms < oldest->pages[0].freed_at_ms) oldest = s;
+    mld_span_unlink(oldest);
+    mld_segmap_set((uintptr_t)oldest, false);
+    oldest->next = out;
+    out = oldest;
+  }
+  return out;
+}
+
+/* A freed huge block: its span cached for reuse (bounded) until the decay. */
 void _mld_segment_huge_free(mld_page_t* page) {
   mld_segment_t* seg = mld_segment_of(page);
   mld_page_set_class(page, MLD_CLASS_NONE);
   uint64_t now = _mld_os_now_ms();
-  if (mld_decay_ms > 0 && seg->size <= MLD_HUGE_CACHE_MAX_BYTES / 4) {
-    pthread_mutex_lock(&mld_segment_lock);
-    if (mld_huge_cache_count < MLD_HUGE_CACHE_MAX_COUNT &&
-        mld_huge_cache_bytes + seg->size <= MLD_HUGE_CACHE_MAX_BYTES) {
-      page->freed_at_ms = now;
-      seg->prev = NULL;
-      seg->next = mld_huge_cache;
-      if (mld_huge_cache) mld_huge_cache->prev = seg;
-      mld_huge_cache = seg;
-      mld_huge_cache_bytes += seg->size;
-      mld_huge_cache_count++;
-      if (atomic_load_explicit(&mld_purge_due_ms, memory_order_relaxed) == 0)
-        atomic_store_explicit(&mld_purge_due_ms, now + mld_decay_ms, memory_order_relaxed);
-      if (now - mld_last_purge_ms >= mld_decay_ms / 2 + 1) mld_purge_locked(now, false);
-      pthread_mutex_unlock(&mld_segment_lock);
-      return;
-    }
-    pthread_mutex_unlock(&mld_segment_lock);
+  pthread_mutex_lock(&mld_segment_lock);
+  mld_huge_live_bytes -= seg->size;
+  mld_segment_t* evicted = seg;
+  if (mld_decay_ms > 0) {
+    mld_span_link(mld_span_coalesce(seg), now);
+    evicted = mld_span_evict();
+    if (atomic_load_explicit(&mld_purge_due_ms, memory_order_relaxed) == 0)
+      atomic_store_explicit(&mld_purge_due_ms, now + mld_decay_ms, memory_order_relaxed);
+    if (now - mld_last_purge_ms >= mld_decay_ms / 2 + 1) mld_purge_locked(now, false);
+  } else {
+    mld_segmap_set((uintptr_t)seg, false);
+    seg->next = NULL;
   }
-  mld_segmap_set((uintptr_t)seg, false);
-  _mld_os_unmap(seg, seg->size);
+  pthread_mutex_unlock(&mld_segment_lock);
+  while (evicted != NULL) {
+    mld_segment_t* next = evicted->next;
+    _mld_os_unmap(evicted, evicted->size);
+    evicted = next;
+  }
 }
 
 /* ---- giant alignments ------------------------------------------------------
