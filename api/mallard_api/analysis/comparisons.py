@@ -19,7 +19,9 @@ another testbed are left out and the report says so). When every job has reporte
   the MDE they reached (the comparison's note says why the follow-ups stopped).
 
 A series calibrated on the comparison's testbed is judged with its calibrated SAME band
-(``noise.bands``); the report's notes name the calibrations used.
+(``noise.bands``); the report's notes name the calibrations used. A cell a side of which
+has two modes is judged within them, or UNKNOWN when they moved, and the notes carry its
+``modes:`` line (``modes.py``).
 
 A job of a comparison that fails for good leaves the comparison ``failed`` when no cells
 exist; otherwise the comparison settles as above from the cells it has (each follow-up,
@@ -52,7 +54,7 @@ from mallard_wire.fields import JsonDict
 from mallard_wire.jobs import JobSpec
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import culprits, explain, followups, noise, report, specs
+from mallard_api.analysis import culprits, explain, followups, modes, noise, report, specs
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.policy import stats_policy
 from mallard_api.analysis.specs import job_spec
@@ -189,6 +191,21 @@ def _samples(rows: list[TrialRow]) -> tuple[
     return sides, params_of, peer_values
 
 
+def _pairs(side: dict[str, list[float]]) -> tuple[list[float], list[float]]:
+    """The cell's trials as pairs: the i-th base and i-th head trial (in the order they
+    were stored, one of each per round)."""
+    n = min(len(side["base"]), len(side["head"]))
+    return side["base"][:n], side["head"][:n]
+
+
+def _mode_lines(cells: list[report.ReportCell], judged: list[modes.Judged]) -> list[str]:
+    """The ``modes:`` line of every cell a side of which has two modes."""
+    vary = report.varying_keys(cells)
+    return [modes.line(f"{c.workload} {report.params_text(c.params, vary.get(c.workload, ()))}",
+                       c.measure, j.modes)
+            for c, j in zip(cells, judged, strict=True) if j.modes is not None]
+
+
 def compute_cells(session: Session, comp: Comparison, policy: Policy) -> Computed:
     """The cells, peer medians and note from the comparison's trials (read once), the
     cells in the order `sql.cells` reads them back (workload, threads, then as computed)."""
@@ -210,14 +227,18 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy) -> Compute
                               min_effect_abs=min_effect_abs(k[2], policy.min_effect_bytes))
         for k, why in zip(keys, unjudged, strict=True)
     ]
+    judged = [modes.within_modes(c, sides[k]["base"], sides[k]["head"], _pairs(sides[k]),
+                                 policy) for k, c in zip(keys, raw, strict=True)]
     bands, calibrations = noise.bands(session, comp.testbed_fingerprint)
-    decided = stats.adjust_and_decide(raw, policy, [bands.get(k) for k in keys])
+    decided = stats.adjust_and_decide([j.cell for j in judged], policy,
+                                      [bands.get(k) for k in keys])
     if calibrations:
         used = ", ".join(f"#{i}" for i in calibrations)
         note = "; ".join(filter(None, [note, f"SAME bands from calibration {used}"]))
     rcells = [report.ReportCell(k[0], params_of[(k[0], k[1])][0], k[2], s)
               for k, s in zip(keys, decided, strict=True)]
     lines = report.cell_lines(rcells)
+    note = "; ".join(filter(None, [note, *_mode_lines(rcells, judged)]))
     out = []
     for k, s, line, why in zip(keys, decided, lines, unjudged, strict=True):
         params, threads = params_of[(k[0], k[1])]

@@ -66,6 +66,7 @@ class StagedTrial(NamedTuple):
     counters: JsonDict | None
     new_commit: int | None  # a commit new to this process: its place in :new_commits
     new_allocator: int | None  # an allocator new to this process: in :new_allocators
+    layout: JsonDict | None  # the trial's sampled layout (wire TrialLayout); None: fixed
 
 
 INSERT_TRIALS = text("""
@@ -97,7 +98,7 @@ SELECT w.n, a.id FROM new_allocators a JOIN wanted_allocators w
 ), stored AS (
 INSERT INTO trials (uid, job_id, runner_id, project_id, branch_id, commit_id, testbed_id,
                     allocator_id, workload_id, label, seq, warmup, ok, exit_code, signal,
-                    stderr_tail, started_at, measures, counters)
+                    stderr_tail, started_at, measures, counters, layout)
 SELECT e->>1, CAST(:job_id AS bigint), CAST(:runner_id AS integer),
        CAST(:project_id AS integer), CAST(:branch_id AS integer),
        COALESCE((e->>2)::bigint,
@@ -107,7 +108,8 @@ SELECT e->>1, CAST(:job_id AS bigint), CAST(:runner_id AS integer),
                 ((SELECT array_agg(id ORDER BY n) FROM new_allocator_ids))[(e->>16)::int]),
        (e->>4)::integer, e->>5,
        (e->>6)::integer, (e->>7)::boolean, (e->>8)::boolean, (e->>9)::integer,
-       (e->>10)::integer, e->>11, (e->>12)::timestamptz, e->13, NULLIF(e->14, 'null')
+       (e->>10)::integer, e->>11, (e->>12)::timestamptz, e->13, NULLIF(e->14, 'null'),
+       NULLIF(e->17, 'null')
 FROM jsonb_array_elements(CAST(:rows AS jsonb)) WITH ORDINALITY AS r(e, n)
 ORDER BY r.n
 ON CONFLICT ON CONSTRAINT trials_uid_excl DO NOTHING
@@ -314,7 +316,8 @@ def _staged(trials: list[TrialIn], wids: list[int], alloc_keys: list[AllocKey],
             n, t.uid, commits.get(sha or ""), allocators.get(akey), wid, t.label, t.seq,
             t.warmup, t.ok, t.exit_code, t.signal, t.stderr_tail,
             None if t.started_at is None else t.started_at.isoformat(), t.measures,
-            t.counters, place.get(sha or ""), aplace.get(akey)))
+            t.counters, place.get(sha or ""), aplace.get(akey),
+            None if t.layout is None else t.layout.model_dump()))
     return rows
 
 
