@@ -85,8 +85,8 @@ def _positive(values: Sequence[float | None]) -> NDArray[np.float64]:
 
 
 def _normal_logpdf(x: NDArray[np.float64], mu: float, var: float) -> NDArray[np.float64]:
-    out: NDArray[np.float64] = -0.5 * (_LOG_2PI + math.log(var) + (x - mu) ** 2 / var)
-    return out
+    return np.asarray(-0.5 * (_LOG_2PI + math.log(var) + (x - mu) ** 2 / var),
+                      dtype=np.float64)
 
 
 def _fit_two(x: NDArray[np.float64], floor: float) -> tuple[NDArray[np.float64], float]:
@@ -106,7 +106,7 @@ def _fit_two(x: NDArray[np.float64], floor: float) -> tuple[NDArray[np.float64],
         a = math.log(1 - w1) + _normal_logpdf(x, mu0, v0)
         b = math.log(w1) + _normal_logpdf(x, mu1, v1)
         total = np.logaddexp(a, b)
-        resp = np.exp(b - total)
+        resp = np.asarray(np.exp(b - total), dtype=np.float64)
         new = float(total.sum())
         if abs(new - loglik) < 1e-9:
             break
