@@ -11,7 +11,7 @@ ARGS ?=
 .PHONY: help setup deps python allocator workloads test test-allocator test-allocator-arm64 \
         workloads-arm64 peers-arm64 runner-arm64 \
         test-runner test-api test-stats test-wire test-dashboards test-k8s test-docs test-scripts lint demo bench \
-        bench-allocator bench-transfer bench-runner bench-verdicts bench-api up down \
+        bench-allocator bench-transfer bench-runner bench-layouts bench-verdicts bench-api up down \
         images-offline e2e clean
 
 help: ## list the targets
@@ -99,6 +99,9 @@ bench-transfer: python allocator workloads ## the transfer cache's micro tier: m
 
 bench-runner: python allocator workloads ## measurement noise: CV and A/A check (runner/README.md)
 	@$(PY) runner/bench/noise.py $(ARGS)
+
+bench-layouts: python allocator workloads ## the layout effect per workload: spread within one layout vs between layouts, ASLR on (table in docs/statistics.md; ARGS="--suite full --first-params")
+	@$(PY) runner/bench/layouts.py $(ARGS)
 
 bench-verdicts: python allocator workloads ## a calibration through the real API and runner: false alarms, canary detection (runner/README.md; ARGS=--quick)
 	@$(PY) runner/bench/verdicts.py $(ARGS)

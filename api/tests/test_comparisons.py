@@ -2,7 +2,9 @@
 tests are in analysis/test_report.py."""
 
 import itertools
+import re
 
+import numpy as np
 from comparison_data import (
     SHA_BASE,
     SHA_HEAD,
@@ -288,3 +290,34 @@ def test_a_drift_the_pairs_cancel_is_judged_paired(client, user_headers, make_pr
              for lb in ("base", "head")}
     two = stats.compare_samples(sides["base"], sides["head"])
     assert two.mde_pct is not None and two.mde_pct > 5.0
+
+
+def test_a_cell_whose_modes_moved_is_unknown_and_the_report_says_so(
+        client, user_headers, make_project, make_runner, fast_analysis):
+    """Base's trials 70% at the fast mode, head's 20%: the medians differ by ~25%, but the
+    modes moved, so the cell is UNKNOWN and the report shows both sides' modes."""
+    project = make_project()
+    runner, rheaders = make_runner()
+    r = client.post("/api/v1/comparisons", headers=user_headers, json={
+        "project": project["name"], "base": {"commit": SHA_BASE}, "head": {"commit": SHA_HEAD},
+        "workloads": ["larson"], "threads": [1], "trials": 30, "arch": runner["arch"]})
+    assert r.status_code == 201, r.text
+    comp = r.json()
+    job = claim(client, rheaders, runner)
+    rng = np.random.default_rng(11)
+    trials = []
+    for seq in range(30):
+        for label, commit, fast_share in (("base", SHA_BASE, 0.7), ("head", SHA_HEAD, 0.2)):
+            level = 28.1e6 if (seq * 7919 % 30) / 30 < fast_share else 21.4e6
+            ops = level * float(np.exp(rng.normal(0, 0.01)))
+            trials.append(trial(label, project["name"], commit, None, 1,
+                                {"ops_per_sec": ops}, seq))
+    post_results(client, rheaders, runner, project["name"], job["id"], trials)
+    detail = client.get(f"/api/v1/comparisons/{comp['id']}", headers=user_headers).json()
+    cell = next(c for c in detail["cells"] if c["measure"] == "ops_per_sec")
+    assert cell["verdict"] == "unknown" and cell["diff_pct"] < -10
+    report = client.get(f"/api/v1/comparisons/{comp['id']}/report", headers=user_headers).text
+    line = next(ln for ln in report.splitlines() if "modes moved" in ln)
+    assert "larson threads=1 ops_per_sec modes moved (upper-mode share 70% -> 20%" in line
+    assert re.search(r"modes: base 70% at 28\.\dM, 30% at 21\.\dM; head 80% at 21\.\dM, "
+                     r"20% at 28\.\dM$", line), line

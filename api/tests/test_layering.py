@@ -27,7 +27,7 @@ import pytest
 from grimp import Layer
 
 ANALYSIS = "mallard_api.analysis"
-PURE = ("cells", "report", "moved", "joint", "curves", "explain", "extras", "canaries",
+PURE = ("modes", "cells", "report", "moved", "joint", "curves", "explain", "extras", "canaries",
         "bisect_search", "differential")
 LAYERS = (
     ("worker", "triage"),

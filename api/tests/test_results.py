@@ -286,3 +286,26 @@ def test_a_runner_posts_history_only_to_the_projects_it_may_write(
     status, uids = post(victim["name"])
     assert status == 403 and stored(engine, uids) == 0
     assert CliRunner().invoke(cli, ["runner", "projects", "no-such-runner"]).exit_code == 1
+
+
+def test_a_trials_layout_is_stored_and_a_trial_without_one_has_none(client, make_runner,
+                                                                     engine):
+    runner, headers = make_runner()
+    sampled, fixed = trial(), trial()
+    sampled["layout"] = {"aslr": True, "env_pad": 1232}
+    r = client.post("/api/v1/results", headers=headers,
+                    json=results([sampled, fixed], runner_id=runner["id"]))
+    assert r.status_code == 201, r.text
+    with engine.connect() as conn:
+        got = dict(conn.execute(text("SELECT uid, layout FROM trials WHERE uid IN (:a, :b)"),
+                                {"a": sampled["uid"], "b": fixed["uid"]}).all())
+    assert got == {sampled["uid"]: {"aslr": True, "env_pad": 1232}, fixed["uid"]: None}
+    for bad, field in (({"aslr": "yes", "env_pad": 0}, "aslr"),
+                       ({"aslr": True, "env_pad": -16}, "env_pad"),
+                       ({"aslr": True, "env_pad": 16, "seed": 1}, "seed")):
+        t = trial()
+        t["layout"] = bad
+        r = client.post("/api/v1/results", headers=headers,
+                        json=results([t], runner_id=runner["id"]))
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"][0]["loc"][-1] == field

@@ -56,7 +56,7 @@ class Agent:
         self._current_cancel: threading.Event | None = None
         self.runner_id: int | None = None
         self.target = settings.platform()  # the arch it registers with: native or emulated
-        self.testbed = collect(cpus, target=self.target)
+        self.testbed = collect(cpus, target=self.target, sampled=settings.sampled_layouts)
 
     # -- plumbing -------------------------------------------------------------------
     def log(self, msg: str) -> None:

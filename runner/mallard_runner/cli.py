@@ -253,7 +253,9 @@ def testbed(cpus: Annotated[str, typer.Option(help="pinned CPU set")] = "0",
             arch: ArchOption = None) -> None:
     """Print this node's testbed fingerprint fields as JSON."""
     target = load_settings(arch).platform()
-    typer.echo(collect(parse_cpus(cpus), target=target).model_dump_json(indent=2))
+    sampled = load_settings(arch).sampled_layouts
+    typer.echo(collect(parse_cpus(cpus), target=target, sampled=sampled).model_dump_json(
+        indent=2))
 
 
 TOKEN_ENV = "MALLARD_RUNNER_TOKEN"

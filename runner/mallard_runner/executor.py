@@ -6,7 +6,7 @@ in the trial's directory:
     hyperfine -N --runs 1 -i --style none --output <trial>/stdout \
         --export-json <trial>/hyperfine.json \
         'sh -c "f=$1; shift; exec \"$@\" 2>\"$f\"" sh <trial>/stderr \
-         taskset -c 1 setarch x86_64 -R env -i PATH=/usr/bin:/bin LC_ALL=C \
+         taskset -c 1 env -i PATH=/usr/bin:/bin LC_ALL=C \
          LD_PRELOAD=libmallard.so MALLARD_TRANSFER=ring MALLARD_STATS_FILE=stats-%p.json \
          _PAD=... <workload> --threads 2 ...'
 
@@ -19,10 +19,12 @@ runs with the allocator under test. A program workload (programs.py) runs as `sh
 RSS (the built-ins report their own). Every file of every trial is kept under the
 raw directory; the per-trial record is a `TrialIn` (contracts §5).
 
-Noise control (setting `noise_control`, on by default): `setarch -R` turns address-space
-randomisation off for the workload, and `env -i` gives it a fixed minimal environment
-padded to a fixed size (`_PAD`), so its stack starts at the same address in every trial
-of every allocator (argv and environment sit at the top of the stack).
+Noise control (setting `noise_control`, on by default): `env -i` gives the workload a
+fixed minimal environment padded to a fixed size (`_PAD`), the same for every allocator.
+Its layout (setting `layouts`, commands.py): `sampled` (default) draws one per timed trial,
+ASLR on and `_PAD` longer by a random offset (argv and environment sit at the top of the
+stack, so the stack moves), recorded as the trial's `layout`; `fixed` adds `setarch -R`
+(ASLR off), so the stack starts at the same address in every trial of every allocator.
 
 Cells run INTERLEAVED: round i runs trial i of every cell, in an order shuffled
 by a seeded RNG, before round i+1 starts. Warm-up rounds come first and are
@@ -63,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from mallard_wire.fields import JsonDict
-from mallard_wire.results import TrialIn, WorkloadIn
+from mallard_wire.results import TrialIn, TrialLayout, WorkloadIn
 
 from .arch import Platform
 from .cells import Cell, Params
@@ -156,7 +158,8 @@ class Executor:
         hyperfine, the workload's result line, the allocator's counters and perf left."""
         trial_dir = self._fresh_dir(cell, f"warmup-{seq}" if warmup else f"trial-{seq}")
         started = _now()
-        hf_note, rss = self._hyperfine(cell, trial_dir)
+        layout = self.commands.layout()
+        hf_note, rss = self._hyperfine(cell, trial_dir, layout)
         timed = read_hyperfine(trial_dir, hf_note)
         ok, note = read_output(cell.program, _read(trial_dir / "stdout"), timed.clean,
                                timed.note, timed.measures)
@@ -170,7 +173,7 @@ class Executor:
                              started_at=started, ok=ok, exit_code=timed.exit_code,
                              signal=timed.signal, measures=timed.measures, counters=counters,
                              stderr_tail=with_note(tail(trial_dir / "stderr", limit), note, limit),
-                             **recorded)
+                             layout=layout, **recorded)
         return trial, timed.export
 
     def _recorded(self, trial_dir: Path, rss: Timeline | None,
@@ -198,11 +201,12 @@ class Executor:
             measures.update(parse_perf_stat((trial_dir / "perf.txt").read_text()))
         return counters
 
-    def _hyperfine(self, cell: Cell, trial_dir: Path) -> tuple[str, Timeline | None]:
-        """Run the trial's command once under hyperfine (killed at the trial timeout);
-        return what went wrong ("" when hyperfine itself succeeded) and, when the job asked,
-        the workload's RSS over time."""
-        command = shlex.join(self.commands.trial(cell, trial_dir))
+    def _hyperfine(self, cell: Cell, trial_dir: Path, layout: TrialLayout | None
+                   ) -> tuple[str, Timeline | None]:
+        """Run the trial's command once under hyperfine (killed at the trial timeout) in
+        `layout`; return what went wrong ("" when hyperfine itself succeeded) and, when the
+        job asked, the workload's RSS over time."""
+        command = shlex.join(self.commands.trial(cell, trial_dir, layout))
         (trial_dir / "command").write_text(command + "\n")
         hf_cmd = [self.settings.hyperfine, "-N", "--runs", "1", "-i", "--style", "none",
                   "--output", str(trial_dir / "stdout"), "--export-json",

@@ -44,6 +44,7 @@ class NoiseControl(TypedDict):
 
     cpu: list[str]
     aslr_off: bool
+    layouts: str  # `sampled`: a layout drawn per timed trial (commands.py); `fixed`
     minimal_env: bool
     isolated: bool
     other_processes: int
@@ -133,7 +134,9 @@ def prepare(settings: RunnerSettings, req: RunRequest,
     if warning:
         notes.append(warning)
     noise = NoiseControl(cpu=tune_cpus(req.cpus, write=settings.tune_cpus),
-                         aslr_off=bool(settings.noise_control and executor.commands.setarch),
+                         aslr_off=bool(settings.noise_control and executor.commands.setarch
+                                       and not executor.commands.sampled),
+                         layouts="sampled" if executor.commands.sampled else "fixed",
                          minimal_env=settings.noise_control, isolated=iso.isolated,
                          other_processes=len(iso.others), isolcpus=iso.isolcpus,
                          cachegrind_caches=CACHEGRIND_CACHES, hw_counters=executor.use_perf)
@@ -148,7 +151,7 @@ def execute(prep: Prepared) -> ResultsIn:
     compilers = {b.compiler for b in prep.resolved.builds.values()}
     testbed = collect(req.cpus, compilers.pop() if len(compilers) == 1 else None,
                       noise_control=prep.executor.commands.noise_control,
-                      target=prep.executor.target)
+                      target=prep.executor.target, sampled=prep.executor.commands.sampled)
     artifacts: JsonDict = {
         "hyperfine": out.hyperfine, "suite": req.suite.name,
         "order": [[r, k] for r, k in out.order], "notes": [*prep.notes],

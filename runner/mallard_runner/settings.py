@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
+from typing import Literal
 
 from mallard_wire.repo_urls import Prefix
 from pydantic import Field, field_validator, model_validator
@@ -106,7 +107,11 @@ class RunnerSettings(BaseSettings):
     # counts repeat for this allocator (mimalloc's time-based purging makes its cache
     # misses move run to run); a verdict needs two that agree (docs/statistics.md, D2)
     deterministic_runs: int = Field(default=2, ge=1, le=10)
-    noise_control: bool = True  # ASLR off (setarch -R) and a fixed minimal environment
+    noise_control: bool = True  # a fixed minimal environment; ASLR off when layouts=fixed
+    # each timed trial's process layout (commands.py): `sampled` draws one per trial (ASLR
+    # on, a random stack offset), so both sides of a comparison meet the same spread of
+    # layouts; `fixed` runs every trial in one (ASLR off, the environment of a fixed size)
+    layouts: Literal["sampled", "fixed"] = "sampled"
     tune_cpus: bool = True  # set the pinned CPUs' governor to performance, turbo off
     stderr_tail_chars: int = 2000
     seed: int = 42
@@ -168,6 +173,12 @@ class RunnerSettings(BaseSettings):
         if "workloads_dir" not in self.model_fields_set:
             self.workloads_dir = _default_workloads_dir(self.arch)
         return self
+
+    @property
+    def sampled_layouts(self) -> bool:
+        """Each timed trial draws its layout (commands.py): `layouts=sampled` in the minimal
+        environment (an inherited one is whatever the agent's is)."""
+        return self.noise_control and self.layouts == "sampled"
 
     @property
     def emulated(self) -> bool:

@@ -190,12 +190,17 @@ def setarch_prefix() -> tuple[str, ...] | None:
     return cmd if ok else None
 
 
-def aslr(noise_control: bool = True) -> Aslr:
-    """`off` when workloads run without address-space randomisation (setarch -R, or the
-    kernel's randomize_va_space is 0), else `on`."""
-    if _read(PROC / "sys" / "kernel" / "randomize_va_space") == "0":
+def kernel_aslr() -> bool:
+    """Whether the kernel randomises a new process's addresses (randomize_va_space > 0)."""
+    return _read(PROC / "sys" / "kernel" / "randomize_va_space") != "0"
+
+
+def aslr(noise_control: bool = True, sampled: bool = False) -> Aslr:
+    """`off` when workloads run without address-space randomisation (setarch -R in the
+    fixed layout, or the kernel's randomize_va_space is 0), else `on`."""
+    if not kernel_aslr():
         return "off"
-    return "off" if noise_control and setarch_prefix() is not None else "on"
+    return "off" if noise_control and not sampled and setarch_prefix() is not None else "on"
 
 
 @dataclass
@@ -266,9 +271,10 @@ def isolation(cpus: list[int], proc: Path = PROC, me: int | None = None) -> Isol
 
 
 def collect(cpus: list[int], compiler: str | None = None, noise_control: bool = True,
-            target: Platform | None = None) -> TestbedIn:
-    """The fingerprint fields. On an emulated target: its arch, the cross compiler, the
-    sysroot's libc, `emulated` and the emulator's version; the rest is the host's."""
+            target: Platform | None = None, sampled: bool = False) -> TestbedIn:
+    """The fingerprint fields (`sampled`: trials draw their layouts, ASLR on). On an
+    emulated target: its arch, the cross compiler, the sysroot's libc, `emulated` and the
+    emulator's version; the rest is the host's."""
     emulated = target is not None and target.emulated
     return TestbedIn(
         arch=target.arch if target is not None else platform.machine(),
@@ -282,7 +288,7 @@ def collect(cpus: list[int], compiler: str | None = None, noise_control: bool = 
         libc=(target.libc if emulated and target else None) or libc_version(),
         page_size=os.sysconf("SC_PAGE_SIZE"),
         turbo=turbo(),
-        aslr=aslr(noise_control),
+        aslr=aslr(noise_control, sampled),
         workload_env="minimal" if noise_control else "inherited",
         isolated=isolation(cpus).isolated,
         emulated=emulated,

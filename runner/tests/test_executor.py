@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from mallard_runner.build import Builder
 from mallard_runner.cells import Cell, Target
-from mallard_runner.commands import padded_env
+from mallard_runner.commands import MINIMAL_ENV, padded_env
 from mallard_runner.executor import Executor, round_order
 from mallard_runner.measures import (
     derive_ratios,
@@ -23,7 +23,7 @@ from mallard_runner.measures import (
 )
 from mallard_runner.settings import REPO_ROOT, RunnerSettings
 from mallard_runner.suites import expand, load_suite
-from mallard_runner.testbed import format_cpus, parse_cpus
+from mallard_runner.testbed import format_cpus, kernel_aslr, parse_cpus
 from mallard_wire.results import AllocatorIn
 
 from .conftest import MALLARD_RECIPE, first_cpu, last_cpu
@@ -360,7 +360,8 @@ def test_every_trial_of_every_allocator_gets_the_same_environment_size(make_sett
     script.chmod(0o755)
     mallard = Target("head", AllocatorIn(name="mallard", variant="transfer=mutex"),
                      preload=tmp_path / "lib" / "libmallard.so", recipe=MALLARD_RECIPE)
-    ex = Executor(make_settings(), [first_cpu()], tmp_path / "raw", use_perf=False)
+    ex = Executor(make_settings(layouts="fixed"), [first_cpu()], tmp_path / "raw",
+                  use_perf=False)
     sizes = set()
     for target in (GLIBC, mallard):
         c = Cell(target=target, workload="envdump", params={"threads": 1}, binary=script)
@@ -374,6 +375,44 @@ def test_every_trial_of_every_allocator_gets_the_same_environment_size(make_sett
             sizes.add(sum(len(e) + 1 for e in own))
     assert sizes == {512}
     assert padded_env(["A=" + "x" * 600])[-1] == "_PAD=" + "x" * (1024 - 603 - 6)
+
+
+ADDR_NO_RANDOMIZE = 0x0040000  # personality(2): ASLR off (setarch -R)
+
+
+def test_a_sampled_layout_is_recorded_and_each_trial_draws_its_own(make_settings, tmp_path):
+    """Through the executor, a real program reports the environment and personality it ran
+    with: under `layouts=sampled` (the default) ASLR is on and the stack offset (`_PAD`'s
+    extra length) is the one its trial records; every trial draws its own. `fixed` runs
+    every trial with ASLR off, in the one environment size, and records no layout."""
+    script = tmp_path / "layout"
+    script.write_text('#!/bin/sh\nprintf "pad=%s\\n" "${#_PAD}"\n'
+                      'cat /proc/self/personality\necho \'{"operations": 1, "seconds": 1}\'\n')
+    script.chmod(0o755)
+    c = Cell(target=GLIBC, workload="layout", params={"threads": 1}, binary=script)
+    ex = Executor(make_settings(), [first_cpu()], tmp_path / "raw", use_perf=False)
+    trials = [t for t in ex.run([c], trials=6, warmup=0).trials]
+    layouts = [t.layout for t in trials]
+    assert all(t.ok for t in trials) and all(lay is not None for lay in layouts)
+    assert len({lay.env_pad for lay in layouts if lay is not None}) > 1
+    base = len(padded_env(list(MINIMAL_ENV))[-1]) - len("_PAD=")
+    for t in trials:
+        out = (tmp_path / "raw" / c.slug / f"trial-{t.seq}" / "stdout").read_text().split()
+        pad, personality = int(out[0].removeprefix("pad=")), int(out[1], 16)
+        assert t.layout is not None and pad == base + t.layout.env_pad
+        assert t.layout.aslr == kernel_aslr() and not personality & ADDR_NO_RANDOMIZE
+        record = json.loads((tmp_path / "raw" / c.slug / f"trial-{t.seq}" / "trial.json")
+                            .read_text())
+        assert record["layout"] == t.layout.model_dump()  # the trial's record shows it
+    fixed = Executor(make_settings(layouts="fixed"), [first_cpu()], tmp_path / "fixed",
+                     use_perf=False)
+    ft = fixed.run([c], trials=2, warmup=0).trials
+    assert [t.layout for t in ft] == [None, None]
+    for t in ft:
+        out = (tmp_path / "fixed" / c.slug / f"trial-{t.seq}" / "stdout").read_text().split()
+        assert int(out[0].removeprefix("pad=")) == base
+        if fixed.commands.setarch:
+            assert int(out[1], 16) & ADDR_NO_RANDOMIZE
 
 
 # cachegrind 3.19's output file: `events:` names the columns of the `summary:` line

@@ -104,6 +104,22 @@ class WorkloadIn(InModel):
     params: Annotated[JsonObject, Field(max_length=MAX_PARAMS), _bounded(MAX_PARAMS)] = {}
 
 
+MAX_ENV_PAD = 1 << 16  # bytes of environment padding a layout may name
+
+
+class TrialLayout(InModel):
+    """The process layout a trial ran in (runner setting `layouts`, runner/README.md):
+    `aslr` whether the kernel randomised its addresses (each run draws its own), `env_pad`
+    the bytes of environment padding, drawn per trial, that moved its stack (its start lies
+    that much lower). A trial without one (older runners, cachegrind runs, `layouts=fixed`)
+    ran in the fixed layout: ASLR off, the environment padded to a fixed size."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    aslr: bool
+    env_pad: Annotated[int, Field(ge=0, le=MAX_ENV_PAD)]
+
+
 # Numbers and booleans of a trial as the schema says: never a boolean for a number nor a
 # number or text for a boolean (pydantic's lax mode would take `"signal": false`), and a
 # time as RFC 3339 text (or a datetime in Python), never a number; checked in Rust.
@@ -137,6 +153,7 @@ class TrialIn(InModel):
     # what the job asked to record besides the measures (mallard_wire/timelines.py)
     memory: MemoryTimeline | None = None
     latency: LatencyHistogram | None = None
+    layout: TrialLayout | None = None
 
 
 class ResultsIn(InModel):

@@ -36,6 +36,7 @@ Pure functions (no database, no settings); the statistics themselves are `mallar
 - `moved`         the allocator counters that moved most under each cell
 - `joint`         speed x memory: one label per (ops_per_sec, max_rss_bytes) pair of cells
 - `curves`        thread-scaling curves: points, moved thread counts, area, curve verdict
+- `modes`         a cell of two-mode trials: judged within its modes, or "modes moved"
 - `report`        the text lines and the comparison report
 - `extras`        what a report prints beyond its cells (counters, joint labels, curves)
 - `cells`         one comparison cell as one record (`CellRow`), stored and answered as is

@@ -22,7 +22,9 @@ every job has reported:
   the MDE they reached (the comparison's note says why the follow-ups stopped).
 
 A series calibrated on the comparison's testbed is judged with its calibrated SAME band
-(``noise.bands``); the report's notes name the calibrations used.
+(``noise.bands``); the report's notes name the calibrations used. A cell a side of which
+has two modes is judged within them, or UNKNOWN when they moved, and the notes carry its
+``modes:`` line (``modes.py``).
 
 A job of a comparison that fails for good leaves the comparison ``failed`` when no cells
 exist; otherwise the comparison settles as above from the cells it has (each follow-up,
@@ -60,6 +62,7 @@ from mallard_api.analysis import (
     differential,
     explain,
     followups,
+    modes,
     noise,
     pairs,
     report,
@@ -196,6 +199,14 @@ def _samples(rows: list[TrialRow]) -> tuple[
     return pairs.by_round(rows), params_of, peer_values
 
 
+def _mode_lines(cells: list[report.ReportCell], judged: list[modes.Judged]) -> list[str]:
+    """The ``modes:`` line of every cell a side of which has two modes."""
+    vary = report.varying_keys(cells)
+    return [modes.line(f"{c.workload} {report.params_text(c.params, vary.get(c.workload, ()))}",
+                       c.measure, j.modes)
+            for c, j in zip(cells, judged, strict=True) if j.modes is not None]
+
+
 def compute_cells(session: Session, comp: Comparison, policy: Policy) -> Computed:
     """The cells, peer medians and note from the comparison's trials (read once), the
     cells in the order `sql.cells` reads them back (workload, threads, then as computed)."""
@@ -215,14 +226,18 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy) -> Compute
                     min_effect_abs=min_effect_abs(k[2], policy.min_effect_bytes))
         for k, why in zip(keys, unjudged, strict=True)
     ]
+    judged = [modes.within_modes(c, sides[k].values("base"), sides[k].values("head"),
+                                 sides[k].pairs(), policy) for k, c in zip(keys, raw, strict=True)]
     bands, calibrations = noise.bands(session, comp.testbed_fingerprint)
-    decided = stats.adjust_and_decide(raw, policy, [bands.get(k) for k in keys])
+    decided = stats.adjust_and_decide([j.cell for j in judged], policy,
+                                      [bands.get(k) for k in keys])
     if calibrations:
         used = ", ".join(f"#{i}" for i in calibrations)
         note = "; ".join(filter(None, [note, f"SAME bands from calibration {used}"]))
     rcells = [report.ReportCell(k[0], params_of[(k[0], k[1])][0], k[2], s)
               for k, s in zip(keys, decided, strict=True)]
     lines = report.cell_lines(rcells)
+    note = "; ".join(filter(None, [note, *_mode_lines(rcells, judged)]))
     out = []
     for k, s, line, why in zip(keys, decided, lines, unjudged, strict=True):
         params, threads = params_of[(k[0], k[1])]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from mallard_wire.fields import JsonDict
+from mallard_wire.results import TrialLayout
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -19,6 +20,7 @@ from sqlalchemy.dialects.postgresql import JSONB, ExcludeConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from mallard_api.models.base import TS, Base
+from mallard_api.models.records import Record
 
 
 class Allocator(Base):
@@ -88,6 +90,9 @@ class Trial(Base):
     # what the job asked to record (mallard_wire/timelines.py; migration 0027)
     memory: Mapped[JsonDict | None] = mapped_column(JSONB)
     latency: Mapped[JsonDict | None] = mapped_column(JSONB)
+    # the trial's process layout when the runner sampled one (wire TrialLayout:
+    # {"aslr": true, "env_pad": 1232}); NULL: the fixed layout (ASLR off, migration 0028)
+    layout: Mapped[TrialLayout | None] = mapped_column(Record(TrialLayout))
 
 
 class ResultArtifacts(Base):

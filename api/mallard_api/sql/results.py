@@ -68,6 +68,7 @@ class StagedTrial(NamedTuple):
     new_allocator: int | None  # an allocator new to this process: in :new_allocators
     memory: JsonDict | None  # the memory timeline and latency histogram, when recorded
     latency: JsonDict | None
+    layout: JsonDict | None  # the trial's sampled layout (wire TrialLayout); None: fixed
 
 
 INSERT_TRIALS = text("""
@@ -99,7 +100,7 @@ SELECT w.n, a.id FROM new_allocators a JOIN wanted_allocators w
 ), stored AS (
 INSERT INTO trials (uid, job_id, runner_id, project_id, branch_id, commit_id, testbed_id,
                     allocator_id, workload_id, label, seq, warmup, ok, exit_code, signal,
-                    stderr_tail, started_at, measures, counters, memory, latency)
+                    stderr_tail, started_at, measures, counters, memory, latency, layout)
 SELECT e->>1, CAST(:job_id AS bigint), CAST(:runner_id AS integer),
        CAST(:project_id AS integer), CAST(:branch_id AS integer),
        COALESCE((e->>2)::bigint,
@@ -110,7 +111,7 @@ SELECT e->>1, CAST(:job_id AS bigint), CAST(:runner_id AS integer),
        (e->>4)::integer, e->>5,
        (e->>6)::integer, (e->>7)::boolean, (e->>8)::boolean, (e->>9)::integer,
        (e->>10)::integer, e->>11, (e->>12)::timestamptz, e->13, NULLIF(e->14, 'null'),
-       NULLIF(e->17, 'null'), NULLIF(e->18, 'null')
+       NULLIF(e->17, 'null'), NULLIF(e->18, 'null'), NULLIF(e->19, 'null')
 FROM jsonb_array_elements(CAST(:rows AS jsonb)) WITH ORDINALITY AS r(e, n)
 ORDER BY r.n
 ON CONFLICT ON CONSTRAINT trials_uid_excl DO NOTHING
@@ -319,7 +320,8 @@ def _staged(trials: list[TrialIn], wids: list[int], alloc_keys: list[AllocKey],
             None if t.started_at is None else t.started_at.isoformat(), t.measures,
             t.counters, place.get(sha or ""), aplace.get(akey),
             None if t.memory is None else t.memory.model_dump(),
-            None if t.latency is None else t.latency.model_dump()))
+            None if t.latency is None else t.latency.model_dump(),
+            None if t.layout is None else t.layout.model_dump()))
     return rows
 
 
