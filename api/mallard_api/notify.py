@@ -111,6 +111,12 @@ def event_text(alert: Alert, event: str, why: Why | None = None) -> str:
     return f"Regression alert #{alert.id}: {alert.text}"
 
 
+def slack_escape(text: str) -> str:
+    """Slack's mrkdwn control characters (`&`, `<`, `>`: a C++ function's template
+    arguments) as the entities Slack asks for."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def payload(alert: Alert, event: str, kind: str, why: Why | None = None
             ) -> GenericAlertPayload | SlackPayload:
     text = event_text(alert, event, why)
@@ -119,6 +125,7 @@ def payload(alert: Alert, event: str, kind: str, why: Why | None = None
     bisection = None if alert.bisection_id is None else \
         links.absolute(base, links.bisection(alert.bisection_id))
     if kind == "slack":
+        text = slack_escape(text)
         fields = [
             f"*project* {alert.project}/{alert.branch}",
             f"*first bad commit* `{alert.first_bad_commit[:12]}`",
@@ -129,7 +136,8 @@ def payload(alert: Alert, event: str, kind: str, why: Why | None = None
         if bisection is not None:
             fields.append(f"*bisection* <{bisection}|bisection #{alert.bisection_id}>")
         if why is not None:
-            fields.append(f"*profile* <{links.absolute(base, why.page)}|why: {why.text}>")
+            fields.append(f"*profile* <{links.absolute(base, why.page)}|why: "
+                          f"{slack_escape(why.text)}>")
         return {
             "text": text,
             "blocks": [

@@ -54,8 +54,8 @@ def alerts_of(session: Session, comp: Comparison) -> dict[int, list[Case]]:
     of its commit verdict (the alert's cells), of each bisection it is a round of (the
     case the bisection follows)."""
     out: dict[int, list[Case]] = {}
-    for v in verdict_sql.of_comparison(session, comp.id):
-        alert = None if v.alert_id is None else session.get(Alert, v.alert_id)
+    for alert_id in verdict_sql.alerts_of_comparison(session, comp.id):
+        alert = session.get(Alert, alert_id)
         if alert is not None:
             cases = [(alert.workload, alert.threads)]
             cases += [(c.workload, c.threads) for c in alert.cells or []]
