@@ -1,9 +1,11 @@
 """Alert notifications: the targets, the webhook payloads, and the outbox rows an alert
 event becomes (delivered by `delivery.py`).
 
-An alert event (``alert.opened``, ``alert.resolved``) becomes one outbox row per target,
-written in the same transaction as the alert itself, so nothing is announced that was
-not stored and nothing stored is lost when a receiver is down.
+An alert event (``alert.opened``, ``alert.explained``, ``alert.resolved``) becomes one
+outbox row per target, written in the same transaction as what it announces, so nothing
+is announced that was not stored and nothing stored is lost when a receiver is down.
+``alert.explained`` follows ``alert.opened`` once per alert, when the differential profile
+of its regression is stored (analysis/why.py): it carries the `why:`.
 
 Targets: ``MALLARD_ALERT_WEBHOOKS`` (``generic:http://...,slack:http://...``; a URL
 without a kind is ``generic``) plus the enabled rows of ``webhook_endpoints``.
@@ -13,7 +15,9 @@ Payloads:
 * ``generic``: ``{"event": "alert.opened", "alert": {... the v_alerts columns ...},
   "text": "...", "page_url": "<MALLARD_PUBLIC_URL>/ui/alerts/<id>",
   "bisection_url": "<MALLARD_PUBLIC_URL>/ui/bisections/<id>" or null}``: the bisection
-  that looks for the culprit of a regressed commit verdict, when one was started
+  that looks for the culprit of a regressed commit verdict, when one was started;
+  ``alert.explained`` adds ``"why": "mld_free +312 instructions per call (+540%)"`` and
+  ``"profile_url"`` (the profile on its comparison's page)
 * ``slack`` (Slack incoming-webhook compatible): ``{"text": "...", "blocks": [...]}``, the
   page's link (and the bisection's) among the fields
 """
@@ -36,7 +40,7 @@ from mallard_api.ui import links
 log = logging.getLogger("mallard_api.notify")
 
 KINDS = ("generic", "slack")
-EVENTS = ("alert.opened", "alert.resolved")
+EVENTS = ("alert.opened", "alert.explained", "alert.resolved")
 
 
 @dataclass(frozen=True)
@@ -91,19 +95,37 @@ def alert_dict(alert: Alert) -> AlertRecord:
     }
 
 
-def event_text(alert: Alert, event: str) -> str:
+@dataclass(frozen=True)
+class Why:
+    """What ``alert.explained`` adds: the `why:` and the page of the profile it came from."""
+
+    text: str
+    page: str
+
+
+def event_text(alert: Alert, event: str, why: Why | None = None) -> str:
     if event == "alert.resolved":
         return f"Resolved alert #{alert.id}: {alert.text}"
+    if event == "alert.explained" and why is not None:
+        return f"Explained alert #{alert.id}: {alert.text}; why: {why.text}"
     return f"Regression alert #{alert.id}: {alert.text}"
 
 
-def payload(alert: Alert, event: str, kind: str) -> GenericAlertPayload | SlackPayload:
-    text = event_text(alert, event)
+def slack_escape(text: str) -> str:
+    """Slack's mrkdwn control characters (`&`, `<`, `>`: a C++ function's template
+    arguments) as the entities Slack asks for."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def payload(alert: Alert, event: str, kind: str, why: Why | None = None
+            ) -> GenericAlertPayload | SlackPayload:
+    text = event_text(alert, event, why)
     base = get_settings().public_url
     page = links.absolute(base, links.alert(alert.id))
     bisection = None if alert.bisection_id is None else \
         links.absolute(base, links.bisection(alert.bisection_id))
     if kind == "slack":
+        text = slack_escape(text)
         fields = [
             f"*project* {alert.project}/{alert.branch}",
             f"*first bad commit* `{alert.first_bad_commit[:12]}`",
@@ -113,6 +135,9 @@ def payload(alert: Alert, event: str, kind: str) -> GenericAlertPayload | SlackP
         ]
         if bisection is not None:
             fields.append(f"*bisection* <{bisection}|bisection #{alert.bisection_id}>")
+        if why is not None:
+            fields.append(f"*profile* <{links.absolute(base, why.page)}|why: "
+                          f"{slack_escape(why.text)}>")
         return {
             "text": text,
             "blocks": [
@@ -123,18 +148,22 @@ def payload(alert: Alert, event: str, kind: str) -> GenericAlertPayload | SlackP
                  "elements": [{"type": "mrkdwn", "text": f"event `{event}`, state {alert.state}"}]},
             ],
         }
-    return {"event": event, "alert": alert_dict(alert), "text": text, "page_url": page,
-            "bisection_url": bisection}
+    out: GenericAlertPayload = {"event": event, "alert": alert_dict(alert), "text": text,
+                                "page_url": page, "bisection_url": bisection}
+    if why is not None:
+        out["why"], out["profile_url"] = why.text, links.absolute(base, why.page)
+    return out
 
 
 def enqueue_alert_event(session: Session, alert: Alert, event: str,
-                        to: list[Target]) -> list[OutboxMessage]:
-    """One outbox row per target, in the caller's transaction."""
-    if event not in EVENTS:
-        raise ValueError(f"unknown event {event!r}")
+                        to: list[Target], why: Why | None = None) -> list[OutboxMessage]:
+    """One outbox row per target, in the caller's transaction (`why`: of
+    ``alert.explained``, which needs it)."""
+    if event not in EVENTS or (event == "alert.explained") != (why is not None):
+        raise ValueError(f"unknown event {event!r} or a why it does not take")
     session.flush()
     return [
         outbox.add(session, event=event, alert_id=alert.id, kind=t.kind, url=t.url,
-                   payload=payload(alert, event, t.kind))
+                   payload=payload(alert, event, t.kind, why))
         for t in to
     ]

@@ -5,7 +5,8 @@ each importing only the layers below it (grimp reads the import graph from the s
 The analysis wing, top to bottom:
 
 - the analysis worker takes the queue's items; what people decide (triage);
-- a comparison's settle, which tells the listeners once; change detection (alerts);
+- a comparison's settle, which tells the listeners once; change detection (alerts); a
+  stored profile's `why:` told to the alerts and pull requests told before (why);
 - the listeners of a comparison: commit verdicts, pull requests, calibrations;
 - bisections (a listener, and started by a regressed verdict);
 - the comparison lifecycle: open, compute the cells, settle the state, the report;
@@ -31,7 +32,7 @@ PURE = ("modes", "cells", "report", "moved", "joint", "curves", "explain", "extr
         "bisect_search", "differential")
 LAYERS = (
     ("worker", "triage"),
-    ("settle", "alerts"),
+    ("settle", "alerts", "why"),
     ("verdicts", "pull_requests", "calibrations", "profiles"),
     ("bisections",),
     ("comparisons",),

@@ -42,3 +42,23 @@ def test_targets_merge_settings_and_table(db_session):
     assert got[0] == notify.Target("generic", "http://x/y")
     assert notify.Target("slack", url) in got
     db_session.rollback()
+
+
+def test_explained_payloads_carry_the_why(db_session):
+    alert = make_alert(db_session)
+    why = notify.Why("std::vector<int>::push_back +12 instructions per call (+40%)",
+                     "/ui/comparisons/7#profiles")
+    generic = notify.payload(alert, "alert.explained", "generic", why)
+    assert generic["event"] == "alert.explained" and generic["why"] == why.text
+    assert generic["text"] == f"Explained alert #{alert.id}: {alert.text}; why: {why.text}"
+    assert generic["profile_url"].endswith("/ui/comparisons/7#profiles")
+    assert "why" not in notify.payload(alert, "alert.opened", "generic")
+    slack = notify.payload(alert, "alert.explained", "slack", why)
+    assert "std::vector&lt;int&gt;::push_back" in slack["text"] and "<int>" not in slack["text"]
+    assert any(f["text"].startswith("*profile* <") and f["text"].endswith("(+40%)>")
+               for f in slack["blocks"][1]["fields"])
+    with pytest.raises(ValueError):  # an explained event needs its why, others take none
+        notify.enqueue_alert_event(db_session, alert, "alert.explained", [])
+    with pytest.raises(ValueError):
+        notify.enqueue_alert_event(db_session, alert, "alert.opened", [], why)
+    db_session.rollback()

@@ -42,18 +42,38 @@ def test_the_flame_graph_is_well_formed_and_its_frames_sum_to_the_totals(
     assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml")
     root = ET.fromstring(r.text)  # well-formed XML
     assert root.tag == f"{SVG}svg"
-    frames = {int(g.get("data-i")): g for g in root.iter(f"{SVG}g")}
-    head = {i: int(g.get("data-head")) for i, g in frames.items()}
-    parent = {i: int(g.get("data-parent")) for i, g in frames.items()}
-    assert head[0] == 1_312_000 and parent[0] == -1
-    own = {i: head[i] - sum(head[c] for c in head if parent[c] == i) for i in head}
-    assert all(v >= 0 for v in own.values())
-    assert sum(own.values()) == 1_312_000  # every instruction of the head in one frame
-    width = {i: float(g.find(f"{SVG}rect").get("width")) for i, g in frames.items()}
-    for i in head:  # children never overflow their parent
-        kids = [c for c in head if parent[c] == i]
-        assert sum(width[c] for c in kids) <= width[i] + 1e-6
-    assert 4 not in frames  # `gone` runs no head instruction: not drawn
+    totals = {"head": 1_312_000, "base": 1_000_000}
+    for side, total in totals.items():  # one graph per side, each titled with its numbers
+        frames = {int(g.get("data-i")): g for g in root.iter(f"{SVG}g")
+                  if g.get("data-side") == side}
+        wide = {i: int(g.get(f"data-{side}")) for i, g in frames.items()}
+        parent = {i: int(g.get("data-parent")) for i, g in frames.items()}
+        assert wide[0] == total and parent[0] == -1
+        own = {i: wide[i] - sum(wide[c] for c in wide if parent[c] == i) for i in wide}
+        assert all(v >= 0 for v in own.values())
+        assert sum(own.values()) == total  # every instruction of the side in one frame
+        width = {i: float(g.find(f"{SVG}rect").get("width")) for i, g in frames.items()}
+        assert abs(width[0] - 960) < 1e-6
+        for i in wide:  # children never overflow their parent
+            kids = [c for c in wide if parent[c] == i]
+            assert sum(width[c] for c in kids) <= width[i] + 1e-6
+        assert 4 in frames if side == "base" else 4 not in frames
+    gone = [g for g in root.iter(f"{SVG}g") if "gone" in (g.get("class") or "").split()]
+    assert [(g.get("data-side"), g.get("data-i")) for g in gone] == [("base", "4")]
+    assert "gone: head 0, base 5,000 instructions, -5,000 (-100.0%)" in r.text
+    colours = {g.get("data-i"): g.find(f"{SVG}rect").get("fill")
+               for g in root.iter(f"{SVG}g") if g.get("data-side") == "base"}
+    assert colours["3"].startswith("rgb(230,") and colours["4"] == "rgb(30,30,230)"
+    assert colours["2"] == "rgb(200,200,200)"  # malloc did not move: grey
+    titles = [t.text for t in root.iter(f"{SVG}text") if t.get("class") == "side-title"]
+    assert titles == [
+        "head: 1,312,000 instructions, +312,000 vs base (+31.2%); width: the head's "
+        "instructions",
+        "base: 1,000,000 instructions; width: the base's instructions; 1 frame(s) the head "
+        "no longer runs, dashed"]
+    legend = " ".join(t.text for g in root.iter(f"{SVG}g") if g.get("class") == "legend"
+                      for t in g.iter(f"{SVG}text"))
+    assert "slower" in legend and "faster" in legend and "no longer runs" in legend
     assert "mld_free: head 369,778, base 57,778 instructions, +312,000 (+540.0%)" in r.text
 
 

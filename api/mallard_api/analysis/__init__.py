@@ -12,6 +12,7 @@ The worker, the settle and its listeners:
 - `triage`        what people decide: triage, acknowledge, baselines, broken ranges
 - `settle`        one settle of a comparison, told once to its listeners below
 - `alerts`        branch history: change points, alerts opened and resolved
+- `why`           a stored profile's `why:` told to its alerts and pull requests
 - `verdicts`      commit verdicts: a commit against its branch's last measured one
 - `pull_requests` a pull/merge request's head against its merge base, status and comment
 - `calibrations`  a testbed's calibration: A/A comparisons, canaries, its SAME bands

@@ -14,7 +14,7 @@ from mallard_wire.results import ResultsIn
 from mallard_wire.scrub import scrub
 from sqlalchemy.orm import Session
 
-from mallard_api.analysis import ingest
+from mallard_api.analysis import ingest, why
 from mallard_api.auth import Principal, authenticate, check_role, check_runner, field_error
 from mallard_api.config import Settings
 from mallard_api.deps import close_session, in_thread
@@ -158,7 +158,7 @@ def store(request: Request, session: Session, p: Principal, raw: bytes) -> Respo
             raise field_error(422, ["body", "profiles"], "profiles come only with the results "
                               "of a profile job")
         assert body.job_id is not None
-        profile_sql.store(session, body.job_id, body.profiles)
+        why.on_stored(session, settings, profile_sql.store(session, body.job_id, body.profiles))
 
     caps = measure_sql.Caps(settings.max_new_measures_per_post,
                             settings.max_measures_per_project)

@@ -3,7 +3,7 @@ statuses and comments. Stored as jsonb in webhook_outbox.payload and POSTed as t
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from mallard_wire.fields import JsonDict
 
@@ -40,6 +40,8 @@ class GenericAlertPayload(TypedDict):
     text: str
     page_url: str
     bisection_url: str | None
+    why: NotRequired[str]  # alert.explained: the function that moved most, and where
+    profile_url: NotRequired[str]
 
 
 class SlackPayload(TypedDict):

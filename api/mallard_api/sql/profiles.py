@@ -90,16 +90,17 @@ def of_comparisons(session: Session, comparison_ids: list[int]) -> list[ProfileR
     return [_row(r) for r in rows]
 
 
-def store(session: Session, job_id: int, profiles: list[ProfileIn]) -> int:
-    """The profiles a profile job's runner posted, each into its case's row; how many."""
-    stored = 0
+def store(session: Session, job_id: int, profiles: list[ProfileIn]) -> list[int]:
+    """The profiles a profile job's runner posted, each into its case's row; the
+    comparisons they were stored for (one id per profile stored)."""
+    stored: list[int] = []
     for p in profiles:
         c = p.case
-        stored += session.execute(text(
+        stored += [int(cid) for cid in session.scalars(text(
             "UPDATE comparison_profiles SET body = CAST(:b AS jsonb), stored_at = now() "
             "WHERE job_id = :j AND workload = :w "
             "AND COALESCE(threads, 0) = COALESCE(CAST(:t AS integer), 0) "
-            "AND params = CAST(:p AS jsonb)"),
+            "AND params = CAST(:p AS jsonb) RETURNING comparison_id"),
             {"b": p.model_dump_json(), "j": job_id, "w": c.workload, "t": c.threads,
-             "p": json.dumps(c.params, sort_keys=True)}).rowcount  # type: ignore[attr-defined]
+             "p": json.dumps(c.params, sort_keys=True)})]
     return stored

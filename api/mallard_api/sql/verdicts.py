@@ -137,6 +137,13 @@ def of_comparison(session: Session, comparison_id: int) -> list[CommitVerdict]:
         CommitVerdict.comparison_id == comparison_id).with_for_update()))
 
 
+def alerts_of_comparison(session: Session, comparison_id: int) -> list[int]:
+    """The alerts the comparison's commit verdicts opened (read, not locked)."""
+    return [a for a in session.scalars(select(CommitVerdict.alert_id).where(
+        CommitVerdict.comparison_id == comparison_id).order_by(CommitVerdict.id))
+        if a is not None]
+
+
 def of_commit(session: Session, project_id: int, sha: str) -> list[CommitVerdict]:
     return list(session.scalars(select(CommitVerdict).where(
         CommitVerdict.project_id == project_id, CommitVerdict.commit_sha == sha)

@@ -1,6 +1,7 @@
 """The differential-profile section in headless Chromium: the comparison page of a
 profiled comparison shows the `why:`, the moved-most table and the flame graph (an SVG
-with its frames), with no console errors."""
+with its frames: the head's graph, the base's with the frame the head no longer runs, the
+legend), with no console errors."""
 
 from __future__ import annotations
 
@@ -29,7 +30,11 @@ def test_the_profile_section_renders_in_chromium(browser: Any, live_server: str,
     text = page.inner_text("main") if page.query_selector("main") else page.content()
     assert "Differential profiles" in text
     assert "why: mld_free +312 instructions per call (+540%)" in text
-    assert page.locator("svg.flame g.frame").count() == 4  # `gone` has no head width
+    assert page.locator('svg.flame g.frame[data-side="head"]').count() == 4  # not `gone`
+    assert page.locator('svg.flame g.frame[data-side="base"]').count() == 5
+    assert page.locator("svg.flame g.frame.gone").count() == 1  # only in the base's graph
+    assert page.locator("svg.flame g.legend").count() == 5
+    assert "head no longer runs" in (page.text_content("svg.flame") or "")
     box = page.locator("svg.flame").bounding_box()
     assert box is not None and box["width"] > 0 and box["height"] > 0
     assert errors == []
