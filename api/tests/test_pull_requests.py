@@ -103,6 +103,7 @@ def test_pull_request_events_of_each_forge(
         user_headers: dict[str, str]) -> None:
     runner, rheaders = make_runner()
     conf = settings.model_copy(update={"forge_url_allow": receiver.url, "peers": "",
+                                       "profile_max_cases": 0,  # each claim below takes a PR job
                                        "default_arch": runner["arch"],
                                        "comparison_max_follow_ups": 0})
     app.dependency_overrides[get_settings] = lambda: conf
