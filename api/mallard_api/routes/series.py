@@ -6,13 +6,14 @@ import json
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
-from mallard_wire.fields import INT32_MAX, check_json
+from mallard_wire.fields import INT32_MAX
 from sqlalchemy.orm import Session
 
 from mallard_api.auth import AnyRole, field_error
 from mallard_api.deps import get_session
-from mallard_api.errors import StrictJsonRoute, printable, strict_json
+from mallard_api.errors import StrictJsonRoute
 from mallard_api.params import params_sha256
+from mallard_api.query import params_object
 from mallard_api.schemas.base import ErrorOut
 from mallard_api.schemas.series import SeriesOut
 from mallard_api.sql import series as sql
@@ -46,17 +47,8 @@ def get_series(
     testbed: Annotated[str | None, Query(max_length=64, pattern=r"^[0-9a-f]+$",
                                          description="testbed fingerprint")] = None,
 ) -> Response:
-    params_sha = None
-    if params is not None:
-        try:
-            parsed = strict_json(params)
-            if not isinstance(parsed, dict):
-                raise ValueError("not an object")
-            check_json(parsed)
-        except ValueError as exc:
-            raise field_error(422, ["query", "params"], printable(
-                f"must be a JSON object of workload params ({exc})")) from exc
-        params_sha = params_sha256(parsed)
+    parsed = params_object(params)
+    params_sha = None if parsed is None else params_sha256(parsed)
     ref = sql.branch_ref(session, project, branch)
     if ref is None:
         raise field_error(404, ["query", "project"], f"no project named '{project}'",

@@ -18,15 +18,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
-from mallard_wire.fields import check_json
 from sqlalchemy.orm import Session
 
 from mallard_api.auth import Principal, field_error
 from mallard_api.deps import get_session
-from mallard_api.errors import printable, strict_json
 from mallard_api.models.commits import Branch
 from mallard_api.models.projects import Project
 from mallard_api.params import params_key
+from mallard_api.query import params_object
 from mallard_api.sql import pages as pages_sql
 from mallard_api.sql import projects as project_sql
 from mallard_api.ui import badges, history, links, public
@@ -66,17 +65,8 @@ def _branch(session: Session, who: Principal | None, project: str, branch: str |
 
 
 def _params(text: str | None) -> str | None:
-    if text is None:
-        return None
-    try:
-        parsed = strict_json(text)
-        if not isinstance(parsed, dict):
-            raise ValueError("not an object")
-        check_json(parsed)
-    except ValueError as exc:
-        raise field_error(422, ["query", "params"], printable(
-            f"must be a JSON object of workload params ({exc})")) from exc
-    return params_key(parsed)
+    parsed = params_object(text)
+    return None if parsed is None else params_key(parsed)
 
 
 @router.get("/projects/{project}/badge.svg")
