@@ -526,7 +526,7 @@ void _mld_heap_collect(mld_heap_t* h, bool force) {
       }
     }
   }
-  _mld_central_sweep(force ? UINT32_MAX : 16);
+  _mld_central_sweep(h, force ? UINT32_MAX : 16);
   _mld_segment_purge(force);
 }
 

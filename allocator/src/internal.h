@@ -422,7 +422,7 @@ MLD_HIDDEN void _mld_central_init(void);
 MLD_HIDDEN void _mld_central_push(mld_page_t* page);
 MLD_HIDDEN mld_page_t* _mld_central_pop(unsigned c, mld_heap_t* h);
 MLD_HIDDEN bool _mld_central_adopt(mld_page_t* page, mld_heap_t* h);
-MLD_HIDDEN void _mld_central_sweep(unsigned max);
+MLD_HIDDEN void _mld_central_sweep(mld_heap_t* h, unsigned max);
 MLD_HIDDEN void _mld_central_fork_prepare(void);
 MLD_HIDDEN void _mld_central_fork_parent(void);
 MLD_HIDDEN void _mld_central_fork_child(void);
