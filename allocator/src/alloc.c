@@ -69,11 +69,12 @@ void* _mld_alloc_aligned(size_t alignment, size_t size) {
 
 /* ---- free ------------------------------------------------------------------ */
 
-/* A block of a page this thread does not own, with MALLARD_REMOTE=page (or
- * from a thread without a heap, which gets one first in bin mode): push it onto the page's thread-free list
- * with one CAS (mimalloc style), taking the page over first when its thread
- * has exited. (MALLARD_REMOTE=bin is handled inline: the block goes into
- * our own bin, tcmalloc style, and reaches its page only if it must.) */
+/* A block of a page this thread does not own that the inline path did not
+ * take (see mld_free_block_at): a thread without a heap gets one first (bin
+ * mode); a page whose thread has exited is taken over, and the block is
+ * ours; else, in bin mode, into our bin (its foreign stack when the bin is
+ * empty), tcmalloc style, and it reaches its page only if it must; with
+ * MALLARD_REMOTE=page onto the page's thread-free list, one CAS (mimalloc). */
 void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
   if (h == &_mld_heap_empty && _mld_remote_mode == MLD_REMOTE_BIN && !_mld_heap_exited) {
     int saved = errno;
@@ -97,9 +98,20 @@ void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b) {
     _mld_heap_push_local(h, page->size_class, b);
     return;
   }
+  if (_mld_remote_mode == MLD_REMOTE_BIN && h != &_mld_heap_empty) {
+    /* into our bin, or (an empty bin) onto its foreign stack, see the inline path */
+    unsigned c = page->size_class;
+    mld_bin_t* bin = &h->bins[c];
+    h->hot.remote_frees++;
+    if (bin->own.top != bin->own.base) {
+      if (mld_stack_push(&bin->own, b)) _mld_heap_flush(h, c, page);
+    } else if (mld_stack_push(&h->foreign[c], b)) {
+      _mld_heap_flush_foreign(h, c);
+    }
+    return;
+  }
   _mld_page_free_remote(page, b);
   if (h != &_mld_heap_empty) {
-    h->hot.frees++;
     h->hot.remote_frees++;
     h->hot.moved--;   /* a free that skipped the bins */
   } else {
@@ -124,7 +136,7 @@ void _mld_alloc_free_slow(void* p, mld_page_t* page) {
     mld_heap_t* h = _mld_heap_tls;
     if (h != &_mld_heap_empty) {
       mld_counter_add(&h->stats[MLD_STAT_huge_frees], 1);
-      h->hot.frees++;
+      h->hot.local_frees++;
       h->hot.moved--;   /* a free that skipped the bins */
     }
     _mld_segment_huge_free(page);
@@ -132,7 +144,7 @@ void _mld_alloc_free_slow(void* p, mld_page_t* page) {
     mld_heap_t* h = _mld_heap_tls;   /* a giant-aligned block: unmapped */
     if (h != &_mld_heap_empty) {
       mld_counter_add(&h->stats[MLD_STAT_huge_frees], 1);
-      h->hot.frees++;
+      h->hot.local_frees++;
       h->hot.moved--;   /* a free that skipped the bins */
     }
   } else {

@@ -47,6 +47,7 @@ mld_page_t* _mld_central_pop(unsigned c, mld_heap_t* h) {
     if (page->used == 0) {
       _mld_page_list_remove(&ce->pages, page);
       page->in_central = 0;
+      mld_counter_add(&h->stats[MLD_STAT_pages_released], 1);
       _mld_segment_page_free(page);
     } else if (page->free != NULL || page->capacity < page->reserved) {
       _mld_page_list_remove(&ce->pages, page);
@@ -85,8 +86,8 @@ bool _mld_central_adopt(mld_page_t* page, mld_heap_t* h) {
 }
 
 /* Give back abandoned pages whose blocks have all come home: look at up to
- * max pages per class (rotating through the list). */
-void _mld_central_sweep(unsigned max) {
+ * max pages per class (rotating through the list); counted as h's. */
+void _mld_central_sweep(mld_heap_t* h, unsigned max) {
   for (unsigned c = 0; c < MLD_CLASSES; c++) {
     mld_central_t* ce = &mld_central[c];
     if (atomic_load_explicit(&ce->count, memory_order_relaxed) == 0) continue;
@@ -98,6 +99,7 @@ void _mld_central_sweep(unsigned max) {
       _mld_page_collect(page);
       if (page->used == 0) {
         page->in_central = 0;
+        mld_counter_add(&h->stats[MLD_STAT_pages_released], 1);
         _mld_segment_page_free(page);
       } else {
         _mld_page_list_push_back(&ce->pages, page);

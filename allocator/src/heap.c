@@ -112,7 +112,8 @@ static uint64_t mld_heap_held(const mld_heap_t* h) {
 
 /* Copy the owner's free counters where other threads read them. */
 static void mld_heap_publish_frees(mld_heap_t* h) {
-  atomic_store_explicit(&h->stats[MLD_STAT_frees], h->hot.frees, memory_order_relaxed);
+  atomic_store_explicit(&h->stats[MLD_STAT_frees], h->hot.local_frees + h->hot.remote_frees,
+                        memory_order_relaxed);
   atomic_store_explicit(&h->stats[MLD_STAT_remote_frees], h->hot.remote_frees, memory_order_relaxed);
 }
 
@@ -122,7 +123,7 @@ static void mld_heap_publish_frees(mld_heap_t* h) {
  * flush or a drain, nor is it there now (see mld_hot_stats_t); huge blocks
  * are counted as they are made. */
 void _mld_heap_publish(mld_heap_t* h) {
-  uint64_t allocs = h->hot.frees + h->hot.moved - mld_heap_held(h) +
+  uint64_t allocs = h->hot.local_frees + h->hot.remote_frees + h->hot.moved - mld_heap_held(h) +
                     atomic_load_explicit(&h->stats[MLD_STAT_huge_allocs], memory_order_relaxed);
   atomic_store_explicit(&h->stats[MLD_STAT_allocs], allocs, memory_order_relaxed);
   mld_heap_publish_frees(h);
@@ -383,7 +384,7 @@ void _mld_heap_flush_foreign(mld_heap_t* h, unsigned c) {
 
 /* A block that is now ours (a page just adopted) into bin c. */
 void _mld_heap_push_local(mld_heap_t* h, unsigned c, mld_block_t* b) {
-  h->hot.frees++;
+  h->hot.local_frees++;
   if (mld_stack_push(&h->bins[c].own, b)) _mld_heap_flush(h, c, mld_page_of_known(b));
 }
 
@@ -525,7 +526,7 @@ void _mld_heap_collect(mld_heap_t* h, bool force) {
       }
     }
   }
-  _mld_central_sweep(force ? UINT32_MAX : 16);
+  _mld_central_sweep(h, force ? UINT32_MAX : 16);
   _mld_segment_purge(force);
 }
 

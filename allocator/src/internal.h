@@ -332,14 +332,15 @@ static inline bool mld_stack_push(mld_stack_t* s, void* b) {
 
 /* The owner thread's plain counters, copied into the atomic stats now and
  * then (every refill, flush, collect and at thread exit), which is what
- * other threads read. free bumps frees (and remote_frees); malloc bumps
+ * other threads read. free bumps local_frees or remote_frees (one add;
+ * frees is their sum, as published); malloc bumps
  * nothing: its count is a balance of the bins (_mld_heap_publish), kept by
  * the slow paths in moved: blocks into the bins other than by free
  * (refills), minus blocks out other than by malloc (flushes, drains),
  * minus frees that never entered a bin (huge, remote by CAS); mod 2^64. */
 typedef struct mld_hot_stats_s {
   uint64_t moved;
-  uint64_t frees;
+  uint64_t local_frees;        /* frees of blocks of the heap's own pages */
   uint64_t remote_frees;
 } mld_hot_stats_t;
 
@@ -421,7 +422,7 @@ MLD_HIDDEN void _mld_central_init(void);
 MLD_HIDDEN void _mld_central_push(mld_page_t* page);
 MLD_HIDDEN mld_page_t* _mld_central_pop(unsigned c, mld_heap_t* h);
 MLD_HIDDEN bool _mld_central_adopt(mld_page_t* page, mld_heap_t* h);
-MLD_HIDDEN void _mld_central_sweep(unsigned max);
+MLD_HIDDEN void _mld_central_sweep(mld_heap_t* h, unsigned max);
 MLD_HIDDEN void _mld_central_fork_prepare(void);
 MLD_HIDDEN void _mld_central_fork_parent(void);
 MLD_HIDDEN void _mld_central_fork_child(void);
@@ -622,6 +623,10 @@ extern MLD_HIDDEN _Atomic(int) _mld_init_state;   /* 0 none, 1 running, 2 done *
 /* ---- slow paths and the inlined fast paths (alloc.c) ------------------- */
 
 MLD_HIDDEN void* _mld_alloc_slow(size_t size, mld_heap_t* h);   /* size first: malloc's own argument register */
+/* operator new's miss (override.c): _mld_alloc_slow, then the new_handler
+ * loop of override_new.cpp when that fails (it returns or throws) */
+MLD_HIDDEN void* _mld_new_slow(size_t size, mld_heap_t* h);
+MLD_HIDDEN void* _mld_new_retry(size_t size);
 MLD_HIDDEN void _mld_alloc_free_slow(void* p, mld_page_t* page);
 MLD_HIDDEN void _mld_alloc_free_outside(void* p);
 MLD_HIDDEN void _mld_alloc_free_remote(mld_heap_t* h, mld_page_t* page, mld_block_t* b);
@@ -644,7 +649,9 @@ static inline void* mld_bin_pop(mld_heap_t* h, mld_bin_t* bin, void** top) {
  * larger ones up to 128 KiB with a bit scan, inline too (through
  * _mld_alloc_slow they cost 39 instructions per malloc more: the slow
  * path's frame and its calls). */
-static inline void* mld_malloc_inline(size_t size) {
+/* malloc's body; slow: where a miss goes (a constant: inlined, a tail jump),
+ * _mld_alloc_slow for malloc, _mld_new_slow for operator new. */
+static inline void* mld_malloc_with(size_t size, void* (*slow)(size_t, mld_heap_t*)) {
   mld_heap_t* h = _mld_heap_tls;
   mld_bin_t* bin;
   if (mld_likely(size <= MLD_FAST_MAX))
@@ -652,12 +659,14 @@ static inline void* mld_malloc_inline(size_t size) {
   else if (mld_likely(size <= MLD_MAX_SIZE))
     bin = &h->bins[mld_size_class_above(size)];
   else
-    return _mld_alloc_slow(size, h);
+    return slow(size, h);
   void** top = bin->own.top;
   if (mld_likely(top != bin->own.base)) return mld_bin_pop(h, bin, top);
   if (mld_bin_take_foreign(bin, &h->foreign[bin - h->bins])) return mld_bin_pop(h, bin, bin->own.top);
-  return _mld_alloc_slow(size, h);
+  return slow(size, h);
 }
+
+static inline void* mld_malloc_inline(size_t size) { return mld_malloc_with(size, _mld_alloc_slow); }
 
 /* The body of every free. outer: called by free itself, which pays the
  * canary: while it is on, p takes the slow path that runs it and comes back
@@ -700,25 +709,23 @@ static inline void mld_free_block_at(void* p, bool outer) {
   mld_block_mark(b, cookie);
   mld_bin_t* bin = (mld_bin_t*)((uintptr_t)h->bins + bin8 * 8);
   if (mld_unlikely(!mld_page_owned_by(page, h))) {
-    unsigned c = (unsigned)(bin - h->bins);
-    /* another thread's block: to our bin's foreign blocks (MALLARD_REMOTE=bin), else CAS */
-    if (_mld_remote_mode != MLD_REMOTE_BIN || h == &_mld_heap_empty) {
+    /* another thread's block (MALLARD_REMOTE=bin): into our bin like one of
+     * ours, the next malloc reuses it hot. The slow path takes the rest: an
+     * empty bin (then the next malloc would hand out exactly this block, the
+     * cache-scratch case: it waits on the foreign stack), an abandoned page
+     * (no owner: taken over), MALLARD_REMOTE=page, no heap (only !outer: the
+     * empty heap's free_limit sends every outer free elsewhere). */
+    if (_mld_remote_mode != MLD_REMOTE_BIN || (!outer && h == &_mld_heap_empty) ||
+        mld_unlikely(bin->own.top == bin->own.base) ||
+        mld_unlikely(atomic_load_explicit(&page->owner, memory_order_relaxed) == NULL)) {
       _mld_alloc_free_remote(h, page, b);
       return;
     }
-    h->hot.frees++;
     h->hot.remote_frees++;
-    /* into the bin (the next malloc reuses it, hot) unless the bin is empty:
-     * then the next malloc would hand out exactly this block (the
-     * cache-scratch case), so it waits on the foreign stack */
-    if (mld_likely(bin->own.top != bin->own.base)) {
-      if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c, page);
-    } else if (mld_unlikely(mld_stack_push(&h->foreign[c], b))) {
-      _mld_heap_flush_foreign(h, c);
-    }
+    if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, (unsigned)(bin - h->bins), page);
     return;
   }
-  h->hot.frees++;
+  h->hot.local_frees++;
   /* the class again from the bin, not kept in a register across the push */
   if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, (unsigned)(bin - h->bins), page);
 }

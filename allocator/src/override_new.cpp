@@ -76,16 +76,22 @@ void* mld_new_aligned_nothrow(std::size_t n, std::size_t al) noexcept {
 
 }  // namespace
 
-MLD_EXPORT void* operator new(std::size_t n) { return mld_new(n); }
-MLD_EXPORT void* operator new[](std::size_t n) { return mld_new(n); }
+// The plain and array new and the plain and sized delete are in override.c
+// (inline fast paths); a failed new comes here: the new_handler loop.
+extern "C" __attribute__((visibility("hidden"))) void* _mld_new_retry(std::size_t n) {
+  for (;;) {
+    std::new_handler h = mld_new_handler();
+    if (h == nullptr) mld_throw_bad_alloc();
+    h();
+    void* p = mld_malloc(n);
+    if (p != nullptr) return p;
+  }
+}
+
 MLD_EXPORT void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return mld_new_nothrow(n); }
 MLD_EXPORT void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return mld_new_nothrow(n); }
-MLD_EXPORT void operator delete(void* p) noexcept { mld_free(p); }
-MLD_EXPORT void operator delete[](void* p) noexcept { mld_free(p); }
 MLD_EXPORT void operator delete(void* p, const std::nothrow_t&) noexcept { mld_free(p); }
 MLD_EXPORT void operator delete[](void* p, const std::nothrow_t&) noexcept { mld_free(p); }
-MLD_EXPORT void operator delete(void* p, std::size_t) noexcept { mld_free(p); }
-MLD_EXPORT void operator delete[](void* p, std::size_t) noexcept { mld_free(p); }
 
 #if __cpp_aligned_new
 MLD_EXPORT void* operator new(std::size_t n, std::align_val_t al) {
