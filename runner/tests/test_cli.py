@@ -47,7 +47,7 @@ def test_bench_writes_results_in_the_api_schema(make_settings, tmp_path):
     assert len(res.artifacts["hyperfine"]) == n_alloc * 2
     raw = json.loads((out / "r.json").read_text())
     assert set(raw) == {"job_id", "runner_id", "attempt", "project", "branch", "testbed",
-                        "trials", "artifacts"}
+                        "trials", "artifacts", "profiles"}
     md = (out / "r.md").read_text()
     assert "| tiny threads=1 ops=20000 | glibc | peer |" in md and "vs glibc" in md
     rows = list(csv.DictReader((out / "r.csv").open()))
