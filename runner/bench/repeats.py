@@ -8,9 +8,9 @@ HEAD, transfer=mutex against transfer=ring, the quick suite, the demo's trials a
 summary line, the unknown share of the primary cells, the MDE of every 1-thread timed
 cell, the minutes; over the runs: each primary cell's verdicts, and the **flips**: a cell
 REGRESSED (IMPROVED) in one run and SAME or IMPROVED (REGRESSED) in another. UNKNOWN is no
-flip (it decides nothing) and is counted apart. The runs' cells stay in `repeats.json`
-there. `--no-peers`: without the peers (a shorter run; the cells judged are the same).
-Run it under `flock /tmp/mallard-bench.lock` on a shared machine.
+flip (it decides nothing) and is counted apart. The runs' cells and reports stay in
+`repeats.json` there. `--no-peers`: without the peers (a shorter run; the cells judged are
+the same). Run it under `flock /tmp/mallard-bench.lock` on a shared machine.
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def run_once(st: demo.Stack, body: dict[str, object]) -> dict[str, object]:
     report = st.client.get(f"/api/v1/comparisons/{comp['id']}/report").raise_for_status().text
     summary = next((ln for ln in report.splitlines() if ln.startswith("state:")), "")
     return {"id": comp["id"], "state": final["state"], "summary": summary,
-            "minutes": (time.monotonic() - started) / 60, "cells": primary(final["cells"])}
+            "minutes": (time.monotonic() - started) / 60, "cells": primary(final["cells"]),
+            "report": report}
 
 
 def run_line(i: int, r: dict[str, object]) -> str:
