@@ -39,7 +39,8 @@ guess within a factor of two, and a two-mode cell is judged within its modes, wi
 smaller noise, only from 10 values a side). The others are taken **closest to settling
 first** (fewest seconds), each raising its workload x threads group to the trials it
 needs (a group's trials serve every cell of it, so a later cell of a planned group costs only the
-difference), while the comparison's runner-time budget
+difference; a round at most quadruples a cell's trials, ``GROWTH``), while the
+comparison's runner-time budget
 (``comparison_follow_up_budget_seconds``; what earlier rounds took is the wall time of
 their trials) allows; a cell that does not fit is left for the note. Each round is planned
 afresh from all trials, so the comparison stops as soon as every cell is settled or
@@ -109,6 +110,10 @@ HOPELESS_NAMED = 6  # the hopeless cells a note names
 # measured on 5 pairs is uncertain by a factor of 2 either way (chi-square, 4 degrees of
 # freedom), and two modes are seen only from this many values a side (modes.within_modes)
 MIN_PAIRS_HOPELESS = MODES_MIN_N
+# a round gives a cell at most this many times the trials it has: a need estimated on 5
+# pairs is itself a guess (one demo spent 79 s of its 120 s on 874 trials of one cell
+# planned from 5 pairs); the next round plans again on more
+GROWTH = 4
 Key = pairs.Key
 
 
@@ -127,6 +132,10 @@ class Need:
     @property
     def extra(self) -> int:
         return max(self.trials - self.have, 0)
+
+    def this_round(self, step: int) -> int:
+        """The trials it gets this round: at most ``GROWTH`` times what it has (module doc)."""
+        return min(self.extra, max((GROWTH - 1) * self.have, step))
 
     def text(self) -> str:
         return (f"would need {self.goal}: about {self.trials} trials a side, "
@@ -259,10 +268,10 @@ def plan(unknown: list[CellRow], rows: list[TrialRow], *, step: int, warmup: int
     spent = 0.0
     left_out = []
     for w in wants:
-        have = trials.get(w.group, 0)
-        more = cost(w.group, max(have, w.extra)) - cost(w.group, have)
+        have, extra = trials.get(w.group, 0), w.this_round(step)
+        more = cost(w.group, max(have, extra)) - cost(w.group, have)
         if spent + more <= budget_left:
-            trials[w.group] = max(have, w.extra)
+            trials[w.group] = max(have, extra)
             spent += more
         else:
             left_out.append(w)

@@ -78,7 +78,8 @@ def test_a_calibrated_band_and_a_real_change_size_the_plan():
     assert [g.trials for g in moved.groups] == [math.ceil(sig * followups.SAFETY) - 5]
 
 
-def test_plan_takes_the_cells_closest_to_settling_first_or_stops():
+def test_plan_takes_the_cells_closest_to_settling_first_or_stops(monkeypatch):
+    monkeypatch.setattr(followups, "GROWTH", 10**6)  # each need in one round (the order)
     trial_rows = rows(10, 10.0) + rows(10, 10.0, workload="rpc", seed=2)
     near, far = unknown(hw=3.5), unknown("rpc", hw=9.0)
     full = followups.plan([far, near], trial_rows, step=5, warmup=1, budget_left=1e6,
@@ -190,10 +191,11 @@ def test_a_hopeless_cell_is_settled_at_once_with_what_it_would_take():
     assert plan.note.startswith("1 unknown cell settled at once, out of reach of the budget "
                                 "(60 s left) or of the trial cap: larson threads=1 "
                                 "ops_per_sec would need interval ±3.0%")
-    # with the budget it needs, the same cell gets its trials
+    # with the budget it needs, the same cell gets its trials, at most 4x what it has in a
+    # round (its need is an estimate from 10 pairs): 30 more now, the rest planned again
     rich = followups.plan([cell], trial_rows, step=5, warmup=1,
                           budget_left=need.seconds + 10, policy=POLICY)
-    assert not rich.hopeless and rich.groups[0].trials == need.extra
+    assert not rich.hopeless and need.extra > 30 and rich.groups[0].trials == 30
 
 
 def test_a_cell_near_its_target_gets_the_pairs_it_needs():
