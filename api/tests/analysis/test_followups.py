@@ -311,7 +311,7 @@ def test_a_two_mode_cell_is_planned_on_its_noise_within_the_modes():
     across = pairs.judge(sides, higher_is_better=True, deterministic=False, primary=True,
                          policy=POLICY)
     within = modes.within_modes(across, sides.values("base"), sides.values("head"),
-                                sides.pairs(), POLICY)
+                                sides.pairs(), POLICY, measure="ops_per_sec")
     assert within.modes is not None and not within.modes.moved
     assert across.noise_pct > 5 * within.cell.noise_pct
     s = stats.adjust_and_decide([within.cell], POLICY)[0]
