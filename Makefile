@@ -11,7 +11,7 @@ ARGS ?=
 .PHONY: help setup deps python allocator workloads test test-allocator test-allocator-arm64 \
         workloads-arm64 peers-arm64 runner-arm64 \
         test-runner test-api test-stats test-wire test-dashboards test-k8s test-docs test-scripts lint demo bench \
-        bench-allocator bench-transfer bench-runner bench-layouts bench-verdicts bench-api up down \
+        bench-allocator bench-transfer bench-runner bench-layouts bench-verdicts bench-repeats bench-api up down \
         images-offline e2e clean
 
 help: ## list the targets
@@ -105,6 +105,9 @@ bench-layouts: python allocator workloads ## the layout effect per workload: spr
 
 bench-verdicts: python allocator workloads ## a calibration through the real API and runner: false alarms, canary detection (runner/README.md; ARGS=--quick)
 	@$(PY) runner/bench/verdicts.py $(ARGS)
+
+bench-repeats: python allocator workloads ## the demo's comparison run 5 times against one API: unknown share, 1-thread MDEs, flips of decided cells (docs/statistics.md; ARGS="--repeats N --no-peers")
+	@$(PY) runner/bench/repeats.py $(ARGS)
 
 bench-api: python ## ingest throughput and series-query latency (api/README.md)
 	@$(PY) api/bench/bench_api.py $(ARGS)

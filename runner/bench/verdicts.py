@@ -55,6 +55,7 @@ from mallard_api.harness import ApiProcess  # noqa: E402
 from mallard_runner import export  # noqa: E402
 from mallard_runner.commands import CACHEGRIND_CACHES  # noqa: E402
 from mallard_runner.measures import parse_cachegrind  # noqa: E402
+from mallard_runner.settings import RunnerSettings  # noqa: E402
 from mallard_runner.testbed import cpu_model  # noqa: E402
 from mallard_stats import stats  # noqa: E402
 
@@ -87,24 +88,31 @@ def cachegrind(workload: str, params: dict[str, object], cpu: str, out: Path) ->
 def instruction_check(pairs: int, cpu: str, state: Path) -> list[str]:
     """Lines for the README: base against +0.5% operations, `pairs` times a workload."""
     suite = yaml.safe_load((ROOT / "runner" / "suites" / "quick.yaml").read_text())
-    lines = ["| workload | pairs | base instructions (median) | change | spread | REGRESSED |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| workload | pairs | runs a side | base instructions (median) | change | spread "
+             "| REGRESSED |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    runs = RunnerSettings.model_fields["deterministic_runs"].default  # as a runner does
     for workload, (knob, factor) in WORK.items():
         w = suite["workloads"][workload]
         params = {**w["params"], **w["deterministic"]["params"], "threads": 1}
         more = {**params, knob: math.ceil(int(params[knob]) * factor)}
-        base, head, verdicts = [], [], []
-        for i in range(pairs):
-            b = cachegrind(workload, params, cpu, state / f"cg-{workload}-{i}-a.out")
-            h = cachegrind(workload, more, cpu, state / f"cg-{workload}-{i}-b.out")
-            base.append(b)
-            head.append(h)
-            cell = stats.compare_samples([b], [h], higher_is_better=False, deterministic=True)
+        base: list[float] = []
+        head: list[float] = []
+        verdicts = []
+        for i in range(pairs):  # a pair: `runs` cachegrind runs a side, as a cell gets them
+            b = [cachegrind(workload, params, cpu, state / f"cg-{workload}-{i}-{r}-a.out")
+                 for r in range(runs)]
+            h = [cachegrind(workload, more, cpu, state / f"cg-{workload}-{i}-{r}-b.out")
+                 for r in range(runs)]
+            base += b
+            head += h
+            cell = stats.compare_samples(b, h, higher_is_better=False, deterministic=True)
             verdicts.append(stats.decide(cell))
         bm = statistics.median(base)
         spread = max(abs(v / bm - 1) for v in base) * 100
         change = (statistics.median(head) / bm - 1) * 100
-        lines.append(f"| {workload} | {pairs} | {bm:,.0f} | {change:+.3f}% | ±{spread:.3f}% | "
+        lines.append(f"| {workload} | {pairs} | {runs} | {bm:,.0f} | {change:+.3f}% | "
+                     f"±{spread:.3f}% | "
                      f"{verdicts.count('regressed')} of {pairs} |")
     return lines
 
@@ -290,7 +298,8 @@ def part_lines(part: str, d: dict[str, object], args: argparse.Namespace, commit
     lines = [*head, what, "", str(d["table"]), "", LEGEND]
     if part == "canary":
         lines += ["", f"**A change adding 0.5% instructions**: {args.pairs} pairs of "
-                  "cachegrind runs per workload, mallard preloaded, the quick suite's "
+                  "cachegrind runs per workload (a pair: the runner's `deterministic_runs` "
+                  "a side), mallard preloaded, the quick suite's "
                   "`deterministic` params against the same with about 0.5% more "
                   "instructions (larson 0.4% more `ops`, rpc 0.5% more `requests`), each "
                   "pair judged by the API's deterministic rule:", "", *det]

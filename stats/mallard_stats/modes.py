@@ -89,12 +89,29 @@ def _normal_logpdf(x: NDArray[np.float64], mu: float, var: float) -> NDArray[np.
                       dtype=np.float64)
 
 
-def _fit_two(x: NDArray[np.float64], floor: float) -> tuple[NDArray[np.float64], float]:
-    """EM for a two-component normal mixture of `x`, started from a split at the largest
-    gap between sorted values: (responsibility of the upper component, log-likelihood)."""
+def _starts(x: NDArray[np.float64]) -> list[float]:
+    """Where EM starts: the largest gap between sorted values among the splits that leave
+    a mode's minimum on each side (the largest gap of all is often one between two low
+    stragglers, and EM started there folds the mixture into one component), and the
+    median."""
     xs = np.sort(x)
-    split = xs[int(np.argmax(np.diff(xs)))]
-    resp = (x > split).astype(np.float64)
+    least = max(MIN_MEMBERS, math.ceil(MIN_SHARE * xs.size))
+    inner = np.diff(xs)[least - 1:xs.size - least]
+    out = [float(np.median(xs))]
+    if inner.size:
+        out.append(float(xs[least - 1 + int(np.argmax(inner))]))
+    return out
+
+
+def _fit_two(x: NDArray[np.float64], floor: float) -> tuple[NDArray[np.float64], float]:
+    """EM for a two-component normal mixture of `x` from each of ``_starts``, the fit of
+    the highest likelihood: (responsibility of the upper component, log-likelihood)."""
+    fits = [_em(x, floor, (x > split).astype(np.float64)) for split in _starts(x)]
+    return max(fits, key=lambda fit: fit[1])
+
+
+def _em(x: NDArray[np.float64], floor: float, resp: NDArray[np.float64]
+        ) -> tuple[NDArray[np.float64], float]:
     loglik = -math.inf
     for _ in range(_EM_ITERATIONS):
         w1 = float(np.clip(resp.mean(), 1e-6, 1 - 1e-6))

@@ -227,7 +227,8 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy) -> Compute
         for k, why in zip(keys, unjudged, strict=True)
     ]
     judged = [modes.within_modes(c, sides[k].values("base"), sides[k].values("head"),
-                                 sides[k].pairs(), policy) for k, c in zip(keys, raw, strict=True)]
+                                 sides[k].pairs(), policy, measure=k[2])
+              for k, c in zip(keys, raw, strict=True)]
     bands, calibrations = noise.bands(session, comp.testbed_fingerprint)
     decided = stats.adjust_and_decide([j.cell for j in judged], policy,
                                       [bands.get(k) for k in keys])

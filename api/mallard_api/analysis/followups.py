@@ -4,8 +4,9 @@ to stop (issue 11 item 5, issue 29 item 4).
 When a comparison's jobs have all reported and some primary cells are ``unknown``, the
 next round is planned from the trials so far, per unknown cell (workload x params x
 measure; allocator counters and diagnostics never ask for one). The cell is judged again
-as the comparison judges it (``pairs.judge``: on its pairs where it has them), giving ``n``
-its trials (pairs, or the smaller side), ``sigma`` its noise (the pairs' ratio scatter over
+as the comparison judges it (``pairs.judge``: on its pairs where it has them; within its
+modes where a side has two, ``modes.within_modes``), giving ``n`` its trials (pairs, or
+the smaller side), ``sigma`` its noise (the pairs' ratio scatter over
 sqrt(2), else the sides' robust CV), ``d`` its change, ``h`` its interval's half-width and
 ``B`` its SAME band (the calibrated band of the series, else the minimum effect ``m``; for
 a byte measure at least its floor). If the MDE fell as ``1/sqrt(n)``, the trials a side
@@ -32,10 +33,14 @@ workload x threads (plus the warm-ups): the cost per trial measured on this test
 that needs more than ``max_trials`` or whose trials would cost more than the whole budget
 left is **hopeless**: it gets no trials at all and is settled at once as ``unknown``, its
 line and the comparison's note saying the MDE it would need and the trials (and seconds)
-that would take (``Hopeless``). The others are taken **closest to settling first** (fewest
-seconds), each raising its workload x threads group to the trials it needs (a group's
-trials serve every cell of it, so a later cell of a planned group costs only the
-difference), while the comparison's runner-time budget
+that would take (``Hopeless``), unless it has fewer than ``MIN_PAIRS_HOPELESS`` (10)
+trials a side and that many fit the budget: it gets them first (its noise on 5 pairs is a
+guess within a factor of two, and a two-mode cell is judged within its modes, with a far
+smaller noise, only from 10 values a side). The others are taken **closest to settling
+first** (fewest seconds), each raising its workload x threads group to the trials it
+needs (a group's trials serve every cell of it, so a later cell of a planned group costs only the
+difference; a round at most quadruples a cell's trials, ``GROWTH``), while the
+comparison's runner-time budget
 (``comparison_follow_up_budget_seconds``; what earlier rounds took is the wall time of
 their trials) allows; a cell that does not fit is left for the note. Each round is planned
 afresh from all trials, so the comparison stops as soon as every cell is settled or
@@ -48,18 +53,19 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 from mallard_stats.measures import floor_pct, is_deterministic, min_effect_abs
+from mallard_stats.modes import MIN_N as MODES_MIN_N
 from mallard_stats.paired import compare_paired
 from mallard_stats.policy import Policy
 from mallard_stats.power import trials_for_mde
 from mallard_stats.stats import CellStats
 from scipy import stats as sps  # type: ignore[import-untyped]
 
-from mallard_api.analysis import pairs, report
+from mallard_api.analysis import modes, pairs, report
 from mallard_api.analysis.cells import CellRow
 from mallard_api.params import params_key
 from mallard_api.sql.comparisons import TrialRow
@@ -100,6 +106,14 @@ FALL_MIN = 16  # the fewest pairs whose halves say how fast the MDE falls
 MAX_BETA = 0.4  # the noise's growth with the trials kept below 1/2 (where nothing falls)
 FALL_ALPHA = 0.05  # the test that the noise grows (``falling``)
 HOPELESS_NAMED = 6  # the hopeless cells a note names
+# the fewest trials a side (pairs) on which a cell may be judged out of reach: a noise
+# measured on 5 pairs is uncertain by a factor of 2 either way (chi-square, 4 degrees of
+# freedom), and two modes are seen only from this many values a side (modes.within_modes)
+MIN_PAIRS_HOPELESS = MODES_MIN_N
+# a round gives a cell at most this many times the trials it has: a need estimated on 5
+# pairs is itself a guess (one demo spent 79 s of its 120 s on 874 trials of one cell
+# planned from 5 pairs); the next round plans again on more
+GROWTH = 4
 Key = pairs.Key
 
 
@@ -118,6 +132,10 @@ class Need:
     @property
     def extra(self) -> int:
         return max(self.trials - self.have, 0)
+
+    def this_round(self, step: int) -> int:
+        """The trials it gets this round: at most ``GROWTH`` times what it has (module doc)."""
+        return min(self.extra, max((GROWTH - 1) * self.have, step))
 
     def text(self) -> str:
         return (f"would need {self.goal}: about {self.trials} trials a side, "
@@ -182,11 +200,15 @@ def _need(c: CellRow, sides: Mapping[Key, pairs.Sides], bands: Mapping[Key, floa
     s = sides.get(key)
     if s is None or not (s.base and s.head) or is_deterministic(c.measure):
         return Need(c, group, 0, step, "another step")
-    judged = pairs.judge(s, higher_is_better=c.higher_is_better, deterministic=False,
-                         primary=True, policy=policy)
-    n = min(judged.n_base, judged.n_head)
-    if judged.noise_pct is None:
-        return Need(c, group, n, n + step, "another step")
+    raw = pairs.judge(s, higher_is_better=c.higher_is_better, deterministic=False,
+                      primary=True, policy=policy)
+    judged = modes.within_modes(raw, s.values("base"), s.values("head"), s.pairs(),
+                                policy, measure=c.measure).cell
+    # within two modes only the rounds whose trials share a mode count: `ran` rounds
+    # give `n` such pairs, and the rounds needed are the pairs needed times ran / n
+    ran, n = min(raw.n_base, raw.n_head), min(judged.n_base, judged.n_head)
+    if judged.noise_pct is None or n == 0:
+        return Need(c, group, ran, ran + step, "another step")
     band = max(bands.get(key, policy.min_effect_pct), floor_pct(
         min_effect_abs(c.measure, policy.min_effect_bytes), c.base_median))
     options = _options(c, n, judged.noise_pct, band, key in bands, policy)
@@ -196,8 +218,21 @@ def _need(c: CellRow, sides: Mapping[Key, pairs.Sides], bands: Mapping[Key, floa
     beta = falling(s, judged, policy)
     if n0 > n > 0 and beta > 0.0:
         n0 = n * (n0 / n) ** (1.0 / (1.0 - 2.0 * beta))
-    total = math.ceil(min(n0, 1e9) * SAFETY)
-    return Need(c, group, n, max(total, n + step), goal)
+    total = math.ceil(min(n0, 1e9) * SAFETY * ran / n)
+    return Need(c, group, ran, max(total, ran + step), goal)
+
+
+def _young(w: Need, cost: Callable[[tuple[str, int | None], int], float],
+           budget_left: float, policy: Policy) -> Need:
+    """A cell out of reach on fewer than ``MIN_PAIRS_HOPELESS`` trials a side is not yet
+    settled: if that many fit the budget it gets them first (module doc)."""
+    if not (w.trials > policy.max_trials or w.seconds > budget_left) or not (
+            0 < w.have < MIN_PAIRS_HOPELESS):
+        return w
+    young = Need(w.cell, w.group, w.have, MIN_PAIRS_HOPELESS,
+                 f"{MIN_PAIRS_HOPELESS} trials a side before it is judged out of reach")
+    young.seconds = cost(young.group, young.extra)
+    return young if young.seconds <= budget_left else w
 
 
 def _wall(rows: list[TrialRow]) -> dict[tuple[str, int | None], list[float]]:
@@ -225,6 +260,7 @@ def plan(unknown: list[CellRow], rows: list[TrialRow], *, step: int, warmup: int
     needs = [_need(c, sides, bands or {}, step, policy) for c in unknown]
     for w in needs:
         w.seconds = cost(w.group, w.extra)
+    needs = [_young(w, cost, budget_left, policy) for w in needs]
     hopeless = [w for w in needs if w.trials > policy.max_trials or w.seconds > budget_left]
     wants = sorted((w for w in needs if w not in hopeless),
                    key=lambda w: (w.seconds, w.group[0], w.group[1] or 0))
@@ -232,10 +268,10 @@ def plan(unknown: list[CellRow], rows: list[TrialRow], *, step: int, warmup: int
     spent = 0.0
     left_out = []
     for w in wants:
-        have = trials.get(w.group, 0)
-        more = cost(w.group, max(have, w.extra)) - cost(w.group, have)
+        have, extra = trials.get(w.group, 0), w.this_round(step)
+        more = cost(w.group, max(have, extra)) - cost(w.group, have)
         if spent + more <= budget_left:
-            trials[w.group] = max(have, w.extra)
+            trials[w.group] = max(have, extra)
             spent += more
         else:
             left_out.append(w)

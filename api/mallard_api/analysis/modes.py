@@ -2,7 +2,9 @@
 modes, or left UNKNOWN when the modes moved, and a report line that says which.
 
 ``within_modes`` takes one primary, timed cell's statistics before the verdict, its
-values per side and its pairs (base and head trials of one round, index by index):
+values per side and its pairs (base and head trials of one round, index by index); a
+cell of another measure comes back as it was (peak RSS takes a few page counts, whose
+steps a mixture fit would take for modes and call moved):
 
 * neither side has two modes: the cell as it was;
 * both sides share the modes (same count, upper-mode shares equal): the cell is judged
@@ -20,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from mallard_stats.measures import is_timing
 from mallard_stats.modes import ModeComparison, compare_modes, same_mode_pairs
 from mallard_stats.paired import compare_paired
 from mallard_stats.policy import Policy
@@ -47,9 +50,9 @@ def si(v: float) -> str:
 
 def within_modes(cell: CellStats, base: Sequence[float], head: Sequence[float],
                  pairs: tuple[Sequence[float | None], Sequence[float | None]],
-                 policy: Policy) -> Judged:
-    """``cell`` judged within its sides' modes (module doc)."""
-    if not cell.primary or cell.deterministic:
+                 policy: Policy, *, measure: str) -> Judged:
+    """``cell`` (of ``measure``) judged within its sides' modes (module doc)."""
+    if not cell.primary or cell.deterministic or not is_timing(measure):
         return Judged(cell)
     cmp = compare_modes(base, head)
     if not cmp.multimodal:
