@@ -17,33 +17,12 @@
  * and when the last generation of every chain has freed everything and it
  * is collected, the pages are given back but for a few. Also built with
  * -DMLD_TEST_TSAN against mallard_tsan, and run with MALLARD_REMOTE=page. */
-#include "check.h"
+#include "entry.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
-
-#ifdef MLD_TEST_TSAN
-#include "mallard.h"
-#define MALLOC mld_malloc
-#define FREE mld_free
-#define STAT mld_stat_get
-#define COLLECT mld_collect
-#else
-#define MALLOC malloc
-#define FREE free
-static long long STAT(const char* name) {
-  mld_stat_get_fn get = mallard_stat_fn();
-  REQUIRE(get != NULL);
-  return get(name);
-}
-static void COLLECT(int force) {
-  void (*fn)(int) = (void (*)(int))(uintptr_t)dlsym(RTLD_DEFAULT, "mld_collect");
-  REQUIRE(fn != NULL);
-  fn(force);
-}
-#endif
 
 enum { K = 2000, OPS = 20000, MAX_CHAINS = 4, MIN_SIZE = 8, MAX_SIZE = 1000 };
 

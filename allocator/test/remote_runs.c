@@ -16,32 +16,11 @@
  * producers took are given back (a used count left above zero keeps a
  * page forever; one below it would have handed out live blocks again).
  * Also built with -DMLD_TEST_TSAN against mallard_tsan. */
-#include "check.h"
+#include "entry.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-
-#ifdef MLD_TEST_TSAN
-#include "mallard.h"
-#define MALLOC mld_malloc
-#define FREE mld_free
-#define STAT mld_stat_get
-#define COLLECT mld_collect
-#else
-#define MALLOC malloc
-#define FREE free
-static long long STAT(const char* name) {
-  mld_stat_get_fn get = mallard_stat_fn();
-  REQUIRE(get != NULL);
-  return get(name);
-}
-static void COLLECT(int force) {
-  void (*fn)(int) = (void (*)(int))(uintptr_t)dlsym(RTLD_DEFAULT, "mld_collect");
-  REQUIRE(fn != NULL);
-  fn(force);
-}
-#endif
 
 enum { N = 60000, MAX_PAIRS = 4 };
 
