@@ -9,18 +9,20 @@
 #ifdef MLD_TEST_TSAN
 #include "mallard.h"
 #define MALLOC mld_malloc
+#define CALLOC mld_calloc
 #define FREE mld_free
 #define STAT mld_stat_get
 #define COLLECT mld_collect
 #else
 #define MALLOC malloc
+#define CALLOC calloc
 #define FREE free
-static long long STAT(const char* name) {
+static inline long long STAT(const char* name) {
   mld_stat_get_fn get = mallard_stat_fn();
   REQUIRE(get != NULL);
   return get(name);
 }
-static void COLLECT(int force) {
+static inline void COLLECT(int force) {
   void (*fn)(int) = (void (*)(int))(uintptr_t)dlsym(RTLD_DEFAULT, "mld_collect");
   REQUIRE(fn != NULL);
   fn(force);

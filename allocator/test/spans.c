@@ -17,30 +17,13 @@
  *   other's (through shared slots): every tag intact, no block handed out
  *   twice. Also run with MALLARD_DECAY_MS=0 (nothing cached) and under
  *   ThreadSanitizer (-DMLD_TEST_TSAN, mallard_tsan). */
-#include "check.h"
+#include "entry.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <unistd.h>
-
-#ifdef MLD_TEST_TSAN
-#include "mallard.h"
-#define MALLOC mld_malloc
-#define CALLOC mld_calloc
-#define FREE mld_free
-#define STAT mld_stat_get
-#else
-#define MALLOC malloc
-#define CALLOC calloc
-#define FREE free
-static long long STAT(const char* name) {
-  mld_stat_get_fn get = mallard_stat_fn();
-  REQUIRE(get != NULL);
-  return get(name);
-}
-#endif
 
 #define MIB ((size_t)1 << 20)
 #define SEG (4 * MIB)
