@@ -50,7 +50,7 @@ def test_a_private_projects_pages_and_images_are_404_without_a_token(
     for path in project_paths(pages_data) + image_paths(pages_data):
         r = c.get(path)
         assert r.status_code == 404, path
-        assert "larson" not in r.text and "commit 2" not in r.text, path
+        assert "larson" not in r.text and "tune the transfer cache" not in r.text, path
     assert "Sign in" in c.get(project_paths(pages_data)[0]).text
     reader = {"Authorization": f"Bearer {make_token('reader')}"}
     for path in project_paths(pages_data) + image_paths(pages_data):
