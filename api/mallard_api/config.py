@@ -166,6 +166,7 @@ class Settings(BaseSettings):
     stats_min_trials: int = 5
     stats_settle_trials: int = 10
     stats_settle_max_half_width_pct: float = 3.0
+    stats_settle_max_mde_pct: float = 2.0
     stats_min_trials_deterministic: int = 2
     stats_deterministic_tolerance_pct: float = 0.1
     stats_deterministic_min_effect_pct: float = 0.25

@@ -22,6 +22,7 @@ class Policy:
     deterministic_min_count: float = 20.0
     settle_trials: int = 10
     settle_max_half_width_pct: float = 3.0
+    settle_max_mde_pct: float = 2.0  # rule 4 also asks that a change this big would show
     confidence: float = 0.95
     power: float = 0.8
     target_mde_pct: float = 2.0

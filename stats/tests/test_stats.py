@@ -1,6 +1,8 @@
 """The statistics policy: outliers, difference, interval, p-value, correction, verdicts;
 the measures' own rules are in test_measures.py, the power (MDE) in test_power.py."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from mallard_stats import measures
@@ -151,3 +153,20 @@ def test_no_evidence_with_a_wide_interval_is_unknown_not_same():
     cell = one_cell(wide_b, wide_h)
     assert cell.half_width_pct is not None and cell.half_width_pct > 3.0
     assert cell.verdict == "unknown"
+
+
+def test_no_evidence_with_an_mde_too_large_to_see_the_change_is_unknown():
+    """Rule 4 also asks for an MDE of at most ``settle_max_mde_pct``: an interval within
+    +-3% on a noise that could hide a 3% change does not settle as same."""
+    for seed in range(40):
+        base, head = noisy(12, 100.0, 0.022, seed=100 + seed), noisy(12, 100.0, 0.022, 200 + seed)
+        loose = one_cell(base, head, policy=replace(POLICY, settle_max_mde_pct=100.0))
+        if loose.verdict == "same" and loose.mde_pct is not None and loose.mde_pct > 2.0:
+            break
+    else:
+        raise AssertionError("no seed gave a rule-4 same with an MDE above 2%")
+    assert loose.half_width_pct is not None and loose.half_width_pct <= 3.0
+    assert one_cell(base, head).verdict == "unknown"
+    quiet_b, quiet_h = noisy(30, 100.0, 0.004, seed=7), noisy(30, 100.0, 0.004, seed=8)
+    quiet = one_cell(quiet_b, quiet_h)
+    assert quiet.mde_pct is not None and quiet.mde_pct <= 2.0 and quiet.verdict == "same"

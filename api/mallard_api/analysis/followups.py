@@ -13,8 +13,8 @@ a byte measure at least its floor). If the MDE fell as ``1/sqrt(n)``, the trials
 needs to settle it would be the fewest ``N0`` of:
 
 * **same** (rule 2): the interval inside ``(-B, B)``: ``n x (h / (B - d))^2`` when
-  ``d < B``; or rule 4 (no calibrated band, ``d < m``): ``n x (h / settle_max_half_width)^2``
-  and at least ``settle_trials``;
+  ``d < B``; or rule 4 (no calibrated band, ``d < m``): ``n x (h / settle_max_half_width)^2``,
+  at least ``settle_trials`` and at least ``trials_for_mde(sigma, settle_max_mde)``;
 * **improved/regressed** (rule 3): the MDE down to the change, ``trials_for_mde(sigma, d)``
   when ``d >= m``;
 * the target MDE (``stats_target_mde_pct``, default 2%): ``trials_for_mde(sigma)``.
@@ -153,10 +153,12 @@ def _options(c: CellRow, n: int, noise: float, band: float, calibrated: bool,
     if d is not None and hw is not None and math.isfinite(hw) and hw > 0:
         if d < band:
             options.append((n * (hw / (band - d)) ** 2, f"interval ±{band - d:.1f}%"))
-        if not calibrated and d < policy.min_effect_pct:
+        sensitive = trials_for_mde(noise, policy.settle_max_mde_pct, policy=policy,
+                                   paired=c.paired)
+        if not calibrated and d < policy.min_effect_pct and sensitive is not None:
             options.append((max(n * (hw / policy.settle_max_half_width_pct) ** 2,
-                                policy.settle_trials),
-                            f"interval ±{policy.settle_max_half_width_pct:.1f}%"))
+                                policy.settle_trials, sensitive),
+                            f"mde {policy.settle_max_mde_pct:.1f}%"))
     if d is not None and d >= policy.min_effect_pct:
         sig = trials_for_mde(noise, d, policy=policy, paired=c.paired)
         if sig is not None:

@@ -22,6 +22,7 @@ def stats_policy(s: Settings) -> Policy:
         target_mde_pct=s.stats_target_mde_pct,
         settle_trials=s.stats_settle_trials,
         settle_max_half_width_pct=s.stats_settle_max_half_width_pct,
+        settle_max_mde_pct=s.stats_settle_max_mde_pct,
         n_resamples=s.stats_bootstrap_resamples,
         min_effect_bytes=s.stats_min_effect_bytes,
     )

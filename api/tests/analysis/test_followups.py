@@ -187,10 +187,10 @@ def test_a_hopeless_cell_is_settled_at_once_with_what_it_would_take():
     assert plan.groups == [] and [w.cell for w in plan.hopeless] == [cell]
     [need] = plan.hopeless
     assert need.trials > 60 and need.seconds > 60.0
-    assert need.text().startswith("would need interval ±3.0%: about ")
+    assert need.text().startswith("would need mde 2.0%: about ")
     assert plan.note.startswith("1 unknown cell settled at once, out of reach of the budget "
                                 "(60 s left) or of the trial cap: larson threads=1 "
-                                "ops_per_sec would need interval ±3.0%")
+                                "ops_per_sec would need mde 2.0%")
     # with the budget it needs, the same cell gets its trials, at most 4x what it has in a
     # round (its need is an estimate from 10 pairs): 30 more now, the rest planned again
     rich = followups.plan([cell], trial_rows, step=5, warmup=1,
