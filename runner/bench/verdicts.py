@@ -179,6 +179,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--canaries", type=int, help="comparisons per size (default 10; --quick 5)")
     p.add_argument("--canary-trials", type=int, default=12, help="trials a side, canary part")
     p.add_argument("--sizes", default="1,3,10", help="injected sizes in percent")
+    p.add_argument("--follow-ups", type=int, default=0,
+                   help="follow-up rounds a calibration comparison may ask for, as any "
+                        "comparison does (MALLARD_CALIBRATION_FOLLOW_UPS; 0: none)")
     p.add_argument("--workloads", default="larson,rpc", help="the canary part's workloads")
     p.add_argument("--port", type=int, default=8331)
     p.add_argument("--pairs", type=int, default=10, help="cachegrind pairs per workload")
@@ -209,7 +212,7 @@ def main() -> int:
     demo.STATE = state  # logs and the database go here, not into the demo's folder
     cpu = demo.pinned_cpu()
     server = ApiProcess({}, log=state / "api.log", port=args.port, cwd=ROOT)
-    server.env = api_env(state, server.url)
+    server.env = api_env(state, server.url, args.follow_ups)
     load = os.getloadavg()
     started, started_at = time.monotonic(), datetime.now(UTC)
     done = run_parts(server, cpu, parts, args, commit, saved, saved_file, started)
@@ -231,15 +234,16 @@ def main() -> int:
     return 0
 
 
-def api_env(state: Path, api: str) -> dict[str, str]:
+def api_env(state: Path, api: str, follow_ups: int) -> dict[str, str]:
     """The API's environment: its database in `state`, the runner's CLI on PATH, this
-    checkout the one repository allowed."""
+    checkout the one repository allowed, the follow-ups a calibration comparison may ask."""
     env = dict(os.environ)
     env.pop("DATABASE_URL", None)
     env.update({"MALLARD_DATA_DIR": str(state / "pgdata"),
                 "PATH": f"{demo.VENV_BIN}:{env['PATH']}",
                 "MALLARD_RUNNER_REPO_ALLOW": f"file://{ROOT}",
                 "MALLARD_RUNNER_LEASE_SECONDS": "120",
+                "MALLARD_CALIBRATION_FOLLOW_UPS": str(follow_ups),
                 "MALLARD_REPO_URL_ALLOW": f"file://{ROOT}", "MALLARD_PUBLIC_URL": api})
     return env
 
@@ -283,6 +287,11 @@ def run_parts(server: ApiProcess, cpu: str, parts: list[str], args: argparse.Nam
     return done
 
 
+def follow_ups(args: argparse.Namespace) -> str:
+    return ("no follow-ups" if not args.follow_ups else
+            f"up to {args.follow_ups} follow-up rounds a comparison")
+
+
 def part_lines(part: str, d: dict[str, object], args: argparse.Namespace, commit: str,
                head: list[str], det: list[str]) -> list[str]:
     """One part's README block: the head, what was measured, its table and the legend; the
@@ -290,10 +299,11 @@ def part_lines(part: str, d: dict[str, object], args: argparse.Namespace, commit
     body = parts_body(part, args, commit)
     what = (f"calibration {d['id']} of mallard@{commit[:7]}: {body['aa_comparisons']} A/A "
             f"comparisons of the quick suite (every workload, threads 1 and 2), "
-            f"{body['trials']} trials a side, no follow-ups." if part == "aa" else
+            f"{body['trials']} trials a side, {follow_ups(args)}." if part == "aa" else
             f"calibration {d['id']} of mallard@{commit[:7]}: {body['aa_comparisons']} A/A "
             f"and {body['canary_comparisons']} canary comparisons per size, "
-            f"{body['trials']} trials a side, {args.workloads} at 1 thread, quick-suite "
+            f"{body['trials']} trials a side, {follow_ups(args)}, {args.workloads} at 1 "
+            f"thread, quick-suite "
             f"params. Canary ns per free: {d['canary_ns']}; {d['note']}.")
     lines = [*head, what, "", str(d["table"]), "", LEGEND]
     if part == "canary":
