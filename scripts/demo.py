@@ -178,7 +178,7 @@ def boot(st: Stack, preferred_port: int, arm64: bool = False,
     """Start the API and a runner agent pinned to one core, create tokens and the project,
     filling in ``st`` as they start (so ``up`` stops whatever started, even on a failure).
     ``extra_env``: a scenario's own settings for the API and the runner."""
-    STATE.mkdir(exist_ok=True)
+    STATE.mkdir(parents=True, exist_ok=True)
     cpu = pinned_cpu()
     st.commit = run(["git", "rev-parse", "HEAD"], dict(os.environ))
     dirty = run(["git", "status", "--porcelain", "--", "allocator"], dict(os.environ))
