@@ -173,6 +173,10 @@ typedef struct mld_segment_s {
   uint16_t usable_pages;
   uint16_t used_pages;
   uint16_t purged_pages;       /* free and purged (or never touched) */
+  /* small/medium: bytes from the start that are accessible; the rest is
+   * PROT_NONE until a page there is first handed out (segment.c,
+   * mld_segment_open), so a stray write far past a block faults */
+  size_t open;
   struct mld_segment_s* next;
   struct mld_segment_s* prev;
   mld_page_t pages[];
@@ -548,6 +552,7 @@ MLD_HIDDEN void _mld_os_init(void);
 MLD_HIDDEN void* _mld_os_map(size_t size);
 MLD_HIDDEN void* _mld_os_map_aligned(size_t size, size_t alignment);
 MLD_HIDDEN bool _mld_os_move(void* from, size_t size, void* to);
+MLD_HIDDEN bool _mld_os_protect(void* p, size_t size, bool access);
 MLD_HIDDEN void _mld_os_unmap(void* p, size_t size);
 MLD_HIDDEN void _mld_os_purge(void* p, size_t size);
 MLD_HIDDEN void _mld_os_no_huge_pages(void* p, size_t size);

@@ -8,6 +8,12 @@
  * freed one waits in the span cache for reuse until the decay expires (see
  * "huge blocks and the span cache" below), then is unmapped.
  *
+ * A new segment is PROT_NONE past its header; its pages are opened (made
+ * accessible) from the start, MLD_OPEN_STEP at a time, as they are first
+ * handed out, so a stray access far past a block (mimalloc-bench's
+ * security probes write 1 MiB past one) faults instead of landing in a
+ * free page. A page once opened stays so.
+ *
  * Free pages stay committed for MALLARD_DECAY_MS, then are purged
  * (madvise MADV_DONTNEED); a segment whose pages are all free and purged is
  * unmapped. All of this runs under one lock: it is reached only when a heap
@@ -81,6 +87,24 @@ void _mld_segment_init(void) {
   mld_decay_ms = d < 0 ? 0 : (uint64_t)d;
 }
 
+/* How much of a segment is opened at a time (at least a page): a few
+ * mprotect calls per segment (8 for small pages), against the 1,024 faults
+ * that fill it. */
+#define MLD_OPEN_STEP ((size_t)512 << 10)
+
+/* Open seg up to the end of page (and a step past what was open, within
+ * the segment). Lock held. */
+static bool mld_segment_open(mld_segment_t* seg, const mld_page_t* page) {
+  size_t end = (size_t)(page->area_start + page->area_size - (uint8_t*)seg);
+  if (end <= seg->open) return true;
+  size_t to = seg->open + MLD_OPEN_STEP;
+  if (to < end) to = end;
+  if (to > seg->size) to = seg->size;
+  if (!_mld_os_protect((uint8_t*)seg + seg->open, to - seg->open, true)) return false;
+  seg->open = to;
+  return true;
+}
+
 /* Map a new segment of this kind and put its pages on the purged list
  * (untouched memory is as good as purged). Lock held. */
 static bool mld_segment_new(unsigned kind) {
@@ -92,6 +116,9 @@ static bool mld_segment_new(unsigned kind) {
     return false;
   }
   _mld_os_no_huge_pages(seg, MLD_SEGMENT_SIZE);
+  /* the pages closed until first used (if the kernel refuses, all open) */
+  bool closed = _mld_os_protect((uint8_t*)seg + mld_header_size, MLD_SEGMENT_SIZE - mld_header_size, false);
+  seg->open = closed ? mld_header_size : MLD_SEGMENT_SIZE;
   seg->size = MLD_SEGMENT_SIZE;
   seg->kind = (uint8_t)kind;
   seg->page_shift = (uint8_t)ks->page_shift;
@@ -199,6 +226,10 @@ mld_page_t* _mld_segment_page_alloc(unsigned kind) {
       return NULL;
     }
     page = ks->purged.first;
+    if (!mld_segment_open(mld_segment_of(page), page)) {   /* no memory for the mapping's split */
+      pthread_mutex_unlock(&mld_segment_lock);
+      return NULL;
+    }
     _mld_page_list_remove(&ks->purged, page);
     page->purged = 0;
     mld_segment_of(page)->purged_pages--;
