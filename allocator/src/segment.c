@@ -287,7 +287,33 @@ void _mld_segment_purge(bool force) {
  * serve it and only the rest is faulted in. Bounded: at most
  * MLD_SPAN_CACHE_MAX_COUNT spans and max(MLD_SPAN_CACHE_MIN_BYTES, live huge
  * bytes / MLD_SPAN_CACHE_LIVE_SHARE) bytes, the oldest unmapped first.
- * Blocks under 4 MiB take only a span that fits them closely (no split). */
+ * Blocks under 4 MiB take only a span that fits them closely (no split).
+ *
+ * Guards: a live block has a PROT_NONE page (at least) between the header
+ * and its start, so a write just before it faults; a freed span under
+ * 4 MiB is PROT_NONE past its header while cached, so a use after free
+ * faults (mimalloc-bench's underflow and use-after-free probes on large
+ * blocks; glibc unmaps those). Spans of 4 MiB or more stay accessible:
+ * sealing and opening a populated range walks its page tables, which
+ * malloc-large (5-25 MiB) would pay at every pair. A span taken from the
+ * cache is opened whole (a no-op where nothing was sealed), then its guard
+ * closed: two mprotect calls per reuse. Cached spans' headers are always
+ * accessible (the cache walks them). */
+
+/* A span's header: the segment struct and its one page struct, up to past
+ * the slot table's line, which free reads for every pointer (before it
+ * knows the segment is a huge block's): never sealed. */
+static size_t mld_span_header(void) {
+  size_t ps = _mld_os_page_size;
+  return (MLD_SLOT_TABLE_OFFSET + MLD_CACHE_LINE + ps - 1) & ~(ps - 1);
+}
+
+/* Make everything past a span's header accessible (a span out of the
+ * cache: sealed bodies, guards of spans it coalesced). */
+static bool mld_span_open(mld_segment_t* s) {
+  size_t header = mld_span_header();
+  return _mld_os_protect((uint8_t*)s + header, s->size - header, true);
+}
 
 /* Write the header of a free span of size bytes at s (registered: a free
  * of a pointer to its start is reported, not taken for a block). */
@@ -312,6 +338,7 @@ static mld_segment_t* mld_span_take(size_t need) {
   for (mld_segment_t* s = mld_span_cache; s != NULL; s = s->next)
     if (s->size >= need && (best == NULL || s->size < best->size)) best = s;
   if (best == NULL || (need < MLD_SEGMENT_SIZE && best->size - need > need / 4 + (256u << 10))) return NULL;
+  if (!mld_span_open(best)) return NULL;   /* the kernel refused (mappings limit): map anew */
   mld_span_unlink(best);
   size_t cut = (need + MLD_SEGMENT_MASK) & ~MLD_SEGMENT_MASK;
   if (best->size >= cut + MLD_SEGMENT_SIZE) {
@@ -346,7 +373,7 @@ static mld_segment_t* mld_span_gather(size_t need) {
   mld_segment_t* from = NULL;
   for (mld_segment_t* s = mld_span_cache; s != NULL && rest > 0; s = s->next)
     if (s->size > rest && (from == NULL || s->size < from->size)) from = s;
-  if (from != NULL) {
+  if (from != NULL && _mld_os_protect((uint8_t*)from + from->size - rest, rest, true)) {
     from->size -= rest;
     mld_span_cache_bytes -= rest;
     mld_segment_t* tail = (mld_segment_t*)((uint8_t*)from + from->size);
@@ -385,6 +412,7 @@ static bool mld_span_assemble(mld_segment_t* seg, mld_segment_t* spans) {
   while (spans != NULL) {
     mld_segment_t* next = spans->next;
     size_t size = spans->size;
+    (void)_mld_os_protect(spans, size, true);   /* one mapping of one protection: it moves as one */
     if (_mld_os_move(spans, size, (uint8_t*)seg + off)) {
       off += size;
       moved = true;
@@ -397,13 +425,13 @@ static bool mld_span_assemble(mld_segment_t* seg, mld_segment_t* spans) {
   return moved;
 }
 
-/* A huge block: a span of its own; the block starts after the header, at
- * the requested alignment. */
+/* A huge block: a span of its own; the block starts after the header and
+ * a guard page, at the requested alignment. */
 mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment) {
   size_t ps = _mld_os_page_size;
   if (alignment < ps) alignment = ps;
-  size_t header = (sizeof(mld_segment_t) + sizeof(mld_page_t) + ps - 1) & ~(ps - 1);
-  size_t offset = (header + alignment - 1) & ~(alignment - 1);
+  size_t header = mld_span_header();
+  size_t offset = (header + ps + alignment - 1) & ~(alignment - 1);
   if (offset >= MLD_SEGMENT_SIZE) return NULL;   /* giant alignment: see below */
   if (size > SIZE_MAX / 2 - offset - ps) return NULL;
   size_t total = (offset + size + ps - 1) & ~(ps - 1);
@@ -431,6 +459,7 @@ mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment) {
     fresh = !mld_span_assemble(seg, spans);
     mld_span_init(seg, total);
   }
+  (void)_mld_os_protect((uint8_t*)seg + header, offset - header, false);   /* the guard */
   seg->used_pages = 1;
   mld_page_t* page = &seg->pages[0];
   page->start = (uint8_t*)seg + offset;
@@ -487,6 +516,10 @@ static mld_segment_t* mld_span_evict(void) {
 void _mld_segment_huge_free(mld_page_t* page) {
   mld_segment_t* seg = mld_segment_of(page);
   mld_page_set_class(page, MLD_CLASS_NONE);
+  if (mld_decay_ms > 0 && seg->size < MLD_SEGMENT_SIZE) {   /* sealed while cached */
+    size_t header = mld_span_header();
+    (void)_mld_os_protect((uint8_t*)seg + header, seg->size - header, false);
+  }
   uint64_t now = _mld_os_now_ms();
   pthread_mutex_lock(&mld_segment_lock);
   mld_huge_live_bytes -= seg->size;

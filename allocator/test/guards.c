@@ -1,12 +1,19 @@
 /* guards.c: the pages of a segment not handed out yet are PROT_NONE
- * (segment.c, mld_segment_open): a stray access far past a block faults.
+ * (segment.c, mld_segment_open): a stray access far past a block faults;
+ * a huge block has a PROT_NONE guard before it, and a freed one under
+ * 4 MiB is PROT_NONE while its span is cached (segment.c, "Guards").
  *
  *   guards faults   each case in a forked child of a fresh process, which
  *                   must die of SIGSEGV (or SIGBUS): a write 1 MiB past a
  *                   block of 8 B and of 4 KiB (mimalloc-bench's
  *                   one_mbyte_overflow probes), a 1 MiB memcpy from a block's
- *                   start, a read of the segment's last byte; a control
- *                   child that writes only inside its blocks must exit 0.
+ *                   start, a read of the segment's last byte, a write 1 and
+ *                   32 bytes before a 256 KiB block, a write into and a read
+ *                   of a freed 256 KiB block; control children must exit 0:
+ *                   one that writes only inside its blocks, one that frees
+ *                   and mallocs huge blocks of many sizes and alignments
+ *                   (from the span cache: opened again, guards where they
+ *                   belong) and writes every byte of each.
  *   guards stress [threads] [rounds]
  *                   threads allocate blocks of every small and medium
  *                   class until many segments have been opened page by
@@ -30,10 +37,46 @@ typedef void (*collect_fn)(int);
 
 static volatile char sink;
 
-typedef enum { WRITE_FAR_SMALL, WRITE_FAR_MEDIUM, MEMCPY_FAR, READ_SEGMENT_END, CONTROL, N_CASES } guard_case;
-static const char* const NAMES[] = {"write 1 MiB past an 8 B block", "write 1 MiB past a 4 KiB block",
-                                    "memcpy 1 MiB from a block's start", "read the segment's last byte",
-                                    "writes inside blocks only (control)"};
+typedef enum {
+  WRITE_FAR_SMALL, WRITE_FAR_MEDIUM, MEMCPY_FAR, READ_SEGMENT_END, HUGE_UNDERFLOW_1, HUGE_UNDERFLOW_32,
+  HUGE_WRITE_FREED, HUGE_READ_FREED, CONTROL, CONTROL_HUGE, N_CASES
+} guard_case;
+static const char* const NAMES[] = {
+    "write 1 MiB past an 8 B block", "write 1 MiB past a 4 KiB block", "memcpy 1 MiB from a block's start",
+    "read the segment's last byte", "write 1 byte before a 256 KiB block",
+    "write 32 bytes before a 256 KiB block", "write into a freed 256 KiB block",
+    "read a freed 256 KiB block", "writes inside blocks only (control)",
+    "huge blocks freed and reused, every byte written (control)"};
+#define FIRST_CONTROL CONTROL
+
+/* Huge blocks of many sizes and alignments, freed in an order that
+ * coalesces cached spans, taken again (split, gathered), each written
+ * whole, including the bytes right before a guard would be. */
+static void huge_reuse(void) {
+  static const size_t sizes[] = {200 << 10, 256 << 10, 1 << 20, 3 << 20, 5 << 20, 9 << 20, 300 << 10};
+  static const size_t aligns[] = {0, 16 << 10, 64 << 10, 1 << 20};
+  enum { N = 7 };
+  for (int round = 0; round < 6; round++) {
+    char* b[N];
+    size_t len[N];
+    for (int i = 0; i < N; i++) {
+      len[i] = sizes[(i + round) % N];
+      size_t a = aligns[(i * 3 + round) % 4];
+      if (a == 0) b[i] = malloc(len[i]);
+      else if (posix_memalign((void**)&b[i], a, len[i]) != 0) b[i] = NULL;
+      if (!b[i]) _exit(91);
+      if (a != 0 && ((uintptr_t)b[i] & (a - 1)) != 0) _exit(92);
+      memset(b[i], round + i, len[i]);
+    }
+    for (int i = 0; i < N; i++)
+      if (b[i][0] != (char)(round + i) || b[i][len[i] - 1] != (char)(round + i)) _exit(93);
+    for (int i = 0; i < N; i++) free(b[(i * 2) % N]);   /* neighbours freed apart, then together */
+    char* big = malloc((size_t)20 << 20);   /* gathers cached spans */
+    if (!big) _exit(94);
+    memset(big, 7, (size_t)20 << 20);
+    free(big);
+  }
+}
 
 static void do_case(guard_case c) {
   char* small = malloc(8);
@@ -48,6 +91,25 @@ static void do_case(guard_case c) {
       break;
     }
     case READ_SEGMENT_END: sink = *(volatile char*)(((uintptr_t)small & ~(SEGMENT - 1)) + SEGMENT - 1); break;
+    case HUGE_UNDERFLOW_1:
+    case HUGE_UNDERFLOW_32: {
+      char* p = malloc(256 << 10);
+      if (!p) _exit(90);
+      p[c == HUGE_UNDERFLOW_1 ? -1 : -32] ^= 'A';
+      free(p);
+      break;
+    }
+    case HUGE_WRITE_FREED:
+    case HUGE_READ_FREED: {
+      char* volatile p = malloc(256 << 10);
+      if (!p) _exit(90);
+      memset(p, 'A', 256 << 10);
+      free(p);
+      if (c == HUGE_WRITE_FREED) p[100] = 'B';
+      else sink = p[100];
+      break;
+    }
+    case CONTROL_HUGE: huge_reuse(); break;
     default:
       memset(small, 1, 8);
       memset(medium, 2, 4096);
@@ -68,7 +130,7 @@ static int faults(void) {
     }
     int st = 0;
     REQUIRE(waitpid(pid, &st, 0) == pid);
-    if (c == CONTROL) {
+    if (c >= FIRST_CONTROL) {
       CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: status 0x%x", NAMES[c], st);
     } else {
       bool faulted = WIFSIGNALED(st) && (WTERMSIG(st) == SIGSEGV || WTERMSIG(st) == SIGBUS);
