@@ -8,11 +8,13 @@
  * freed one waits in the span cache for reuse until the decay expires (see
  * "huge blocks and the span cache" below), then is unmapped.
  *
- * A new segment is PROT_NONE past its header; its pages are opened (made
+ * A new segment is PROT_NONE past the part of its header in use (the
+ * segment and page structs, the slot table); its pages are opened (made
  * accessible) from the start, MLD_OPEN_STEP at a time, as they are first
  * handed out, so a stray access far past a block (mimalloc-bench's
  * security probes write 1 MiB past one) faults instead of landing in a
- * free page. A page once opened stays so.
+ * free page, and so does one just before page 1 (the header's unused
+ * tail, never opened). A page once opened stays so.
  *
  * Free pages stay committed for MALLARD_DECAY_MS, then are purged
  * (madvise MADV_DONTNEED); a segment whose pages are all free and purged is
@@ -116,8 +118,12 @@ static bool mld_segment_new(unsigned kind) {
     return false;
   }
   _mld_os_no_huge_pages(seg, MLD_SEGMENT_SIZE);
-  /* the pages closed until first used (if the kernel refuses, all open) */
-  bool closed = _mld_os_protect((uint8_t*)seg + mld_header_size, MLD_SEGMENT_SIZE - mld_header_size, false);
+  /* the pages closed until first used, and the header's unused tail for
+   * good (so a write just before page 1's first block faults); if the
+   * kernel refuses, all open */
+  size_t used = (MLD_SLOT_TABLE_OFFSET + MLD_CACHE_LINE + _mld_os_page_size - 1) & ~(_mld_os_page_size - 1);
+  if (used > mld_header_size) used = mld_header_size;
+  bool closed = _mld_os_protect((uint8_t*)seg + used, MLD_SEGMENT_SIZE - used, false);
   seg->open = closed ? mld_header_size : MLD_SEGMENT_SIZE;
   seg->size = MLD_SEGMENT_SIZE;
   seg->kind = (uint8_t)kind;

@@ -7,7 +7,8 @@
  *                   must die of SIGSEGV (or SIGBUS): a write 1 MiB past a
  *                   block of 8 B and of 4 KiB (mimalloc-bench's
  *                   one_mbyte_overflow probes), a 1 MiB memcpy from a block's
- *                   start, a read of the segment's last byte, a write 1 and
+ *                   start, a read of the segment's last byte, a write to the
+ *                   last byte of its header (before page 1), a write 1 and
  *                   32 bytes before a 256 KiB block, a write into and a read
  *                   of a freed 256 KiB block; control children must exit 0:
  *                   one that writes only inside its blocks, one that frees
@@ -38,12 +39,13 @@ typedef void (*collect_fn)(int);
 static volatile char sink;
 
 typedef enum {
-  WRITE_FAR_SMALL, WRITE_FAR_MEDIUM, MEMCPY_FAR, READ_SEGMENT_END, HUGE_UNDERFLOW_1, HUGE_UNDERFLOW_32,
+  WRITE_FAR_SMALL, WRITE_FAR_MEDIUM, MEMCPY_FAR, READ_SEGMENT_END, HEADER_TAIL, HUGE_UNDERFLOW_1, HUGE_UNDERFLOW_32,
   HUGE_WRITE_FREED, HUGE_READ_FREED, CONTROL, CONTROL_HUGE, N_CASES
 } guard_case;
 static const char* const NAMES[] = {
     "write 1 MiB past an 8 B block", "write 1 MiB past a 4 KiB block", "memcpy 1 MiB from a block's start",
-    "read the segment's last byte", "write 1 byte before a 256 KiB block",
+    "read the segment's last byte", "write the last byte of the segment header (before page 1)",
+    "write 1 byte before a 256 KiB block",
     "write 32 bytes before a 256 KiB block", "write into a freed 256 KiB block",
     "read a freed 256 KiB block", "writes inside blocks only (control)",
     "huge blocks freed and reused, every byte written (control)"};
@@ -91,6 +93,10 @@ static void do_case(guard_case c) {
       break;
     }
     case READ_SEGMENT_END: sink = *(volatile char*)(((uintptr_t)small & ~(SEGMENT - 1)) + SEGMENT - 1); break;
+    case HEADER_TAIL: {   /* the header is 64 KiB; only its first 12 KiB are used */
+      *(volatile char*)(((uintptr_t)small & ~(SEGMENT - 1)) + (64u << 10) - 1) = 'A';
+      break;
+    }
     case HUGE_UNDERFLOW_1:
     case HUGE_UNDERFLOW_32: {
       char* p = malloc(256 << 10);
@@ -121,6 +127,7 @@ static void do_case(guard_case c) {
 
 static int faults(void) {
   for (int c = 0; c < N_CASES; c++) {
+    if (c == HEADER_TAIL && sysconf(_SC_PAGESIZE) > (16 << 10)) continue;   /* header = one page: no tail */
     pid_t pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
