@@ -295,12 +295,14 @@ void _mld_segment_purge(bool force) {
  * bytes / MLD_SPAN_CACHE_LIVE_SHARE) bytes, the oldest unmapped first.
  * Blocks under 4 MiB take only a span that fits them closely (no split).
  *
- * Guards: a live block has a PROT_NONE page (at least) between the header
- * and its start, so a write just before it faults; a freed span under
- * 4 MiB is PROT_NONE past its header while cached, so a use after free
+ * Guards: a block in a span under 4 MiB has a PROT_NONE page (at least)
+ * between the header and its start, so a write just before it faults, and
+ * its span is PROT_NONE past the header while cached, so a use after free
  * faults (mimalloc-bench's underflow and use-after-free probes on large
- * blocks; glibc unmaps those). Spans of 4 MiB or more stay accessible:
- * sealing and opening a populated range walks its page tables, which
+ * blocks; glibc unmaps those). Spans of 4 MiB or more have neither:
+ * sealing and opening a populated range walks its page tables, and the
+ * header's extra pages (a guard, the slot table's page kept out of the
+ * block) cost faults whenever such spans are moved together, which
  * malloc-large (5-25 MiB) would pay at every pair. A span taken from the
  * cache is opened whole (a no-op where nothing was sealed), then its guard
  * closed: two mprotect calls per reuse. Cached spans' headers are always
@@ -436,8 +438,16 @@ static bool mld_span_assemble(mld_segment_t* seg, mld_segment_t* spans) {
 mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment) {
   size_t ps = _mld_os_page_size;
   if (alignment < ps) alignment = ps;
+  /* blocks of spans under 4 MiB (the ones sealed when freed) get the guard;
+   * larger ones start right after the segment and page structs, as the
+   * slot table's page is the block's there (no fault more per span) */
   size_t header = mld_span_header();
   size_t offset = (header + ps + alignment - 1) & ~(alignment - 1);
+  bool guarded = size < MLD_SEGMENT_SIZE - offset;
+  if (!guarded) {
+    header = (sizeof(mld_segment_t) + sizeof(mld_page_t) + ps - 1) & ~(ps - 1);
+    offset = (header + alignment - 1) & ~(alignment - 1);
+  }
   if (offset >= MLD_SEGMENT_SIZE) return NULL;   /* giant alignment: see below */
   if (size > SIZE_MAX / 2 - offset - ps) return NULL;
   size_t total = (offset + size + ps - 1) & ~(ps - 1);
@@ -465,7 +475,7 @@ mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment) {
     fresh = !mld_span_assemble(seg, spans);
     mld_span_init(seg, total);
   }
-  (void)_mld_os_protect((uint8_t*)seg + header, offset - header, false);   /* the guard */
+  if (guarded) (void)_mld_os_protect((uint8_t*)seg + header, offset - header, false);   /* the guard */
   seg->used_pages = 1;
   mld_page_t* page = &seg->pages[0];
   page->start = (uint8_t*)seg + offset;
