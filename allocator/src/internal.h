@@ -173,6 +173,10 @@ typedef struct mld_segment_s {
   uint16_t usable_pages;
   uint16_t used_pages;
   uint16_t purged_pages;       /* free and purged (or never touched) */
+  /* small/medium: bytes from the start that are accessible; the rest is
+   * PROT_NONE until a page there is first handed out (segment.c,
+   * mld_segment_open), so a stray write far past a block faults */
+  size_t open;
   struct mld_segment_s* next;
   struct mld_segment_s* prev;
   mld_page_t pages[];
@@ -548,6 +552,7 @@ MLD_HIDDEN void _mld_os_init(void);
 MLD_HIDDEN void* _mld_os_map(size_t size);
 MLD_HIDDEN void* _mld_os_map_aligned(size_t size, size_t alignment);
 MLD_HIDDEN bool _mld_os_move(void* from, size_t size, void* to);
+MLD_HIDDEN bool _mld_os_protect(void* p, size_t size, bool access);
 MLD_HIDDEN void _mld_os_unmap(void* p, size_t size);
 MLD_HIDDEN void _mld_os_purge(void* p, size_t size);
 MLD_HIDDEN void _mld_os_no_huge_pages(void* p, size_t size);
@@ -710,19 +715,26 @@ static inline void mld_free_block_at(void* p, bool outer) {
   mld_bin_t* bin = (mld_bin_t*)((uintptr_t)h->bins + bin8 * 8);
   if (mld_unlikely(!mld_page_owned_by(page, h))) {
     /* another thread's block (MALLARD_REMOTE=bin): into our bin like one of
-     * ours, the next malloc reuses it hot. The slow path takes the rest: an
-     * empty bin (then the next malloc would hand out exactly this block, the
-     * cache-scratch case: it waits on the foreign stack), an abandoned page
-     * (no owner: taken over), MALLARD_REMOTE=page, no heap (only !outer: the
-     * empty heap's free_limit sends every outer free elsewhere). */
+     * ours, the next malloc reuses it hot; into an empty bin's foreign stack
+     * instead (then the next malloc would hand out exactly this block, the
+     * cache-scratch case). Both inline: a thread that only frees (a
+     * consumer: xmalloc-test's releasers) has empty bins, and every one of
+     * its frees took the slow path's call, 46 instructions more. The slow
+     * path takes the rest: an abandoned page (no owner: taken over),
+     * MALLARD_REMOTE=page, no heap (only !outer: the empty heap's
+     * free_limit sends every outer free elsewhere). */
     if (_mld_remote_mode != MLD_REMOTE_BIN || (!outer && h == &_mld_heap_empty) ||
-        mld_unlikely(bin->own.top == bin->own.base) ||
         mld_unlikely(atomic_load_explicit(&page->owner, memory_order_relaxed) == NULL)) {
       _mld_alloc_free_remote(h, page, b);
       return;
     }
     h->hot.remote_frees++;
-    if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, (unsigned)(bin - h->bins), page);
+    unsigned c = (unsigned)(bin8 / MLD_SLOT_BIN_SCALE);
+    if (mld_likely(bin->own.top != bin->own.base)) {
+      if (mld_unlikely(mld_stack_push(&bin->own, b))) _mld_heap_flush(h, c, page);
+    } else if (mld_unlikely(mld_stack_push(&h->foreign[c], b))) {
+      _mld_heap_flush_foreign(h, c);
+    }
     return;
   }
   h->hot.local_frees++;

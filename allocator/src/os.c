@@ -83,6 +83,15 @@ bool _mld_os_move(void* from, size_t size, void* to) {
   return true;
 }
 
+/* Make [p, p + size) readable and writable, or inaccessible (a guard: a
+ * stray access faults). False if the kernel refuses (errno kept). */
+bool _mld_os_protect(void* p, size_t size, bool access) {
+  int saved = errno;
+  bool ok = mprotect(p, size, access ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+  errno = saved;
+  return ok;
+}
+
 void _mld_os_unmap(void* p, size_t size) {
   if (p == NULL || size == 0) return;
   if (munmap(p, size) == 0) mld_os_account(-(int64_t)size);

@@ -43,9 +43,12 @@ void _mld_page_collect(mld_page_t* page) {
 }
 
 /* Take up to n blocks (free list first, then freshly carved ones) into
- * out[]; returns how many. Carving writes nothing into the blocks: a
- * carved block is first touched by the malloc that hands it out. The walk
- * of the free list tests the end of out[] once per two blocks. */
+ * out[]; returns how many. A carved block is marked free (its cookie, as
+ * free writes it), so a free of a block never handed out (in a bin, or
+ * the transfer cache) is caught as a double free (mimalloc-bench's
+ * invalid_free_close probe frees the block after a 4 KiB one); its line
+ * is touched a little before the malloc that hands it out. The walk of
+ * the free list tests the end of out[] once per two blocks. */
 uint32_t _mld_page_take(mld_page_t* page, uint32_t n, void** out) {
   void** o = out;
   void** end = out + n;
@@ -79,10 +82,17 @@ uint32_t _mld_page_take(mld_page_t* page, uint32_t n, void** out) {
     uint32_t r = page->reserved, lo = page->capacity + mld_page_first(page);
     if (lo >= r) lo -= r;
     uint32_t wrapped = lo + k > r ? lo + k - r : 0;
+    uintptr_t cookie = mld_block_cookie(page);
     uint8_t* p = page->start + (size_t)wrapped * bs;
-    for (void** e = o + wrapped; o != e; o++) *o = (p -= bs);
+    for (void** e = o + wrapped; o != e; o++) {
+      *o = (p -= bs);
+      mld_block_mark((mld_block_t*)p, cookie);
+    }
     p = page->start + (size_t)(lo + k - wrapped) * bs;
-    for (void** e = o + (k - wrapped); o != e; o++) *o = (p -= bs);
+    for (void** e = o + (k - wrapped); o != e; o++) {
+      *o = (p -= bs);
+      mld_block_mark((mld_block_t*)p, cookie);
+    }
     page->capacity += k;
     got += k;
   }

@@ -8,6 +8,14 @@
  * freed one waits in the span cache for reuse until the decay expires (see
  * "huge blocks and the span cache" below), then is unmapped.
  *
+ * A new segment is PROT_NONE past the part of its header in use (the
+ * segment and page structs, the slot table); its pages are opened (made
+ * accessible) from the start, MLD_OPEN_STEP at a time, as they are first
+ * handed out, so a stray access far past a block (mimalloc-bench's
+ * security probes write 1 MiB past one) faults instead of landing in a
+ * free page, and so does one just before page 1 (the header's unused
+ * tail, never opened). A page once opened stays so.
+ *
  * Free pages stay committed for MALLARD_DECAY_MS, then are purged
  * (madvise MADV_DONTNEED); a segment whose pages are all free and purged is
  * unmapped. All of this runs under one lock: it is reached only when a heap
@@ -81,6 +89,24 @@ void _mld_segment_init(void) {
   mld_decay_ms = d < 0 ? 0 : (uint64_t)d;
 }
 
+/* How much of a segment is opened at a time (at least a page): a few
+ * mprotect calls per segment (8 for small pages), against the 1,024 faults
+ * that fill it. */
+#define MLD_OPEN_STEP ((size_t)512 << 10)
+
+/* Open seg up to the end of page (and a step past what was open, within
+ * the segment). Lock held. */
+static bool mld_segment_open(mld_segment_t* seg, const mld_page_t* page) {
+  size_t end = (size_t)(page->area_start + page->area_size - (uint8_t*)seg);
+  if (end <= seg->open) return true;
+  size_t to = seg->open + MLD_OPEN_STEP;
+  if (to < end) to = end;
+  if (to > seg->size) to = seg->size;
+  if (!_mld_os_protect((uint8_t*)seg + seg->open, to - seg->open, true)) return false;
+  seg->open = to;
+  return true;
+}
+
 /* Map a new segment of this kind and put its pages on the purged list
  * (untouched memory is as good as purged). Lock held. */
 static bool mld_segment_new(unsigned kind) {
@@ -92,6 +118,13 @@ static bool mld_segment_new(unsigned kind) {
     return false;
   }
   _mld_os_no_huge_pages(seg, MLD_SEGMENT_SIZE);
+  /* the pages closed until first used, and the header's unused tail for
+   * good (so a write just before page 1's first block faults); if the
+   * kernel refuses, all open */
+  size_t used = (MLD_SLOT_TABLE_OFFSET + MLD_CACHE_LINE + _mld_os_page_size - 1) & ~(_mld_os_page_size - 1);
+  if (used > mld_header_size) used = mld_header_size;
+  bool closed = _mld_os_protect((uint8_t*)seg + used, MLD_SEGMENT_SIZE - used, false);
+  seg->open = closed ? mld_header_size : MLD_SEGMENT_SIZE;
   seg->size = MLD_SEGMENT_SIZE;
   seg->kind = (uint8_t)kind;
   seg->page_shift = (uint8_t)ks->page_shift;
@@ -199,6 +232,10 @@ mld_page_t* _mld_segment_page_alloc(unsigned kind) {
       return NULL;
     }
     page = ks->purged.first;
+    if (!mld_segment_open(mld_segment_of(page), page)) {   /* no memory for the mapping's split */
+      pthread_mutex_unlock(&mld_segment_lock);
+      return NULL;
+    }
     _mld_page_list_remove(&ks->purged, page);
     page->purged = 0;
     mld_segment_of(page)->purged_pages--;
@@ -256,7 +293,35 @@ void _mld_segment_purge(bool force) {
  * serve it and only the rest is faulted in. Bounded: at most
  * MLD_SPAN_CACHE_MAX_COUNT spans and max(MLD_SPAN_CACHE_MIN_BYTES, live huge
  * bytes / MLD_SPAN_CACHE_LIVE_SHARE) bytes, the oldest unmapped first.
- * Blocks under 4 MiB take only a span that fits them closely (no split). */
+ * Blocks under 4 MiB take only a span that fits them closely (no split).
+ *
+ * Guards: a block in a span under 4 MiB has a PROT_NONE page (at least)
+ * between the header and its start, so a write just before it faults, and
+ * its span is PROT_NONE past the header while cached, so a use after free
+ * faults (mimalloc-bench's underflow and use-after-free probes on large
+ * blocks; glibc unmaps those). Spans of 4 MiB or more have neither:
+ * sealing and opening a populated range walks its page tables, and the
+ * header's extra pages (a guard, the slot table's page kept out of the
+ * block) cost faults whenever such spans are moved together, which
+ * malloc-large (5-25 MiB) would pay at every pair. A span taken from the
+ * cache is opened whole (a no-op where nothing was sealed), then its guard
+ * closed: two mprotect calls per reuse. Cached spans' headers are always
+ * accessible (the cache walks them). */
+
+/* A span's header: the segment struct and its one page struct, up to past
+ * the slot table's line, which free reads for every pointer (before it
+ * knows the segment is a huge block's): never sealed. */
+static size_t mld_span_header(void) {
+  size_t ps = _mld_os_page_size;
+  return (MLD_SLOT_TABLE_OFFSET + MLD_CACHE_LINE + ps - 1) & ~(ps - 1);
+}
+
+/* Make everything past a span's header accessible (a span out of the
+ * cache: sealed bodies, guards of spans it coalesced). */
+static bool mld_span_open(mld_segment_t* s) {
+  size_t header = mld_span_header();
+  return _mld_os_protect((uint8_t*)s + header, s->size - header, true);
+}
 
 /* Write the header of a free span of size bytes at s (registered: a free
  * of a pointer to its start is reported, not taken for a block). */
@@ -281,6 +346,7 @@ static mld_segment_t* mld_span_take(size_t need) {
   for (mld_segment_t* s = mld_span_cache; s != NULL; s = s->next)
     if (s->size >= need && (best == NULL || s->size < best->size)) best = s;
   if (best == NULL || (need < MLD_SEGMENT_SIZE && best->size - need > need / 4 + (256u << 10))) return NULL;
+  if (!mld_span_open(best)) return NULL;   /* the kernel refused (mappings limit): map anew */
   mld_span_unlink(best);
   size_t cut = (need + MLD_SEGMENT_MASK) & ~MLD_SEGMENT_MASK;
   if (best->size >= cut + MLD_SEGMENT_SIZE) {
@@ -315,7 +381,7 @@ static mld_segment_t* mld_span_gather(size_t need) {
   mld_segment_t* from = NULL;
   for (mld_segment_t* s = mld_span_cache; s != NULL && rest > 0; s = s->next)
     if (s->size > rest && (from == NULL || s->size < from->size)) from = s;
-  if (from != NULL) {
+  if (from != NULL && _mld_os_protect((uint8_t*)from + from->size - rest, rest, true)) {
     from->size -= rest;
     mld_span_cache_bytes -= rest;
     mld_segment_t* tail = (mld_segment_t*)((uint8_t*)from + from->size);
@@ -354,6 +420,7 @@ static bool mld_span_assemble(mld_segment_t* seg, mld_segment_t* spans) {
   while (spans != NULL) {
     mld_segment_t* next = spans->next;
     size_t size = spans->size;
+    (void)_mld_os_protect(spans, size, true);   /* one mapping of one protection: it moves as one */
     if (_mld_os_move(spans, size, (uint8_t*)seg + off)) {
       off += size;
       moved = true;
@@ -366,13 +433,21 @@ static bool mld_span_assemble(mld_segment_t* seg, mld_segment_t* spans) {
   return moved;
 }
 
-/* A huge block: a span of its own; the block starts after the header, at
- * the requested alignment. */
+/* A huge block: a span of its own; the block starts after the header and
+ * a guard page, at the requested alignment. */
 mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment) {
   size_t ps = _mld_os_page_size;
   if (alignment < ps) alignment = ps;
-  size_t header = (sizeof(mld_segment_t) + sizeof(mld_page_t) + ps - 1) & ~(ps - 1);
-  size_t offset = (header + alignment - 1) & ~(alignment - 1);
+  /* blocks of spans under 4 MiB (the ones sealed when freed) get the guard;
+   * larger ones start right after the segment and page structs, as the
+   * slot table's page is the block's there (no fault more per span) */
+  size_t header = mld_span_header();
+  size_t offset = (header + ps + alignment - 1) & ~(alignment - 1);
+  bool guarded = size < MLD_SEGMENT_SIZE - offset;
+  if (!guarded) {
+    header = (sizeof(mld_segment_t) + sizeof(mld_page_t) + ps - 1) & ~(ps - 1);
+    offset = (header + alignment - 1) & ~(alignment - 1);
+  }
   if (offset >= MLD_SEGMENT_SIZE) return NULL;   /* giant alignment: see below */
   if (size > SIZE_MAX / 2 - offset - ps) return NULL;
   size_t total = (offset + size + ps - 1) & ~(ps - 1);
@@ -400,6 +475,7 @@ mld_page_t* _mld_segment_huge_alloc(size_t size, size_t alignment) {
     fresh = !mld_span_assemble(seg, spans);
     mld_span_init(seg, total);
   }
+  if (guarded) (void)_mld_os_protect((uint8_t*)seg + header, offset - header, false);   /* the guard */
   seg->used_pages = 1;
   mld_page_t* page = &seg->pages[0];
   page->start = (uint8_t*)seg + offset;
@@ -456,6 +532,10 @@ static mld_segment_t* mld_span_evict(void) {
 void _mld_segment_huge_free(mld_page_t* page) {
   mld_segment_t* seg = mld_segment_of(page);
   mld_page_set_class(page, MLD_CLASS_NONE);
+  if (mld_decay_ms > 0 && seg->size < MLD_SEGMENT_SIZE) {   /* sealed while cached */
+    size_t header = mld_span_header();
+    (void)_mld_os_protect((uint8_t*)seg + header, seg->size - header, false);
+  }
   uint64_t now = _mld_os_now_ms();
   pthread_mutex_lock(&mld_segment_lock);
   mld_huge_live_bytes -= seg->size;

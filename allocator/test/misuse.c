@@ -5,7 +5,9 @@
  *                     another thread, after the block was reused and freed
  *                     again, after its bin was flushed, realloc of a freed block), free of an interior
  *                     pointer, free of a pointer Mallard never returned (a
- *                     static buffer, the address 2^48): each child must die of SIGABRT with
+ *                     static buffer, the address 2^48, the block after a
+ *                     4 KiB or a 48 B one: carved into the bin, never handed
+ *                     out): each child must die of SIGABRT with
  *                     the pointer (hex) on stderr;
  *   misuse ignore  -> (run with the option that ignores misuse) the same
  *                     frees are reported or ignored, the child lives on,
@@ -25,13 +27,15 @@ static char static_buf[256] __attribute__((aligned(64)));
 typedef enum {
   DOUBLE_FREE, DOUBLE_FREE_MEDIUM, DOUBLE_FREE_HUGE, DOUBLE_FREE_GIANT, DOUBLE_FREE_REMOTE,
   DOUBLE_FREE_AFTER_REUSE, DOUBLE_FREE_FLUSHED, REALLOC_FREED, INTERIOR_FREE, FOREIGN_FREE, EDGE_FREE,
-  N_MISUSE
+  CARVED_FREE, CARVED_FREE_SMALL, N_MISUSE
 } misuse_t;
 static const char* const NAMES[] = {
     "double free", "double free (medium)", "double free (huge)", "double free (4 MiB-aligned)",
     "double free (other thread)", "double free (after reuse)",
     "double free (after its bin was flushed)", "realloc of a freed block",
-    "interior-pointer free", "foreign-pointer free", "free of 2^48 (the segment map's edge)"};
+    "interior-pointer free", "foreign-pointer free", "free of 2^48 (the segment map's edge)",
+    "free of the block after a 4 KiB one (never handed out)",
+    "free of the block after a 48 B one (never handed out)"};
 
 static void* volatile remote_target;
 static void* remote_free(void* arg) {
@@ -42,11 +46,12 @@ static void* remote_free(void* arg) {
 
 /* The child: tell the parent which pointer, then misuse it. */
 static void do_misuse(misuse_t kind, int report_fd) {
-  size_t size = kind == DOUBLE_FREE_MEDIUM ? 5000 : kind == DOUBLE_FREE_HUGE ? (1 << 20) : 48;
+  size_t size = kind == DOUBLE_FREE_MEDIUM ? 5000 : kind == DOUBLE_FREE_HUGE ? (1 << 20) : kind == CARVED_FREE ? 4096 : 48;
   void* volatile p = kind == DOUBLE_FREE_GIANT ? aligned_alloc(4 << 20, 100) : malloc(size);
   void* target = p;
   if (kind == INTERIOR_FREE) target = (char*)p + 16;
   if (kind == FOREIGN_FREE) target = static_buf + 64;
+  if (kind == CARVED_FREE || kind == CARVED_FREE_SMALL) target = (char*)p + size;
   /* the first address past the segment map: free's one range test lets
    * it through to the map's extra last byte (always 0) */
   if (kind == EDGE_FREE) target = (void*)((uintptr_t)1 << 48);
@@ -58,6 +63,8 @@ static void do_misuse(misuse_t kind, int report_fd) {
     case INTERIOR_FREE:
     case FOREIGN_FREE:
     case EDGE_FREE:
+    case CARVED_FREE:
+    case CARVED_FREE_SMALL:
       free(target);
       free(p);
       return;
