@@ -7,14 +7,22 @@ transaction: the new jobs and comparisons are marked with the token, the token's
 work is counted under a lock on its row (so two requests at once cannot both pass), and
 past a quota the request is answered 429 with `Retry-After` and a body naming the quota;
 the transaction is rolled back, so nothing of it is stored. Admin tokens (and the
-bootstrap admin token) are exempt; a quota of 0 is none. Work the API queues itself
-later (follow-ups, a bisection's steps, a calibration's canaries, a push's commit jobs)
-is bounded by its own settings and counts against no token.
+bootstrap admin token) are exempt; a quota of 0 is none. A profile asked for over REST
+(POST /comparisons/{id}/profiles) is charged the same.
+
+Work the API queues itself for what a token asked for, a comparison's follow-up rounds
+and the profiles of its moved cases, counts against that token (`count_for`): never
+refused when it is queued (the analysis worker has no one to answer), it keeps the
+token's next requests out while it runs. Other work the API queues itself (a bisection's
+steps, a calibration's canaries, a push's commit jobs) is bounded by its own settings and
+counts against no token.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
 
 from fastapi import HTTPException
 from mallard_wire.fields import JsonDict
@@ -32,6 +40,23 @@ def trials_of(spec: JobSpec | JsonDict, catalog: Catalog) -> int:
     s = spec if isinstance(spec, JobSpec) else JobSpec.model_validate(spec)
     return catalog.trials_requested(s.suite, s.workloads, s.threads, s.trials,
                                     len(s.allocators))
+
+
+@lru_cache(maxsize=4)
+def _catalog(folder: Path) -> Catalog:
+    """The suites of the process that has no app's catalog (the analysis worker)."""
+    return Catalog.load(folder)
+
+
+def count_for(session: Session, settings: Settings, token_id: int | None,
+              jobs: Sequence[tuple[int, JobSpec | JsonDict]]) -> None:
+    """Jobs the API queued for what token `token_id` asked for (None: no token, or an
+    admin's): counted against it, never refused (module doc)."""
+    if token_id is None or not jobs:
+        return
+    catalog = _catalog(Path(settings.suites_dir))
+    sql.charge(session, token_id, jobs={job_id: trials_of(spec, catalog)
+                                        for job_id, spec in jobs}, comparisons=[])
 
 
 def exceeded(settings: Settings, name: str, limit: int, have: int, asked: int,

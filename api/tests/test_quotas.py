@@ -5,10 +5,12 @@ exempt, and a token gets its room back as its work finishes."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from comparison_data import comparison_trials, larson_comparison, post_results
 from fastapi.testclient import TestClient
 from helpers import claim_job, job_spec
 from mallard_api.config import Settings
@@ -100,3 +102,41 @@ def test_comparisons_past_the_quota_are_429_and_store_nothing(
     assert count(engine, comps, p=project["name"]) == 2
     assert count(engine, "SELECT count(*) FROM calibrations WHERE project = :p",
                  p=project["name"]) == 0
+
+
+def test_work_the_api_queues_for_a_token_counts_against_it(
+        client: TestClient, conf: Settings, make_token: Any, bearer: Any,
+        make_project: Any, make_runner: Any, engine: Any, fast_analysis: Any) -> None:
+    """A comparison's follow-up round and the profiles of its moved cases are the token's
+    work too; a profile asked for over REST past the quota is a 429 and stores nothing."""
+    project = make_project()
+    runner, rheaders = make_runner()
+    token = make_token("user")
+    user = bearer(token)
+    tid = count(engine, "SELECT id FROM api_tokens WHERE token_sha256 = :h",
+                h=hashlib.sha256(token.encode()).hexdigest())
+    # threads=2 decided (regressed) in the first round, threads=1 unknown: a follow-up
+    cid = larson_comparison(client, user, project, runner, threads=[1, 2], max_follow_ups=1)
+    job = claim_job(client, rheaders, runner)
+    post_results(client, rheaders, runner, project["name"], job["id"],
+                 comparison_trials(5, seed=3, shifts={1: 1.0, 2: 0.8}))
+    mine = "SELECT count(*) FROM jobs WHERE requested_by = :t AND kind = :k AND state = 'queued'"
+    assert count(engine, mine, t=tid, k="comparison") == 1  # the follow-up, 5 x 1 cell x 2
+    assert count(engine, "SELECT sum(trials_requested) FROM jobs WHERE requested_by = :t "
+                 "AND state = 'queued'", t=tid) == 10
+    url = f"/api/v1/comparisons/{cid}/profiles"
+    for params in ({}, {"ops": 20000}):  # 3 queued jobs: at the quota, not past it
+        r = client.post(url, headers=user, json={"workload": "larson", "threads": 1,
+                                                 "params": params})
+        assert r.status_code == 202, r.text
+    refused(client.post(url, headers=user, json={"workload": "larson", "threads": 1,
+                                                 "params": {"ops": 30000}}), "queued_jobs")
+    profiles = "SELECT count(*) FROM comparison_profiles WHERE comparison_id = :c"
+    assert count(engine, profiles, c=cid) == 2
+    # the follow-up answered: the comparison settles, its moved case (threads=2) profiled
+    follow = claim_job(client, rheaders, runner)
+    post_results(client, rheaders, runner, project["name"], follow["id"],
+                 comparison_trials(5, seed=4, shifts={1: 1.0}))
+    assert client.get(f"/api/v1/comparisons/{cid}", headers=user).json()["state"] == "done"
+    assert count(engine, profiles, c=cid) == 3
+    assert count(engine, mine, t=tid, k="profile") == 3

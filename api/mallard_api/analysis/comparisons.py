@@ -57,6 +57,7 @@ from mallard_wire.fields import JsonDict
 from mallard_wire.jobs import JobSpec
 from sqlalchemy.orm import Session
 
+from mallard_api import quotas
 from mallard_api.analysis import (
     culprits,
     differential,
@@ -295,7 +296,9 @@ def refresh_state(session: Session, settings: Settings, comp: Comparison,
         if plan.groups:
             if plan.note:
                 comp.note = "; ".join(filter(None, [comp.note, plan.note]))
-            queue_follow_up(session, comp, plan.groups, jobs)
+            queued = queue_follow_up(session, comp, plan.groups, jobs)
+            quotas.count_for(session, settings, comp.requested_by,  # asked for by a token
+                             [(j.id, j.spec) for j in queued])
             comp.state = "running"
             return
         stop = plan.note

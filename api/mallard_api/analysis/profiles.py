@@ -8,9 +8,11 @@ waits for it. Calibrations and canary probes are not profiled."""
 
 from __future__ import annotations
 
+from mallard_wire.jobs import JobSpec
 from mallard_wire.profiles import ProfileCase
 from sqlalchemy.orm import Session
 
+from mallard_api import quotas
 from mallard_api.analysis.cells import CellRow
 from mallard_api.analysis.specs import SpecError, job_spec
 from mallard_api.config import Settings
@@ -39,7 +41,9 @@ def on_settled(session: Session, settings: Settings, comp: Comparison,
     if comp.state != "done" or comp.calibration_id is not None or comp.canary_probe:
         return
     for case in moved_cases(cells, settings.profile_max_cases):
-        queue(session, settings, comp, case, requested=False)
+        _, job = queue(session, settings, comp, case, requested=False)
+        if job is not None:  # counted against the token that asked for the comparison
+            quotas.count_for(session, settings, comp.requested_by, [job])
 
 
 def check_case(session: Session, comp: Comparison, case: ProfileCase) -> None:
@@ -55,18 +59,20 @@ def check_case(session: Session, comp: Comparison, case: ProfileCase) -> None:
 
 
 def ask(session: Session, settings: Settings, comp: Comparison, case: ProfileCase
-        ) -> tuple[int, bool]:
-    """A case asked for over REST: (its profile's id, whether a job was queued now)."""
+        ) -> tuple[int, tuple[int, JobSpec] | None]:
+    """A case asked for over REST: (its profile's id, the job queued now with its spec,
+    None when the case was asked for before)."""
     check_case(session, comp, case)
     return queue(session, settings, comp, case, requested=True)
 
 
 def queue(session: Session, settings: Settings, comp: Comparison, case: ProfileCase,
-          requested: bool) -> tuple[int, bool]:
-    """The case's row and, when it is new, its profile job; (row id, queued)."""
+          requested: bool) -> tuple[int, tuple[int, JobSpec] | None]:
+    """The case's row and, when it is new, its profile job; (row id, (job id, spec) of
+    the job queued now or None)."""
     profile_id, created = sql.ask(session, comp.id, case, requested)
     if not created:
-        return profile_id, False
+        return profile_id, None
     project = session.get(Project, comp.project_id) if comp.project_id is not None else None
     if project is None:
         raise SpecError(["comparison"], f"comparison {comp.id} has no project", 409)
@@ -77,4 +83,4 @@ def queue(session: Session, settings: Settings, comp: Comparison, case: ProfileC
     job = job_sql.enqueue(session, kind="profile", arch=comp.arch, spec=spec,
                           project_id=project.id, max_attempts=settings.job_max_attempts)
     sql.attach_job(session, profile_id, job.id)
-    return profile_id, True
+    return profile_id, (job.id, spec)

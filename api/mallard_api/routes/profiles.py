@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import Response
 from mallard_wire.fields import INT32_MAX, INT64_MAX
 from sqlalchemy.orm import Session
 
+from mallard_api import quotas
 from mallard_api.analysis import differential, profiles
 from mallard_api.analysis.specs import SpecError
 from mallard_api.auth import AnyRole, UserOrAdmin, field_error
@@ -66,16 +67,20 @@ def list_profiles(comparison_id: ComparisonPath, session: DB, _: AnyRole) -> lis
 
 
 @router.post("", response_model=ProfileOut, status_code=202,
-             responses={409: {"model": ErrorOut}, 422: {"model": ErrorOut}})
-def ask_profile(comparison_id: ComparisonPath, body: ProfileRequest, session: DB,
-                _: UserOrAdmin, settings: Conf) -> ProfileOut:
+             responses={409: {"model": ErrorOut}, 422: {"model": ErrorOut},
+                        429: {"model": ErrorOut}})
+def ask_profile(comparison_id: ComparisonPath, body: ProfileRequest, request: Request,
+                session: DB, p: UserOrAdmin, settings: Conf) -> ProfileOut:
     """Ask for the differential profile of a case of the comparison (any cell, moved or
-    not): a `profile` job, once per case and params (asking again answers the same)."""
+    not): a `profile` job, once per case and params (asking again answers the same),
+    charged to the token's quotas (429 past one)."""
     comp = _comparison(session, comparison_id)
     try:
-        profile_id, _queued = profiles.ask(session, settings, comp, body)
+        profile_id, queued = profiles.ask(session, settings, comp, body)
     except SpecError as exc:
         raise spec_error(exc) from exc
+    if queued is not None:
+        quotas.charge(session, settings, request.app.state.catalog, p, jobs=[queued])
     session.commit()
     return profile_out(_profile(session, comp.id, profile_id))
 
