@@ -56,7 +56,8 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
     ignored = None
     unreachable: list[str] = []
     if old_head and old_head != after:
-        keep = verdict_sql.ancestry(session, project.id, after, settings.bisect_max_commits)
+        keep = verdict_sql.ancestry(session, project.id, after, settings.bisect_max_commits,
+                                    until=old_head)
         new = set(record.new)
         joins = any(sha not in new for sha in keep[1:])  # reaches the branch's old history
         if old_head not in keep and joins:  # rewritten: what is gone stays, marked

@@ -7,19 +7,23 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
+import time
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from helpers import claim, results, run_analysis, trial
-from mallard_api import pushes
+from mallard_api import db, pushes
 from mallard_api.config import Settings
 from mallard_api.deps import get_settings
 from mallard_api.models.forges import ProjectForge
 from mallard_api.models.outbox import OutboxMessage
 from mallard_api.models.projects import Project
+from mallard_api.sql import projects as project_sql
+from mallard_api.sql import verdicts as verdict_sql
 from mallard_api.sql.projects import CommitInfo
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
 
@@ -236,3 +240,58 @@ def test_push_of_1000_commits_queues_the_cap_and_force_push_marks_unreachable(
     kept = client.get(f"/api/v1/projects/{project}/commits/{commits[997]}",
                       headers=user_headers).json()
     assert kept["unreachable_on"] == []
+
+
+def test_a_fast_forward_walks_its_new_commits_not_the_branch_history(
+        settings: Settings, db_session: Session, make_project: Any, unique: Any) -> None:
+    project = make_project()["name"]
+    commits = [hexsha(f"{unique}{i:04d}") for i in range(50)]
+    push(db_session, settings, project, None, commits, [f"c{i}" for i in range(50)])
+    p = db_session.query(Project).filter_by(name=project).one()
+    walk = verdict_sql.ancestry(db_session, p.id, commits[49], 10_000, until=commits[46])
+    assert walk == commits[46:][::-1]  # the walk ends at the old head
+    assert len(verdict_sql.ancestry(db_session, p.id, commits[49], 10_000)) == 50
+    # an old head that is not an ancestor (a force-push): the whole history is walked
+    assert len(verdict_sql.ancestry(db_session, p.id, commits[49], 10_000,
+                                    until=hexsha("elsewhere"))) == 50
+
+
+def blocked_by(engine: Engine, pid: int) -> bool:
+    """Whether some backend waits for a lock `pid` holds."""
+    with engine.connect() as conn:
+        return bool(conn.scalar(text(
+            "SELECT count(*) FROM pg_stat_activity WHERE :pid = ANY(pg_blocking_pids(pid))"),
+            {"pid": pid}))
+
+
+def test_a_results_post_does_not_wait_for_a_push_in_progress_on_its_branch(
+        client: TestClient, settings: Settings, engine: Engine, db_session: Session,
+        make_project: Any, make_runner: Any, unique: Any) -> None:
+    """A push holds its branch row until it commits; a results post for that branch locks
+    the row only against deletion (FOR KEY SHARE) and must not queue behind the push."""
+    project = make_project()["name"]
+    head = hexsha(f"{unique}head")
+    push(db_session, settings, project, None, [head], ["c0"])
+    runner, headers = make_runner()
+    answers: list[int] = []
+    post = threading.Thread(target=lambda: answers.append(client.post(
+        "/api/v1/results", headers=headers, json=results(
+            [trial(head)], runner_id=runner["id"], project=project, branch="main")
+    ).status_code))
+    pushing = db.make_sessionmaker(engine)()
+    try:
+        p = pushing.query(Project).filter_by(name=project).one()
+        after = hexsha(f"{unique}next")
+        project_sql.record_push(pushing, p, "main", after, [CommitInfo(sha=after, parent=head)])
+        holder = int(pushing.scalar(text("SELECT pg_backend_pid()")))
+        post.start()
+        while post.is_alive() and not blocked_by(engine, holder):
+            time.sleep(0.05)
+        assert not post.is_alive() or not blocked_by(engine, holder), (
+            "the results post waits for the push's branch lock")
+    finally:
+        pushing.rollback()
+        pushing.close()
+        if post.ident is not None:
+            post.join(60)
+    assert answers == [201]

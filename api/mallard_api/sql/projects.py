@@ -169,14 +169,16 @@ WHERE NOT EXISTS (SELECT 1 FROM branch_commits bc
 RETURNING commit_id
 """)
 
-# The branch locked, with the positions of its head and of the pushed `after`.
+# The branch locked, with the positions of its head and of the pushed `after`. FOR NO KEY
+# UPDATE, not FOR UPDATE: pushes still queue on it, but results posts, which lock the
+# branches their trials name FOR KEY SHARE (db 0016), do not wait for a push to commit.
 _LOCK_BRANCH = text("""
 SELECT b.head_sha,
        (SELECT bc.position FROM branch_commits bc JOIN commits c ON c.id = bc.commit_id
         WHERE bc.branch_id = b.id AND c.project_id = :p AND c.sha = b.head_sha) AS head_at,
        (SELECT bc.position FROM branch_commits bc JOIN commits c ON c.id = bc.commit_id
         WHERE bc.branch_id = b.id AND c.project_id = :p AND c.sha = :after) AS after_at
-FROM branches b WHERE b.id = :b FOR UPDATE OF b
+FROM branches b WHERE b.id = :b FOR NO KEY UPDATE OF b
 """)
 
 

@@ -9,7 +9,7 @@ from mallard_api.sql import projects as project_sql
 
 # The branch row locked (as a push locks it), so concurrent uploads and pushes number
 # the branch consistently; the commit takes the next position unless it has one.
-_LOCK = text("SELECT id FROM branches WHERE id = :b FOR UPDATE")
+_LOCK = text("SELECT id FROM branches WHERE id = :b FOR NO KEY UPDATE")
 
 
 def on_branch(session: Session, project_id: int, branch: str, sha: str) -> bool:

@@ -92,23 +92,27 @@ def deferred(session: Session, arch: str, limit: int) -> list[Any]:
     return list(session.execute(_DEFERRED, {"arch": arch, "n": limit}))
 
 
-# Ancestry along first parents, from `head` back (depth-capped), newest first.
+# Ancestry along first parents, from `head` back (depth-capped, and ending at `until`
+# when the walk reaches it), newest first.
 _ANCESTRY = text("""
 WITH RECURSIVE walk(sha, parent, depth) AS (
     SELECT sha, parent_sha, 0 FROM commits WHERE project_id = :p AND sha = :head
   UNION ALL
     SELECT c.sha, c.parent_sha, w.depth + 1 FROM walk w
     JOIN commits c ON c.project_id = :p AND c.sha = w.parent
-    WHERE w.depth < :cap
+    WHERE w.depth < :cap AND w.sha IS DISTINCT FROM CAST(:until AS text)
 )
 SELECT sha FROM walk ORDER BY depth
 """)
 
 
-def ancestry(session: Session, project_id: int, head: str, cap: int) -> list[str]:
-    """`head` and its first-parent ancestors known to the API, newest first."""
+def ancestry(session: Session, project_id: int, head: str, cap: int,
+             until: str | None = None) -> list[str]:
+    """`head` and its first-parent ancestors known to the API, newest first; the walk
+    stops after `until` when it meets it (a push asks only whether its branch's old head
+    is an ancestor: a fast-forward walks its new commits, not the branch's history)."""
     return [str(s) for s in session.scalars(_ANCESTRY, {"p": project_id, "head": head,
-                                                        "cap": cap})]
+                                                        "cap": cap, "until": until})]
 
 
 _MARK_UNREACHABLE = text("""
