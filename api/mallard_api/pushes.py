@@ -9,6 +9,7 @@ unreachable; their results are kept."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -32,9 +33,12 @@ def is_tracked(project: Project, branch: str) -> bool:
 
 
 def handle_push(session: Session, settings: Settings, project: Project, *, ref: str,
-                after: str, commits: list[CommitInfo]) -> PushOut:
+                after: str, commits: list[CommitInfo],
+                charge: Callable[[list[int]], None] | None = None) -> PushOut:
     """Record the push and queue commit jobs for its newest new commits (at most
-    `push_max_queued`, oldest of them first) on a tracked branch; commits the caller."""
+    `push_max_queued`, oldest of them first) on a tracked branch; commits the caller.
+    `charge`, when given, is handed the queued jobs' ids before the commit (a token's
+    quotas: it may refuse them, and the whole push with them)."""
     if not ref.startswith("refs/heads/"):
         return PushOut(project=project.name, branch=None, commits=0, jobs=[],
                        ignored=f"{ref} is not a branch")
@@ -53,24 +57,10 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
                                "a branch head never moves back (a replayed delivery?)")
     jobs: list[int] = []
     queued: set[str] = set()
-    ignored = None
-    unreachable: list[str] = []
-    if old_head and old_head != after:
-        keep = verdict_sql.ancestry(session, project.id, after, settings.bisect_max_commits,
-                                    until=old_head)
-        new = set(record.new)
-        joins = any(sha not in new for sha in keep[1:])  # reaches the branch's old history
-        if old_head not in keep and joins:  # rewritten: what is gone stays, marked
-            unreachable = verdict_sql.mark_unreachable(session, record.branch_id, keep)
+    unreachable = mark_rewritten(session, settings, project, record, old_head, after)
     wanted = record.new[-settings.push_max_queued:] if settings.push_max_queued else []
-    if not is_tracked(project, branch):
-        ignored = f"branch {branch} is not tracked"
-    elif check_repo_url(project.repo_url, parse_allow_list(settings.repo_url_allow)):
-        ignored = "the project's repo_url is not allowed by MALLARD_REPO_URL_ALLOW: " \
-                  "commits recorded, no job queued"
-    elif (unbuildable := cannot_build(session, settings, project, after)) is not None:
-        ignored = f"{unbuildable}: commits recorded, no job queued"
-    else:
+    ignored = not_queued(session, settings, project, branch, after)
+    if ignored is None:
         for sha in wanted:
             for arch in verdicts.arches(session, settings):
                 job_id = verdicts.queue_commit(session, settings, project, branch=branch,
@@ -88,10 +78,41 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
                 f"(MALLARD_PUSH_MAX_QUEUED={settings.push_max_queued}); {deferred} deferred"
                 + (", backfilled newest first when runners are idle"
                    if settings.push_backfill else " (backfill is off)"))
+    if charge is not None and jobs:
+        charge(jobs)
     session.commit()
     return PushOut(project=project.name, branch=branch, commits=len(record.new),
                    queued=len(queued), jobs=jobs, ignored=ignored, deferred=deferred,
                    unreachable=len(unreachable), note=note)
+
+
+def mark_rewritten(session: Session, settings: Settings, project: Project,
+                   record: project_sql.PushRecord, old_head: str | None, after: str
+                   ) -> list[str]:
+    """A force-push (the old head is not an ancestor of `after`, whose ancestry reaches
+    the branch's old history): what is gone stays, marked unreachable; what it marked."""
+    if not old_head or old_head == after:
+        return []
+    keep = verdict_sql.ancestry(session, project.id, after, settings.bisect_max_commits,
+                                until=old_head)
+    new = set(record.new)
+    joins = any(sha not in new for sha in keep[1:])  # reaches the branch's old history
+    if old_head in keep or not joins:
+        return []
+    return verdict_sql.mark_unreachable(session, record.branch_id, keep)
+
+
+def not_queued(session: Session, settings: Settings, project: Project, branch: str,
+               after: str) -> str | None:
+    """Why the push's commits are recorded but queue no job; None when they queue."""
+    if not is_tracked(project, branch):
+        return f"branch {branch} is not tracked"
+    if check_repo_url(project.repo_url, parse_allow_list(settings.repo_url_allow)):
+        return ("the project's repo_url is not allowed by MALLARD_REPO_URL_ALLOW: "
+                "commits recorded, no job queued")
+    if (unbuildable := cannot_build(session, settings, project, after)) is not None:
+        return f"{unbuildable}: commits recorded, no job queued"
+    return None
 
 
 def cannot_build(session: Session, settings: Settings, project: Project, sha: str

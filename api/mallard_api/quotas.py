@@ -13,9 +13,12 @@ bootstrap admin token) are exempt; a quota of 0 is none. A profile asked for ove
 Work the API queues itself for what a token asked for, a comparison's follow-up rounds
 and the profiles of its moved cases, counts against that token (`count_for`): never
 refused when it is queued (the analysis worker has no one to answer), it keeps the
-token's next requests out while it runs. Other work the API queues itself (a bisection's
-steps, a calibration's canaries, a push's commit jobs) is bounded by its own settings and
-counts against no token.
+token's next requests out while it runs. A push posted with a token (POST
+/webhooks/push) is charged its commit jobs and their comparisons (`charge_jobs`); past a
+quota it is refused whole, its commits unrecorded, as any request is. Other work the API
+queues itself (a bisection's steps, a calibration's canaries, the commit jobs of a forge's
+signed push, which carries no token) is bounded by its own settings (MALLARD_PUSH_MAX_QUEUED
+for pushes) and counts against no token.
 """
 
 from __future__ import annotations
@@ -91,3 +94,10 @@ def charge(session: Session, settings: Settings, catalog: Catalog, p: Principal,
         if limit and asked and total > limit:
             session.rollback()
             raise exceeded(settings, name, limit, total - asked, asked, what)
+
+
+def charge_jobs(session: Session, settings: Settings, catalog: Catalog, p: Principal,
+                job_ids: Sequence[int]) -> None:
+    """Charge jobs the request queued, by id, with the comparisons they belong to."""
+    jobs, comparisons = sql.jobs_with_comparisons(session, list(job_ids))
+    charge(session, settings, catalog, p, jobs=jobs, comparisons=comparisons)

@@ -140,3 +140,36 @@ def test_work_the_api_queues_for_a_token_counts_against_it(
     assert client.get(f"/api/v1/comparisons/{cid}", headers=user).json()["state"] == "done"
     assert count(engine, profiles, c=cid) == 3
     assert count(engine, mine, t=tid, k="profile") == 3
+
+
+def test_a_push_with_a_token_is_charged_its_commit_jobs(
+        client: TestClient, app: Any, conf: Settings, make_token: Any, bearer: Any,
+        make_project: Any, make_runner: Any, engine: Any) -> None:
+    """The post-receive hook's form (POST /webhooks/push) queues a commit job per new
+    commit and live architecture: a token pushing one commit after another is refused
+    past its jobs quota, and the refused push records nothing (its commit, the head)."""
+    project = make_project()["name"]
+    make_runner()
+    user = bearer(make_token("user"))
+    shas = [hashlib.sha1(f"{project}-{i}".encode()).hexdigest() for i in range(4)]
+
+    def push(before: str | None, sha: str) -> Any:
+        return client.post("/api/v1/webhooks/push", headers=user, json={
+            "project": project, "ref": "refs/heads/main", "before": before, "after": sha,
+            "commits": [{"sha": sha, "parent": before, "message": "m", "author": "a"}]})
+
+    app.dependency_overrides[get_settings] = lambda: conf.model_copy(update={
+        "quota_queued_jobs": 0, "quota_queued_trials": 0, "quota_queued_comparisons": 0})
+    first = push(None, shas[0])
+    assert first.status_code == 200 and first.json()["jobs"], first.text
+    per_push = len(first.json()["jobs"])  # one per live architecture
+    app.dependency_overrides[get_settings] = lambda: conf.model_copy(update={
+        "quota_queued_jobs": 2 * per_push, "quota_queued_trials": 0,
+        "quota_queued_comparisons": 0})
+    second = push(shas[0], shas[1])
+    assert second.status_code == 200, second.text
+    refused(push(shas[1], shas[2]), "queued_jobs")
+    assert count(engine, "SELECT count(*) FROM commits WHERE sha = :s", s=shas[2]) == 0
+    assert count(engine, "SELECT count(*) FROM branches b JOIN projects p ON p.id = "
+                 "b.project_id WHERE p.name = :p AND b.head_sha = :h", p=project,
+                 h=shas[1]) == 1

@@ -36,6 +36,7 @@ from mallard_wire.fields import FullSha, GitRef, JsonDict, Name, Sha, Text
 from pydantic import BaseModel, JsonValue, ValidationError
 from sqlalchemy.orm import Session
 
+from mallard_api import quotas
 from mallard_api.analysis import pull_requests
 from mallard_api.analysis.specs import SpecError
 from mallard_api.auth import UserOrAdmin, field_error
@@ -285,8 +286,10 @@ def gitea_project(project: ProjectName, request: Request, raw: Raw, session: DB,
 
 
 @router.post("/push", response_model=PushOut, responses={403: {"model": ErrorOut}})
-def plain_push(body: PlainPush, session: DB, settings: Conf, _: UserOrAdmin) -> PushOut:
-    """The plain form posted by `api/hooks/post-receive` (bearer token, role user/admin)."""
+def plain_push(body: PlainPush, request: Request, session: DB, settings: Conf,
+               p: UserOrAdmin) -> PushOut:
+    """The plain form posted by `api/hooks/post-receive` (bearer token, role user/admin);
+    the commit jobs it queues count against the token's quotas (quotas.py)."""
     project = project_sql.get(session, body.project)
     if project is None:
         raise field_error(404, ["body", "project"], f"no project named '{body.project}'",
@@ -296,5 +299,7 @@ def plain_push(body: PlainPush, session: DB, settings: Conf, _: UserOrAdmin) -> 
     for info, c in zip(infos, body.commits, strict=True):
         if c.parent:
             info.parent = c.parent.lower()
+    catalog = request.app.state.catalog
     return handle_push(session, settings, project, ref=body.ref, after=body.after,
-                       commits=infos)
+                       commits=infos, charge=lambda jobs: quotas.charge_jobs(
+                           session, settings, catalog, p, jobs))

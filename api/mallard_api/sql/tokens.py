@@ -93,3 +93,14 @@ def comparison_jobs(session: Session, comparison_ids: list[int]) -> list[tuple[i
         "SELECT j.id, j.spec FROM comparison_jobs cj JOIN jobs j ON j.id = cj.job_id "
         "WHERE cj.comparison_id = ANY(:ids)"), {"ids": comparison_ids})
     return [(int(r[0]), r[1]) for r in rows]
+
+
+def jobs_with_comparisons(session: Session, job_ids: list[int]
+                          ) -> tuple[list[tuple[int, JsonDict]], list[int]]:
+    """(job id, spec) of these jobs, and the comparisons they belong to."""
+    rows = session.execute(text(
+        "SELECT j.id, j.spec, cj.comparison_id FROM jobs j "
+        "LEFT JOIN comparison_jobs cj ON cj.job_id = j.id WHERE j.id = ANY(:ids)"),
+        {"ids": job_ids}).all()
+    return ([(int(r[0]), r[1]) for r in rows],
+            sorted({int(r[2]) for r in rows if r[2] is not None}))
