@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import pwd
 import secrets
+import socket
 import subprocess
 import tempfile
 import time
@@ -28,8 +29,6 @@ from urllib.parse import quote
 
 import psycopg
 from psycopg import sql
-
-from mallard_api.harness import free_port
 
 with warnings.catch_warnings():  # the wheel's import warns when XDG_RUNTIME_DIR is unset
     warnings.simplefilter("ignore")
@@ -52,6 +51,16 @@ local   replication  all                 scram-sha-256
 host    replication  all   127.0.0.1/32  scram-sha-256
 host    replication  all   ::1/128       scram-sha-256
 """
+
+
+def free_port(preferred: int = 0) -> int:
+    """`preferred` when it is free (0: none), else a free port of 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", preferred))
+        except OSError:
+            s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _as_root() -> bool:

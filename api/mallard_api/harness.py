@@ -10,30 +10,27 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TypeVar
 
+from sqlalchemy.orm import Session
+
+from mallard_api import db
+from mallard_api.auth import hash_token, new_token
+from mallard_api.config import Settings
+from mallard_api.embedded import free_port as free_port  # the tests' and demos' import
+from mallard_api.sql import tokens as token_sql
+
 T = TypeVar("T")
 
 API_BIN = Path(sys.executable).parent / "mallard-api"
-
-
-def free_port(preferred: int = 0) -> int:
-    """`preferred` when it is free (0: none), else a free port of 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", preferred))
-        except OSError:
-            s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(what: str, check: Callable[[], T], timeout: float, *, interval: float = 0.25,
@@ -58,19 +55,31 @@ def wait_for(what: str, check: Callable[[], T], timeout: float, *, interval: flo
                          f"(last: {last!r})\n{extra}")
 
 
-def mint_token(env: dict[str, str], role: str, runner: str | None = None,
+def database_of(env: Mapping[str, str], cwd: Path | None = None) -> str:
+    """The database of the API that `env` configures, found as `mallard-api db-url` finds
+    it: its DATABASE_URL, else the running embedded server of its MALLARD_DATA_DIR."""
+    fields: dict[str, object] = {"database_url": env.get("DATABASE_URL") or None}
+    data_dir = Path(env.get("MALLARD_DATA_DIR") or Settings().data_dir)
+    fields["data_dir"] = data_dir if data_dir.is_absolute() else (cwd or Path.cwd()) / data_dir
+    return db.database_url(Settings(**fields), start=False)  # type: ignore[arg-type]
+
+
+def mint_token(env: Mapping[str, str], role: str, runner: str | None = None,
                cwd: Path | None = None, projects: tuple[str, ...] = ()) -> str:
-    """A new token (`mallard-api token create` against the database `env` names, stored
-    hashed), printed once; `projects`: a user token that reads only those projects' jobs."""
-    cmd = [str(API_BIN), "token", "create", "--role", role]
-    if runner is not None:
-        cmd += ["--runner", runner]
-    for project in projects:
-        cmd += ["--project", project]
-    out = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
-    if out.returncode != 0 or not out.stdout.strip():
-        raise RuntimeError(f"mallard-api token create failed: {out.stderr.strip()}")
-    return out.stdout.strip().splitlines()[-1]
+    """A new token of the database `env` names (stored hashed, as `mallard-api token
+    create` stores it; made here, not by the CLI, whose start-up imports the whole API);
+    `projects`: a user token that reads only those projects' jobs."""
+    token = new_token()
+    engine = db.make_engine(database_of(env, cwd), 1)
+    try:
+        with Session(engine) as session:
+            token_sql.create(session, token_sha256=hash_token(token), role=role,
+                             runner_name=runner, description=None,
+                             projects=list(projects) or None)
+            session.commit()
+    finally:
+        engine.dispose()
+    return token
 
 
 def healthy(url: str) -> bool:

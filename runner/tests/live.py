@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 import psycopg
-from mallard_api.harness import API_BIN, ApiProcess
+from mallard_api.harness import ApiProcess, database_of
 from mallard_runner.settings import REPO_ROOT
 from mallard_wire.recipes import RECIPE_FILE, read_recipe_file
 
@@ -91,8 +91,7 @@ class RealApi(ApiProcess):
         return dict(r.json())
 
     def sql(self, statement: str, params: dict[str, Any] | None = None) -> None:
-        url = subprocess.run([str(API_BIN), "db-url"], env=self.env, capture_output=True,
-                             text=True, check=True, timeout=60).stdout.strip()
+        url = database_of(self.env, self.cwd).replace("postgresql+psycopg://", "postgresql://")
         with psycopg.connect(url) as conn:
             conn.execute(statement, params or {})
 
