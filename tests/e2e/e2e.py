@@ -26,6 +26,7 @@ import time
 import tomllib
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -156,9 +157,11 @@ def isolation_checks() -> None:
     check("no other container may run on the runner's cores", not shared and bool(sets["runner"]),
           ", ".join(f"{k} {sorted(v) or 'any'}" for k, v in sets.items()))
 
-    reach = {f"{h}:{p}": runner_connects(h, p) for h, p in (
-        ("api", 8000), ("postgres", 5432), ("prometheus", 9090), ("alertmanager", 9093),
-        ("webhook-log", 8080), ("1.1.1.1", 443))}
+    targets = (("api", 8000), ("postgres", 5432), ("prometheus", 9090), ("alertmanager", 9093),
+               ("webhook-log", 8080), ("1.1.1.1", 443))
+    with ThreadPoolExecutor(len(targets)) as pool:  # each refusal waits for DNS or a timeout
+        answers = pool.map(lambda t: runner_connects(*t), targets)
+        reach = {f"{h}:{p}": a for (h, p), a in zip(targets, answers, strict=True)}
     check("code under test reaches the API and nothing else",
           reach["api:8000"] == "ok" and all(v != "ok" for k, v in reach.items()
                                             if k != "api:8000"),
