@@ -14,6 +14,7 @@ socket to 127.0.0.1):
 - unread: GET /openapi.json pipelined 50 times on a 4 KiB receive window, never read.
 
 Besides, one client sends a 128 MiB header (the review's other attack) again and again.
+The probe runs on an event loop and thread of its own, apart from the slow connections'.
 Reports the probe's p50 / p99 / max with and without them, its errors, and how the
 server ended the slow connections (408, 431, closed).
 """
@@ -160,7 +161,9 @@ async def _run(base: str, token: str, conns: int, seconds: float, alone: float
             for i in range(conns)]
     held.append(asyncio.create_task(_flood(host, port, until, slow)))
     await asyncio.sleep(min(2.0, seconds / 4))  # all of them in place first
-    loaded = await probe(base, token, until)
+    # the probe on a loop (and thread) of its own: on this one, writing the flood's
+    # blocks and waking 64 connections would delay it, and count as the server's
+    loaded = await asyncio.to_thread(asyncio.run, probe(base, token, until))
     await asyncio.gather(*held, return_exceptions=True)
     return quiet, loaded, slow
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from fastapi import HTTPException
 from sqlalchemy.orm import Session
 
 from mallard_api.analysis import specs, verdicts
@@ -38,7 +39,8 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
     """Record the push and queue commit jobs for its newest new commits (at most
     `push_max_queued`, oldest of them first) on a tracked branch; commits the caller.
     `charge`, when given, is handed the queued jobs' ids before the commit (a token's
-    quotas: it may refuse them, and the whole push with them)."""
+    quotas): when it refuses them (429), the push is recorded and its new commits are
+    deferred, none queued, and the note says which quota."""
     if not ref.startswith("refs/heads/"):
         return PushOut(project=project.name, branch=None, commits=0, jobs=[],
                        ignored=f"{ref} is not a branch")
@@ -60,22 +62,29 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
     unreachable = mark_rewritten(session, settings, project, record, old_head, after)
     wanted = record.new[-settings.push_max_queued:] if settings.push_max_queued else []
     ignored = not_queued(session, settings, project, branch, after)
+    over_quota = None
     if ignored is None:
-        for sha in wanted:
-            for arch in verdicts.arches(session, settings):
-                job_id = verdicts.queue_commit(session, settings, project, branch=branch,
-                                               branch_id=record.branch_id, sha=sha, arch=arch)
-                if job_id is not None:
-                    jobs.append(job_id)
-                    queued.add(sha)
+        try:
+            with session.begin_nested():  # past a quota: none of the jobs, all deferred
+                jobs, queued = queue_jobs(session, settings, project, branch,
+                                          record.branch_id, wanted)
+                if charge is not None and jobs:
+                    charge(jobs)
+        except HTTPException as exc:
+            if exc.status_code != 429:
+                raise
+            detail: Any = exc.detail  # field_error's: [{"loc", "msg", "type"}]
+            over_quota = str(detail[0]["msg"] if isinstance(detail, list) else detail)
+            jobs, queued, wanted = [], set(), []
     deferred = len(record.new) - len(wanted) if ignored is None else 0
     if deferred:
         verdict_sql.defer(session, project.id, branch, record.new[:deferred],
                           verdicts.arches(session, settings))
     note = None
     if deferred:
+        why = over_quota or f"MALLARD_PUSH_MAX_QUEUED={settings.push_max_queued}"
         note = (f"{len(record.new)} new commits: the newest {len(wanted)} queued "
-                f"(MALLARD_PUSH_MAX_QUEUED={settings.push_max_queued}); {deferred} deferred"
+                f"({why}); {deferred} deferred"
                 + (", backfilled newest first when runners are idle"
                    if settings.push_backfill else " (backfill is off)"))
     if charge is not None and jobs:
@@ -84,6 +93,22 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
     return PushOut(project=project.name, branch=branch, commits=len(record.new),
                    queued=len(queued), jobs=jobs, ignored=ignored, deferred=deferred,
                    unreachable=len(unreachable), note=note)
+
+
+def queue_jobs(session: Session, settings: Settings, project: Project, branch: str,
+               branch_id: int, wanted: list[str]) -> tuple[list[int], set[str]]:
+    """The commit jobs of `wanted` (oldest first), one per live architecture: their ids,
+    and the commits that got one."""
+    jobs: list[int] = []
+    queued: set[str] = set()
+    for sha in wanted:
+        for arch in verdicts.arches(session, settings):
+            job_id = verdicts.queue_commit(session, settings, project, branch=branch,
+                                           branch_id=branch_id, sha=sha, arch=arch)
+            if job_id is not None:
+                jobs.append(job_id)
+                queued.add(sha)
+    return jobs, queued
 
 
 def mark_rewritten(session: Session, settings: Settings, project: Project,

@@ -15,10 +15,11 @@ and the profiles of its moved cases, counts against that token (`count_for`): ne
 refused when it is queued (the analysis worker has no one to answer), it keeps the
 token's next requests out while it runs. A push posted with a token (POST
 /webhooks/push) is charged its commit jobs and their comparisons (`charge_jobs`); past a
-quota it is refused whole, its commits unrecorded, as any request is. Other work the API
-queues itself (a bisection's steps, a calibration's canaries, the commit jobs of a forge's
-signed push, which carries no token) is bounded by its own settings (MALLARD_PUSH_MAX_QUEUED
-for pushes) and counts against no token.
+quota it queues none of them: its commits are recorded and deferred (backfilled only
+when runners are idle, so it cannot fill the queue), and its answer names the quota.
+Other work the API queues itself (a bisection's steps, a calibration's canaries, the
+commit jobs of a forge's signed push, which carries no token) is bounded by its own
+settings (MALLARD_PUSH_MAX_QUEUED for pushes) and counts against no token.
 """
 
 from __future__ import annotations
@@ -91,8 +92,7 @@ def charge(session: Session, settings: Settings, catalog: Catalog, p: Principal,
             ("queued_jobs", settings.quota_queued_jobs, now.jobs, len(trials), "jobs"),
             ("queued_trials", settings.quota_queued_trials, now.trials,
              sum(trials.values()), "trials")):
-        if limit and asked and total > limit:
-            session.rollback()
+        if limit and asked and total > limit:  # the request's session is rolled back
             raise exceeded(settings, name, limit, total - asked, asked, what)
 
 

@@ -119,7 +119,11 @@ def settings(database_url: str) -> Settings:
                     gitlab_webhook_token=GITLAB_TOKEN, gitea_webhook_secret=GITEA_SECRET,
                     bootstrap_admin_token=None, db_pool_size=10, repo_url_allow="file:///",
                     analysis_poll_seconds=0, outbox_poll_seconds=3600,
-                    token_cache_seconds=0)
+                    token_cache_seconds=0,
+                    # one user token (user_headers) queues work in every test of the session,
+                    # and no runner runs it: quotas are tested with tokens of their own
+                    # (test_quotas.py)
+                    quota_queued_jobs=0, quota_queued_comparisons=0, quota_queued_trials=0)
 
 
 @pytest.fixture(scope="session")

@@ -146,30 +146,38 @@ def test_a_push_with_a_token_is_charged_its_commit_jobs(
         client: TestClient, app: Any, conf: Settings, make_token: Any, bearer: Any,
         make_project: Any, make_runner: Any, engine: Any) -> None:
     """The post-receive hook's form (POST /webhooks/push) queues a commit job per new
-    commit and live architecture: a token pushing one commit after another is refused
-    past its jobs quota, and the refused push records nothing (its commit, the head)."""
+    commit and live architecture, charged to the token: past its jobs quota a push queues
+    none, and is still recorded, its commit deferred (backfilled when runners are idle)
+    and the quota named."""
     project = make_project()["name"]
     make_runner()
     user = bearer(make_token("user"))
     shas = [hashlib.sha1(f"{project}-{i}".encode()).hexdigest() for i in range(4)]
 
     def push(before: str | None, sha: str) -> Any:
-        return client.post("/api/v1/webhooks/push", headers=user, json={
+        r = client.post("/api/v1/webhooks/push", headers=user, json={
             "project": project, "ref": "refs/heads/main", "before": before, "after": sha,
             "commits": [{"sha": sha, "parent": before, "message": "m", "author": "a"}]})
+        assert r.status_code == 200, r.text
+        return r.json()
 
-    app.dependency_overrides[get_settings] = lambda: conf.model_copy(update={
-        "quota_queued_jobs": 0, "quota_queued_trials": 0, "quota_queued_comparisons": 0})
-    first = push(None, shas[0])
-    assert first.status_code == 200 and first.json()["jobs"], first.text
-    per_push = len(first.json()["jobs"])  # one per live architecture
-    app.dependency_overrides[get_settings] = lambda: conf.model_copy(update={
-        "quota_queued_jobs": 2 * per_push, "quota_queued_trials": 0,
-        "quota_queued_comparisons": 0})
-    second = push(shas[0], shas[1])
-    assert second.status_code == 200, second.text
-    refused(push(shas[1], shas[2]), "queued_jobs")
-    assert count(engine, "SELECT count(*) FROM commits WHERE sha = :s", s=shas[2]) == 0
+    def quotas(jobs: int) -> None:
+        app.dependency_overrides[get_settings] = lambda: conf.model_copy(update={
+            "quota_queued_jobs": jobs, "quota_queued_trials": 0,
+            "quota_queued_comparisons": 0})
+
+    quotas(0)
+    per_push = len(push(None, shas[0])["jobs"])  # one per live architecture
+    assert per_push >= 1
+    quotas(2 * per_push)
+    assert len(push(shas[0], shas[1])["jobs"]) == per_push
+    third = push(shas[1], shas[2])
+    assert (third["commits"], third["jobs"], third["deferred"]) == (1, [], 1), third
+    assert "MALLARD_QUOTA_QUEUED_JOBS" in third["note"] and "deferred" in third["note"]
+    queued = "SELECT count(*) FROM jobs j JOIN api_tokens t ON t.id = j.requested_by " \
+             "WHERE t.token_sha256 = :h"
+    assert count(engine, queued, h=hashlib.sha256(user["Authorization"][7:].encode()
+                                                   ).hexdigest()) == 2 * per_push
     assert count(engine, "SELECT count(*) FROM branches b JOIN projects p ON p.id = "
                  "b.project_id WHERE p.name = :p AND b.head_sha = :h", p=project,
-                 h=shas[1]) == 1
+                 h=shas[2]) == 1
