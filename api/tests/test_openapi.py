@@ -39,3 +39,11 @@ def test_all_checks_are_used():
           suppress_health_check=list(HealthCheck))
 def test_api_conforms_to_its_schema(case, app, admin_headers):  # type: ignore[no-untyped-def]
     case.call_and_validate(app=app, headers=admin_headers, checks=CHECKS)
+
+
+def test_the_document_served_is_the_apps_rendered_once(client, app):  # type: ignore[no-untyped-def]
+    """/openapi.json is served from bytes rendered at its first request (main.py): the
+    app's document, the same bytes every time."""
+    first, second = client.get("/openapi.json"), client.get("/openapi.json")
+    assert first.status_code == 200 and first.headers["content-type"] == "application/json"
+    assert first.json() == app.openapi() and first.content == second.content
