@@ -87,8 +87,6 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
                 f"({why}); {deferred} deferred"
                 + (", backfilled newest first when runners are idle"
                    if settings.push_backfill else " (backfill is off)"))
-    if charge is not None and jobs:
-        charge(jobs)
     session.commit()
     return PushOut(project=project.name, branch=branch, commits=len(record.new),
                    queued=len(queued), jobs=jobs, ignored=ignored, deferred=deferred,
