@@ -50,6 +50,7 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
                        ignored="branch deleted")
     after = after.lower()
     refuse_cycles(session, settings, project, after, commits)
+    ignored = not_queued(session, settings, project, branch, after)  # before the lock
     old_head = project_sql.branch_head(session, project, branch)
     record = project_sql.record_push(session, project, branch, after, commits)
     if record.stale:
@@ -59,9 +60,9 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
                                "a branch head never moves back (a replayed delivery?)")
     jobs: list[int] = []
     queued: set[str] = set()
-    unreachable = mark_rewritten(session, settings, project, record, old_head, after)
+    unreachable = mark_rewritten(session, settings, project, record, old_head, after,
+                                 commits)
     wanted = record.new[-settings.push_max_queued:] if settings.push_max_queued else []
-    ignored = not_queued(session, settings, project, branch, after)
     over_quota = None
     if ignored is None:
         try:
@@ -110,11 +111,13 @@ def queue_jobs(session: Session, settings: Settings, project: Project, branch: s
 
 
 def mark_rewritten(session: Session, settings: Settings, project: Project,
-                   record: project_sql.PushRecord, old_head: str | None, after: str
-                   ) -> list[str]:
+                   record: project_sql.PushRecord, old_head: str | None, after: str,
+                   commits: list[CommitInfo]) -> list[str]:
     """A force-push (the old head is not an ancestor of `after`, whose ancestry reaches
-    the branch's old history): what is gone stays, marked unreachable; what it marked."""
-    if not old_head or old_head == after:
+    the branch's old history): what is gone stays, marked unreachable; what it marked.
+    A push whose own commits lead from `after` to the old head is a fast-forward without
+    asking the database (the walk runs under the branch's lock)."""
+    if not old_head or old_head == after or old_head in pushed_ancestry(after, commits):
         return []
     keep = verdict_sql.ancestry(session, project.id, after, settings.bisect_max_commits,
                                 until=old_head)
@@ -123,6 +126,17 @@ def mark_rewritten(session: Session, settings: Settings, project: Project,
     if old_head in keep or not joins:
         return []
     return verdict_sql.mark_unreachable(session, record.branch_id, keep)
+
+
+def pushed_ancestry(after: str, commits: list[CommitInfo]) -> set[str]:
+    """`after` and its first parents as far as the push's own commits tell them."""
+    parent_of = {c.sha: c.parent for c in commits}
+    seen: set[str] = set()
+    node: str | None = after
+    while node is not None and node not in seen:
+        seen.add(node)
+        node = parent_of.get(node)
+    return seen
 
 
 def not_queued(session: Session, settings: Settings, project: Project, branch: str,

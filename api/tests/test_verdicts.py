@@ -256,6 +256,25 @@ def test_a_fast_forward_walks_its_new_commits_not_the_branch_history(
                                     until=hexsha("elsewhere"))) == 50
 
 
+def test_a_fast_forward_its_commits_prove_asks_no_walk_under_the_lock(
+        settings: Settings, db_session: Session, make_project: Any, unique: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pushes to one branch queue on its lock: a push whose own commits lead to the old
+    head is a fast-forward without walking the database."""
+    project = make_project()["name"]
+    commits = [hexsha(f"{unique}{i:04d}") for i in range(4)]
+    push(db_session, settings, project, None, commits[:2], ["c0", "c1"])
+    walks: list[str] = []
+    real = verdict_sql.ancestry
+    monkeypatch.setattr(verdict_sql, "ancestry",
+                        lambda s, p, sha, *a, **k: walks.append(sha) or real(s, p, sha, *a, **k))
+    out = push(db_session, settings, project, commits[1], commits[2:], ["c2", "c3"])
+    assert (out.commits, out.unreachable, walks) == (2, 0, [])
+    # a force-push's commits do not reach the old head: the walk tells
+    out = push(db_session, settings, project, commits[0], [hexsha(f"{unique}f")], ["f"])
+    assert out.unreachable == 3 and walks == [hexsha(f"{unique}f")]
+
+
 def blocked_by(engine: Engine, pid: int) -> bool:
     """Whether some backend waits for a lock `pid` holds."""
     with engine.connect() as conn:

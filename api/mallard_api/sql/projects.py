@@ -121,9 +121,11 @@ def ensure_branch(session: Session, project: Project, name: str) -> Branch:
 def upsert_commits(session: Session, project_id: int, infos: list[CommitInfo]
                    ) -> dict[str, int]:
     """Insert the commits that are new (filling in details known now for the others),
-    in one statement; sha -> id. `infos` must not repeat a sha."""
+    in one statement; sha -> id. `infos` must not repeat a sha. In sha order: two pushes
+    that share commits lock their rows in one order (no deadlock)."""
     if not infos:
         return {}
+    infos = sorted(infos, key=lambda c: c.sha)
     rows = session.execute(_UPSERT_COMMITS, {
         "p": project_id, "sha": [c.sha for c in infos], "parent": [c.parent for c in infos],
         "message": [c.message for c in infos], "author": [c.author for c in infos],
@@ -157,16 +159,23 @@ ON CONFLICT (project_id, sha) DO UPDATE SET
 RETURNING id, sha
 """)
 
-# New commits get the next positions, in push order; the window runs after the filter.
+# New commits get the next positions, in push order (the window runs after the filter);
+# the branch's head becomes :head in the same statement.
 _ADD_TO_BRANCH = text("""
-INSERT INTO branch_commits (branch_id, commit_id, position)
-SELECT CAST(:b AS integer), u.id,
-       (SELECT coalesce(max(position), 0) FROM branch_commits
-        WHERE branch_id = CAST(:b AS integer)) + row_number() OVER (ORDER BY u.ord)
-FROM unnest(CAST(:ids AS bigint[])) WITH ORDINALITY AS u(id, ord)
-WHERE NOT EXISTS (SELECT 1 FROM branch_commits bc
-                  WHERE bc.branch_id = CAST(:b AS integer) AND bc.commit_id = u.id)
-RETURNING commit_id
+WITH added AS (
+    INSERT INTO branch_commits (branch_id, commit_id, position)
+    SELECT CAST(:b AS integer), u.id,
+           (SELECT coalesce(max(position), 0) FROM branch_commits
+            WHERE branch_id = CAST(:b AS integer)) + row_number() OVER (ORDER BY u.ord)
+    FROM unnest(CAST(:ids AS bigint[])) WITH ORDINALITY AS u(id, ord)
+    WHERE NOT EXISTS (SELECT 1 FROM branch_commits bc
+                      WHERE bc.branch_id = CAST(:b AS integer) AND bc.commit_id = u.id)
+    RETURNING commit_id
+), moved AS (
+    UPDATE branches SET head_sha = CAST(:head AS text), updated_at = now()
+    WHERE id = CAST(:b AS integer) AND CAST(:head AS text) IS NOT NULL
+)
+SELECT commit_id FROM added
 """)
 
 # The branch locked, with the positions of its head and of the pushed `after`. FOR NO KEY
@@ -182,37 +191,38 @@ FROM branches b WHERE b.id = :b FOR NO KEY UPDATE OF b
 """)
 
 
-def add_to_branch(session: Session, branch_id: int, commit_ids: list[int]) -> set[int]:
+def add_to_branch(session: Session, branch_id: int, commit_ids: list[int], *,
+                  head: str | None = None) -> set[int]:
     """Put the commits not yet on the branch after its last one, in this order (the caller
-    holds the branch row's lock); returns the ids it added."""
-    return {int(r[0]) for r in session.execute(_ADD_TO_BRANCH, {"b": branch_id,
-                                                                "ids": commit_ids})}
+    holds the branch row's lock), and make `head` its head when given; returns the ids
+    it added."""
+    return {int(r[0]) for r in session.execute(_ADD_TO_BRANCH, {
+        "b": branch_id, "ids": commit_ids, "head": head})}
 
 
 def record_push(session: Session, project: Project, branch_name: str, after: str,
                 commits: list[CommitInfo]) -> PushRecord:
     """Record the pushed commits (oldest first) on the branch, in a few statements
     whatever their number; each commit not yet on the branch gets the next position and
-    the head becomes `after`. The branch row is locked so concurrent pushes number
-    consistently.
+    the head becomes `after`. The commits are written first; then the branch row is
+    locked (until the caller commits) so concurrent pushes number consistently: two
+    statements under the lock, since pushes to one branch queue on it.
 
     A push whose `after` is already on the branch at an older position than the head (a
     replayed delivery) changes nothing: a head never moves back to a known older commit.
     """
     branch_id = ensure_branch_id(session, project.id, branch_name)
-    lock = session.execute(_LOCK_BRANCH, {"b": branch_id, "p": project.id, "after": after}
-                           ).one()
-    if lock.after_at is not None and lock.head_at is not None and lock.after_at < lock.head_at:
-        return PushRecord(branch_id, [], stale=True)
     infos: dict[str, CommitInfo] = {}
     for info in commits:
         infos.setdefault(info.sha, info)
     infos.setdefault(after, CommitInfo(sha=after))
     ordered = list(infos.values())
     id_of = upsert_commits(session, project.id, ordered)
-    added = add_to_branch(session, branch_id, [id_of[c.sha] for c in ordered])
-    session.execute(text("UPDATE branches SET head_sha = :h, updated_at = now() WHERE id = :b"),
-                    {"h": after, "b": branch_id})
+    lock = session.execute(_LOCK_BRANCH, {"b": branch_id, "p": project.id, "after": after}
+                           ).one()
+    if lock.after_at is not None and lock.head_at is not None and lock.after_at < lock.head_at:
+        return PushRecord(branch_id, [], stale=True)
+    added = add_to_branch(session, branch_id, [id_of[c.sha] for c in ordered], head=after)
     return PushRecord(branch_id, [c.sha for c in ordered if id_of[c.sha] in added])
 
 
