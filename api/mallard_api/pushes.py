@@ -5,7 +5,9 @@ backfilled later, verdicts.py). Each commit job builds the project's own allocat
 recipe (a project without one records the push and queues nothing), and judges its
 commit against the last measured commit of the branch (a commit verdict). A force-push
 (the old head is not an ancestor of the new one) marks the commits it took off the branch
-unreachable; their results are kept."""
+unreachable; their results are kept. An older push delivered after a newer one (its
+`before` is no longer the head, its `after` is an ancestor of the head) records its
+commits and leaves the head where it is."""
 
 from __future__ import annotations
 
@@ -34,13 +36,14 @@ def is_tracked(project: Project, branch: str) -> bool:
 
 
 def handle_push(session: Session, settings: Settings, project: Project, *, ref: str,
-                after: str, commits: list[CommitInfo],
+                after: str, commits: list[CommitInfo], before: str | None = None,
                 charge: Callable[[list[int]], None] | None = None) -> PushOut:
     """Record the push and queue commit jobs for its newest new commits (at most
     `push_max_queued`, oldest of them first) on a tracked branch; commits the caller.
     `charge`, when given, is handed the queued jobs' ids before the commit (a token's
     quotas): when it refuses them (429), the push is recorded and its new commits are
-    deferred, none queued, and the note says which quota."""
+    deferred, none queued, and the note says which quota. `before`, the head the push
+    started from, tells an older push delivered late (`arrives_late`)."""
     if not ref.startswith("refs/heads/"):
         return PushOut(project=project.name, branch=None, commits=0, jobs=[],
                        ignored=f"{ref} is not a branch")
@@ -51,8 +54,8 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
     after = after.lower()
     refuse_cycles(session, settings, project, after, commits)
     ignored = not_queued(session, settings, project, branch, after)  # before the lock
-    old_head = project_sql.branch_head(session, project, branch)
-    record = project_sql.record_push(session, project, branch, after, commits)
+    record = project_sql.record_push(session, project, branch, after, commits, late=(
+        lambda head: arrives_late(session, settings, project, head, before, after, commits)))
     if record.stale:
         session.commit()  # nothing changed but the delivery id (when there is one)
         return PushOut(project=project.name, branch=branch, commits=0, jobs=[],
@@ -60,8 +63,8 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
                                "a branch head never moves back (a replayed delivery?)")
     jobs: list[int] = []
     queued: set[str] = set()
-    unreachable = mark_rewritten(session, settings, project, record, old_head, after,
-                                 commits)
+    unreachable = [] if record.late else mark_rewritten(session, settings, project, record,
+                                                        after, commits)
     wanted = record.new[-settings.push_max_queued:] if settings.push_max_queued else []
     over_quota = None
     if ignored is None:
@@ -81,17 +84,25 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
     if deferred:
         verdict_sql.defer(session, project.id, branch, record.new[:deferred],
                           verdicts.arches(session, settings))
-    note = None
-    if deferred:
-        why = over_quota or f"MALLARD_PUSH_MAX_QUEUED={settings.push_max_queued}"
-        note = (f"{len(record.new)} new commits: the newest {len(wanted)} queued "
-                f"({why}); {deferred} deferred"
-                + (", backfilled newest first when runners are idle"
-                   if settings.push_backfill else " (backfill is off)"))
+    note = push_note(settings, record, len(wanted), deferred, over_quota)
     session.commit()
     return PushOut(project=project.name, branch=branch, commits=len(record.new),
                    queued=len(queued), jobs=jobs, ignored=ignored, deferred=deferred,
                    unreachable=len(unreachable), note=note)
+
+
+def push_note(settings: Settings, record: project_sql.PushRecord, queued: int, deferred: int,
+              over_quota: str | None) -> str | None:
+    """What the answer says beyond its counts: a late delivery, the commits deferred."""
+    late = (f"delivered after a newer push: its commits are recorded, the head stays at "
+            f"{(record.old_head or '')[:12]}" if record.late else None)
+    if not deferred:
+        return late
+    why = over_quota or f"MALLARD_PUSH_MAX_QUEUED={settings.push_max_queued}"
+    return "; ".join(filter(None, [late, (
+        f"{len(record.new)} new commits: the newest {queued} queued ({why}); {deferred} "
+        "deferred" + (", backfilled newest first when runners are idle"
+                      if settings.push_backfill else " (backfill is off)"))]))
 
 
 def queue_jobs(session: Session, settings: Settings, project: Project, branch: str,
@@ -111,12 +122,13 @@ def queue_jobs(session: Session, settings: Settings, project: Project, branch: s
 
 
 def mark_rewritten(session: Session, settings: Settings, project: Project,
-                   record: project_sql.PushRecord, old_head: str | None, after: str,
-                   commits: list[CommitInfo]) -> list[str]:
+                   record: project_sql.PushRecord, after: str, commits: list[CommitInfo]
+                   ) -> list[str]:
     """A force-push (the old head is not an ancestor of `after`, whose ancestry reaches
     the branch's old history): what is gone stays, marked unreachable; what it marked.
     A push whose own commits lead from `after` to the old head is a fast-forward without
     asking the database (the walk runs under the branch's lock)."""
+    old_head = record.old_head
     if not old_head or old_head == after or old_head in pushed_ancestry(after, commits):
         return []
     keep = verdict_sql.ancestry(session, project.id, after, settings.bisect_max_commits,
@@ -126,6 +138,22 @@ def mark_rewritten(session: Session, settings: Settings, project: Project,
     if old_head in keep or not joins:
         return []
     return verdict_sql.mark_unreachable(session, record.branch_id, keep)
+
+
+def arrives_late(session: Session, settings: Settings, project: Project, head: str | None,
+                 before: str | None, after: str, commits: list[CommitInfo]) -> bool:
+    """Whether a push is an older one delivered after a newer one (forges do not promise
+    the order of their deliveries): it started from a `before` that is no longer the
+    branch's `head`, and its `after` is among the head's ancestors. Without this, it
+    would look like a force-push back to `after` and mark the newer commits unreachable.
+    A force-push starts from the head it replaces, so it is not late."""
+    if head is None or not before or set(before) == {"0"} or before.lower() == head \
+            or head == after:
+        return False
+    if head in pushed_ancestry(after, commits):
+        return False  # a fast-forward from an older head
+    return after in verdict_sql.ancestry(session, project.id, head,
+                                         settings.bisect_max_commits, until=after)
 
 
 def pushed_ancestry(after: str, commits: list[CommitInfo]) -> set[str]:

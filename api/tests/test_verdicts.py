@@ -275,6 +275,45 @@ def test_a_fast_forward_its_commits_prove_asks_no_walk_under_the_lock(
     assert out.unreachable == 3 and walks == [hexsha(f"{unique}f")]
 
 
+def test_pushes_delivered_out_of_order_keep_the_newer_head(
+        client: TestClient, user_headers: dict[str, str], db_session: Session,
+        make_project: Any, unique: Any) -> None:
+    """Forges do not promise the order of deliveries: push A (base -> a) arriving after
+    push B (a -> b) is not a force-push back to a; b stays the head and reachable. A
+    push that starts from the head (a rewind to a) still moves it back."""
+    project = make_project()["name"]
+    base, a, b = (hexsha(f"{unique}{x}") for x in ("base", "a", "b"))
+
+    def post(before: str | None, after: str, new: bool = True) -> Any:
+        commits = [{"sha": after, "parent": before}] if new else []
+        body = {"project": project, "ref": "refs/heads/main", "before": before,
+                "after": after, "commits": commits}
+        r = client.post("/api/v1/webhooks/push", headers=user_headers, json=body)
+        assert r.status_code in (200, 201), r.text
+        return r.json()
+
+    post(None, base)
+    post(a, b)  # B first
+    late = post(base, a)
+    assert (late["unreachable"], late["commits"]) == (0, 1)
+    assert "delivered after a newer push" in late["note"]
+    p = db_session.query(Project).filter_by(name=project).one()
+    assert head_of(db_session, p) == b
+    rows = db_session.execute(text(
+        "SELECT count(*) FROM branch_commits bc JOIN branches br ON br.id = bc.branch_id "
+        "WHERE br.project_id = :p AND bc.unreachable_at IS NOT NULL"), {"p": p.id}).scalar()
+    assert rows == 0
+    rewind = post(b, a, new=False)  # a force-push from the head back to a
+    assert (rewind["unreachable"], rewind["note"]) == (1, None)
+    assert head_of(db_session, p) == a
+
+
+def head_of(session: Session, project: Project) -> str | None:
+    session.expire_all()
+    branch = project_sql.get_branch(session, project, "main")
+    return None if branch is None else branch.head_sha
+
+
 def blocked_by(engine: Engine, pid: int) -> bool:
     """Whether some backend waits for a lock `pid` holds."""
     with engine.connect() as conn:

@@ -153,7 +153,7 @@ def run_push(session: Session, settings: Settings, project: Project, push: Forge
     raw = [(c.id, c.message, c.author.name if c.author else None, c.timestamp)
            for c in push.commits]
     return handle_push(session, settings, project, ref=push.ref, after=push.after,
-                       commits=chain(push.before, raw))
+                       commits=chain(push.before, raw), before=push.before)
 
 
 def pull_request(forge: Forge, data: JsonDict, session: Session, settings: Settings,
@@ -301,5 +301,5 @@ def plain_push(body: PlainPush, request: Request, session: DB, settings: Conf,
             info.parent = c.parent.lower()
     catalog = request.app.state.catalog
     return handle_push(session, settings, project, ref=body.ref, after=body.after,
-                       commits=infos, charge=lambda jobs: quotas.charge_jobs(
+                       commits=infos, before=body.before, charge=lambda jobs: quotas.charge_jobs(
                            session, settings, catalog, p, jobs))

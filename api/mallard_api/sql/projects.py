@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -142,7 +143,9 @@ def ensure_commit(session: Session, project_id: int, info: CommitInfo) -> int:
 class PushRecord:
     branch_id: int
     new: list[str]  # shas new on the branch, oldest first
+    old_head: str | None  # the head before the push, read under the branch's lock
     stale: bool = False  # `after` is an older position of the branch: nothing was done
+    late: bool = False  # an older push delivered after a newer one: the head stayed
 
 
 _UPSERT_COMMITS = text("""
@@ -201,15 +204,18 @@ def add_to_branch(session: Session, branch_id: int, commit_ids: list[int], *,
 
 
 def record_push(session: Session, project: Project, branch_name: str, after: str,
-                commits: list[CommitInfo]) -> PushRecord:
+                commits: list[CommitInfo], *,
+                late: Callable[[str | None], bool] | None = None) -> PushRecord:
     """Record the pushed commits (oldest first) on the branch, in a few statements
     whatever their number; each commit not yet on the branch gets the next position and
     the head becomes `after`. The commits are written first; then the branch row is
-    locked (until the caller commits) so concurrent pushes number consistently: two
-    statements under the lock, since pushes to one branch queue on it.
+    locked (until the caller commits) so concurrent pushes number consistently: as few
+    statements as can be under the lock, since pushes to one branch queue on it.
 
     A push whose `after` is already on the branch at an older position than the head (a
     replayed delivery) changes nothing: a head never moves back to a known older commit.
+    `late(head)`, asked with the head read under the lock: whether the push is an older
+    one delivered after a newer one; its commits are recorded and the head stays.
     """
     branch_id = ensure_branch_id(session, project.id, branch_name)
     infos: dict[str, CommitInfo] = {}
@@ -220,16 +226,14 @@ def record_push(session: Session, project: Project, branch_name: str, after: str
     id_of = upsert_commits(session, project.id, ordered)
     lock = session.execute(_LOCK_BRANCH, {"b": branch_id, "p": project.id, "after": after}
                            ).one()
+    old_head = None if lock.head_sha is None else str(lock.head_sha)
     if lock.after_at is not None and lock.head_at is not None and lock.after_at < lock.head_at:
-        return PushRecord(branch_id, [], stale=True)
-    added = add_to_branch(session, branch_id, [id_of[c.sha] for c in ordered], head=after)
-    return PushRecord(branch_id, [c.sha for c in ordered if id_of[c.sha] in added])
-
-
-def branch_head(session: Session, project: Project, name: str) -> str | None:
-    head = session.scalar(text("SELECT head_sha FROM branches WHERE project_id = :p AND "
-                               "name = :n"), {"p": project.id, "n": name})
-    return None if head is None else str(head)
+        return PushRecord(branch_id, [], old_head, stale=True)
+    is_late = late is not None and late(old_head)
+    added = add_to_branch(session, branch_id, [id_of[c.sha] for c in ordered],
+                          head=None if is_late else after)
+    return PushRecord(branch_id, [c.sha for c in ordered if id_of[c.sha] in added], old_head,
+                      late=is_late)
 
 
 def commits_on_branch(session: Session, branch: Branch, limit: int, offset: int
