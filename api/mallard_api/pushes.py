@@ -29,6 +29,7 @@ from mallard_api.sql.projects import CommitInfo
 from mallard_api.urls import check_repo_url, parse_allow_list
 
 ZERO = "0" * 40
+LATE_DEPTH = 64  # deliveries come out of order by a few pushes, not by this many commits
 
 
 def is_tracked(project: Project, branch: str) -> bool:
@@ -55,7 +56,7 @@ def handle_push(session: Session, settings: Settings, project: Project, *, ref: 
     refuse_cycles(session, settings, project, after, commits)
     ignored = not_queued(session, settings, project, branch, after)  # before the lock
     record = project_sql.record_push(session, project, branch, after, commits, late=(
-        lambda head: arrives_late(session, settings, project, head, before, after, commits)))
+        lambda head: arrives_late(session, project, head, before, after, commits)))
     if record.stale:
         session.commit()  # nothing changed but the delivery id (when there is one)
         return PushOut(project=project.name, branch=branch, commits=0, jobs=[],
@@ -140,20 +141,20 @@ def mark_rewritten(session: Session, settings: Settings, project: Project,
     return verdict_sql.mark_unreachable(session, record.branch_id, keep)
 
 
-def arrives_late(session: Session, settings: Settings, project: Project, head: str | None,
-                 before: str | None, after: str, commits: list[CommitInfo]) -> bool:
+def arrives_late(session: Session, project: Project, head: str | None, before: str | None,
+                 after: str, commits: list[CommitInfo]) -> bool:
     """Whether a push is an older one delivered after a newer one (forges do not promise
     the order of their deliveries): it started from a `before` that is no longer the
     branch's `head`, and its `after` is among the head's ancestors. Without this, it
     would look like a force-push back to `after` and mark the newer commits unreachable.
-    A force-push starts from the head it replaces, so it is not late."""
+    A force-push starts from the head it replaces, so it is not late. The walk runs under
+    the branch's lock, so it looks only `LATE_DEPTH` commits below the head."""
     if head is None or not before or set(before) == {"0"} or before.lower() == head \
             or head == after:
         return False
     if head in pushed_ancestry(after, commits):
         return False  # a fast-forward from an older head
-    return after in verdict_sql.ancestry(session, project.id, head,
-                                         settings.bisect_max_commits, until=after)
+    return after in verdict_sql.ancestry(session, project.id, head, LATE_DEPTH, until=after)
 
 
 def pushed_ancestry(after: str, commits: list[CommitInfo]) -> set[str]:
