@@ -52,6 +52,12 @@ def comparison_trials(n, *, seed, shifts, noise=0.01, peers=(), warmup=True, dri
     return out
 
 
+def steady(_round):
+    """No drift: ``comparison_trials(..., drift=steady)`` pairs the rounds, as a runner's
+    blocks are, on a steady machine."""
+    return 1.0
+
+
 def paired_trials(n, rng, shifts, noise, drift):
     """Round i's base and head with seq i and the round's drift on both (a runner's block)."""
     out = []

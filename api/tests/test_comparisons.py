@@ -11,6 +11,7 @@ from comparison_data import (
     comparison_trials,
     larson_comparison,
     post_results,
+    steady,
     trial,
 )
 from helpers import claim_job as claim
@@ -96,7 +97,8 @@ def test_comparison_end_to_end(client, user_headers, make_project, make_runner, 
     assert "hypothesis: expected +15% ops_per_sec" in lines
     reg = [ln for ln in lines if ln.startswith("larson threads=2 ops_per_sec: ")]
     assert len(reg) == 1 and reg[0].endswith(
-        f"(p=0.000, 12 trials, 12 robust, mde {cell['mde_pct']:.1f}%, band ±1.0%) REGRESSED")
+        f"(p=0.000 at alpha 0.0126, 12 trials, 12 robust, mde {cell['mde_pct']:.1f}%, "
+        "band ±1.0%) REGRESSED")
     assert ("state: done; 4 primary cells: 0 improved, 1 regressed, 3 same, 0 unknown; "
             "follow-ups: 0") in lines
     assert any(ln.startswith("larson threads=1 ops_per_sec: ") and ln.endswith(" SAME")
@@ -136,14 +138,16 @@ def analysis_session(client):
 
 def first_round_leaves_an_unknown(client, user_headers, make_project, make_runner):
     """A comparison (one follow-up at most) whose first round reports: threads=2 a clear
-    20% regression (decided), threads=1 no shift in 5 trials (unknown)."""
+    20% regression (decided), threads=1 no shift in 5 trials (unknown); paired by round,
+    as a runner's are (5 trials a side as two samples cannot reach the first look's alpha
+    after the adjustment)."""
     project = make_project()
     runner, rheaders = make_runner()
     cid = larson_comparison(client, user_headers, project, runner, threads=[1, 2],
                             max_follow_ups=1)
     job = claim(client, rheaders, runner)
     post_results(client, rheaders, runner, project["name"], job["id"],
-                 comparison_trials(5, seed=3, shifts={1: 1.0, 2: 0.8}))
+                 comparison_trials(5, seed=5, shifts={1: 1.0, 2: 0.8}, drift=steady))
     return project, runner, rheaders, cid
 
 
@@ -164,12 +168,17 @@ def test_unknown_asks_for_a_follow_up(client, user_headers, make_project, make_r
     # a quieter follow-up: rule 4 asks for an MDE of at most 2%, which 10 trials at 1% noise
     # reach only by luck
     post_results(client, rheaders, runner, project["name"], follow["id"],
-                 comparison_trials(5, seed=4, shifts={1: 1.0}, noise=0.005))
+                 comparison_trials(5, seed=4, shifts={1: 1.0}, noise=0.005, drift=steady))
     d = client.get(f"/api/v1/comparisons/{cid}", headers=user_headers).json()
     assert d["state"] == "done", d["report"]
     cell = next(c for c in d["cells"] if c["threads"] == 1 and c["measure"] == "ops_per_sec")
     assert cell["n_base"] == 10 and cell["verdict"] == "same", cell["line"]
     assert "follow-ups: 1" in d["report"]
+    # two looks planned: the follow-up's cell is judged at the second look's level, the
+    # regressed one, which it did not grow, still at the first's (mallard_stats.spending)
+    lines = {(c["threads"], c["measure"]): c["line"] for c in d["cells"]}
+    assert "at alpha 0.0190" in lines[(1, "ops_per_sec")], lines
+    assert "at alpha 0.0310" in lines[(2, "ops_per_sec")], lines
 
 
 def test_deterministic_counts_decide_with_two_runs_a_side(client, user_headers, make_project,
@@ -322,4 +331,4 @@ def test_a_cell_whose_modes_moved_is_unknown_and_the_report_says_so(
     line = next(ln for ln in report.splitlines() if "modes moved" in ln)
     assert "larson threads=1 ops_per_sec modes moved (upper-mode share 70% -> 20%" in line
     assert re.search(r"modes: base 70% at 28\.\dM, 30% at 21\.\dM; head 80% at 21\.\dM, "
-                     r"20% at 28\.\dM$", line), line
+                     r"20% at 28\.\dM(;|$)", line), line

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from comparison_data import comparison_trials, larson_comparison, post_results
+from comparison_data import comparison_trials, larson_comparison, post_results, steady
 from fastapi.testclient import TestClient
 from helpers import claim_job, job_spec
 from mallard_api.config import Settings
@@ -119,7 +119,7 @@ def test_work_the_api_queues_for_a_token_counts_against_it(
     cid = larson_comparison(client, user, project, runner, threads=[1, 2], max_follow_ups=1)
     job = claim_job(client, rheaders, runner)
     post_results(client, rheaders, runner, project["name"], job["id"],
-                 comparison_trials(5, seed=3, shifts={1: 1.0, 2: 0.8}))
+                 comparison_trials(5, seed=5, shifts={1: 1.0, 2: 0.8}, drift=steady))
     mine = "SELECT count(*) FROM jobs WHERE requested_by = :t AND kind = :k AND state = 'queued'"
     assert count(engine, mine, t=tid, k="comparison") == 1  # the follow-up, 5 x 1 cell x 2
     assert count(engine, "SELECT sum(trials_requested) FROM jobs WHERE requested_by = :t "
@@ -136,7 +136,7 @@ def test_work_the_api_queues_for_a_token_counts_against_it(
     # the follow-up answered: the comparison settles, its moved case (threads=2) profiled
     follow = claim_job(client, rheaders, runner)
     post_results(client, rheaders, runner, project["name"], follow["id"],
-                 comparison_trials(5, seed=4, shifts={1: 1.0}))
+                 comparison_trials(5, seed=4, shifts={1: 1.0}, drift=steady))
     assert client.get(f"/api/v1/comparisons/{cid}", headers=user).json()["state"] == "done"
     assert count(engine, profiles, c=cid) == 3
     assert count(engine, mine, t=tid, k="profile") == 3

@@ -18,6 +18,18 @@ Benjamini-Hochberg adjustment over a table's cells no cell could clear alpha; th
 outlier rule has already taken out the rounds that would break the t-test's normality.
 The result is a ``CellStats`` that ``stats.adjust_and_decide`` judges by the same rule
 as any other cell.
+
+**Blocks of rounds.** Pairing cancels a drift slower than a round, not one that moves the
+*ratio*: two threads on one CPU, or a neighbour that slows one allocator more than the
+other, make the ratios of rounds run a minute apart differ by more than the ratios of one
+minute do. Given each pair's ``blocks`` label (the service's: job and ``seq //
+BLOCK_ROUNDS``), a one-way analysis of variance of the robust log ratios by block
+estimates their intraclass correlation ``icc`` when the blocks differ (F-test at
+``BLOCK_ALPHA``), and the design effect ``1 + (m0 - 1) * icc`` (``m0`` the pairs a block)
+widens the interval, the t-test's standard error and the noise (so the MDE and the
+follow-up planner) by its square root, on ``n / effect`` pairs' degrees of freedom: the
+pairs count as the independent evidence they are (``block_effect`` on the cell; 1 when
+the blocks agree or there is one block).
 """
 
 from __future__ import annotations
@@ -32,6 +44,8 @@ from scipy import stats as sps  # type: ignore[import-untyped]
 from mallard_stats.policy import DEFAULT_POLICY, Policy
 from mallard_stats.power import mde_pct
 from mallard_stats.stats import CellStats, robust_cv_pct, robust_mask
+
+BLOCK_ALPHA = 0.10  # blocks that differ at this level count as blocks (module doc)
 
 
 def _usable(v: float | None) -> bool:
@@ -70,44 +84,80 @@ def compare_paired(
     higher_is_better: bool = True,
     primary: bool = True,
     policy: Policy = DEFAULT_POLICY,
+    blocks: Sequence[int] | None = None,
 ) -> CellStats:
-    """``base[i]`` and ``head[i]`` ran in round i. A round missing either side (``None``,
-    not finite, not positive) is left out; ``n_base``/``n_head`` count the rounds kept,
-    ``robust_*`` those within the outlier bound. ``noise_pct`` is the rounds' log-ratio
-    scatter over sqrt(2), so that ``power.mde_pct``'s two-sided formula gives the paired
-    standard error (its ``sigma * sqrt(2/n)`` is then the ratios' scatter over sqrt(n))."""
+    """``base[i]`` and ``head[i]`` ran in round i, of block ``blocks[i]`` when given. A
+    round missing either side (``None``, not finite, not positive) is left out;
+    ``n_base``/``n_head`` count the rounds kept, ``robust_*`` those within the outlier
+    bound. ``noise_pct`` is the rounds' log-ratio scatter over sqrt(2) (times the square
+    root of the blocks' design effect), so that ``power.mde_pct``'s two-sided formula gives
+    the paired standard error (its ``sigma * sqrt(2/n)`` is then the ratios' scatter over
+    sqrt(n))."""
     if len(base) != len(head):
         raise ValueError(f"paired sides differ in length: {len(base)} base, {len(head)} head")
-    pairs = [(b, h) for b, h in zip(base, head, strict=True) if _usable(b) and _usable(h)]
-    b_all = np.asarray([float(b) for b, _ in pairs if b is not None], dtype=np.float64)
-    h_all = np.asarray([float(h) for _, h in pairs if h is not None], dtype=np.float64)
+    labels = [0] * len(base) if blocks is None else list(blocks)
+    pairs = [(b, h, g) for b, h, g in zip(base, head, labels, strict=True)
+             if _usable(b) and _usable(h)]
+    b_all = np.asarray([float(b) for b, _, _ in pairs if b is not None], dtype=np.float64)
+    h_all = np.asarray([float(h) for _, h, _ in pairs if h is not None], dtype=np.float64)
     logs_all = np.log(h_all) - np.log(b_all)
     keep = robust_mask(logs_all, policy.outlier_k)
     logs, b, h = logs_all[keep], b_all[keep], h_all[keep]
+    effect = design_effect(logs, np.asarray([g for _, _, g in pairs], dtype=np.int64)[keep])
     n = int(logs.size)
     scatter = robust_cv_pct(np.exp(logs)) if n >= 2 else None
-    noise = scatter / math.sqrt(2.0) if scatter is not None else None
+    noise = scatter / math.sqrt(2.0) * math.sqrt(effect) if scatter is not None else None
     out = CellStats(
         n_base=int(b_all.size), n_head=int(h_all.size), robust_base=n, robust_head=n,
         base_median=float(np.median(b)) if n else None,
         head_median=float(np.median(h)) if n else None,
         ratio=None, diff_pct=None, ci_low_pct=None, ci_high_pct=None, p_value=None,
         higher_is_better=higher_is_better, deterministic=False, primary=primary,
-        noise_pct=noise, mde_pct=mde_pct(n, noise, policy, paired=True), paired=True)
+        noise_pct=noise, mde_pct=mde_pct(n, noise, policy, paired=True), paired=True,
+        block_effect=effect)
     if n == 0:
         return out
-    ratio = math.exp(float(np.median(logs)))
-    out.ratio = ratio
-    out.diff_pct = (ratio - 1.0) * 100.0
+    mid = float(np.median(logs))
+    out.ratio = math.exp(mid)
+    out.diff_pct = (out.ratio - 1.0) * 100.0
     if n < 2:
         return out
     low, high = median_interval(logs, policy.confidence)
-    lo, hi = math.exp(low), math.exp(high)
-    out.ci_low_pct = (lo - 1.0) * 100.0
-    out.ci_high_pct = (hi - 1.0) * 100.0
+    widen = math.sqrt(effect)  # the blocks' share of the scatter (module doc)
+    out.ci_low_pct = (math.exp(mid - widen * (mid - low)) - 1.0) * 100.0
+    out.ci_high_pct = (math.exp(mid + widen * (high - mid)) - 1.0) * 100.0
+    out.p_value = _p_value(logs, effect)
+    return out
+
+
+def _p_value(logs: NDArray[np.float64], effect: float) -> float:
+    """The one-sample t-test of the log ratios against 0, its standard error widened by
+    the design effect, on ``n / effect - 1`` degrees of freedom."""
     if np.ptp(logs) == 0.0:
         # every round the same ratio: no difference at all, or one beyond any doubt
-        out.p_value = 1.0 if logs[0] == 0.0 else 0.0
-    else:
-        out.p_value = float(sps.ttest_1samp(logs, 0.0).pvalue)
-    return out
+        return 1.0 if logs[0] == 0.0 else 0.0
+    n = int(logs.size)
+    t = float(np.mean(logs)) / (float(np.std(logs, ddof=1)) / math.sqrt(n) * math.sqrt(effect))
+    df = max(1.0, n / effect - 1.0)
+    return float(2.0 * sps.t.sf(abs(t), df))
+
+
+def design_effect(logs: NDArray[np.float64], blocks: NDArray[np.int64]) -> float:
+    """``1 + (m0 - 1) * icc`` of the log ratios grouped by block when the blocks differ
+    (one-way ANOVA, F-test at ``BLOCK_ALPHA``), else 1 (module doc)."""
+    groups = [logs[blocks == g] for g in np.unique(blocks)]
+    groups = [x for x in groups if x.size >= 2]
+    if len(groups) < 2:
+        return 1.0
+    sizes = np.asarray([x.size for x in groups], dtype=np.float64)
+    n, k = float(sizes.sum()), len(groups)
+    grand = float(np.concatenate(groups).mean())
+    msb = float(sum(x.size * (x.mean() - grand) ** 2 for x in groups)) / (k - 1)
+    msw = float(sum(((x - x.mean()) ** 2).sum() for x in groups)) / (n - k)
+    if msb == 0.0:
+        return 1.0
+    if msw > 0.0 and float(sps.f.sf(msb / msw, k - 1, n - k)) >= BLOCK_ALPHA:
+        return 1.0
+    m0 = (n - float((sizes ** 2).sum()) / n) / (k - 1)
+    icc = (msb - msw) / (msb + (m0 - 1.0) * msw)
+    return 1.0 + (m0 - 1.0) * max(0.0, icc)

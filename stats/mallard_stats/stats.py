@@ -81,6 +81,8 @@ class CellNumbers:
     higher_is_better: bool = True
     mde_pct: float | None = None
     paired: bool = False  # judged on pairs of rounds (``paired``): the counts are pairs
+    block_effect: float = 1.0  # the pairs' design effect over blocks of rounds (``paired``)
+    alpha: float | None = None  # the level of the cell's look when spent (``spending``)
 
 
 @dataclass
@@ -274,16 +276,22 @@ def adjust_pvalues(p_values: Sequence[float | None]) -> list[float | None]:
 def adjust_and_decide(
     cells: Sequence[CellStats], policy: Policy = DEFAULT_POLICY,
     bands: Sequence[float | None] | None = None,
+    alphas: Sequence[float] | None = None,
 ) -> list[CellStats]:
     """Adjust the p-values across the primary cells of one comparison (diagnostics keep
     ``p_adjusted = None``), then give each cell its verdict; ``bands[i]``, when set, is
-    cell i's calibrated SAME band (rules 2 and 4, module doc)."""
+    cell i's calibrated SAME band (rules 2 and 4, module doc), ``alphas[i]`` the level of
+    cell i's look (``spending``; the policy's alpha when not given)."""
     adjusted = adjust_pvalues([c.p_value if c.primary else None for c in cells])
     out = []
     for i, (c, p) in enumerate(zip(cells, adjusted, strict=True)):
         c2 = replace(c, p_adjusted=p)
         band = bands[i] if bands is not None else None
         cell_policy = policy if band is None else replace(policy, same_band_pct=band)
+        if alphas is not None and alphas[i] != policy.alpha and c.primary \
+                and not c.deterministic:  # rule D3 and diagnostics test nothing
+            cell_policy = replace(cell_policy, alpha=alphas[i])
+            c2.alpha = alphas[i]
         c2.verdict = decide(c2, cell_policy)
         c2.band_pct = same_band(c2, cell_policy) if c2.primary else None
         out.append(c2)

@@ -40,7 +40,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from mallard_stats import stats
+from mallard_stats import spending, stats
 from mallard_stats.hypothesis import Hypothesis, parse_hypothesis
 from mallard_stats.measures import (
     EMULATED_REASON,
@@ -220,19 +220,20 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy) -> Compute
     keys = sorted(k for k, v in sides.items() if v.base or v.head)
     requested = [comp.hypothesis_measure] if comp.hypothesis_measure else []
     unjudged = [unjudged_reason(k[2], emulated, isolated) for k in keys]
+    looks = [spending.at_look(policy, sides[k].look(), 1 + comp.max_follow_ups) for k in keys]
     raw = [
         pairs.judge(sides[k], higher_is_better=_direction(k[2], known),
                     deterministic=is_deterministic(k[2]),
-                    primary=is_primary(k[2], requested) and why is None, policy=policy,
+                    primary=is_primary(k[2], requested) and why is None, policy=at,
                     min_effect_abs=min_effect_abs(k[2], policy.min_effect_bytes))
-        for k, why in zip(keys, unjudged, strict=True)
+        for k, why, at in zip(keys, unjudged, looks, strict=True)
     ]
     judged = [modes.within_modes(c, sides[k].values("base"), sides[k].values("head"),
-                                 sides[k].pairs(), policy, measure=k[2])
-              for k, c in zip(keys, raw, strict=True)]
+                                 sides[k].pairs(), at, measure=k[2])
+              for k, c, at in zip(keys, raw, looks, strict=True)]
     bands, calibrations = noise.bands(session, comp.testbed_fingerprint)
     decided = stats.adjust_and_decide([j.cell for j in judged], policy,
-                                      [bands.get(k) for k in keys])
+                                      [bands.get(k) for k in keys], [at.alpha for at in looks])
     if calibrations:
         used = ", ".join(f"#{i}" for i in calibrations)
         note = "; ".join(filter(None, [note, f"SAME bands from calibration {used}"]))
@@ -289,8 +290,9 @@ def refresh_state(session: Session, settings: Settings, comp: Comparison,
         left = (settings.comparison_follow_up_budget_seconds
                 - sql.spent_seconds(session, comp.id))
         plan = followups.plan(unknown, computed.trials, step=comp.trials, warmup=comp.warmup,
-                              budget_left=left, policy=stats_policy(settings),
-                              bands=computed.bands)
+                              budget_left=left, bands=computed.bands,
+                              policy=spending.at_look(stats_policy(settings), comp.follow_ups + 1,
+                                                      1 + comp.max_follow_ups))
         for need in plan.hopeless:  # settled at once: its line says what it would take
             need.cell.line = f"{need.cell.line} ({need.text()})"
         if plan.groups:

@@ -10,6 +10,12 @@ one-sample t-test) wherever it has at least ``MIN_PAIRS`` of them; the two-sampl
 round, trials of another runner's order) and for deterministic measures (cachegrind's
 counts, rule D3, which need no pairing: they repeat). A round that lost a side is left
 out of the pairs. The cell's record says which (``paired``), and its line "paired, N pairs".
+
+Each pair also carries its *block*: its job and ``seq // BLOCK_ROUNDS``, rounds run within
+about a minute of each other; ``compare_paired`` widens a cell's interval when its blocks'
+ratios differ by more than its rounds' do (``block_effect``). And each cell knows its
+*look*: how many comparison rounds (the first job, then follow-ups) added trials to it,
+less one; ``spending.at_look`` gives the alpha of that look (``comparisons.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from mallard_api.params import params_key
 from mallard_api.sql.comparisons import TrialRow
 
 MIN_PAIRS = 2  # the fewest pairs judged as pairs (fewer: the two-sample form)
+BLOCK_ROUNDS = 5  # consecutive rounds of one job that make a block (module doc)
 Key = tuple[str, str, str]  # workload, params key, measure
 Round = tuple[int, int]  # job id, seq: the block base and head ran in
 
@@ -38,13 +45,19 @@ class Sides:
     base: dict[Round, float] = field(default_factory=dict)
     head: dict[Round, float] = field(default_factory=dict)
     loose: int = 0  # a value with no round of its own (no job, or its round taken)
+    looks: set[int] = field(default_factory=set)  # the comparison rounds its values came from
 
-    def add(self, label: str, rnd: Round | None, value: float) -> None:
+    def add(self, label: str, rnd: Round | None, value: float, look: int = 0) -> None:
         side = self.base if label == "base" else self.head
         if rnd is None or rnd in side:
             self.loose -= 1  # a key no job's round has: never a pair
             rnd = (self.loose, 0)
         side[rnd] = value
+        self.looks.add(look)
+
+    def look(self) -> int:
+        """This cell's look (0-based): the comparison rounds that added to it, less one."""
+        return max(0, len(self.looks) - 1)
 
     def values(self, label: str) -> list[float]:
         side = self.base if label == "base" else self.head
@@ -52,8 +65,17 @@ class Sides:
 
     def pairs(self) -> tuple[list[float], list[float]]:
         """Base and head of every round that has both, in the order they ran."""
-        rounds = sorted(set(self.base) & set(self.head))
+        rounds = self._paired_rounds()
         return [self.base[r] for r in rounds], [self.head[r] for r in rounds]
+
+    def blocks(self) -> list[int]:
+        """The block of every pair of ``pairs`` (module doc), numbered from 0."""
+        keys = [(job, seq // BLOCK_ROUNDS) for job, seq in self._paired_rounds()]
+        number = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+        return [number[k] for k in keys]
+
+    def _paired_rounds(self) -> list[Round]:
+        return sorted(set(self.base) & set(self.head))
 
 
 def by_round(rows: Iterable[TrialRow]) -> dict[Key, Sides]:
@@ -66,7 +88,7 @@ def by_round(rows: Iterable[TrialRow]) -> dict[Key, Sides]:
         rnd = None if r.job_id is None or r.seq is None else (r.job_id, r.seq)
         for m, v in r.measures.items():
             if math.isfinite(v):
-                out[(r.workload, pk, m)].add(r.label, rnd, float(v))
+                out[(r.workload, pk, m)].add(r.label, rnd, float(v), r.look)
     return out
 
 
@@ -77,7 +99,7 @@ def judge(sides: Sides, *, higher_is_better: bool, deterministic: bool, primary:
     base, head = sides.pairs()
     if not deterministic and len(base) >= MIN_PAIRS:
         out = compare_paired(base, head, higher_is_better=higher_is_better, primary=primary,
-                             policy=policy)
+                             policy=policy, blocks=sides.blocks())
         out.min_effect_abs = min_effect_abs
         return out
     return stats.compare_samples(sides.values("base"), sides.values("head"),

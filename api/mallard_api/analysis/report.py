@@ -13,10 +13,12 @@ The line of a primary cell (``format_line`` builds every line; nothing else does
   the bounds instead, ``-5.9% [-17.0%, -0.2%]`` (``change_text``): a REGRESSED or IMPROVED
   line never shows an interval that includes zero;
 * ``p`` is the Benjamini-Hochberg *adjusted* p-value (``n/a`` for a deterministic cell,
-  which needs none);
+  which needs none); in a comparison that plans follow-ups, ``p=0.004 at alpha 0.0126``
+  names the level of the cell's look (``mallard_stats.spending``);
 * ``trials``/``robust`` are **per side, the smaller side**: base and head run interleaved
   with the same number of trials, and the weaker side is what limits the verdict; a cell
-  judged on pairs of rounds (``pairs.py``) says ``paired, 40 pairs, 39 robust`` instead;
+  judged on pairs of rounds (``pairs.py``) says ``paired, 40 pairs, 39 robust`` instead,
+  and ``blocks x1.8`` when its blocks of rounds differ and that design effect widened it;
 * ``mde`` is the cell's minimum detectable effect at its trials and noise (80% power;
   ``mde n/a`` while too few robust trials ran to detect anything);
 * ``band`` is the half-width of the cell's SAME band (``stats.same_band``: the series'
@@ -127,7 +129,8 @@ def count_text(s: CellStats) -> str:
     """``8 trials, 7 robust`` (the smaller side), or ``paired, 40 pairs, 39 robust``."""
     robust = min(s.robust_base, s.robust_head)
     if s.paired:
-        return f"paired, {min(s.n_base, s.n_head)} pairs, {robust} robust"
+        blocks = f", blocks x{s.block_effect:.1f}" if s.block_effect >= 1.05 else ""
+        return f"paired, {min(s.n_base, s.n_head)} pairs, {robust} robust{blocks}"
     return f"{min(s.n_base, s.n_head)} trials, {robust} robust"
 
 
@@ -139,6 +142,8 @@ def format_line(workload: str, params: str, measure: str, s: CellStats) -> str:
     if not s.primary:
         return f"{name} {measure}: {change} ({count_text(s)}) {DIAGNOSTIC}"
     p = "n/a" if s.p_adjusted is None else f"{s.p_adjusted:.3f}"
+    if s.alpha is not None:
+        p = f"{p} at alpha {s.alpha:.4f}"  # the level of the cell's look (spending)
     band = "" if s.band_pct is None else f", band ±{_mde(s.band_pct)}"
     return (
         f"{name} {measure}: {change} (p={p}, {count_text(s)}, "

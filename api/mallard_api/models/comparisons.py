@@ -93,6 +93,9 @@ class ComparisonCell(Base):
     mde_pct: Mapped[float | None] = mapped_column(Float)  # db/versions/0007_cell_mde.py
     # judged on pairs of rounds, its counts pairs (db/versions/0025_paired_cells.py)
     paired: Mapped[bool] = mapped_column(Boolean, server_default="false")
+    # the pairs' design effect over blocks of rounds; the level of the cell's look (0029)
+    block_effect: Mapped[float] = mapped_column(Float, server_default="1")
+    alpha: Mapped[float | None] = mapped_column(Float)
     # why a cell has no verdict whatever it measures ("emulated testbed"); 0011
     unjudged_reason: Mapped[str | None] = mapped_column(Text)
     line: Mapped[str] = mapped_column(Text)

@@ -120,6 +120,7 @@ class TrialRow:
     emulated: bool = False  # the testbed ran another architecture under qemu-user
     job_id: int | None = None  # with seq, the round it ran in: base and head of one are a pair
     seq: int | None = None
+    look: int = 0  # the comparison round its job belongs to (0 the first job, then follow-ups)
 
 
 TRIALS_SQL = text("""
@@ -129,7 +130,7 @@ SELECT t.label,
        a.variant, w.name AS workload, w.params, w.threads,
        tb.fingerprint, tb.cpu_model, t.measures,
        COALESCE((tb.fields->>'emulated')::boolean, false) AS emulated,
-       t.job_id, t.seq
+       t.job_id, t.seq, cj.round
 FROM comparison_jobs cj
 JOIN trials t ON t.job_id = cj.job_id
 JOIN allocators a ON a.id = t.allocator_id
@@ -145,7 +146,7 @@ def trials(session: Session, comparison_id: int) -> list[TrialRow]:
     return [
         TrialRow(r.label, r.allocator, r.variant, r.workload, dict(r.params), r.threads,
                  r.fingerprint, r.cpu_model, dict(r.measures or {}), bool(r.emulated),
-                 int(r.job_id), int(r.seq))
+                 int(r.job_id), int(r.seq), int(r.round))
         for r in session.execute(TRIALS_SQL, {"id": comparison_id})
     ]
 
