@@ -18,7 +18,7 @@ calls the sample two-modal only when all of these hold, each a clear threshold:
 
 ``compare_modes`` sets two sides' modes side by side: the modes ``moved`` when one side has
 two and the other one, or when the shares of the fast mode differ by Fisher's exact test
-at ``SHARE_ALPHA`` (0.05); otherwise the sides share them, and ``same_mode_pairs`` keeps
+at ``SHARE_ALPHA`` (0.05); otherwise the sides share them, and ``same_mode_rounds`` keeps
 the rounds whose base and head trials fell into the same mode, for the paired statistic.
 """
 
@@ -200,14 +200,13 @@ def compare_modes(base: Sequence[float | None], head: Sequence[float | None]) ->
     return ModeComparison(mb, mh, moved=False)
 
 
-def same_mode_pairs(comparison: ModeComparison, base: Sequence[float | None],
-                    head: Sequence[float | None]) -> tuple[list[float | None],
-                                                           list[float | None]]:
-    """The rounds (``base[i]``, ``head[i]``) whose trials fell into the same mode of their
-    own side, for ``paired.compare_paired``; every round when neither side has two."""
+def same_mode_rounds(comparison: ModeComparison, base: Sequence[float | None],
+                     head: Sequence[float | None]) -> list[int]:
+    """The indices of the rounds (``base[i]``, ``head[i]``) whose trials fell into the same
+    mode of their own side, for ``paired.compare_paired`` (with their blocks); every round
+    when neither side has two."""
     if not comparison.multimodal or comparison.moved:
-        return list(base), list(head)
-    kept = [(b, h) for b, h in zip(base, head, strict=True)
+        return list(range(len(base)))
+    return [i for i, (b, h) in enumerate(zip(base, head, strict=True))
             if b is not None and h is not None
             and comparison.base.mode_of(b) == comparison.head.mode_of(h)]
-    return [b for b, _ in kept], [h for _, h in kept]

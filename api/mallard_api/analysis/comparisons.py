@@ -229,7 +229,7 @@ def compute_cells(session: Session, comp: Comparison, policy: Policy) -> Compute
         for k, why, at in zip(keys, unjudged, looks, strict=True)
     ]
     judged = [modes.within_modes(c, sides[k].values("base"), sides[k].values("head"),
-                                 sides[k].pairs(), at, measure=k[2])
+                                 sides[k].pairs(), at, measure=k[2], blocks=sides[k].blocks())
               for k, c, at in zip(keys, raw, looks, strict=True)]
     bands, calibrations = noise.bands(session, comp.testbed_fingerprint)
     decided = stats.adjust_and_decide([j.cell for j in judged], policy,

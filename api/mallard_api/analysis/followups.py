@@ -205,7 +205,7 @@ def _need(c: CellRow, sides: Mapping[Key, pairs.Sides], bands: Mapping[Key, floa
     raw = pairs.judge(s, higher_is_better=c.higher_is_better, deterministic=False,
                       primary=True, policy=policy)
     judged = modes.within_modes(raw, s.values("base"), s.values("head"), s.pairs(),
-                                policy, measure=c.measure).cell
+                                policy, measure=c.measure, blocks=s.blocks()).cell
     # within two modes only the rounds whose trials share a mode count: `ran` rounds
     # give `n` such pairs, and the rounds needed are the pairs needed times ran / n
     ran, n = min(raw.n_base, raw.n_head), min(judged.n_base, judged.n_head)

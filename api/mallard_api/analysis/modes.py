@@ -2,7 +2,9 @@
 modes, or left UNKNOWN when the modes moved, and a report line that says which.
 
 ``within_modes`` takes one primary, timed cell's statistics before the verdict, its
-values per side and its pairs (base and head trials of one round, index by index); a
+values per side, its pairs (base and head trials of one round, index by index) and their
+blocks (``pairs.Sides.blocks``: the same-mode pairs keep theirs, so the interval is
+widened for the blocks as the cell's was); a
 cell of another measure comes back as it was (peak RSS takes a few page counts, whose
 steps a mixture fit would take for modes and call moved):
 
@@ -23,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from mallard_stats.measures import is_timing
-from mallard_stats.modes import ModeComparison, compare_modes, same_mode_pairs
+from mallard_stats.modes import ModeComparison, compare_modes, same_mode_rounds
 from mallard_stats.paired import compare_paired
 from mallard_stats.policy import Policy
 from mallard_stats.stats import CellStats
@@ -50,7 +52,8 @@ def si(v: float) -> str:
 
 def within_modes(cell: CellStats, base: Sequence[float], head: Sequence[float],
                  pairs: tuple[Sequence[float | None], Sequence[float | None]],
-                 policy: Policy, *, measure: str) -> Judged:
+                 policy: Policy, *, measure: str,
+                 blocks: Sequence[int] | None = None) -> Judged:
     """``cell`` (of ``measure``) judged within its sides' modes (module doc)."""
     if not cell.primary or cell.deterministic or not is_timing(measure):
         return Judged(cell)
@@ -59,11 +62,13 @@ def within_modes(cell: CellStats, base: Sequence[float], head: Sequence[float],
         return Judged(cell)
     if cmp.moved:
         return Judged(replace(cell, p_value=None), cmp)
-    b, h = same_mode_pairs(cmp, *pairs)
-    if len(b) < policy.min_trials:
+    kept = same_mode_rounds(cmp, *pairs)
+    if len(kept) < policy.min_trials:
         return Judged(replace(cell, p_value=None), cmp)
-    judged = compare_paired(b, h, higher_is_better=cell.higher_is_better, primary=True,
-                            policy=policy)
+    judged = compare_paired([pairs[0][i] for i in kept], [pairs[1][i] for i in kept],
+                            higher_is_better=cell.higher_is_better, primary=True,
+                            policy=policy,
+                            blocks=None if blocks is None else [blocks[i] for i in kept])
     judged.min_effect_abs = cell.min_effect_abs
     return Judged(judged, cmp)
 

@@ -74,3 +74,25 @@ def test_a_byte_measure_is_never_judged_in_modes():
     j = modes.within_modes(cell, base, head, (base, head), DEFAULT_POLICY,
                            measure="max_rss_bytes")
     assert j.modes is None and j.cell is cell
+
+
+def test_the_pairs_within_modes_keep_their_blocks():
+    """Two modes on both sides, and a ratio that moves from block to block (8 blocks of 5
+    rounds, offsets of 2%): judged within the modes, the cell is still widened for its
+    blocks (before, the same-mode pairs were judged as if every round stood alone)."""
+    rng = np.random.default_rng(11)
+    base = mixture(rng, 40, 0.6)
+    offsets = np.repeat(rng.normal(0, 0.02, 8), 5)
+    head = [b * 0.98 * float(np.exp(o + rng.normal(0, 0.003)))
+            for b, o in zip(base, offsets, strict=True)]
+    blocks = [i // 5 for i in range(40)]
+    cell = stats.compare_samples(base, head, policy=DEFAULT_POLICY)
+    plain = modes.within_modes(cell, base, head, (base, head), DEFAULT_POLICY,
+                               measure="ops_per_cpu_sec")
+    counted = modes.within_modes(cell, base, head, (base, head), DEFAULT_POLICY,
+                                 measure="ops_per_cpu_sec", blocks=blocks)
+    assert counted.modes is not None and not counted.modes.moved
+    assert plain.cell.block_effect == 1.0 and counted.cell.block_effect > 1.5
+    width = [j.cell.ci_high_pct - j.cell.ci_low_pct  # type: ignore[operator]
+             for j in (plain, counted)]
+    assert width[1] > 1.2 * width[0], width
