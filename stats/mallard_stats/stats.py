@@ -231,7 +231,8 @@ def decide(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> str:
     band = same_band(cell, policy)  # not deterministic here
     if -band < lo and hi < band:
         return "same"
-    if p < policy.alpha and (lo > 0 or hi < 0) and abs(diff) >= m:
+    # a change inside the band that calls a whole interval inside it SAME is no change
+    if p < policy.alpha and (lo > 0 or hi < 0) and abs(diff) >= band:
         better = (diff > 0) == cell.higher_is_better
         return "improved" if better else "regressed"
     if p >= policy.alpha and lo <= 0 <= hi and abs(diff) < m and _settled(cell, policy):
@@ -260,6 +261,17 @@ def same_band(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> float:
         return policy.deterministic_min_effect_pct
     band = policy.same_band_pct if policy.same_band_pct is not None else policy.min_effect_pct
     return max(band, floor_pct(cell.min_effect_abs, cell.base_median))
+
+
+def band_mde_pct(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> float | None:
+    """The cell's MDE against its SAME band: rule 3 needs ``|diff|`` at least the band, so
+    a band wider than ``m`` (calibrated, or a byte measure's floor) raises the MDE."""
+    band = cell.band_pct
+    if cell.deterministic or cell.mde_pct is None or band is None or (
+            band <= policy.min_effect_pct):
+        return cell.mde_pct
+    n = min(cell.robust_base, cell.robust_head)
+    return mde_pct(n, cell.noise_pct, replace(policy, min_effect_pct=band), paired=cell.paired)
 
 
 def adjust_pvalues(p_values: Sequence[float | None]) -> list[float | None]:
@@ -292,8 +304,9 @@ def adjust_and_decide(
                 and not c.deterministic:  # rule D3 and diagnostics test nothing
             cell_policy = replace(cell_policy, alpha=alphas[i])
             c2.alpha = alphas[i]
-        c2.verdict = decide(c2, cell_policy)
         c2.band_pct = same_band(c2, cell_policy) if c2.primary else None
+        c2.mde_pct = band_mde_pct(c2, cell_policy)
+        c2.verdict = decide(c2, cell_policy)
         out.append(c2)
     return out
 

@@ -170,3 +170,19 @@ def test_no_evidence_with_an_mde_too_large_to_see_the_change_is_unknown():
     quiet_b, quiet_h = noisy(30, 100.0, 0.004, seed=7), noisy(30, 100.0, 0.004, seed=8)
     quiet = one_cell(quiet_b, quiet_h)
     assert quiet.mde_pct is not None and quiet.mde_pct <= 2.0 and quiet.verdict == "same"
+
+
+def test_a_change_inside_its_band_is_never_improved_or_regressed():
+    """Rule 3 asks for ``|diff|`` at least the cell's SAME band, not only ``m``: with a
+    calibrated band of +-1.4%, a -1.3% change whose interval clears zero is unknown (a run
+    landing just inside the band is same by rule 2, so the two would flip), and its MDE is
+    measured against the band; a change beyond the band is still regressed."""
+    base, head = noisy(40, 100.0, 0.005, 21), noisy(40, 99.0, 0.005, 22)
+    cell = compare_samples(base, head, policy=POLICY)
+    loose = adjust_and_decide([cell], POLICY)[0]
+    banded = adjust_and_decide([cell], POLICY, bands=[1.4])[0]
+    assert -1.4 < banded.diff_pct < -1.0 and banded.ci_high_pct < 0
+    assert loose.verdict == "regressed" and banded.verdict == "unknown"
+    assert banded.band_pct == 1.4 and banded.mde_pct > 1.4 > loose.mde_pct
+    far = compare_samples(base, noisy(40, 97.0, 0.005, 22), policy=POLICY)
+    assert adjust_and_decide([far], POLICY, bands=[1.4])[0].verdict == "regressed"

@@ -16,7 +16,7 @@ needs to settle it would be the fewest ``N0`` of:
   ``d < B``; or rule 4 (no calibrated band, ``d < m``): ``n x (h / settle_max_half_width)^2``,
   at least ``settle_trials`` and at least ``trials_for_mde(sigma, settle_max_mde)``;
 * **improved/regressed** (rule 3): the MDE down to the change, ``trials_for_mde(sigma, d)``
-  when ``d >= m``;
+  when ``d >= B`` (the MDE measured against the band, ``stats.band_mde_pct``);
 * the target MDE (``stats_target_mde_pct``, default 2%): ``trials_for_mde(sigma)``.
 
 **How fast the MDE falls**: with at least ``FALL_MIN`` pairs, and when the second half of
@@ -54,7 +54,7 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from mallard_stats.measures import floor_pct, is_deterministic, min_effect_abs
@@ -147,23 +147,24 @@ def _options(c: CellRow, n: int, noise: float, band: float, calibrated: bool,
     """Trials a side (pairs for a paired cell) that settle cell ``c`` if its MDE fell as
     1/sqrt(n), each with what it reaches (module doc)."""
     options: list[tuple[float, str]] = []
+    at_band = replace(policy, min_effect_pct=max(band, policy.min_effect_pct))  # the cell's MDE
     d = abs(c.diff_pct) if c.diff_pct is not None and math.isfinite(c.diff_pct) else None
     hw = (None if c.ci_low_pct is None or c.ci_high_pct is None
           else (c.ci_high_pct - c.ci_low_pct) / 2.0)
     if d is not None and hw is not None and math.isfinite(hw) and hw > 0:
         if d < band:
             options.append((n * (hw / (band - d)) ** 2, f"interval ±{band - d:.1f}%"))
-        sensitive = trials_for_mde(noise, policy.settle_max_mde_pct, policy=policy,
+        sensitive = trials_for_mde(noise, policy.settle_max_mde_pct, policy=at_band,
                                    paired=c.paired)
         if not calibrated and d < policy.min_effect_pct and sensitive is not None:
             options.append((max(n * (hw / policy.settle_max_half_width_pct) ** 2,
                                 policy.settle_trials, sensitive),
                             f"mde {policy.settle_max_mde_pct:.1f}%"))
-    if d is not None and d >= policy.min_effect_pct:
-        sig = trials_for_mde(noise, d, policy=policy, paired=c.paired)
+    if d is not None and d >= band:
+        sig = trials_for_mde(noise, d, policy=at_band, paired=c.paired)
         if sig is not None:
             options.append((sig, f"mde {d:.1f}%"))
-    target = trials_for_mde(noise, policy=policy, paired=c.paired)
+    target = trials_for_mde(noise, policy=at_band, paired=c.paired)
     if target is not None:
         options.append((target, f"mde {policy.target_mde_pct:.1f}%"))
     return options
