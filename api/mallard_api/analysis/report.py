@@ -11,7 +11,9 @@ The line of a primary cell (``format_line`` builds every line; nothing else does
   where the interval is so lopsided that change ± half-width would say otherwise than the
   interval about zero (``-5.9% ±8.6%`` of an interval ``[-17.0%, -0.2%]``), the line shows
   the bounds instead, ``-5.9% [-17.0%, -0.2%]`` (``change_text``): a REGRESSED or IMPROVED
-  line never shows an interval that includes zero;
+  line never shows an interval that includes zero; so too where change ± half-width would
+  lie inside the SAME band and the interval does not, or the other way round
+  (``-0.6% [-1.2%, -0.5%]`` against a band of ±1.2%: ``±0.4%`` would read as same);
 * ``p`` is the Benjamini-Hochberg *adjusted* p-value (``n/a`` for a deterministic cell,
   which needs none); in a comparison that plans follow-ups, ``p=0.004 at alpha 0.0126``
   names the level of the cell's look (``mallard_stats.spending``);
@@ -107,22 +109,28 @@ def _side(lo: float, hi: float) -> int:
     return 1 if lo > 0 else -1 if hi < 0 else 0
 
 
-def interval_text(d: float | None, lo: float | None, hi: float | None) -> str:
+def _inside(lo: float, hi: float, band: float | None) -> bool:
+    return band is not None and -band < lo and hi < band
+
+
+def interval_text(d: float | None, lo: float | None, hi: float | None,
+                  band: float | None = None) -> str:
     """``±1.3%``, the half-width of the interval ``[lo, hi]`` of change ``d``; its bounds,
     ``[-17.0%, -0.2%]``, where change ± half-width and the interval disagree on the side of
-    zero (module doc); "" without an interval."""
+    zero or on lying inside the SAME band ``band`` (module doc); "" without an interval."""
     if d is None or lo is None or hi is None or not math.isfinite(hi - lo):
         return ""
     hw = (hi - lo) / 2.0
-    if _side(d - hw, d + hw) != _side(lo, hi):
+    if _side(d - hw, d + hw) != _side(lo, hi) or (
+            _inside(d - hw, d + hw, band) != _inside(lo, hi, band)):
         return f"[{_pct(lo)}, {_pct(hi)}]"
     return f"±{hw:.1f}%"
 
 
 def change_text(s: CellStats) -> str:
     """``-5.9% ±1.3%`` or ``-5.9% [-17.0%, -0.2%]`` (``interval_text``)."""
-    return " ".join(filter(None, (_pct(s.diff_pct),
-                                  interval_text(s.diff_pct, s.ci_low_pct, s.ci_high_pct))))
+    return " ".join(filter(None, (_pct(s.diff_pct), interval_text(
+        s.diff_pct, s.ci_low_pct, s.ci_high_pct, s.band_pct))))
 
 
 def count_text(s: CellStats) -> str:

@@ -52,6 +52,10 @@ def test_a_decided_line_never_shows_an_interval_across_zero():
     # the other way round: an interval across zero that change ± half-width would not cross
     assert interval_text(4.0, -0.5, 5.0) == "[-0.5%, +5.0%]"
     assert interval_text(-17.3, -18.6, -16.0) == "±1.3%" and interval_text(1.0, None, 2.0) == ""
+    # and where change ± half-width would lie inside the SAME band but the interval does not
+    assert interval_text(-0.6, -1.24, -0.46, 1.2) == "[-1.2%, -0.5%]"
+    assert interval_text(-0.6, -1.24, -0.46) == "±0.4%"  # no band: the side of zero only
+    assert interval_text(-0.6, -0.9, -0.3, 1.2) == "±0.3%"
 
 
 def test_a_paired_cell_counts_pairs():
