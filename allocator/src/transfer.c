@@ -7,8 +7,9 @@
  * than a batch takes what there is.
  *
  * Three variants, chosen at run time by MALLARD_TRANSFER:
- *  - mutex: an array of slots under a mutex; LIFO, so a removed batch is the
- *    most recently inserted one (still warm in cache).
+ *  - mutex: an array of slots under a lock (mld_lock: spin, yield, then
+ *    sleep); LIFO, so a removed batch is the most recently inserted one
+ *    (still warm in cache).
  *  - ring:  a lock-free ring (Disruptor style). Each side has a claim index
  *    and a commit index. An insert claims [claim, claim+n) with a CAS, fills
  *    the slots, waits for earlier inserters to commit, then publishes by
@@ -69,6 +70,8 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "futex on the low half
 #define MLD_RING_MAP       64u              /* map entries: > the chunks a ring's indices span */
 _Static_assert(MLD_RING_CHUNKS <= 64 && MLD_RING_MAP > MLD_RING_CHUNKS + 1, "chunk bitmap and map sizes");
 
+typedef _Atomic(uint32_t) mld_lock_t;   /* the mutex variant's lock (mld_lock) */
+
 typedef struct mld_transfer_s {
   /* ring: producer side */
   _Atomic(uint64_t) prod_claim;
@@ -82,7 +85,7 @@ typedef struct mld_transfer_s {
   _Atomic(uint32_t) sleepers;
   char pad2[MLD_CACHE_LINE - sizeof(uint32_t)];
   /* mutex variant */
-  pthread_mutex_t lock;
+  mld_lock_t lock;
   _Atomic(uint32_t) count;                 /* written under the lock; read without it for a peek */
   /* both */
   uint32_t cap;                            /* objects */
@@ -101,16 +104,62 @@ static mld_transfer_t mld_transfer[MLD_CLASSES];
 static void* mld_transfer_slots[MLD_CLASSES][MLD_RING_CHUNKS * MLD_RING_CHUNK] __attribute__((aligned(4096)));
 static int mld_transfer_kind = MLD_TRANSFER_MUTEX;
 
-/* Adaptive mutexes spin a little before sleeping: the critical section is a
- * copy of at most 32 pointers, shorter than a futex round trip. */
-static void mld_transfer_lock_init(pthread_mutex_t* m) {
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-#ifdef PTHREAD_MUTEX_ADAPTIVE_NP
-  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
-#endif
-  pthread_mutex_init(m, &attr);
-  pthread_mutexattr_destroy(&attr);
+/* Sleeping on a 32-bit word (futex) while it reads `seen`, for at most
+ * timeout (NULL: until woken), and waking n sleepers. */
+static void mld_futex_wait(void* word, uint32_t seen, const struct timespec* timeout) {
+  int saved = errno;   /* malloc and free leave errno alone */
+  syscall(SYS_futex, (uint32_t*)word, FUTEX_WAIT_PRIVATE, seen, timeout, NULL, 0);
+  errno = saved;
+}
+
+static void mld_futex_wake(void* word, int n) {
+  int saved = errno;
+  syscall(SYS_futex, (uint32_t*)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+  errno = saved;
+}
+
+/* The mutex variant's lock: 0 free, 1 held, 2 held and someone may sleep on
+ * it. A waiter spins (64 pauses), yields (16 times), and only then sleeps,
+ * as the ring's waits do. The critical section is a copy of at most a batch
+ * of pointers; what makes a waiter wait long is a holder preempted inside
+ * it (more threads than CPUs). A pthread mutex slept at once then (its
+ * adaptive spin could not outlast a time slice) and its unlock paid a
+ * futex wake: xmalloc-test at 2 workers (4 threads on 2 CPUs) spent a
+ * quarter of its time in the kernel and in glibc's lock paths, 1.3 s of
+ * system time in a 3 s run against mimalloc's 0.3 (allocator/docs/standard-suite.md). */
+
+static void mld_transfer_lock_init(mld_lock_t* l) { atomic_store_explicit(l, 0, memory_order_relaxed); }
+
+static void mld_lock_slow(mld_lock_t* l, mld_counter_t* st) {
+  mld_counter_add(&st[MLD_STAT_transfer_waits], 1);
+  for (unsigned spins = 0; spins < 64 + 16; spins++) {
+    if (spins < 64) {
+      mld_cpu_relax();
+    } else {
+      mld_counter_add(&st[MLD_STAT_transfer_yields], 1);
+      _mld_os_yield();
+    }
+    uint32_t free_ = 0;
+    if (atomic_load_explicit(l, memory_order_relaxed) == 0 &&
+        atomic_compare_exchange_weak_explicit(l, &free_, 1, memory_order_acquire, memory_order_relaxed))
+      return;
+  }
+  /* taken as 2 from here on: the holder that unlocks it wakes a sleeper */
+  while (atomic_exchange_explicit(l, 2, memory_order_acquire) != 0) {
+    mld_counter_add(&st[MLD_STAT_transfer_sleeps], 1);
+    mld_futex_wait((void*)l, 2, NULL);   /* an unlock that saw 2 wakes one */
+  }
+}
+
+static inline void mld_lock(mld_lock_t* l, mld_counter_t* st) {
+  uint32_t free_ = 0;
+  if (mld_unlikely(!atomic_compare_exchange_strong_explicit(l, &free_, 1, memory_order_acquire,
+                                                            memory_order_relaxed)))
+    mld_lock_slow(l, st);
+}
+
+static inline void mld_unlock(mld_lock_t* l) {
+  if (mld_unlikely(atomic_exchange_explicit(l, 0, memory_order_release) == 2)) mld_futex_wake((void*)l, 1);
 }
 
 void _mld_transfer_init(int mode) {
@@ -143,29 +192,29 @@ int _mld_transfer_mode(void) { return mld_transfer_kind; }
  * atomic operations (fragmentation: 2,015 locked looks at empty caches and
  * 1,304 at full ones). A count that changes right after the look only
  * makes this call miss, as it would have a moment earlier. */
-static bool mld_mutex_insert(mld_transfer_t* t, void** objs, unsigned n) {
+static bool mld_mutex_insert(mld_transfer_t* t, mld_counter_t* st, void** objs, unsigned n) {
   if (atomic_load_explicit(&t->count, memory_order_relaxed) + n > t->cap) return false;
-  pthread_mutex_lock(&t->lock);
+  mld_lock(&t->lock, st);
   uint32_t count = atomic_load_explicit(&t->count, memory_order_relaxed);
   if (count + n > t->cap) {
-    pthread_mutex_unlock(&t->lock);
+    mld_unlock(&t->lock);
     return false;
   }
   memcpy(&t->slots[count], objs, n * sizeof(void*));
   atomic_store_explicit(&t->count, count + n, memory_order_relaxed);
-  pthread_mutex_unlock(&t->lock);
+  mld_unlock(&t->lock);
   return true;
 }
 
-static unsigned mld_mutex_remove(mld_transfer_t* t, void** objs, unsigned n) {
+static unsigned mld_mutex_remove(mld_transfer_t* t, mld_counter_t* st, void** objs, unsigned n) {
   if (atomic_load_explicit(&t->count, memory_order_relaxed) == 0) return 0;
-  pthread_mutex_lock(&t->lock);
+  mld_lock(&t->lock, st);
   uint32_t count = atomic_load_explicit(&t->count, memory_order_relaxed);
   if (count < n) n = count;   /* a short batch rather than a miss */
   count -= n;
   memcpy(objs, &t->slots[count], n * sizeof(void*));
   atomic_store_explicit(&t->count, count, memory_order_relaxed);
-  pthread_mutex_unlock(&t->lock);
+  mld_unlock(&t->lock);
   return n;
 }
 
@@ -178,20 +227,6 @@ static unsigned mld_mutex_remove(mld_transfer_t* t, void** objs, unsigned n) {
  * kept it off for whole scheduler rounds (measured: a 32-thread run of the
  * transfer workload crawled at ~6k objects/s for minutes). The first step
  * counts one wait of the given kind. */
-static void mld_futex_wait(_Atomic(uint64_t)* word, uint32_t seen) {
-  struct timespec ts = {0, 1000000};
-  int saved = errno;   /* malloc and free leave errno alone */
-  /* the low half of the index (little endian): it changes with every commit */
-  syscall(SYS_futex, (uint32_t*)word, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
-  errno = saved;
-}
-
-static void mld_futex_wake(_Atomic(uint64_t)* word) {
-  int saved = errno;
-  syscall(SYS_futex, (uint32_t*)word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
-  errno = saved;
-}
-
 static void mld_wait_step(mld_transfer_t* t, mld_counter_t* st, mld_heap_stat_t kind, unsigned* spins,
                           _Atomic(uint64_t)* word, uint64_t seen) {
   if (*spins == 0) mld_counter_add(&st[kind], 1);
@@ -206,7 +241,9 @@ static void mld_wait_step(mld_transfer_t* t, mld_counter_t* st, mld_heap_stat_t 
     /* seq_cst on both sides (here and in mld_ring_publish): either the
      * committer sees us counted, or we see its commit and do not sleep */
     atomic_fetch_add(&t->sleepers, 1);
-    if (atomic_load(word) == seen) mld_futex_wait(word, (uint32_t)seen);
+    /* the low half of the index (little endian): it changes with every commit */
+    static const struct timespec ms = {0, 1000000};
+    if (atomic_load(word) == seen) mld_futex_wait((void*)word, (uint32_t)seen, &ms);
     atomic_fetch_sub(&t->sleepers, 1);
   }
 }
@@ -214,7 +251,7 @@ static void mld_wait_step(mld_transfer_t* t, mld_counter_t* st, mld_heap_stat_t 
 /* Publish a commit index; wake the threads asleep on the ring, if any. */
 static void mld_ring_publish(mld_transfer_t* t, _Atomic(uint64_t)* commit, uint64_t value) {
   atomic_store(commit, value);   /* seq_cst: a release that is ordered before the load below */
-  if (mld_unlikely(atomic_load(&t->sleepers) != 0)) mld_futex_wake(commit);
+  if (mld_unlikely(atomic_load(&t->sleepers) != 0)) mld_futex_wake((void*)commit, INT32_MAX);
 }
 
 /* Commits happen in claim order: wait for earlier claims of the same side. */
@@ -355,7 +392,7 @@ static void mld_ring_commit_remove(mld_transfer_t* t, mld_counter_t* st, uint64_
 
 bool _mld_transfer_insert(mld_counter_t* st, unsigned c, void** objs, unsigned n) {
   mld_transfer_t* t = &mld_transfer[c];
-  if (mld_transfer_kind == MLD_TRANSFER_MUTEX) return mld_mutex_insert(t, objs, n);
+  if (mld_transfer_kind == MLD_TRANSFER_MUTEX) return mld_mutex_insert(t, st, objs, n);
   uint64_t at;
   if (!mld_ring_claim_insert(t, st, n, mld_transfer_kind == MLD_TRANSFER_RING, &at)) return false;
   mld_ring_commit_insert(t, st, at, objs, n);
@@ -365,7 +402,7 @@ bool _mld_transfer_insert(mld_counter_t* st, unsigned c, void** objs, unsigned n
 /* Up to n objects (fewer only when fewer are cached); 0 is a miss. */
 unsigned _mld_transfer_remove(mld_counter_t* st, unsigned c, void** objs, unsigned n) {
   mld_transfer_t* t = &mld_transfer[c];
-  if (mld_transfer_kind == MLD_TRANSFER_MUTEX) return mld_mutex_remove(t, objs, n);
+  if (mld_transfer_kind == MLD_TRANSFER_MUTEX) return mld_mutex_remove(t, st, objs, n);
   uint64_t at;
   n = mld_ring_claim_remove(t, st, n, mld_transfer_kind == MLD_TRANSFER_RING, &at);
   if (n != 0) mld_ring_commit_remove(t, st, at, objs, n);
@@ -376,14 +413,16 @@ unsigned _mld_transfer_remove(mld_counter_t* st, unsigned c, void** objs, unsign
  * in the child, a ring caught mid-operation (a thread that does not exist
  * there claimed a range) is reset to empty: its blocks stay counted as used
  * by their pages, a small leak in the child, never a hang or corruption. */
+static mld_counter_t mld_fork_stats[MLD_STAT_HEAP_COUNT];   /* the forking thread's waits: not a heap's */
+
 void _mld_transfer_fork_prepare(void) {
   if (mld_transfer_kind != MLD_TRANSFER_MUTEX) return;
-  for (unsigned c = 0; c < MLD_CLASSES; c++) pthread_mutex_lock(&mld_transfer[c].lock);
+  for (unsigned c = 0; c < MLD_CLASSES; c++) mld_lock(&mld_transfer[c].lock, mld_fork_stats);
 }
 
 void _mld_transfer_fork_parent(void) {
   if (mld_transfer_kind != MLD_TRANSFER_MUTEX) return;
-  for (unsigned c = MLD_CLASSES; c-- > 0;) pthread_mutex_unlock(&mld_transfer[c].lock);
+  for (unsigned c = MLD_CLASSES; c-- > 0;) mld_unlock(&mld_transfer[c].lock);
 }
 
 void _mld_transfer_fork_child(void) {
@@ -428,6 +467,17 @@ MLD_API void mld_test_transfer_commit(size_t size, int insert, void** objs, unsi
   mld_transfer_t* t = &mld_transfer[mld_size_class(size)];
   if (insert) mld_ring_commit_insert(t, mld_hook_stats(), ticket, objs, n);
   else mld_ring_commit_remove(t, mld_hook_stats(), ticket, objs, n);
+}
+
+MLD_API void mld_test_transfer_lock(size_t size, int hold) {
+  if (atomic_load_explicit(&_mld_init_state, memory_order_acquire) != 2) _mld_init_process();
+  mld_transfer_t* t = &mld_transfer[mld_size_class(size)];
+  if (hold) mld_lock(&t->lock, mld_hook_stats());
+  else mld_unlock(&t->lock);
+}
+
+MLD_API unsigned mld_test_transfer_lock_word(size_t size) {
+  return atomic_load(&mld_transfer[mld_size_class(size)].lock);
 }
 
 MLD_API unsigned mld_test_transfer_capacity(size_t size) { return mld_transfer[mld_size_class(size)].cap; }
