@@ -16,8 +16,7 @@ needs to settle it would be the fewest ``N0`` of:
   ``d < B``; or rule 4 (no calibrated band, ``d < m``): ``n x (h / settle_max_half_width)^2``,
   at least ``settle_trials`` and at least ``trials_for_mde(sigma, settle_max_mde)``;
 * **improved/regressed** (rule 3): the MDE down to the change, ``trials_for_mde(sigma, d)``
-  when ``d >= B`` (the MDE measured against the band, ``stats.band_mde_pct``, at
-  ``CHANGE_POWER``);
+  when ``d >= B`` (the MDE measured against the band, ``stats.band_mde_pct``);
 * the target MDE (``stats_target_mde_pct``, default 2%): ``trials_for_mde(sigma)``.
 
 **How fast the MDE falls**: with at least ``FALL_MIN`` pairs, and when the second half of
@@ -103,10 +102,6 @@ def mde_reached(cells: list[CellRow], target: float) -> str:
 
 
 SAFETY = 1.25  # planned trials over the estimate: an interval from few trials is uncertain
-# the power a cell with a change past its band is planned for (rule 3's goal): planned for
-# the MDE's 80%, 5 of 180 cells of five runs of the demo's comparison ended unknown with a
-# change of 1.7-2.0% past their band of 1% and an MDE at or below the change
-CHANGE_POWER = 0.9
 FALL_MIN = 16  # the fewest pairs whose halves say how fast the MDE falls
 MAX_BETA = 0.4  # the noise's growth with the trials kept below 1/2 (where nothing falls)
 FALL_ALPHA = 0.05  # the test that the noise grows (``falling``)
@@ -166,8 +161,7 @@ def _options(c: CellRow, n: int, noise: float, band: float, calibrated: bool,
                                 policy.settle_trials, sensitive),
                             f"mde {policy.settle_max_mde_pct:.1f}%"))
     if d is not None and d >= band:
-        sig = trials_for_mde(noise, d, policy=replace(at_band, power=CHANGE_POWER),
-                             paired=c.paired)
+        sig = trials_for_mde(noise, d, policy=at_band, paired=c.paired)
         if sig is not None:
             options.append((sig, f"mde {d:.1f}%"))
     target = trials_for_mde(noise, policy=at_band, paired=c.paired)
