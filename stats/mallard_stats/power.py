@@ -14,8 +14,9 @@ degrees of freedom::
                q(1 - alpha / 2) * sqrt(pi/3) * sigma * sqrt(2/n))  # Mann-Whitney, ARE 3/pi
     mde  = max(crit, min_effect_pct) + q(power) * s
 
-The three gates of rule 3 (interval, p-value, ``|diff| >= m``) act on nearly the same
-statistic, so the change must clear the highest of them with 80% probability; the
+(``stats.band_mde_pct`` puts a cell's SAME band in place of ``min_effect_pct`` where the
+band is wider.) The three gates of rule 3 (interval, p-value, ``|diff| >= band``) act
+on nearly the same statistic, so the change must clear the highest of them with 80% probability; the
 percentile bootstrap of medians is the binding one for normal noise. Checked by
 simulation (stats/tests/test_power.py): at 0.8 x MDE the simulated rule detects less
 than 80% of the time, at 1.2 x MDE more. ``None`` when fewer than ``min_trials``
