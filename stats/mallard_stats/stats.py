@@ -222,7 +222,6 @@ def decide(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> str:
                 counts >= policy.deterministic_min_count):
             return "improved" if (cell.diff_pct > 0) == cell.higher_is_better else "regressed"
         return "same"
-    m = policy.min_effect_pct
     if n < policy.min_trials or cell.diff_pct is None:
         return "unknown"
     lo, hi, p, diff = cell.ci_low_pct, cell.ci_high_pct, cell.p_adjusted, cell.diff_pct
@@ -235,7 +234,8 @@ def decide(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> str:
     if p < policy.alpha and (lo > 0 or hi < 0) and abs(diff) >= band:
         better = (diff > 0) == cell.higher_is_better
         return "improved" if better else "regressed"
-    if p >= policy.alpha and lo <= 0 <= hi and abs(diff) < m and _settled(cell, policy):
+    if p >= policy.alpha and lo <= 0 <= hi and abs(diff) + standard_error_pct(
+            (hi - lo) / 2.0, policy) < band and _settled(cell, policy):
         return "same"
     return "unknown"
 
@@ -251,6 +251,14 @@ def _settled(cell: CellStats, policy: Policy) -> bool:
         else policy.same_band_pct)
     sensitive = cell.mde_pct is not None and cell.mde_pct <= policy.settle_max_mde_pct
     return min(cell.n_base, cell.n_head) >= policy.settle_trials and narrow and sensitive
+
+
+def standard_error_pct(half_width_pct: float, policy: Policy = DEFAULT_POLICY) -> float:
+    """One standard error of a change: its interval's half-width over the normal quantile
+    of the interval (1.96 at 95%). Rule 4 asks that the change plus one of them lie inside
+    the band, so that a change as big as the band is not called ``same`` each time its
+    estimate lands just inside."""
+    return half_width_pct / float(sps.norm.ppf(0.5 + policy.confidence / 2.0))
 
 
 def same_band(cell: CellStats, policy: Policy = DEFAULT_POLICY) -> float:

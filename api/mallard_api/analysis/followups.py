@@ -13,8 +13,9 @@ a byte measure at least its floor). If the MDE fell as ``1/sqrt(n)``, the trials
 needs to settle it would be the fewest ``N0`` of:
 
 * **same** (rule 2): the interval inside ``(-B, B)``: ``n x (h / (B - d))^2`` when
-  ``d < B``; or rule 4 (no calibrated band, ``d < m``): ``n x (h / settle_max_half_width)^2``,
-  at least ``settle_trials`` and at least ``trials_for_mde(sigma, settle_max_mde)``;
+  ``d < B``; or rule 4 (no calibrated band): ``n x (h / settle_max_half_width)^2`` and
+  ``n x (se / (B - d))^2`` (``se`` one standard error, ``h / 1.96``: rule 4 asks ``d + se <
+  B``), at least ``settle_trials`` and at least ``trials_for_mde(sigma, settle_max_mde)``;
 * **improved/regressed** (rule 3): the MDE down to the change, ``trials_for_mde(sigma, d)``
   when ``d >= B`` (the MDE measured against the band, ``stats.band_mde_pct``);
 * the target MDE (``stats_target_mde_pct``, default 2%): ``trials_for_mde(sigma)``.
@@ -62,7 +63,7 @@ from mallard_stats.modes import MIN_N as MODES_MIN_N
 from mallard_stats.paired import compare_paired
 from mallard_stats.policy import Policy
 from mallard_stats.power import trials_for_mde
-from mallard_stats.stats import CellStats
+from mallard_stats.stats import CellStats, standard_error_pct
 from scipy import stats as sps  # type: ignore[import-untyped]
 
 from mallard_api.analysis import modes, pairs, report
@@ -156,8 +157,9 @@ def _options(c: CellRow, n: int, noise: float, band: float, calibrated: bool,
             options.append((n * (hw / (band - d)) ** 2, f"interval ±{band - d:.1f}%"))
         sensitive = trials_for_mde(noise, policy.settle_max_mde_pct, policy=at_band,
                                    paired=c.paired)
-        if not calibrated and d < policy.min_effect_pct and sensitive is not None:
+        if not calibrated and d < band and sensitive is not None:
             options.append((max(n * (hw / policy.settle_max_half_width_pct) ** 2,
+                                n * (standard_error_pct(hw, policy) / (band - d)) ** 2,
                                 policy.settle_trials, sensitive),
                             f"mde {policy.settle_max_mde_pct:.1f}%"))
     if d is not None and d >= band:

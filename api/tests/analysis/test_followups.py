@@ -323,5 +323,6 @@ def test_a_two_mode_cell_is_planned_on_its_noise_within_the_modes():
     assert not plan.hopeless and plan.note is None
     [g] = plan.groups
     needed = power.trials_for_mde(within.cell.noise_pct, policy=POLICY, paired=True)
-    assert needed is not None and g.trials <= math.ceil(needed * followups.SAFETY)
+    # 8 of the 20 rounds gave same-mode pairs: the rounds that give `needed` such pairs
+    assert needed is not None and 20 + g.trials <= math.ceil(needed * followups.SAFETY * 20 / 8)
     assert g.seconds < 60.0
