@@ -8,8 +8,8 @@ so counts that drift as noise of both sides; here each round gives one log ratio
 ``log(head_i / base_i)`` in which the drift cancels. A round whose ratio lies beyond the
 median/MAD rule's bound is an outlier (``stats.robust_mask``), as a trial is there. One
 statistic then serves the change, its interval, its p-value and its MDE: the **10%
-trimmed mean** of the robust log ratios with its Tukey-McLaughlin standard error (the
-winsorized standard deviation; Yuen's one-sample t-test and interval on it), and that
+trimmed mean** of the robust log ratios with Yuen's standard error (from the winsorized
+standard deviation; his one-sample t-test and interval on it), and that
 standard error times ``sqrt(n / 2)`` as the cell's noise (so that ``power.mde_pct``'s
 paired form gives it back). Not the median: on the ratios of the demo's comparison,
 resampled 40 at a time, the median scattered up to 1.26x as far as the mean (broad, flat
@@ -113,7 +113,8 @@ def compare_paired(
 
 @dataclass(frozen=True)
 class Trimmed:
-    """The trimmed mean of the log ratios, its standard error and degrees of freedom."""
+    """The trimmed mean of the log ratios, its standard error and degrees of freedom
+    (``trimmed_mean``)."""
 
     mean: float
     se: float
@@ -128,18 +129,18 @@ class Trimmed:
 
 
 def trimmed_mean(logs: NDArray[np.float64], effect: float = 1.0) -> Trimmed:
-    """The ``TRIM`` trimmed mean of ``logs`` (at least 2) with the Tukey-McLaughlin
-    standard error (the winsorized standard deviation over ``(1 - 2 TRIM) sqrt(n)``, on
-    ``h - 1`` degrees of freedom, ``h`` the values kept), the SE widened by the square
-    root of the blocks' design effect and the degrees of freedom shrunk by it (module
-    doc). Under 10 values nothing is trimmed: the plain mean and t."""
+    """The ``TRIM`` trimmed mean of ``logs`` (at least 2) with Yuen's standard error: the
+    ``g`` smallest and largest values winsorized, ``h = n - 2g`` kept, ``s_w *
+    sqrt((n - 1) / (h (h - 1)))`` on ``h - 1`` degrees of freedom; the SE widened by the
+    square root of the blocks' design effect and the degrees of freedom shrunk by it
+    (module doc). Under 10 values ``g`` is 0: the plain mean and t."""
     x = np.sort(logs)
     n = int(x.size)
     g = int(TRIM * n)
-    kept = n - 2 * g
+    h = n - 2 * g
     winsorized = np.clip(x, x[g], x[n - g - 1])
-    se = float(np.std(winsorized, ddof=1)) * math.sqrt(n) / kept * math.sqrt(effect)
-    return Trimmed(float(np.mean(x[g:n - g])), se, max(1.0, kept / effect - 1.0))
+    se = float(np.std(winsorized, ddof=1)) * math.sqrt((n - 1) / (h * (h - 1)) * effect)
+    return Trimmed(float(np.mean(x[g:n - g])), se, max(1.0, h / effect - 1.0))
 
 
 def design_effect(logs: NDArray[np.float64], blocks: NDArray[np.int64]) -> float:

@@ -9,6 +9,7 @@ from mallard_stats import measures
 from mallard_stats.policy import Policy
 from mallard_stats.stats import (
     DIAGNOSTIC,
+    CellStats,
     adjust_and_decide,
     compare_samples,
     decide,
@@ -159,7 +160,7 @@ def test_no_evidence_with_an_mde_too_large_to_see_the_change_is_unknown():
     """Rule 4 also asks for an MDE of at most ``settle_max_mde_pct``: an interval within
     +-3% on a noise that could hide a 3% change does not settle as same."""
     for seed in range(40):
-        base, head = noisy(12, 100.0, 0.022, seed=100 + seed), noisy(12, 100.0, 0.022, 200 + seed)
+        base, head = noisy(12, 100.0, 0.014, seed=100 + seed), noisy(12, 100.0, 0.014, 200 + seed)
         loose = one_cell(base, head, policy=replace(POLICY, settle_max_mde_pct=100.0))
         if loose.verdict == "same" and loose.mde_pct is not None and loose.mde_pct > 2.0:
             break
@@ -186,3 +187,18 @@ def test_a_change_inside_its_band_is_never_improved_or_regressed():
     assert banded.band_pct == 1.4 and banded.mde_pct > 1.4 > loose.mde_pct
     far = compare_samples(base, noisy(40, 97.0, 0.005, 22), policy=POLICY)
     assert adjust_and_decide([far], POLICY, bands=[1.4])[0].verdict == "regressed"
+
+
+def test_rule_4_needs_the_change_one_standard_error_inside_the_band():
+    """No significant difference, settled (200 pairs, +-0.9%, mde 1.5%): -0.3% is same,
+    but -0.6% is not, since one standard error (0.46%) on top of it reaches past the +-1%
+    band: a change as big as the band lands that far inside it one run in six."""
+    def cell(diff: float) -> CellStats:
+        return CellStats(n_base=200, n_head=200, robust_base=200, robust_head=200,
+                         base_median=100.0, head_median=100.0 + diff, ratio=1 + diff / 100,
+                         diff_pct=diff, ci_low_pct=diff - 0.9, ci_high_pct=diff + 0.9,
+                         p_value=0.2, p_adjusted=0.2, mde_pct=1.5, paired=True)
+
+    assert decide(cell(-0.3), POLICY) == "same"
+    assert decide(cell(-0.6), POLICY) == "unknown"
+    assert decide(cell(-0.6), replace(POLICY, same_band_pct=1.2)) == "same"
