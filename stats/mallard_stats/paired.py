@@ -15,9 +15,9 @@ paired form gives it back). Not the median: on the ratios of the demo's comparis
 resampled 40 at a time, the median scattered up to 1.26x as far as the mean (broad, flat
 ratios: fragmentation, fastpath, cache-scratch) and the mean up to 1.22x as far as the
 median (heavier tails: rpc, xmalloc at 2 threads), while the trimmed mean stayed within
-0.90-1.12x of the better of the two, never past the worse (docs/statistics.md, "Paired by round"). And a test
-on the mean beside a change read from the median could disagree with itself.
-Not a rank test: with the handful of rounds a table runs, an exact
+0.90-1.12x of the better of the two, never past the worse (docs/statistics.md, "Paired
+by round"). And a test on the mean beside a change read from the median could disagree
+with itself. Not a rank test: with the handful of rounds a table runs, an exact
 signed-rank test cannot go below p = 2 / 2^n (1/64 at 7 rounds, 1/16 at 5), so after the
 Benjamini-Hochberg adjustment over a table's cells no cell could clear alpha; the outlier
 rule has already taken out the rounds that would break the t-test's normality.
