@@ -178,7 +178,7 @@ class Settings(BaseSettings):
     # Follow-ups are sized to reach stats_target_mde_pct on every unknown primary cell, and
     # stop early when every primary cell is settled or when the runner time their trials
     # would take (estimated from the trials' wall_seconds) would exceed this budget.
-    comparison_follow_up_budget_seconds: float = Field(default=120.0, ge=0)
+    comparison_follow_up_budget_seconds: float = Field(default=180.0, ge=0)
     # Calibrations (analysis/calibrations.py): a series' SAME band is its calibrated CV, at least
     # stats_min_effect_pct and at most this; comparisons a calibration may queue in all;
     # follow-ups of a calibration's comparisons (0: verdicts at the asked trials).
