@@ -91,22 +91,22 @@ demo: setup allocator workloads ## the whole pipeline on this machine (ARGS=--ke
 
 bench: bench-allocator bench-runner bench-verdicts bench-api ## every benchmark
 
-bench-allocator: python allocator workloads ## allocator vs peers on both suites: the standard one (mimalloc-bench, 5 rounds, ~50 min) and Mallard's own (full + transfer + redis, 12 rounds, ~18 min), each cell with the API's verdict (one table per suite in allocator/README.md; ARGS="--cpus 0,1 --suite standard|mallard --quick")
+bench-allocator: setup allocator workloads ## allocator vs peers on both suites: the standard one (mimalloc-bench, 5 rounds, ~50 min) and Mallard's own (full + transfer + redis, 12 rounds, ~18 min), each cell with the API's verdict (one table per suite in allocator/README.md; ARGS="--cpus 0,1 --suite standard|mallard --quick")
 	@$(PY) runner/bench/allocators.py $(ARGS)
 
-bench-transfer: python allocator workloads ## the transfer cache's micro tier: mutex vs ring vs naive at threads 1..64 (ARGS=--scaling) and over threads x batch x size (--grid) (tables in allocator/README.md)
+bench-transfer: setup allocator workloads ## the transfer cache's micro tier: mutex vs ring vs naive at threads 1..64 (ARGS=--scaling) and over threads x batch x size (--grid) (tables in allocator/README.md)
 	@$(PY) runner/bench/transfer.py $(ARGS)
 
-bench-runner: python allocator workloads ## measurement noise: CV and A/A check (runner/README.md)
+bench-runner: setup allocator workloads ## measurement noise: CV and A/A check (runner/README.md)
 	@$(PY) runner/bench/noise.py $(ARGS)
 
-bench-layouts: python allocator workloads ## the layout effect per workload: spread within one layout vs between layouts, ASLR on (table in docs/statistics.md; ARGS="--suite full --first-params")
+bench-layouts: setup allocator workloads ## the layout effect per workload: spread within one layout vs between layouts, ASLR on (table in docs/statistics.md; ARGS="--suite full --first-params")
 	@$(PY) runner/bench/layouts.py $(ARGS)
 
-bench-verdicts: python allocator workloads ## a calibration through the real API and runner: false alarms, canary detection (runner/README.md; ARGS=--quick)
+bench-verdicts: setup allocator workloads ## a calibration through the real API and runner: false alarms, canary detection (runner/README.md; ARGS=--quick)
 	@$(PY) runner/bench/verdicts.py $(ARGS)
 
-bench-repeats: python allocator workloads ## the demo's comparison run 5 times against one API: unknown share, 1-thread MDEs, flips of decided cells (docs/statistics.md; ARGS="--repeats N --no-peers")
+bench-repeats: setup allocator workloads ## the demo's comparison run 5 times against one API: unknown share, 1-thread MDEs, flips of decided cells (docs/statistics.md; ARGS="--repeats N --no-peers")
 	@$(PY) runner/bench/repeats.py $(ARGS)
 
 bench-api: python ## ingest throughput and series-query latency (api/README.md)

@@ -110,6 +110,11 @@ def main() -> int:
             runs.append(run_once(st, body))
             (state / "repeats.json").write_text(json.dumps(runs, indent=1))
             print(run_line(i, runs[-1]), flush=True)
+            if runs[-1]["state"] == "failed":  # the rest would fail alike: say why and stop
+                print(f"comparison {runs[-1]['id']} failed; its jobs' logs: "
+                      f"{state / 'runner.log'}, GET /api/v1/comparisons/{runs[-1]['id']}",
+                      file=sys.stderr)
+                return 1
     flipped, wavered = flips(runs)
     print(f"\nmallard@{st.commit[:7]}, {len(runs)} runs of the demo's comparison, load "
           f"{load[0]:.1f} before, {os.getloadavg()[0]:.1f} after\n")

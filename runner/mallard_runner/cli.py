@@ -39,7 +39,7 @@ from . import export
 from .agent import Agent
 from .cells import Cell
 from .client import ApiClient, ApiError
-from .executor import Cancelled
+from .executor import Cancelled, require_tools
 from .peers import CATALOGUE_NAMES, find_peers
 from .runs import RunRequest, execute, prepare
 from .sandbox import SandboxError, set_non_dumpable
@@ -319,7 +319,8 @@ def agent(
         cpu_list = parse_cpus(cpus or settings.cpus)
         check_cpus(cpu_list)
         sandbox = settings.sandbox()
-    except (ValueError, SandboxError) as e:
+        require_tools(settings)
+    except (ValueError, SandboxError, FileNotFoundError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2) from e
     node = name or settings.name or os.uname().nodename

@@ -107,6 +107,16 @@ def _read(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
+
+def require_tools(settings: RunnerSettings) -> None:
+    """Every trial runs under hyperfine and taskset: FileNotFoundError naming the one missing
+    (a job then fails at once, not three times, and an agent does not start)."""
+    for tool in (settings.hyperfine, settings.taskset):
+        if not shutil.which(tool):
+            raise FileNotFoundError(f"{tool} not found on this runner: install it "
+                                    "(scripts/install-deps.sh, or make deps)")
+
+
 class Executor:
     def __init__(self, settings: RunnerSettings, cpus: list[int], raw_dir: Path,
                  on_trial: Callable[[TrialIn, Cell], None] | None = None,
@@ -133,9 +143,7 @@ class Executor:
             raise FileNotFoundError(f"the latency shim {shim} is not built: make workloads")
         self.commands = Commands(settings, cpus, self.target, self.use_perf, shim)
         self.valgrind = not emulated and shutil.which(settings.valgrind) is not None
-        for tool in (settings.hyperfine, settings.taskset):
-            if not shutil.which(tool):
-                raise RuntimeError(f"{tool} not found: install it (scripts/install-deps.sh)")
+        require_tools(settings)
 
     def _fresh_dir(self, cell: Cell, name: str) -> Path:
         trial_dir = self.raw_dir / cell.slug / name

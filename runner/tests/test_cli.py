@@ -143,6 +143,18 @@ def test_agent_refuses_placeholder_and_short_tokens(tmp_path, how, token, why):
         assert token not in out.stderr
 
 
+def test_agent_without_hyperfine_does_not_start(tmp_path):
+    """A node missing a tool every trial needs says which at start, not as a traceback in
+    each job it would claim and fail."""
+    env = {**os.environ, "MALLARD_RUNNER_STATE_DIR": str(tmp_path),
+           "MALLARD_RUNNER_HYPERFINE": "hyperfine-not-here"}
+    args = agent_cmd("--token-file", str(token_file(tmp_path, "a-real-looking-token-0123")))
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    said = " ".join(out.stderr.split())
+    assert "hyperfine-not-here not found" in said and "Traceback" not in said
+
+
 def test_agent_refuses_a_token_in_its_environment(tmp_path):
     """A process's environment is readable by what it starts: the token has no place there."""
     token = "a-real-looking-token-0123456789"
