@@ -3,13 +3,12 @@ padded to a fixed size (`env -i ... _PAD=`), preloaded, under `perf stat` when i
 and under qemu-user on an emulated testbed (the preload is the guest's). The executor's
 module docstring shows a whole command.
 
-The process layout (setting `layouts`): `sampled` (the default) draws one per case and
-round (the executor shares it among that case's allocators), ASLR on and `_PAD` longer by
-a random multiple of 16 bytes below `LAYOUT_PAD_SPAN`, so the stack starts at another
-offset within its cache lines and pages in every round (and at another address in every
-trial: ASLR is the kernel's), and each trial records it (`TrialLayout`); `fixed` runs
-every trial under `setarch -R` (ASLR off) with the fixed-size environment: one layout for
-all. Cachegrind runs always take the fixed layout: their counts must repeat."""
+The process layout (setting `layouts`): `sampled` (the default) draws one per timed trial,
+ASLR on and `_PAD` longer by a random multiple of 16 bytes below `LAYOUT_PAD_SPAN`, so the
+stack starts at another address and offset within its cache lines and pages in every
+trial, and the trial records it (`TrialLayout`); `fixed` runs every trial under
+`setarch -R` (ASLR off) with the fixed-size environment: one layout for all. Cachegrind
+runs always take the fixed layout: their counts must repeat."""
 
 from __future__ import annotations
 
@@ -66,7 +65,7 @@ class Commands:
         self.setarch = list(setarch_prefix() or ())
         # a program workload's peak RSS: GNU time around it (the built-ins report their own)
         self.gnu_time = shutil.which(settings.gnu_time)
-        # layouts are drawn from the system's randomness, never from the run's
+        # layouts are drawn per trial from the system's randomness, never from the run's
         # seed: a follow-up job of the same seed meets new layouts, and each is recorded
         self.sampled = settings.sampled_layouts
         self._rng = random.Random()
@@ -86,7 +85,7 @@ class Commands:
         return pairs
 
     def layout(self) -> TrialLayout | None:
-        """A new layout when layouts are sampled, else None (the fixed one)."""
+        """The next timed trial's layout: a new one when layouts are sampled, else None."""
         return draw_layout(self._rng) if self.sampled else None
 
     def pinned(self, minimal: bool, pairs: list[str],

@@ -21,11 +21,9 @@ raw directory; the per-trial record is a `TrialIn` (contracts §5).
 
 Noise control (setting `noise_control`, on by default): `env -i` gives the workload a
 fixed minimal environment padded to a fixed size (`_PAD`), the same for every allocator.
-Its layout (setting `layouts`, commands.py): `sampled` (default) draws one per case and
-round, which every allocator of that case runs in that round (a pair's base and head
-share it, so its effect cancels in their ratio): ASLR on and `_PAD` longer by a random
-offset (argv and environment sit at the top of the stack, so the stack moves), recorded as
-each trial's `layout`; `fixed` adds `setarch -R`
+Its layout (setting `layouts`, commands.py): `sampled` (default) draws one per timed trial,
+ASLR on and `_PAD` longer by a random offset (argv and environment sit at the top of the
+stack, so the stack moves), recorded as the trial's `layout`; `fixed` adds `setarch -R`
 (ASLR off), so the stack starts at the same address in every trial of every allocator.
 
 Cells run INTERLEAVED: round i runs trial i of every cell, in an order shuffled
@@ -162,14 +160,13 @@ class Executor:
         return trial
 
     # -- one trial ------------------------------------------------------------------
-    def run_trial(self, cell: Cell, seq: int, warmup: bool,
-                  layout: TrialLayout | None = None) -> tuple[TrialIn, JsonDict | None]:
-        """One trial: run the workload under hyperfine in a fresh folder (in `layout`, else
-        one the setting draws), then read what hyperfine, the workload's result line, the
-        allocator's counters and perf left."""
+    def run_trial(self, cell: Cell, seq: int,
+                  warmup: bool) -> tuple[TrialIn, JsonDict | None]:
+        """One trial: run the workload under hyperfine in a fresh folder, then read what
+        hyperfine, the workload's result line, the allocator's counters and perf left."""
         trial_dir = self._fresh_dir(cell, f"warmup-{seq}" if warmup else f"trial-{seq}")
         started = _now()
-        layout = layout or self.commands.layout()
+        layout = self.commands.layout()
         hf_note, rss = self._hyperfine(cell, trial_dir, layout)
         timed = read_hyperfine(trial_dir, hf_note)
         ok, note = read_output(cell.program, _read(trial_dir / "stdout"), timed.clean,
@@ -340,13 +337,10 @@ class Executor:
             order = round_order(cells, rng, by_case)
             is_warmup = rnd < warmup
             seq = rnd if is_warmup else rnd - warmup
-            layouts: dict[str, TrialLayout | None] = {}  # a case's cells share its round's
             for cell in order:
                 if self.cancel.is_set():
                     raise Cancelled("cancelled")
-                if cell.case not in layouts:
-                    layouts[cell.case] = self.commands.layout()
-                trial, hf = self.run_trial(cell, seq, is_warmup, layouts[cell.case])
+                trial, hf = self.run_trial(cell, seq, is_warmup)
                 out.trials.append(trial)
                 out.order.append((rnd, cell.key))
                 entry = out.hyperfine.setdefault(cell.key, {"runs": []})

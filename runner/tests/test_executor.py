@@ -380,25 +380,21 @@ def test_every_trial_of_every_allocator_gets_the_same_environment_size(make_sett
 ADDR_NO_RANDOMIZE = 0x0040000  # personality(2): ASLR off (setarch -R)
 
 
-def test_a_sampled_layout_is_recorded_and_each_round_draws_its_own(make_settings, tmp_path):
+def test_a_sampled_layout_is_recorded_and_each_trial_draws_its_own(make_settings, tmp_path):
     """Through the executor, a real program reports the environment and personality it ran
     with: under `layouts=sampled` (the default) ASLR is on and the stack offset (`_PAD`'s
-    extra length) is the one its trial records; every round draws its own, and the base
-    and head of a case run in the round's one layout (so it cancels in their ratio). `fixed`
-    runs every trial with ASLR off, in the one environment size, and records no layout."""
+    extra length) is the one its trial records; every trial draws its own. `fixed` runs
+    every trial with ASLR off, in the one environment size, and records no layout."""
     script = tmp_path / "layout"
     script.write_text('#!/bin/sh\nprintf "pad=%s\\n" "${#_PAD}"\n'
                       'cat /proc/self/personality\necho \'{"operations": 1, "seconds": 1}\'\n')
     script.chmod(0o755)
-    c, h = (Cell(target=Target(side, AllocatorIn(name="glibc")), workload="layout",
-                 params={"threads": 1}, binary=script) for side in ("base", "head"))
+    c = Cell(target=GLIBC, workload="layout", params={"threads": 1}, binary=script)
     ex = Executor(make_settings(), [first_cpu()], tmp_path / "raw", use_perf=False)
-    run = ex.run([c, h], trials=6, warmup=0, by_case=True).trials
-    trials = [t for t in run if t.label == "base"]
+    trials = [t for t in ex.run([c], trials=6, warmup=0).trials]
     layouts = [t.layout for t in trials]
-    assert all(t.ok for t in run) and all(lay is not None for lay in layouts)
+    assert all(t.ok for t in trials) and all(lay is not None for lay in layouts)
     assert len({lay.env_pad for lay in layouts if lay is not None}) > 1
-    assert [t.layout for t in run if t.label == "head"] == layouts
     base = len(padded_env(list(MINIMAL_ENV))[-1]) - len("_PAD=")
     for t in trials:
         out = (tmp_path / "raw" / c.slug / f"trial-{t.seq}" / "stdout").read_text().split()
