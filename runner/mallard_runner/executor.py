@@ -107,7 +107,6 @@ def _read(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-
 def require_tools(settings: RunnerSettings) -> None:
     """Every trial runs under hyperfine and taskset: FileNotFoundError naming the one missing
     (a job then fails at once, not three times, and an agent does not start)."""
